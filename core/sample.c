@@ -1,0 +1,363 @@
+/*
+ * sample.c - one sample from source file to output bytes (see sample.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "core/log.h"
+#include "core/npy.h"
+#include "core/sample.h"
+#include "gpu/gpu.h"
+#include "transforms/rng.h"
+
+/* Source files larger than this are refused (no JPEG of a sane image is). */
+#define SAMPLE_MAX_FILE (512u << 20)
+
+int
+job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+    const struct dataset *ds, char *err, size_t errlen)
+{
+	char msg[512];
+	size_t plen;
+	int r;
+
+	memset(j, 0, sizeof(*j));
+	j->cfg = cj;
+	j->ds = ds;
+	if ((r = xf_pipeline_parse(cj->pipeline, &j->pl, msg, sizeof(msg))) !=
+	    0) {
+		snprintf(err, errlen, "%s:%d: pipeline: %s", c->path,
+		    cj->pipeline_line, msg);
+		return r;
+	}
+	if ((r = xf_check_output(j->pl, cj->dtype, msg, sizeof(msg))) != 0) {
+		snprintf(err, errlen, "%s:%d: %s", c->path, cj->pipeline_line,
+		    msg);
+		goto fail;
+	}
+	if (cj->gpu) {
+		struct gpu *g = NULL;
+
+		if ((r = gpu_init(&g, msg, sizeof(msg))) != 0) {
+			snprintf(err, errlen, "%s:%d: gpu = on: %s", c->path,
+			    cj->line, msg);
+			goto fail;
+		}
+		gpu_fini(g);
+	}
+	if (cj->order == CFG_ORDER_RELAXED) {
+		snprintf(err, errlen,
+		    "%s:%d: order = relaxed is not available in this version "
+		    "of feedfs; use order = strict",
+		    c->path, cj->line);
+		r = -ENOTSUP;
+		goto fail;
+	}
+	plen = xf_prefix_text(j->pl, NULL, 0);
+	if ((j->prefix = malloc(plen + 1)) == NULL ||
+	    (j->logged = calloc((ds->n + 7) / 8, 1)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto fail;
+	}
+	xf_prefix_text(j->pl, j->prefix, plen + 1);
+	j->plan.n = ds->n;
+	j->plan.batch_size = cj->batch_size;
+	j->plan.seed = cj->seed;
+	j->plan.shuffle = cj->shuffle;
+	j->plan.drop_last = cj->drop_last;
+	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
+	j->descr = cj->dtype == XF_UINT8 ? "|u1"
+	    : cj->dtype == XF_FLOAT16	 ? "<f2"
+					 : "<f4";
+	j->shape[0] = cj->batch_size;
+	if (cj->layout == XF_CHW) {
+		j->shape[1] = 3;
+		j->shape[2] = j->pl->out_h;
+		j->shape[3] = j->pl->out_w;
+	} else {
+		j->shape[1] = j->pl->out_h;
+		j->shape[2] = j->pl->out_w;
+		j->shape[3] = 3;
+	}
+	return 0;
+fail:
+	job_fini(j);
+	return r;
+}
+
+void
+job_fini(struct job *j)
+{
+	xf_pipeline_free(j->pl);
+	free(j->prefix);
+	free(j->logged);
+	j->pl = NULL;
+	j->prefix = NULL;
+	j->logged = NULL;
+}
+
+size_t
+job_npy_header(const struct job *j, uint32_t len, enum batch_kind kind,
+    char *buf)
+{
+	uint64_t shape[4];
+
+	if (kind != BK_IMAGES) {
+		shape[0] = len;
+		return npy_header(buf, "<i8", shape, 1);
+	}
+	memcpy(shape, j->shape, sizeof(shape));
+	shape[0] = len;
+	return npy_header(buf, j->descr, shape, 4);
+}
+
+uint64_t
+job_npy_data_bytes(const struct job *j, uint32_t len, enum batch_kind kind)
+{
+	return kind == BK_IMAGES ? (uint64_t)len * j->sample_bytes
+				 : (uint64_t)len * sizeof(int64_t);
+}
+
+/* Read a whole file into a malloc'd buffer; *st gets its fstat. */
+static int
+read_file(const char *path, uint8_t **out, size_t *len, struct stat *st,
+    char *err, size_t errlen)
+{
+	uint8_t *buf = NULL;
+	size_t got = 0;
+	int fd, r;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return r;
+	}
+	if (fstat(fd, st) != 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		r = -EINVAL;
+		goto out;
+	}
+	if (st->st_size > SAMPLE_MAX_FILE) {
+		snprintf(err, errlen, "%s: file too large (%jd bytes)", path,
+		    (intmax_t)st->st_size);
+		r = -EFBIG;
+		goto out;
+	}
+	if ((buf = malloc(st->st_size ? (size_t)st->st_size : 1)) == NULL) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	while (got < (size_t)st->st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st->st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break; /* shrank under us: decode what is there */
+		got += (size_t)n;
+	}
+	*out = buf; /* transferred */
+	*len = got;
+	buf = NULL;
+	r = 0;
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The prefix image of sample id: from the cache when it holds it, else
+ * decoded (and stored).  Errors name the file.
+ */
+static int
+prefix_image(struct job *j, struct cache *c, const char *path,
+    struct xf_image *img, char *err, size_t errlen)
+{
+	uint8_t digest[32], key[CACHE_KEY_LEN];
+	struct cache_val v;
+	struct stat st;
+	uint8_t *src = NULL;
+	size_t len = 0;
+	char msg[384];
+	bool cached = c != NULL && j->prefix[0] != '\0';
+	bool have_digest = false;
+	int r;
+
+	if (cached && stat(path, &st) == 0 &&
+	    cache_get_digest(c, path, &st, digest) == 0) {
+		have_digest = true;
+		cache_key(digest, j->prefix, key);
+		if (cache_get(c, key, &v) == 0)
+			goto hit;
+	}
+	if ((r = read_file(path, &src, &len, &st, err, errlen)) != 0)
+		return -EIO;
+	if (cached && !have_digest) {
+		cache_sha256(src, len, digest);
+		cache_put_digest(c, path, &st, digest);
+		cache_key(digest, j->prefix, key);
+		if (cache_get(c, key, &v) == 0) {
+			free(src);
+			goto hit;
+		}
+	}
+	r = xf_run_prefix(j->pl, src, len, img, msg, sizeof(msg));
+	free(src);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", path, msg);
+		return -EIO;
+	}
+	if (cached) {
+		atomic_fetch_add(&j->st.cache_misses, 1);
+		v.w = img->w;
+		v.h = img->h;
+		v.c = 3;
+		v.dtype = 0;
+		v.data = img->px;
+		v.len = (size_t)img->w * img->h * 3;
+		cache_put(c, key, &v);
+	}
+	return 0;
+hit:
+	if (v.c != 3 || v.dtype != 0) {
+		/* Not what this format version writes: treat as a miss. */
+		free(v.data);
+		snprintf(err, errlen, "%s: cache entry of unexpected shape",
+		    path);
+		return -EIO;
+	}
+	atomic_fetch_add(&j->st.cache_hits, 1);
+	img->w = v.w;
+	img->h = v.h;
+	img->px = v.data; /* transferred */
+	return 0;
+}
+
+int
+sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+    void *dst, char *err, size_t errlen)
+{
+	const struct dataset *ds = j->ds;
+	struct xf_image img = { 0 };
+	char path[4096];
+	uint64_t t0 = now_ns();
+	int r;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", ds->root,
+		ds->samples[id].path) >= sizeof(path)) {
+		snprintf(err, errlen, "%s/%s: path too long", ds->root,
+		    ds->samples[id].path);
+		return -EIO;
+	}
+	if ((r = prefix_image(j, c, path, &img, err, errlen)) != 0)
+		goto out;
+	r = xf_run_suffix(j->pl, &img, rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed,
+	    epoch, id), j->cfg->dtype, j->cfg->layout, dst);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		r = -EIO;
+	}
+out:
+	atomic_fetch_add(&j->st.busy_ns, now_ns() - t0);
+	if (r == 0)
+		atomic_fetch_add(&j->st.samples, 1);
+	return r;
+}
+
+int
+sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
+    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
+    char *err, size_t errlen)
+{
+	size_t n = j->ds->n;
+	int r = -EIO;
+
+	for (size_t k = 0; k < n; k++) {
+		uint32_t id = perm[(pos + k) % n];
+		uint8_t bit = (uint8_t)(1u << (id & 7));
+
+		if ((r = sample_make(j, c, epoch, id, dst, err, errlen)) == 0) {
+			if (k > 0)
+				atomic_fetch_add(&j->st.substituted, 1);
+			*id_out = id;
+			return 0;
+		}
+		atomic_fetch_add(&j->st.decode_errors, 1);
+		if (j->cfg->on_error == CFG_ON_ERROR_FAIL) {
+			if (log)
+				log_err("%s", err);
+			return r;
+		}
+		if (log && !(atomic_fetch_or(&j->logged[id >> 3], bit) & bit))
+			log_warn("%s (substituted by the next good sample)",
+			    err);
+	}
+	snprintf(err, errlen, "job %s: no sample of the dataset can be read",
+	    j->cfg->name);
+	return r;
+}
+
+int
+batch_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t rank,
+    uint32_t world, uint64_t b, void *images, int64_t *labels, int64_t *ids,
+    char *err, size_t errlen)
+{
+	uint32_t len = plan_batch_len(&j->plan, world, b);
+	uint32_t *perm = malloc(j->ds->n * sizeof(*perm));
+	uint64_t *pos = malloc((len ? len : 1) * sizeof(*pos));
+	int r = 0;
+
+	if (perm == NULL || pos == NULL) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	plan_permutation(&j->plan, epoch, perm);
+	plan_batch_positions(&j->plan, rank, world, b, pos);
+	for (uint32_t s = 0; s < len; s++) {
+		uint32_t id;
+
+		r = sample_make_slot(j, c, epoch, perm, pos[s],
+		    (uint8_t *)images + (size_t)s * j->sample_bytes, &id, false,
+		    err, errlen);
+		if (r != 0)
+			goto out;
+		labels[s] = j->ds->samples[id].label;
+		ids[s] = id;
+	}
+	r = (int)len;
+out:
+	free(perm);
+	free(pos);
+	return r;
+}

@@ -1,0 +1,39 @@
+/*
+ * fs.h - the FUSE low-level operations of feedfs over a feed engine.
+ */
+#ifndef FEEDFS_FS_H
+#define FEEDFS_FS_H
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "core/feed.h"
+
+struct node;
+
+/*
+ * Per-mount state, the session's userdata.  nodes/ino_next are protected
+ * by lock; feed does its own locking (fs.lock is never held while calling
+ * into feed, so there is no order between the two).
+ */
+struct feedfs {
+	struct feed *feed;
+	struct timespec mtime; /* of every node: the mount time */
+	uid_t uid;
+	gid_t gid;
+	pthread_mutex_t lock;
+	struct node **by_key, **by_ino; /* hash tables */
+	size_t nbuckets, nnodes;
+	fuse_ino_t ino_next;
+	char *readme; /* generated once */
+	size_t readme_len;
+	size_t *info_len, *samples_len; /* per job, computed once */
+};
+
+extern const struct fuse_lowlevel_ops fs_ops;
+
+int fs_init_state(struct feedfs *fs, struct feed *feed);
+void fs_fini_state(struct feedfs *fs);
+
+#endif

@@ -1,0 +1,305 @@
+/*
+ * main.c - the feedfs command: parse, check, mount, serve, unmount.
+ *
+ *   feedfs [-f] [-d] [-o OPT[,OPT...]] CONFIG|DATASET_DIR MOUNTPOINT
+ *
+ * Everything that can be wrong with the config or the dataset is found
+ * before the mount (exit 2, "feedfs: FILE:LINE: message").  No thread is
+ * started before fuse_daemonize(): the cache and the workers come after.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "core/config.h"
+#include "core/feed.h"
+#include "core/log.h"
+#include "fs/fs.h"
+
+#define EXIT_CONFIG 2
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: feedfs [-f] [-d] [-o opt[,opt...]] config mountpoint\n"
+	    "       feedfs [-f] [-d] [-o opt[,opt...]] dataset_dir mountpoint\n"
+	    "\n"
+	    "  -f        stay in the foreground, log to stderr\n"
+	    "  -d        debug output (implies -f)\n"
+	    "  -o opt    cache_dir=DIR, cache_size=SIZE, threads=N, memory=SIZE,\n"
+	    "            readahead=N, or a FUSE mount option (allow_other, ...)\n"
+	    "  -h        this help;  -V  the version\n"
+	    "\n"
+	    "See feedfs(8) and feedfs.conf(5).\n");
+}
+
+/* A progress line while scanning a large dataset, on a terminal only. */
+struct progress {
+	bool tty;
+	struct timespec last;
+	bool shown;
+};
+
+static void
+scan_progress(size_t n, void *arg)
+{
+	struct progress *p = arg;
+	struct timespec now;
+
+	if (!p->tty)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (p->shown && (now.tv_sec - p->last.tv_sec) * 1000 +
+		    (now.tv_nsec - p->last.tv_nsec) / 1000000 < 200)
+		return;
+	p->last = now;
+	p->shown = true;
+	fprintf(stderr, "\rfeedfs: scanning dataset: %zu images", n);
+}
+
+/* Options of -o that are ours go to the config; the rest to FUSE. */
+struct opts {
+	bool foreground, debug;
+	const char *source, *mountpoint;
+	char *fuse_opts; /* comma separated, for fuse_session_new */
+	char **mount_kv; /* key=value of [mount] keys, applied after load */
+	size_t nmount_kv;
+};
+
+static int
+add_opts(struct opts *o, const char *list)
+{
+	char *dup = strdup(list), *save = NULL, *tok;
+
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		static const char *const ours[] = { "cache_dir", "cache_size",
+			"threads", "memory", "readahead" };
+		size_t klen = strcspn(tok, "=");
+		bool mine = false;
+
+		for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+			if (strlen(ours[i]) == klen &&
+			    strncmp(tok, ours[i], klen) == 0)
+				mine = true;
+		if (mine) {
+			char **kv = realloc(o->mount_kv,
+			    (o->nmount_kv + 1) * sizeof(*kv));
+
+			if (!kv || !(kv[o->nmount_kv] = strdup(tok))) {
+				free(kv);
+				free(dup);
+				return -ENOMEM;
+			}
+			o->mount_kv = kv;
+			o->nmount_kv++;
+		} else if (strcmp(tok, "defaults") != 0 &&
+		    strcmp(tok, "rw") != 0) {
+			/* rw is what mount(8) adds; feedfs is read-only. */
+			size_t len = o->fuse_opts ? strlen(o->fuse_opts) : 0;
+			char *s = realloc(o->fuse_opts, len + strlen(tok) + 2);
+
+			if (!s) {
+				free(dup);
+				return -ENOMEM;
+			}
+			snprintf(s + len, strlen(tok) + 2, "%s%s", len ? "," : "",
+			    tok);
+			o->fuse_opts = s;
+		}
+	}
+	free(dup);
+	return 0;
+}
+
+static int
+parse_args(int argc, char **argv, struct opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-f") == 0)
+			o->foreground = true;
+		else if (strcmp(a, "-d") == 0)
+			o->debug = o->foreground = true;
+		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			exit(0);
+		} else if (strcmp(a, "-V") == 0 ||
+		    strcmp(a, "--version") == 0) {
+			printf("feedfs %s\n", PACKAGE_VERSION);
+			exit(0);
+		} else if (strncmp(a, "-o", 2) == 0) {
+			const char *v = a[2] ? a + 2 : argv[++i];
+
+			if (!v) {
+				fprintf(stderr, "feedfs: -o needs options\n");
+				return -EINVAL;
+			}
+			if (add_opts(o, v) != 0)
+				return -ENOMEM;
+		} else if (a[0] == '-' && a[1] != '\0') {
+			fprintf(stderr, "feedfs: unknown option %s\n", a);
+			usage(stderr);
+			return -EINVAL;
+		} else if (!o->source)
+			o->source = a;
+		else if (!o->mountpoint)
+			o->mountpoint = a;
+		else {
+			fprintf(stderr, "feedfs: too many arguments\n");
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (!o->source || !o->mountpoint) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Load the config (or the default one for a dataset dir), apply -o. */
+static int
+load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
+{
+	struct cfg *c = NULL;
+	struct stat st;
+	int r;
+
+	if (stat(o->source, &st) == 0 && S_ISDIR(st.st_mode))
+		r = cfg_default(o->source, &c, err, errlen);
+	else
+		r = cfg_load(o->source, &c, err, errlen);
+	if (r != 0)
+		return r;
+	for (size_t i = 0; i < o->nmount_kv; i++) {
+		char *kv = o->mount_kv[i], *eq = strchr(kv, '=');
+
+		if (!eq) {
+			snprintf(err, errlen, "-o %s: expected %s=VALUE", kv,
+			    kv);
+			cfg_free(c);
+			return -EINVAL;
+		}
+		*eq = '\0';
+		r = cfg_set_mount(c, kv, eq + 1, err, errlen);
+		*eq = '=';
+		if (r != 0) {
+			cfg_free(c);
+			return r;
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	struct progress prog = { 0 };
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lc = NULL;
+	struct fuse_session *se = NULL;
+	struct feedfs fs;
+	struct feed *feed = NULL;
+	struct cfg *c = NULL;
+	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
+	int ret = 1, r;
+	bool state = false;
+
+	if (parse_args(argc, argv, &o) != 0)
+		return EXIT_CONFIG;
+	log_init("feedfs", false, o.debug);
+	if (realpath(o.mountpoint, mnt) == NULL) {
+		fprintf(stderr, "feedfs: %s: %s\n", o.mountpoint,
+		    strerror(errno));
+		return 1;
+	}
+	if (load_config(&o, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	prog.tty = isatty(STDERR_FILENO);
+	r = feed_new(c, scan_progress, &prog, &feed, err, sizeof(err));
+	c = NULL; /* transferred */
+	if (prog.shown)
+		fputc('\n', stderr);
+	if (r != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	if (fs_init_state(&fs, feed) != 0) {
+		fprintf(stderr, "feedfs: out of memory\n");
+		goto out_feed;
+	}
+	state = true;
+
+	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs,ro%s%s",
+	    o.fuse_opts ? "," : "", o.fuse_opts ? o.fuse_opts : "");
+	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
+	    fuse_opt_add_arg(&args, "-o") != 0 ||
+	    fuse_opt_add_arg(&args, fsname) != 0 ||
+	    (o.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
+		fprintf(stderr, "feedfs: out of memory\n");
+		goto out_state;
+	}
+	if ((se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs)) ==
+	    NULL) {
+		/* libfuse said why (an unknown -o option, say). */
+		ret = EXIT_CONFIG;
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, mnt) != 0)
+		goto out_signals;
+	if (fuse_daemonize(o.foreground) != 0)
+		goto out_unmount;
+	if (!o.foreground)
+		log_init("feedfs", true, o.debug);
+
+	/* Threads from here on. */
+	if (feed_start(feed) != 0)
+		goto out_unmount;
+	log_info("serving %s on %s", o.source, mnt);
+	if ((lc = fuse_loop_cfg_create()) == NULL)
+		goto out_unmount;
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	fuse_loop_cfg_set_max_threads(lc, 64);
+	fuse_loop_cfg_set_idle_threads(lc, 16);
+	ret = fuse_session_loop_mt(se, lc) == 0 ? 0 : 1;
+	fuse_loop_cfg_destroy(lc);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+out_state:
+	if (state)
+		fs_fini_state(&fs);
+out_feed:
+	feed_free(feed);
+out_opts:
+	cfg_free(c);
+	for (size_t i = 0; i < o.nmount_kv; i++)
+		free(o.mount_kv[i]);
+	free(o.mount_kv);
+	free(o.fuse_opts);
+	return ret;
+}

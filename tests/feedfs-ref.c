@@ -1,0 +1,129 @@
+/*
+ * feedfs-ref - the files of an epoch computed in-process, without FUSE,
+ * threads or the cache: the reference that mounted bytes are compared with.
+ *
+ *   feedfs-ref [--rank R --world W] CONFIG|DATASET_DIR JOB EPOCH OUTDIR
+ *
+ * Writes OUTDIR/batch-NNNNNN.npy, .labels.npy and .ids.npy for every batch
+ * of the epoch (of rank R of W).  Exit 1 with a message on error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/config.h"
+#include "core/dataset.h"
+#include "core/plan.h"
+#include "core/sample.h"
+
+static int
+write_file(const char *dir, uint64_t b, const char *suffix, const void *hdr,
+    size_t hlen, const void *data, size_t dlen)
+{
+	char path[4096];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/batch-%06" PRIu64 "%s", dir, b,
+	    suffix);
+	if ((fp = fopen(path, "wb")) == NULL ||
+	    fwrite(hdr, 1, hlen, fp) != hlen ||
+	    (dlen && fwrite(data, 1, dlen, fp) != dlen) || fclose(fp) != 0) {
+		fprintf(stderr, "feedfs-ref: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	unsigned long rank = 0, world = 1;
+	struct cfg *c = NULL;
+	struct dataset *ds = NULL;
+	struct job j;
+	struct stat st;
+	char err[2048];
+	const struct cfg_job *cj = NULL;
+	const struct cfg_dataset *cd = NULL;
+	int i = 1, r;
+
+	for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+		if (strcmp(argv[i], "--rank") == 0)
+			rank = strtoul(argv[i + 1], NULL, 10);
+		else if (strcmp(argv[i], "--world") == 0)
+			world = strtoul(argv[i + 1], NULL, 10);
+		else
+			break;
+	}
+	if (argc - i != 4 || world < 1 || rank >= world) {
+		fprintf(stderr, "usage: feedfs-ref [--rank R --world W] "
+				"CONFIG|DATASET_DIR JOB EPOCH OUTDIR\n");
+		return 2;
+	}
+	if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+		r = cfg_default(argv[i], &c, err, sizeof(err));
+	else
+		r = cfg_load(argv[i], &c, err, sizeof(err));
+	if (r != 0) {
+		fprintf(stderr, "feedfs-ref: %s\n", err);
+		return 1;
+	}
+	for (size_t k = 0; k < c->njobs; k++)
+		if (strcmp(c->jobs[k].name, argv[i + 1]) == 0)
+			cj = &c->jobs[k];
+	if (!cj) {
+		fprintf(stderr, "feedfs-ref: no job %s\n", argv[i + 1]);
+		return 1;
+	}
+	for (size_t k = 0; k < c->ndatasets; k++)
+		if (strcmp(c->datasets[k].name, cj->dataset) == 0)
+			cd = &c->datasets[k];
+	if (!cd || ds_open(cd->name, cd->root, cd->manifest, NULL, NULL, &ds,
+		       err, sizeof(err)) != 0 ||
+	    job_init(&j, c, cj, ds, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs-ref: %s\n", cd ? err : "no dataset");
+		return 1;
+	}
+	uint32_t epoch = (uint32_t)strtoul(argv[i + 2], NULL, 10);
+	const char *out = argv[i + 3];
+	uint64_t nb = plan_nbatches(&j.plan, (uint32_t)world);
+	void *images = malloc((size_t)cj->batch_size * j.sample_bytes);
+	int64_t *labels = malloc(cj->batch_size * sizeof(int64_t));
+	int64_t *ids = malloc(cj->batch_size * sizeof(int64_t));
+	char hdr[256];
+	int ret = 0;
+
+	mkdir(out, 0755);
+	for (uint64_t b = 0; b < nb && ret == 0; b++) {
+		size_t hl;
+
+		r = batch_make(&j, NULL, epoch, (uint32_t)rank,
+		    (uint32_t)world, b, images, labels, ids, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "feedfs-ref: batch %" PRIu64 ": %s\n",
+			    b, err);
+			ret = 1;
+			break;
+		}
+		hl = job_npy_header(&j, (uint32_t)r, BK_IMAGES, hdr);
+		if (write_file(out, b, ".npy", hdr, hl, images,
+			(size_t)r * j.sample_bytes) != 0)
+			ret = 1;
+		hl = job_npy_header(&j, (uint32_t)r, BK_LABELS, hdr);
+		if (write_file(out, b, ".labels.npy", hdr, hl, labels,
+			(size_t)r * 8) != 0 ||
+		    write_file(out, b, ".ids.npy", hdr, hl, ids,
+			(size_t)r * 8) != 0)
+			ret = 1;
+	}
+	free(images);
+	free(labels);
+	free(ids);
+	job_fini(&j);
+	ds_free(ds);
+	cfg_free(c);
+	return ret;
+}

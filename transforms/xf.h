@@ -1,0 +1,114 @@
+/*
+ * xf.h - the preprocessing pipeline: JPEG decode and the image ops.
+ *
+ * A pipeline is parsed once from its config text and is then immutable and
+ * safe to use from any number of threads.  Images are 8-bit RGB, HWC, rows
+ * packed (stride = 3 * w).  Every function here is reentrant; none keeps
+ * global state.  Errors are 0 / negative errno plus a message in err.
+ */
+#ifndef FEEDFS_XF_H
+#define FEEDFS_XF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum xf_dtype { XF_UINT8, XF_FLOAT16, XF_FLOAT32 };
+enum xf_layout { XF_HWC, XF_CHW };
+
+/* An 8-bit RGB image; px is malloc'd and owned by whoever holds the struct. */
+struct xf_image {
+	uint32_t w, h;
+	uint8_t *px; /* w * h * 3 bytes, HWC */
+};
+
+enum xf_opkind {
+	XF_OP_DECODE,
+	XF_OP_RESIZE,      /* h == 0: short side to w, aspect kept; else to w x h */
+	XF_OP_CENTER_CROP, /* w x h, zero padded where the image is smaller */
+	XF_OP_RRC,         /* random_resized_crop to w x h */
+	XF_OP_FLIP,        /* horizontal, probability p */
+	XF_OP_NORMALIZE,   /* applied at the output conversion, wherever written */
+	XF_OP_CACHE,       /* end of the cached, deterministic prefix */
+};
+
+struct xf_op {
+	enum xf_opkind kind;
+	uint32_t w, h;
+	double scale[2], ratio[2]; /* RRC */
+	double p;                  /* FLIP */
+	float mean[3], std[3];     /* NORMALIZE */
+};
+
+struct xf_pipeline {
+	struct xf_op *ops;
+	size_t nops;
+	size_t cache_at;   /* index of the cache op; == nops when there is none */
+	bool normalize;    /* a normalize op is present: mean/std below */
+	float mean[3], std[3];
+	uint32_t out_w, out_h; /* fixed output size; 0 when not fixed */
+};
+
+/*
+ * Parses pipeline text ("decode resize(256) cache random_resized_crop(224)
+ * flip(0.5) normalize(imagenet)").  Refuses: unknown ops, bad arguments, no
+ * leading decode, a second decode or cache, a random op before cache, an
+ * output size that is not fixed (the pipeline must end in a crop or
+ * resize(W,H) so that every sample has one shape).  On error returns
+ * -EINVAL with a message (without FILE:LINE; the caller adds it).
+ */
+int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
+    size_t errlen);
+void xf_pipeline_free(struct xf_pipeline *pl);
+
+/*
+ * Canonical text of the cached prefix (ops before `cache`, normalize left out
+ * since it acts at output time), e.g. "decode resize(256)"; numbers printed
+ * so that equal ops give equal text.  Returns the length snprintf would.
+ * When the pipeline has no cache op the prefix is empty ("").
+ */
+size_t xf_prefix_text(const struct xf_pipeline *pl, char *buf, size_t len);
+
+/* Refuses combinations of pipeline and output (normalize with uint8). */
+int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
+    char *err, size_t errlen);
+
+/* Bytes of one output sample: out_w * out_h * 3 * sizeof(dtype). */
+size_t xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype);
+
+/*
+ * Decode a JPEG (grayscale, YCbCr, CMYK, YCCK all give RGB) and run the ops
+ * before `cache` (all ops when there is no cache op, except the random ones
+ * and normalize, which xf_run_suffix does).  DCT scaling is used where the
+ * op after decode is a resize or a crop that shrinks the image enough.
+ * On success *out holds a new image.  -EINVAL/-ENOMEM with a message on
+ * error ("not a JPEG", "corrupt data: ...").
+ */
+int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
+    size_t len, struct xf_image *out, char *err, size_t errlen);
+
+/*
+ * Run the ops after `cache` on img (consumed: freed or replaced), drawing
+ * random numbers from stream rngkey only, then convert to dtype and layout
+ * (normalizing if asked) into dst, which holds xf_sample_bytes() bytes.
+ */
+int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst);
+
+/* The single ops, exported for tests.  All allocate a new out->px. */
+int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
+    struct xf_image *out, char *err, size_t errlen);
+int xf_resize(const struct xf_image *in, uint32_t w, uint32_t h,
+    struct xf_image *out);
+int xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w,
+    uint32_t h, struct xf_image *out); /* zero pads outside in */
+void xf_flip(struct xf_image *img);  /* in place */
+/* torchvision RandomResizedCrop.get_params with draws from rngkey. */
+void xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
+    const double ratio[2], uint64_t rngkey, uint64_t counter, int32_t *x,
+    int32_t *y, uint32_t *cw, uint32_t *ch);
+void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
+    const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
+uint16_t xf_float_to_half(float f);
+
+#endif
