@@ -68,4 +68,11 @@ void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 
 void cache_get_stats(struct cache *c, struct cache_stats *st);
 
+/*
+ * NULL while the cache works; once it has failed (and feedfs serves without
+ * it) the reason, e.g. "write: No space left on device".  Stays valid until
+ * cache_close.
+ */
+const char *cache_error(struct cache *c);
+
 #endif
