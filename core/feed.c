@@ -473,8 +473,11 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
 
 		if ((r = ds_open(d->name, d->root, d->manifest, progress, arg,
 			 &f->ds[i], msg, sizeof(msg))) != 0) {
-			snprintf(err, errlen, "%s:%d: dataset %s: %s", c->path,
-			    d->line, d->name, msg);
+			if (d->line > 0)
+				snprintf(err, errlen, "%s:%d: dataset %s: %s",
+				    c->path, d->line, d->name, msg);
+			else /* the default config of a dataset dir */
+				snprintf(err, errlen, "%s", msg);
 			goto fail;
 		}
 	}

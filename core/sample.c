@@ -74,6 +74,14 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	j->plan.seed = cj->seed;
 	j->plan.shuffle = cj->shuffle;
 	j->plan.drop_last = cj->drop_last;
+	if (plan_nbatches(&j->plan, 1) > 999999) {
+		snprintf(err, errlen, "%s:%d: %zu samples make %" PRIu64
+		    " batches of %u per epoch; batch names have six digits: "
+		    "use a larger batch_size", c->path, cj->line, ds->n,
+		    plan_nbatches(&j->plan, 1), cj->batch_size);
+		r = -EINVAL;
+		goto fail;
+	}
 	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
 	j->descr = cj->dtype == XF_UINT8 ? "|u1"
 	    : cj->dtype == XF_FLOAT16	 ? "<f2"
@@ -195,6 +203,17 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A cached value this version can use (else freed: a miss). */
+static bool
+usable(struct cache_val *v)
+{
+	if (v->c == 3 && v->dtype == 0 && v->w > 0 && v->h > 0 &&
+	    v->len == (size_t)v->w * v->h * 3)
+		return true;
+	free(v->data);
+	return false;
+}
+
 /*
  * The prefix image of sample id: from the cache when it holds it, else
  * decoded (and stored).  Errors name the file.
@@ -217,7 +236,7 @@ prefix_image(struct job *j, struct cache *c, const char *path,
 	    cache_get_digest(c, path, &st, digest) == 0) {
 		have_digest = true;
 		cache_key(digest, j->prefix, key);
-		if (cache_get(c, key, &v) == 0)
+		if (cache_get(c, key, &v) == 0 && usable(&v))
 			goto hit;
 	}
 	if ((r = read_file(path, &src, &len, &st, err, errlen)) != 0)
@@ -226,7 +245,7 @@ prefix_image(struct job *j, struct cache *c, const char *path,
 		cache_sha256(src, len, digest);
 		cache_put_digest(c, path, &st, digest);
 		cache_key(digest, j->prefix, key);
-		if (cache_get(c, key, &v) == 0) {
+		if (cache_get(c, key, &v) == 0 && usable(&v)) {
 			free(src);
 			goto hit;
 		}
@@ -249,13 +268,6 @@ prefix_image(struct job *j, struct cache *c, const char *path,
 	}
 	return 0;
 hit:
-	if (v.c != 3 || v.dtype != 0) {
-		/* Not what this format version writes: treat as a miss. */
-		free(v.data);
-		snprintf(err, errlen, "%s: cache entry of unexpected shape",
-		    path);
-		return -EIO;
-	}
 	atomic_fetch_add(&j->st.cache_hits, 1);
 	img->w = v.w;
 	img->h = v.h;

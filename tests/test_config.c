@@ -1,0 +1,315 @@
+/*
+ * test_config - the config parser: values, defaults, and one case per kind
+ * of mistake, each reported as FILE:LINE: message with the right line.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "tests/testlib.h"
+
+static char dir[] = "/tmp/test_config.XXXXXX";
+static char path[256];
+
+static void
+write_cfg(const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	if (!fp) {
+		perror(path);
+		exit(1);
+	}
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* The head of a valid file; mistakes are appended at known lines. */
+#define HEAD                                                                  \
+	"[dataset d]\n"     /* 1 */                                           \
+	"root = /tmp\n"     /* 2 */                                           \
+	"[job j]\n"         /* 3 */                                           \
+	"batch_size = 4\n"  /* 4 */
+
+/* Load text; expect failure at line with msg contained in the error. */
+static void
+bad(const char *text, int line, const char *msg)
+{
+	struct cfg *c = NULL;
+	char err[1024], want[300];
+	int r;
+
+	write_cfg(text);
+	r = cfg_load(path, &c, err, sizeof(err));
+	CHECK_EQ_INT(r, -EINVAL);
+	CHECK(c == NULL);
+	if (r == 0) {
+		cfg_free(c);
+		return;
+	}
+	snprintf(want, sizeof(want), "%s:%d: ", path, line);
+	if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, msg))
+		fprintf(stderr, "  got \"%s\", wanted \"%s...%s\"\n", err,
+		    want, msg);
+	CHECK(strncmp(err, want, strlen(want)) == 0);
+	CHECK(strstr(err, msg) != NULL);
+}
+
+static struct cfg *
+good(const char *text)
+{
+	struct cfg *c = NULL;
+	char err[1024];
+
+	write_cfg(text);
+	if (cfg_load(path, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "  unexpected error: %s\n", err);
+		CHECK(0);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+test_full(void)
+{
+	struct cfg *c = good(
+	    "# a comment\n"
+	    "; another\n"
+	    "[mount]\n"
+	    "cache_dir = cache   # relative: from the file's dir\n"
+	    "cache_size = 1.5G\n"
+	    "threads = 3\n"
+	    "memory = 512M\n"
+	    "readahead = 0\n"
+	    "\n"
+	    "[dataset a]\n"
+	    "root = /data/a\n"
+	    "[dataset b]\n"
+	    "root = rel\n"
+	    "manifest = /data/list.tsv\n"
+	    "[job train]\n"
+	    "dataset = b\n"
+	    "batch_size = 32\n"
+	    "epochs = 3\n"
+	    "seed = 18446744073709551615\n"
+	    "shuffle = no\n"
+	    "drop_last = yes\n"
+	    "order = strict\n"
+	    "pipeline = decode resize(72) cache random_resized_crop(64, 0.2, 1) "
+	    "flip(0.5)\n"
+	    "dtype = uint8\n"
+	    "layout = HWC\n"
+	    "on_error = substitute\n"
+	    "gpu = off\n"
+	    "[job val]\n"
+	    "dataset = a\n");
+
+	if (!c)
+		return;
+	CHECK_EQ_INT(c->ndatasets, 2);
+	CHECK_EQ_INT(c->njobs, 2);
+	char want[300];
+	snprintf(want, sizeof(want), "%s/cache", dir);
+	CHECK_EQ_STR(c->mount.cache_dir, want);
+	CHECK(c->mount.cache_size == 3ull << 29);
+	CHECK_EQ_INT(c->mount.threads, 3);
+	CHECK(c->mount.memory == 512ull << 20);
+	CHECK_EQ_INT(c->mount.readahead, 0);
+	CHECK_EQ_STR(c->datasets[0].root, "/data/a");
+	CHECK(c->datasets[0].manifest == NULL);
+	snprintf(want, sizeof(want), "%s/rel", dir);
+	CHECK_EQ_STR(c->datasets[1].root, want);
+	CHECK_EQ_STR(c->datasets[1].manifest, "/data/list.tsv");
+	CHECK_EQ_INT(c->datasets[1].line, 12);
+
+	struct cfg_job *j = &c->jobs[0];
+	CHECK_EQ_STR(j->name, "train");
+	CHECK_EQ_STR(j->dataset, "b");
+	CHECK_EQ_INT(j->batch_size, 32);
+	CHECK_EQ_INT(j->epochs, 3);
+	CHECK(j->seed == UINT64_MAX);
+	CHECK(!j->shuffle && j->drop_last && !j->gpu);
+	CHECK_EQ_INT(j->dtype, XF_UINT8);
+	CHECK_EQ_INT(j->layout, XF_HWC);
+	CHECK_EQ_INT(j->on_error, CFG_ON_ERROR_SUBSTITUTE);
+	CHECK_EQ_INT(j->order, CFG_ORDER_STRICT);
+	CHECK_EQ_INT(j->line, 15);
+	CHECK_EQ_INT(j->dataset_line, 16);
+	CHECK_EQ_INT(j->pipeline_line, 23);
+
+	/* Defaults of a job that sets nothing but its dataset. */
+	j = &c->jobs[1];
+	CHECK_EQ_INT(j->batch_size, 256);
+	CHECK_EQ_INT(j->epochs, 90);
+	CHECK(j->seed == 42);
+	CHECK(j->shuffle && !j->drop_last && !j->gpu);
+	CHECK_EQ_INT(j->dtype, XF_FLOAT32);
+	CHECK_EQ_INT(j->layout, XF_CHW);
+	CHECK_EQ_INT(j->on_error, CFG_ON_ERROR_FAIL);
+	CHECK_EQ_STR(j->pipeline, "decode resize(256) cache "
+				  "random_resized_crop(224) flip(0.5) "
+				  "normalize(imagenet)");
+	cfg_free(c);
+}
+
+static void
+test_defaults(void)
+{
+	struct cfg *c = good("[dataset only]\nroot = /x\n[job t]\n");
+	char err[256];
+
+	if (!c)
+		return;
+	/* The only dataset is the job's default. */
+	CHECK_EQ_STR(c->jobs[0].dataset, "only");
+	CHECK_EQ_STR(c->mount.cache_dir, CFG_DEFAULT_CACHE_DIR);
+	CHECK(c->mount.cache_size == 50ull << 30);
+	CHECK(c->mount.memory == 2ull << 30);
+	CHECK_EQ_INT(c->mount.threads, 0);
+	CHECK_EQ_INT(c->mount.readahead, 4);
+
+	/* -o keys. */
+	CHECK_EQ_INT(cfg_set_mount(c, "threads", "7", err, sizeof(err)), 0);
+	CHECK_EQ_INT(c->mount.threads, 7);
+	CHECK_EQ_INT(cfg_set_mount(c, "cache_size", "0", err, sizeof(err)), 0);
+	CHECK(c->mount.cache_size == 0);
+	CHECK_EQ_INT(cfg_set_mount(c, "allow_other", "", err, sizeof(err)),
+	    -ENOENT);
+	CHECK_EQ_INT(cfg_set_mount(c, "threads", "abc", err, sizeof(err)),
+	    -EINVAL);
+	CHECK(strstr(err, "-o threads=abc") != NULL);
+	CHECK_EQ_INT(cfg_set_mount(c, "memory", "1K", err, sizeof(err)),
+	    -EINVAL);
+	cfg_free(c);
+
+	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(c->njobs, 2);
+	CHECK_EQ_STR(c->jobs[0].name, "train");
+	CHECK_EQ_STR(c->jobs[1].name, "val");
+	CHECK(c->jobs[0].shuffle && !c->jobs[1].shuffle);
+	CHECK_EQ_STR(c->jobs[1].pipeline, "decode resize(256) center_crop(224) "
+					  "cache normalize(imagenet)");
+	CHECK_EQ_STR(c->datasets[0].root, "/data/x");
+	cfg_free(c);
+	cfg_free(NULL);
+}
+
+static void
+test_sizes(void)
+{
+	uint64_t v;
+
+	CHECK(cfg_parse_size("4096", &v) == 0 && v == 4096);
+	CHECK(cfg_parse_size("512M", &v) == 0 && v == 512ull << 20);
+	CHECK(cfg_parse_size("50G", &v) == 0 && v == 50ull << 30);
+	CHECK(cfg_parse_size("2T", &v) == 0 && v == 2ull << 40);
+	CHECK(cfg_parse_size("1k", &v) == 0 && v == 1024);
+	CHECK(cfg_parse_size("1.5G", &v) == 0 && v == 3ull << 29);
+	CHECK(cfg_parse_size("8GiB", &v) == 0 && v == 8ull << 30);
+	CHECK(cfg_parse_size("8GB", &v) == 0 && v == 8ull << 30);
+	CHECK(cfg_parse_size("12Q", &v) == -EINVAL);
+	CHECK(cfg_parse_size("-1G", &v) == -EINVAL);
+	CHECK(cfg_parse_size("", &v) == -EINVAL);
+	CHECK(cfg_parse_size("G", &v) == -EINVAL);
+	CHECK(cfg_parse_size("1G junk", &v) == -EINVAL);
+	CHECK(cfg_parse_size("99999999T", &v) == -EINVAL);
+
+	bool b;
+	CHECK(cfg_parse_bool("yes", &b) == 0 && b);
+	CHECK(cfg_parse_bool("On", &b) == 0 && b);
+	CHECK(cfg_parse_bool("false", &b) == 0 && !b);
+	CHECK(cfg_parse_bool("0", &b) == 0 && !b);
+	CHECK(cfg_parse_bool("maybe", &b) == -EINVAL);
+}
+
+static void
+test_mistakes(void)
+{
+	/* Syntax. */
+	bad(HEAD "this line has no equals sign\n", 5, "expected 'key = value'");
+	bad(HEAD "[job x\n", 5, "without ']'");
+	bad(HEAD "= 3\n", 5, "without a key");
+	bad("epochs = 3\n" HEAD, 1, "outside of a section");
+	bad(HEAD "[job x] junk\n", 5, "text after the section header");
+	/* Sections. */
+	bad(HEAD "[jobs x]\n", 5, "unknown section [jobs]");
+	bad(HEAD "[job]\n", 5, "needs a name");
+	bad(HEAD "[job .hidden]\n", 5, "not a valid name");
+	bad(HEAD "[job a/b]\n", 5, "not a valid name");
+	bad(HEAD "[job j]\n", 5, "already defined at line 3");
+	bad(HEAD "[dataset d]\nroot = /\n", 5, "already defined at line 1");
+	bad("[mount]\n[mount]\n" HEAD, 2, "second [mount]");
+	bad("[mount x]\n" HEAD, 1, "takes no name");
+	bad("[dataset d]\nroot = /\n", 2, "no [job NAME]");
+	bad("[job j]\n", 1, "no [dataset NAME]");
+	bad("[dataset d]\nmanifest = x\n[job j]\n", 1, "has no root");
+	/* Keys. */
+	bad(HEAD "colour = blue\n", 5, "unknown key 'colour' in [job j]");
+	bad("[mount]\nthreds = 2\n" HEAD, 2, "unknown key 'threds' in [mount]");
+	bad("[dataset d]\nroot = /\npath = x\n[job j]\n", 3,
+	    "unknown key 'path'");
+	bad(HEAD "batch_size = 8\n", 5, "given twice");
+	bad(HEAD "seed =\n", 5, "no value");
+	/* Values. */
+	bad("[mount]\nmemory = 12Q\n" HEAD, 2, "memory: '12Q' is not a size");
+	bad("[mount]\nmemory = 1M\n" HEAD, 2, "too small");
+	bad("[mount]\ncache_size = 1K\n" HEAD, 2, "too small");
+	bad("[mount]\nthreads = -1\n" HEAD, 2, "threads: '-1'");
+	bad("[mount]\nthreads = 99999\n" HEAD, 2, "threads: '99999'");
+	bad("[mount]\nreadahead = many\n" HEAD, 2, "readahead: 'many'");
+	bad(HEAD "[job k]\nbatch_size = 0\n", 6, "batch_size: '0'");
+	bad(HEAD "[job k]\nbatch_size = 8x\n", 6, "batch_size: '8x'");
+	bad(HEAD "epochs = 10001\n", 5, "epochs: '10001'");
+	bad(HEAD "seed = 18446744073709551616\n", 5, "seed:");
+	bad(HEAD "shuffle = perhaps\n", 5, "shuffle: 'perhaps' is not yes or no");
+	bad(HEAD "order = random\n", 5, "order: 'random'");
+	bad(HEAD "dtype = float64\n", 5, "dtype: 'float64'");
+	bad(HEAD "layout = NCHW\n", 5, "layout: 'NCHW'");
+	bad(HEAD "on_error = ignore\n", 5, "on_error: 'ignore'");
+	/* Cross-checks: the job's dataset and pipeline. */
+	bad(HEAD "dataset = nope\n", 5, "unknown dataset 'nope'");
+	bad("[dataset a]\nroot = /\n[dataset b]\nroot = /\n[job j]\n", 5,
+	    "needs a dataset key");
+	bad(HEAD "pipeline = decode sharpen(2) center_crop(8)\n", 5,
+	    "pipeline:");
+	bad(HEAD "pipeline = decode flip(0.5) cache center_crop(8)\n", 5,
+	    "pipeline:");
+	bad(HEAD "pipeline = resize(8,8)\n", 5, "pipeline:");
+	bad(HEAD "pipeline = decode resize(8)\n", 5, "pipeline:");
+	bad(HEAD "dtype = uint8\npipeline = decode center_crop(8) "
+		 "normalize(imagenet)\n", 6, "");
+}
+
+static void
+test_missing_file(void)
+{
+	struct cfg *c = NULL;
+	char err[512];
+
+	CHECK_EQ_INT(cfg_load("/nonexistent/feedfs.conf", &c, err,
+			 sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "/nonexistent/feedfs.conf: No such file") != NULL);
+	CHECK(c == NULL);
+}
+
+int
+main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 99;
+	}
+	snprintf(path, sizeof(path), "%s/feedfs.conf", dir);
+	test_sizes();
+	test_full();
+	test_defaults();
+	test_mistakes();
+	test_missing_file();
+	unlink(path);
+	rmdir(dir);
+	return TEST_SUMMARY();
+}
