@@ -31,17 +31,20 @@ struct cache_val {
 };
 
 struct cache_stats {
-	uint64_t hits, misses;
+	uint64_t hits, misses; /* of cache_get, not of digest lookups */
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
-	uint64_t disk_bytes;
+	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
 	bool disabled; /* the cache failed and feedfs serves without it */
 };
 
 /*
- * Open (creating) the store in dir.  size_bound bounds its disk use,
- * mem_bound its block cache and memtables.  Fails with a message when dir
- * cannot be used (another process holds it: -EBUSY).
+ * Open (creating) the store in dir.  size_bound bounds its disk use
+ * (approximately: it may be passed by min(64M, size_bound/32) plus a
+ * memtable before the oldest entries go; a value over size_bound/4 is not
+ * stored), mem_bound its block cache and memtables.  Fails with a message
+ * when dir cannot be used: -EBUSY when another process holds it, -EINVAL
+ * for a store of another format version, -EIO otherwise.
  */
 int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen);
@@ -70,8 +73,9 @@ void cache_get_stats(struct cache *c, struct cache_stats *st);
 
 /*
  * NULL while the cache works; once it has failed (and feedfs serves without
- * it) the reason, e.g. "write: No space left on device".  Stays valid until
- * cache_close.
+ * it) the reason, e.g. "write failed: IO error: No space left on device".
+ * After the first failure puts are dropped and gets miss for good.  Stays
+ * valid until cache_close.
  */
 const char *cache_error(struct cache *c);
 

@@ -1,0 +1,488 @@
+/*
+ * test_cache - the RocksDB store: round trips, keys, digest memos, the
+ * lock, persistence, corrupt values, the size bound, a full disk.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "cache/cache.h"
+#include "tests/testlib.h"
+
+#define MB (1024u * 1024u)
+
+static char tmp[64];
+
+static void
+path_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", tmp, name);
+}
+
+/* A key that stands for entry i of a test. */
+static void
+key_of(int i, uint8_t key[CACHE_KEY_LEN])
+{
+	uint8_t d[32];
+	char s[32];
+
+	snprintf(s, sizeof(s), "source %d", i);
+	cache_sha256(s, strlen(s), d);
+	cache_key(d, "decode resize(256)", key);
+}
+
+/* A value whose bytes depend on i. */
+static struct cache_val
+val_of(int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
+{
+	struct cache_val v = {w, h, c, dtype, NULL, len};
+	uint8_t *p = malloc(len ? len : 1);
+
+	for (size_t k = 0; k < len; k++)
+		p[k] = (uint8_t)(k * 31 + (size_t)i * 7 + (k >> 8));
+	v.data = p;
+	return v;
+}
+
+static bool
+same_val(const struct cache_val *a, const struct cache_val *b)
+{
+	return a->w == b->w && a->h == b->h && a->c == b->c &&
+	       a->dtype == b->dtype && a->len == b->len &&
+	       memcmp(a->data, b->data, a->len) == 0;
+}
+
+static int
+open_cache(const char *name, uint64_t size_bound, struct cache **c)
+{
+	char dir[128], err[512];
+	int r;
+
+	path_in(dir, sizeof(dir), name);
+	if ((r = cache_open(dir, size_bound, 16 * MB, c, err, sizeof(err))) !=
+	    0)
+		fprintf(stderr, "cache_open: %s\n", err);
+	return r;
+}
+
+static void
+test_hashes(void)
+{
+	static const uint8_t abc[32] = {0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01,
+	    0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae, 0x22, 0x23, 0xb0,
+	    0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61,
+	    0xf2, 0x00, 0x15, 0xad};
+	uint8_t d[32], d2[32], k1[32], k2[32], k3[32], k4[32];
+
+	cache_sha256("abc", 3, d);
+	CHECK(memcmp(d, abc, 32) == 0);
+	cache_sha256("abd", 3, d2);
+	cache_key(d, "decode resize(256)", k1);
+	cache_key(d, "decode resize(256)", k2);
+	cache_key(d, "decode resize(224)", k3);
+	cache_key(d2, "decode resize(256)", k4);
+	CHECK(memcmp(k1, k2, 32) == 0);
+	CHECK(memcmp(k1, k3, 32) != 0);
+	CHECK(memcmp(k1, k4, 32) != 0);
+	CHECK(memcmp(k1, d, 32) != 0);
+	/* Prefix text and digest do not run into each other. */
+	cache_key(d, "", k2);
+	CHECK(memcmp(k1, k2, 32) != 0);
+}
+
+static void
+test_roundtrip(void)
+{
+	struct cache *c = NULL, *c2 = NULL;
+	struct cache_val in[4], out;
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN], d[32], got[32];
+	char dir[128], err[512], file[128];
+	struct stat sb, sb2;
+	FILE *f;
+	int r;
+
+	in[0] = val_of(0, 1, 1, 1, 0, 1);
+	in[1] = val_of(1, 7, 5, 3, 0, 7 * 5 * 3);
+	in[2] = val_of(2, 224, 224, 3, 0, 224 * 224 * 3);
+	in[3] = val_of(3, 16, 8, 3, 2, 16 * 8 * 3 * 4);
+
+	if (open_cache("sub/dir/c1", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK(cache_error(c) == NULL);
+	for (int i = 0; i < 4; i++) {
+		key_of(i, key);
+		CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+		cache_put(c, key, &in[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		key_of(i, key);
+		memset(&out, 0, sizeof(out));
+		CHECK_EQ_INT(cache_get(c, key, &out), 0);
+		CHECK(same_val(&in[i], &out));
+		free(out.data);
+	}
+	key_of(99, key);
+	CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.hits, 4);
+	CHECK_EQ_INT(st.misses, 5);
+	CHECK(st.bytes_written >= 224 * 224 * 3);
+	CHECK(st.bytes_read >= 224 * 224 * 3);
+	CHECK_EQ_INT(st.insert_failures, 0);
+	CHECK(!st.disabled);
+
+	/* Digest memos hold for the same size, mtime, inode and device. */
+	path_in(file, sizeof(file), "source.jpg");
+	f = fopen(file, "w");
+	fputs("not really a jpeg", f);
+	fclose(f);
+	CHECK_EQ_INT(stat(file, &sb), 0);
+	cache_sha256("not really a jpeg", 17, d);
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), -ENOENT);
+	cache_put_digest(c, file, &sb, d);
+	memset(got, 0, sizeof(got));
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), 0);
+	CHECK(memcmp(got, d, 32) == 0);
+	sb2 = sb;
+	sb2.st_mtim.tv_nsec ^= 1;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	sb2.st_mtim.tv_sec++;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	sb2.st_size++;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	sb2.st_ino++;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	CHECK_EQ_INT(cache_get_digest(c, "/elsewhere.jpg", &sb, got), -ENOENT);
+
+	/* A second opener of the same directory is refused. */
+	path_in(dir, sizeof(dir), "sub/dir/c1");
+	err[0] = '\0';
+	r = cache_open(dir, 1024 * MB, 16 * MB, &c2, err, sizeof(err));
+	CHECK_EQ_INT(r, -EBUSY);
+	CHECK(strstr(err, "in use by another feedfs") != NULL);
+	CHECK(strstr(err, dir) != NULL);
+	CHECK(c2 == NULL);
+
+	/* Everything survives a close and reopen. */
+	cache_close(c);
+	c = NULL;
+	if (open_cache("sub/dir/c1", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		goto out;
+	}
+	for (int i = 0; i < 4; i++) {
+		key_of(i, key);
+		r = cache_get(c, key, &out);
+		CHECK_EQ_INT(r, 0);
+		if (r == 0) {
+			CHECK(same_val(&in[i], &out));
+			free(out.data);
+		}
+	}
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), 0);
+	/* New puts after a reopen do not overwrite old ones. */
+	in[0].w = 2;
+	key_of(10, key);
+	cache_put(c, key, &in[0]);
+	key_of(1, key);
+	r = cache_get(c, key, &out);
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK(same_val(&in[1], &out));
+		free(out.data);
+	}
+out:
+	cache_close(c);
+	for (int i = 0; i < 4; i++)
+		free(in[i].data);
+}
+
+/* Rewrite every stored value behind the cache's back. */
+static void
+test_corrupt(void)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	rocksdb_iterator_t *it;
+	struct cache *c = NULL;
+	struct cache_val out;
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128], err[512], *e = NULL;
+	rocksdb_t *db;
+	int n = 0, r;
+
+	path_in(dir, sizeof(dir), "sub/dir/c1");
+	db = rocksdb_open(o, dir, &e);
+	CHECK(e == NULL);
+	if (e != NULL) {
+		fprintf(stderr, "rocksdb_open: %s\n", e);
+		rocksdb_free(e);
+		goto out;
+	}
+	it = rocksdb_create_iterator(db, ro);
+	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = rocksdb_iter_key(it, &kl);
+		const char *v = rocksdb_iter_value(it, &vl);
+		char *nv;
+
+		if (kl != 9 || k[0] != 'V' || vl == 0)
+			continue;
+		/* One payload byte flipped; every other one cut short. */
+		if ((nv = malloc(vl)) == NULL)
+			continue;
+		memcpy(nv, v, vl);
+		nv[vl - 1] ^= 0x40;
+		rocksdb_put(db, wo, k, kl, nv, n % 2 ? vl / 2 : vl, &e);
+		CHECK(e == NULL);
+		rocksdb_free(e);
+		e = NULL;
+		free(nv);
+		n++;
+	}
+	rocksdb_iter_destroy(it);
+	CHECK(n >= 4);
+	rocksdb_close(db);
+
+	if (open_cache("sub/dir/c1", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		goto out;
+	}
+	for (int i = 0; i < 4; i++) {
+		key_of(i, key);
+		CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+		/* Dropped, so a second look is a plain miss. */
+		CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+	}
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.hits, 0);
+	CHECK(!st.disabled);
+	cache_close(c);
+	c = NULL;
+
+	/* A store written by another format version is refused. */
+	path_in(dir, sizeof(dir), "c-old");
+	rocksdb_options_set_create_if_missing(o, 1);
+	db = rocksdb_open(o, dir, &e);
+	CHECK(e == NULL);
+	rocksdb_free(e);
+	e = NULL;
+	if (db != NULL) {
+		rocksdb_put(db, wo, "feedfs-cache-format", 19, "999", 3, &e);
+		rocksdb_free(e);
+		rocksdb_close(db);
+	}
+	r = cache_open(dir, 1024 * MB, 16 * MB, &c, err, sizeof(err));
+	CHECK_EQ_INT(r, -EINVAL);
+	CHECK(strstr(err, "format version 999") != NULL);
+out:
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_options_destroy(o);
+}
+
+/*
+ * 20 MB of 256 KB values into a 4 MB cache.  The bound is checked every
+ * few puts, so the store can overshoot by up to a check interval and a
+ * memtable; after a reopen it must be under twice the bound (slack for
+ * RocksDB's metadata files and that overshoot), the newest entries kept.
+ */
+static void
+test_bound(void)
+{
+	const uint64_t bound = 4 * MB;
+	const int n = 80;
+	struct cache *c = NULL;
+	struct cache_val in, out;
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN];
+	int kept = 0;
+
+	if (open_cache("c-bound", bound, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+		key_of(1000 + i, key);
+		cache_put(c, key, &in);
+		free(in.data);
+	}
+	cache_close(c);
+	c = NULL;
+	if (open_cache("c-bound", bound, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	cache_get_stats(c, &st);
+	fprintf(stderr, "size bound %u MB: %.2f MB on disk after %d MB put\n",
+	    (unsigned)(bound / MB), (double)st.disk_bytes / MB, n / 4);
+	CHECK(st.disk_bytes > 0);
+	CHECK(st.disk_bytes <= 2 * bound);
+	CHECK_EQ_INT(st.insert_failures, 0);
+	for (int i = 0; i < n; i++) {
+		key_of(1000 + i, key);
+		if (cache_get(c, key, &out) == 0) {
+			in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+			CHECK(same_val(&in, &out));
+			free(in.data);
+			free(out.data);
+			kept++;
+			/* The oldest go first. */
+			CHECK(i >= n / 2);
+		}
+	}
+	for (int i = n - 4; i < n; i++) {
+		key_of(1000 + i, key);
+		if (cache_get(c, key, &out) == 0)
+			free(out.data);
+		else
+			CHECK(!"newest entry evicted");
+	}
+	CHECK(kept >= 4 && kept <= 16);
+	cache_close(c);
+}
+
+struct worker {
+	struct cache *c;
+	int id;
+	int bad;
+};
+
+static void *
+worker(void *arg)
+{
+	struct worker *w = arg;
+	struct cache_val in, out;
+	uint8_t key[CACHE_KEY_LEN];
+
+	for (int i = 0; i < 200; i++) {
+		int k = w->id * 1000 + i % 50;
+
+		key_of(5000 + k, key);
+		in = val_of(k, 32, 32, 3, 0, 32 * 32 * 3);
+		if (cache_get(w->c, key, &out) == 0) {
+			if (!same_val(&in, &out))
+				w->bad++;
+			free(out.data);
+		} else
+			cache_put(w->c, key, &in);
+		free(in.data);
+	}
+	return NULL;
+}
+
+static void
+test_threads(void)
+{
+	struct cache *c = NULL;
+	struct worker w[4];
+	pthread_t t[4];
+	struct cache_stats st;
+
+	/* A small bound so that eviction runs alongside. */
+	if (open_cache("c-threads", 2 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){c, i, 0};
+		pthread_create(&t[i], NULL, worker, &w[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ_INT(w[i].bad, 0);
+	}
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.hits + st.misses, 800);
+	CHECK(st.hits > 0);
+	cache_close(c);
+}
+
+/* A cache on a full file system: dropped, never fatal. */
+static void
+test_full(void)
+{
+	struct cache *c = NULL;
+	struct cache_val in, out;
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128], cmd[256];
+	int i;
+
+	path_in(dir, sizeof(dir), "full");
+	mkdir(dir, 0755);
+	snprintf(cmd, sizeof(cmd),
+	    "mount -t tmpfs -o size=1M tmpfs %s 2>/dev/null", dir);
+	if (getuid() != 0 || system(cmd) != 0) {
+		fprintf(stderr, "note: cannot mount a small tmpfs; "
+				"full-disk part skipped\n");
+		return;
+	}
+	if (open_cache("full", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		goto out;
+	}
+	in = val_of(7, 128, 128, 3, 0, 128 * 128 * 3);
+	for (i = 0; i < 400 && cache_error(c) == NULL; i++) {
+		key_of(9000 + i, key);
+		cache_put(c, key, &in);
+	}
+	cache_get_stats(c, &st);
+	fprintf(stderr, "full tmpfs: failed after %d puts: %s\n", i,
+	    cache_error(c) ? cache_error(c) : "(no failure)");
+	CHECK(cache_error(c) != NULL);
+	CHECK(st.disabled);
+	CHECK(st.insert_failures > 0);
+	/* Off now: puts are dropped, gets miss, nothing crashes. */
+	key_of(9000, key);
+	CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+	cache_put(c, key, &in);
+	CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+	free(in.data);
+	cache_close(c);
+out:
+	snprintf(cmd, sizeof(cmd), "umount %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "umount %s failed\n", dir);
+}
+
+int
+main(void)
+{
+	char cmd[128];
+
+	snprintf(tmp, sizeof(tmp), "/tmp/test_cache.XXXXXX");
+	if (mkdtemp(tmp) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_hashes();
+	test_roundtrip();
+	test_corrupt();
+	test_bound();
+	test_threads();
+	test_full();
+	cache_close(NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	return TEST_SUMMARY();
+}
