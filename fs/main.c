@@ -280,7 +280,8 @@ main(int argc, char **argv)
 	fuse_loop_cfg_set_clone_fd(lc, 0);
 	fuse_loop_cfg_set_max_threads(lc, 64);
 	fuse_loop_cfg_set_idle_threads(lc, 16);
-	ret = fuse_session_loop_mt(se, lc) == 0 ? 0 : 1;
+	/* > 0: the signal (SIGTERM, SIGINT, SIGHUP) that ended the loop. */
+	ret = fuse_session_loop_mt(se, lc) >= 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
 	fuse_session_unmount(se);

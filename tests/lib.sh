@@ -199,6 +199,7 @@ ff_job() {
 
 # ff_ref [--rank R --world W] CONFIG JOB EPOCH OUTDIR
 ff_ref() {
+	mkdir -p "${@: -1}"
 	"$FFREF" "$@" || ff_fail "feedfs-ref $* failed"
 }
 
