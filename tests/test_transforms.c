@@ -1,0 +1,657 @@
+/*
+ * test_transforms - the transforms library against values worked out by
+ * hand: pipeline parsing and its refusals, prefix text, resize, crop,
+ * flip, random resized crop parameters, the output conversion, float16,
+ * and decoding JPEGs made here with libjpeg's compressor.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "tests/testlib.h"
+#include "transforms/rng.h"
+#include "transforms/xf.h"
+
+static struct xf_pipeline *
+parse_ok(const char *text)
+{
+	struct xf_pipeline *pl = NULL;
+	char err[256] = "";
+	int r = xf_pipeline_parse(text, &pl, err, sizeof(err));
+
+	if (r != 0)
+		fprintf(stderr, "parse \"%s\": %s\n", text, err);
+	CHECK_EQ_INT(r, 0);
+	return pl;
+}
+
+/* Refused, with a message containing want. */
+static void
+parse_bad(const char *text, const char *want)
+{
+	struct xf_pipeline *pl = NULL;
+	char err[256] = "";
+	int r = xf_pipeline_parse(text, &pl, err, sizeof(err));
+
+	CHECK_EQ_INT(r, -EINVAL);
+	CHECK(pl == NULL);
+	if (strstr(err, want) == NULL) {
+		fprintf(stderr, "parse \"%s\": message \"%s\" lacks \"%s\"\n",
+		    text, err, want);
+		CHECK(strstr(err, want) != NULL);
+	}
+	CHECK(strstr(err, ".c:") == NULL); /* no FILE:LINE */
+}
+
+static void
+check_prefix(const char *text, const char *want)
+{
+	struct xf_pipeline *pl = parse_ok(text);
+	char buf[256];
+
+	if (pl == NULL)
+		return;
+	CHECK_EQ_INT(xf_prefix_text(pl, buf, sizeof(buf)), strlen(want));
+	CHECK_EQ_STR(buf, want);
+	xf_pipeline_free(pl);
+}
+
+static void
+test_parse(void)
+{
+	struct xf_pipeline *pl;
+	char buf[8];
+
+	pl = parse_ok("decode resize(256) cache random_resized_crop(224) "
+		      "flip(0.5) normalize(imagenet)");
+	if (pl != NULL) {
+		CHECK_EQ_INT(pl->nops, 6);
+		CHECK_EQ_INT(pl->cache_at, 2);
+		CHECK(pl->normalize);
+		CHECK(pl->mean[0] == 0.485f && pl->std[2] == 0.225f);
+		CHECK_EQ_INT(pl->out_w, 224);
+		CHECK_EQ_INT(pl->out_h, 224);
+		CHECK_EQ_INT(pl->ops[3].kind, XF_OP_RRC);
+		CHECK(
+		    pl->ops[3].scale[0] == 0.08 && pl->ops[3].scale[1] == 1.0);
+		CHECK(pl->ops[3].ratio[0] == 0.75 &&
+		      pl->ops[3].ratio[1] == 4.0 / 3.0);
+		CHECK_EQ_INT(xf_sample_bytes(pl, XF_UINT8), 224 * 224 * 3);
+		CHECK_EQ_INT(xf_sample_bytes(pl, XF_FLOAT16), 224 * 224 * 6);
+		CHECK_EQ_INT(xf_sample_bytes(pl, XF_FLOAT32), 224 * 224 * 12);
+		CHECK_EQ_INT(
+		    xf_check_output(pl, XF_UINT8, (char[64]){0}, 64), -EINVAL);
+		CHECK_EQ_INT(
+		    xf_check_output(pl, XF_FLOAT16, (char[64]){0}, 64), 0);
+		/* Truncation: the length is what snprintf would give. */
+		CHECK_EQ_INT(xf_prefix_text(pl, buf, sizeof(buf)), 18);
+		CHECK_EQ_STR(buf, "decode ");
+		CHECK_EQ_INT(xf_prefix_text(pl, NULL, 0), 18);
+		xf_pipeline_free(pl);
+	}
+	pl = parse_ok("decode resize(256, 256)");
+	if (pl != NULL) {
+		CHECK_EQ_INT(pl->cache_at, pl->nops);
+		CHECK(!pl->normalize);
+		CHECK_EQ_INT(pl->out_w, 256);
+		CHECK_EQ_INT(pl->out_h, 256);
+		CHECK_EQ_INT(
+		    xf_check_output(pl, XF_UINT8, (char[64]){0}, 64), 0);
+		xf_pipeline_free(pl);
+	}
+	pl = parse_ok("decode random_resized_crop(64, 0.5,0.9 , 0.5, 2) "
+		      "normalize(0.5,0.5,0.5, 0.25,0.25,0.25)");
+	if (pl != NULL) {
+		CHECK(pl->ops[1].scale[0] == 0.5 && pl->ops[1].scale[1] == 0.9);
+		CHECK(pl->ops[1].ratio[0] == 0.5 && pl->ops[1].ratio[1] == 2);
+		CHECK(pl->std[1] == 0.25f && pl->mean[2] == 0.5f);
+		xf_pipeline_free(pl);
+	}
+
+	/* Canonical prefix text. */
+	check_prefix(
+	    "decode resize(256) cache center_crop(224)", "decode resize(256)");
+	check_prefix("  decode\tresize( 256 ,320 )  center_crop(224) cache "
+		     "flip(0.5)",
+	    "decode resize(256,320) center_crop(224,224)");
+	check_prefix("decode resize(256,320) center_crop(224,224) cache",
+	    "decode resize(256,320) center_crop(224,224)");
+	check_prefix("decode normalize(imagenet) resize(256) cache "
+		     "center_crop(224)",
+	    "decode resize(256)");
+	check_prefix("decode resize(256) center_crop(224)", "");
+	check_prefix("decode cache center_crop(7,9)", "decode");
+
+	/* One refusal of each kind. */
+	parse_bad("decode blur(3) center_crop(4)", "unknown op");
+	parse_bad("decode resize(1,2,3) center_crop(4)", "arguments");
+	parse_bad("decode center_crop", "arguments");
+	parse_bad("decode cache(1) center_crop(4)", "arguments");
+	parse_bad("decode resize(abc) center_crop(4)", "not a size");
+	parse_bad("decode resize(2.5) center_crop(4)", "not a size");
+	parse_bad("decode resize(0) center_crop(4)", "not a size");
+	parse_bad("decode resize(65536) center_crop(4)", "not a size");
+	parse_bad("decode random_resized_crop(8,x,1)", "not a number");
+	parse_bad("decode random_resized_crop(8,0.5,0.2)", "scale");
+	parse_bad("decode random_resized_crop(8,0,1)", "scale");
+	parse_bad("decode random_resized_crop(8,0.5,1.5)", "scale");
+	parse_bad("decode random_resized_crop(8,0.1,1,0,1)", "ratio");
+	parse_bad("decode random_resized_crop(8,0.1,1,2,1)", "ratio");
+	parse_bad("decode center_crop(8) flip(1.5)", "probability");
+	parse_bad("decode center_crop(8) normalize(1,2,3,1,0,1)", "std");
+	parse_bad("decode center_crop(8) normalize(1,2,3)", "arguments");
+	parse_bad("decode center_crop(8) normalize(nope)", "arguments");
+	parse_bad("resize(256) decode center_crop(224)", "start with decode");
+	parse_bad("", "start with decode");
+	parse_bad("decode decode center_crop(4)", "second decode");
+	parse_bad("decode cache cache center_crop(4)", "second cache");
+	parse_bad("decode normalize(imagenet) center_crop(4) "
+		  "normalize(imagenet)",
+	    "second normalize");
+	parse_bad("decode random_resized_crop(224) cache", "before cache");
+	parse_bad("decode center_crop(4) flip(0.5) cache", "before cache");
+	parse_bad("decode resize(256)", "not fixed");
+	parse_bad("decode center_crop(224) resize(256)", "not fixed");
+	parse_bad("decode cache", "not fixed");
+	parse_bad("decode resize(256", "missing ')'");
+	parse_bad("decode resize(256,) center_crop(4)", "empty argument");
+	parse_bad("decode, center_crop(4)", "unexpected");
+}
+
+static struct xf_image
+make_image(uint32_t w, uint32_t h, const uint8_t *px)
+{
+	struct xf_image im = {w, h, malloc((size_t)w * h * 3)};
+
+	memcpy(im.px, px, (size_t)w * h * 3);
+	return im;
+}
+
+/* A gray image (r = g = b) from one value per pixel. */
+static struct xf_image
+gray_image(uint32_t w, uint32_t h, const uint8_t *v)
+{
+	struct xf_image im = {w, h, malloc((size_t)w * h * 3)};
+
+	for (size_t i = 0; i < (size_t)w * h; i++)
+		im.px[i * 3] = im.px[i * 3 + 1] = im.px[i * 3 + 2] = v[i];
+	return im;
+}
+
+static bool
+is_gray(const struct xf_image *im, const uint8_t *want)
+{
+	for (size_t i = 0; i < (size_t)im->w * im->h; i++)
+		for (int c = 0; c < 3; c++)
+			if (im->px[i * 3 + c] != want[i]) {
+				fprintf(stderr, "pixel %zu.%d is %d, want %d\n",
+				    i, c, im->px[i * 3 + c], want[i]);
+				return false;
+			}
+	return true;
+}
+
+static void
+test_resize(void)
+{
+	struct xf_image in, out;
+	uint8_t up[4] = {0, 25, 75, 100};
+
+	/*
+	 * 2x1 -> 4x1: scale 0.5, support 1; the outputs read (1), (0.75,
+	 * 0.25), (0.25, 0.75), (1) of the inputs; in 22-bit fixed point with
+	 * the 0.5 bias: 0, 25.5 -> 25, 75.5 -> 75, 100.
+	 */
+	in = gray_image(2, 1, (uint8_t[]){0, 100});
+	CHECK_EQ_INT(xf_resize(&in, 4, 1, &out), 0);
+	CHECK(out.w == 4 && out.h == 1 && is_gray(&out, up));
+	free(out.px);
+	/* The same vertically. */
+	free(in.px);
+	in = gray_image(1, 2, (uint8_t[]){0, 100});
+	CHECK_EQ_INT(xf_resize(&in, 1, 4, &out), 0);
+	CHECK(out.w == 1 && out.h == 4 && is_gray(&out, up));
+	free(out.px);
+	free(in.px);
+
+	/* 2x1 -> 1x1: support 2, weights 0.75 and 0.75, normalized to 1/2. */
+	in = gray_image(2, 1, (uint8_t[]){10, 20});
+	CHECK_EQ_INT(xf_resize(&in, 1, 1, &out), 0);
+	CHECK(is_gray(&out, (uint8_t[]){15})); /* 15.5 truncated */
+	free(out.px);
+	free(in.px);
+	in = gray_image(2, 1, (uint8_t[]){0, 255});
+	CHECK_EQ_INT(xf_resize(&in, 1, 1, &out), 0);
+	CHECK(is_gray(&out, (uint8_t[]){128}));
+	free(out.px);
+	free(in.px);
+
+	/* A constant image stays constant, whatever the sizes. */
+	{
+		uint8_t px[37 * 23 * 3];
+		static const uint32_t sizes[][2] = {
+		    {16, 40}, {1, 1}, {37, 5}, {100, 23}, {74, 46}};
+		bool ok = true;
+
+		for (size_t i = 0; i < sizeof(px); i += 3) {
+			px[i] = 10;
+			px[i + 1] = 200;
+			px[i + 2] = 255;
+		}
+		in = make_image(37, 23, px);
+		for (size_t s = 0; s < 5; s++) {
+			uint32_t w = sizes[s][0], h = sizes[s][1];
+
+			CHECK_EQ_INT(xf_resize(&in, w, h, &out), 0);
+			CHECK(out.w == w && out.h == h);
+			for (size_t i = 0; i < (size_t)w * h * 3; i += 3)
+				if (out.px[i] != 10 || out.px[i + 1] != 200 ||
+				    out.px[i + 2] != 255)
+					ok = false;
+			free(out.px);
+		}
+		CHECK(ok);
+		/* Same size: a copy. */
+		CHECK_EQ_INT(xf_resize(&in, 37, 23, &out), 0);
+		CHECK(
+		    memcmp(out.px, in.px, sizeof(px)) == 0 && out.px != in.px);
+		free(out.px);
+		free(in.px);
+	}
+}
+
+static void
+test_crop_flip(void)
+{
+	struct xf_image in, out;
+
+	/* 2x2 in a 4x3 box from (-1,-1): zero border. */
+	in = gray_image(2, 2, (uint8_t[]){1, 2, 3, 4});
+	CHECK_EQ_INT(xf_crop(&in, -1, -1, 4, 3, &out), 0);
+	CHECK(out.w == 4 && out.h == 3);
+	CHECK(is_gray(&out, (uint8_t[]){0, 0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0}));
+	free(out.px);
+	/* Entirely outside. */
+	CHECK_EQ_INT(xf_crop(&in, 5, 0, 2, 1, &out), 0);
+	CHECK(is_gray(&out, (uint8_t[]){0, 0}));
+	free(out.px);
+	/* Inside. */
+	CHECK_EQ_INT(xf_crop(&in, 1, 0, 1, 2, &out), 0);
+	CHECK(is_gray(&out, (uint8_t[]){2, 4}));
+	free(out.px);
+	free(in.px);
+
+	in = make_image(3, 1, (uint8_t[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+	xf_flip(&in);
+	CHECK(memcmp(in.px, (uint8_t[]){7, 8, 9, 4, 5, 6, 1, 2, 3}, 9) == 0);
+	free(in.px);
+	in = gray_image(4, 2, (uint8_t[]){1, 2, 3, 4, 5, 6, 7, 8});
+	xf_flip(&in);
+	CHECK(is_gray(&in, (uint8_t[]){4, 3, 2, 1, 8, 7, 6, 5}));
+	free(in.px);
+}
+
+/* Run pipeline text's suffix on a gray w x 1 image of values v. */
+static void
+check_suffix(const char *text, uint32_t w, const uint8_t *v, uint32_t ow,
+    const uint8_t *want)
+{
+	struct xf_pipeline *pl = parse_ok(text);
+	struct xf_image in = gray_image(w, 1, v);
+	uint8_t dst[64 * 3];
+
+	if (pl == NULL) {
+		free(in.px);
+		return;
+	}
+	CHECK_EQ_INT(xf_sample_bytes(pl, XF_UINT8), ow * 3);
+	CHECK_EQ_INT(xf_run_suffix(pl, &in, 1, XF_UINT8, XF_HWC, dst), 0);
+	CHECK(in.px == NULL);
+	for (uint32_t i = 0; i < ow; i++)
+		if (dst[i * 3] != want[i] || dst[i * 3 + 2] != want[i]) {
+			fprintf(stderr, "%s: x %u is %d, want %d\n", text, i,
+			    dst[i * 3], want[i]);
+			CHECK(dst[i * 3] == want[i]);
+		}
+	xf_pipeline_free(pl);
+}
+
+static void
+test_center_crop(void)
+{
+	static const uint8_t ramp[] = {1, 2, 3, 4, 5, 6, 7};
+
+	/*
+	 * flip(0) ends the prefix (a flip is always random), so the crop
+	 * runs in xf_run_suffix on the image given here.  Offsets are
+	 * Python's round((w - cw) / 2): 7 -> 2: round(2.5) = 2 (half to
+	 * even, not 3); 5 -> 2: round(1.5) = 2 (not floor 1); 6 -> 2: 2.
+	 */
+	check_suffix(
+	    "decode flip(0) center_crop(2,1)", 7, ramp, 2, (uint8_t[]){3, 4});
+	check_suffix(
+	    "decode flip(0) center_crop(2,1)", 5, ramp, 2, (uint8_t[]){3, 4});
+	check_suffix(
+	    "decode flip(0) center_crop(2,1)", 6, ramp, 2, (uint8_t[]){3, 4});
+	check_suffix(
+	    "decode flip(0) center_crop(1,1)", 4, ramp, 1, (uint8_t[]){3});
+	/* Padding 2 -> 5: left (5-2)//2 = 1, right 2. */
+	check_suffix("decode flip(0) center_crop(5,1)", 2, ramp, 5,
+	    (uint8_t[]){0, 1, 2, 0, 0});
+	/* flip(1) always flips. */
+	check_suffix("decode flip(1) center_crop(3,1)", 3, ramp, 3,
+	    (uint8_t[]){3, 2, 1});
+	/* Rows padded: 1 row to 3: one above, one below. */
+	{
+		struct xf_pipeline *pl = parse_ok("decode flip(0) "
+						  "center_crop(1,3)");
+		struct xf_image in = gray_image(1, 1, (uint8_t[]){9});
+		uint8_t dst[9];
+
+		CHECK_EQ_INT(
+		    xf_run_suffix(pl, &in, 0, XF_UINT8, XF_HWC, dst), 0);
+		CHECK(dst[0] == 0 && dst[3] == 9 && dst[6] == 0);
+		xf_pipeline_free(pl);
+	}
+	/* A prefix image of the wrong shape is refused, and consumed. */
+	{
+		struct xf_pipeline *pl = parse_ok("decode center_crop(2) cache "
+						  "flip(0.5)");
+		struct xf_image in = gray_image(3, 1, ramp);
+		uint8_t dst[64];
+
+		CHECK_EQ_INT(
+		    xf_run_suffix(pl, &in, 0, XF_UINT8, XF_HWC, dst), -EINVAL);
+		CHECK(in.px == NULL);
+		xf_pipeline_free(pl);
+	}
+}
+
+static void
+test_rrc(void)
+{
+	static const double scale[2] = {0.08, 1.0}, ratio[2] = {0.75, 4 / 3.0};
+	static const uint32_t sizes[][2] = {
+	    {224, 224}, {500, 375}, {41, 400}, {1000, 10}, {1, 1}, {3, 2}};
+	bool inside = true, same = true;
+	int differ = 0;
+	int32_t x, y, x2, y2;
+	uint32_t cw, ch, cw2, ch2;
+
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (uint64_t key = 0; key < 200; key++) {
+			uint32_t w = sizes[s][0], h = sizes[s][1];
+
+			xf_rrc_params(w, h, scale, ratio, key, 3ULL << 32, &x,
+			    &y, &cw, &ch);
+			if (x < 0 || y < 0 || cw < 1 || ch < 1 ||
+			    (uint64_t)x + cw > w || (uint64_t)y + ch > h)
+				inside = false;
+			xf_rrc_params(w, h, scale, ratio, key, 3ULL << 32, &x2,
+			    &y2, &cw2, &ch2);
+			if (x != x2 || y != y2 || cw != cw2 || ch != ch2)
+				same = false;
+			xf_rrc_params(w, h, scale, ratio, key + 1000,
+			    3ULL << 32, &x2, &y2, &cw2, &ch2);
+			if (x != x2 || y != y2 || cw != cw2 || ch != ch2)
+				differ++;
+		}
+	CHECK(inside);
+	CHECK(same);
+	CHECK(differ > 600); /* not counting the 1x1 image */
+
+	/*
+	 * A 1000x10 image with scale 0.9..1: a square-ish box of ~95 px
+	 * never fits in 10 rows, so the fallback: ratio 100 > 4/3, ch = 10,
+	 * cw = round(13.33) = 13, centered: x = (1000 - 13) // 2 = 493.
+	 */
+	xf_rrc_params(
+	    1000, 10, (double[]){0.9, 1.0}, ratio, 5, 0, &x, &y, &cw, &ch);
+	CHECK(x == 493 && y == 0 && cw == 13 && ch == 10);
+	/* 10x1000: cw = 10, ch = round(10 / 0.75) = 13, y = 493. */
+	xf_rrc_params(
+	    10, 1000, (double[]){0.9, 1.0}, ratio, 5, 0, &x, &y, &cw, &ch);
+	CHECK(x == 0 && y == 493 && cw == 10 && ch == 13);
+	/* scale 1, ratio 1: the whole image, offsets 0. */
+	xf_rrc_params(
+	    50, 50, (double[]){1, 1}, (double[]){1, 1}, 9, 0, &x, &y, &cw, &ch);
+	CHECK(x == 0 && y == 0 && cw == 50 && ch == 50);
+	/*
+	 * scale 0.25, ratio 1 on 100x100: a 50x50 box; its corner is
+	 * rng_below(key, counter + 2 and + 3, 51).
+	 */
+	xf_rrc_params(100, 100, (double[]){0.25, 0.25}, (double[]){1, 1}, 77,
+	    5ULL << 32, &x, &y, &cw, &ch);
+	CHECK(cw == 50 && ch == 50);
+	CHECK_EQ_INT(y, rng_below(77, (5ULL << 32) + 2, 51));
+	CHECK_EQ_INT(x, rng_below(77, (5ULL << 32) + 3, 51));
+}
+
+static void
+test_half(void)
+{
+	CHECK_EQ_INT(xf_float_to_half(0.0f), 0x0000);
+	CHECK_EQ_INT(xf_float_to_half(-0.0f), 0x8000);
+	CHECK_EQ_INT(xf_float_to_half(1.0f), 0x3c00);
+	CHECK_EQ_INT(xf_float_to_half(-2.0f), 0xc000);
+	CHECK_EQ_INT(xf_float_to_half(0.5f), 0x3800);
+	CHECK_EQ_INT(xf_float_to_half(65504.0f), 0x7bff);
+	CHECK_EQ_INT(xf_float_to_half(65519.0f), 0x7bff);
+	CHECK_EQ_INT(xf_float_to_half(65520.0f), 0x7c00); /* tie to even */
+	CHECK_EQ_INT(xf_float_to_half(70000.0f), 0x7c00);
+	CHECK_EQ_INT(xf_float_to_half(-70000.0f), 0xfc00);
+	CHECK_EQ_INT(xf_float_to_half(INFINITY), 0x7c00);
+	CHECK_EQ_INT(xf_float_to_half(-INFINITY), 0xfc00);
+	CHECK((xf_float_to_half(NAN) & 0x7c00) == 0x7c00 &&
+	      (xf_float_to_half(NAN) & 0x03ff) != 0);
+	CHECK_EQ_INT(xf_float_to_half(1e-8f), 0x0000);
+	CHECK_EQ_INT(xf_float_to_half(6e-8f), 0x0001);	  /* 2^-24 = 5.96e-8 */
+	CHECK_EQ_INT(xf_float_to_half(0x1p-25f), 0x0000); /* tie to 0 */
+	CHECK_EQ_INT(xf_float_to_half(0x1.8p-24f), 0x0002); /* tie to 2 */
+	CHECK_EQ_INT(xf_float_to_half(0x1p-14f), 0x0400); /* smallest normal */
+	CHECK_EQ_INT(xf_float_to_half(0x1.ffcp-15f), 0x0400); /* carries */
+	/* 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to even (1). */
+	CHECK_EQ_INT(xf_float_to_half(1.0f + 0x1p-11f), 0x3c00);
+	CHECK_EQ_INT(xf_float_to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+	CHECK_EQ_INT(xf_float_to_half(1.0f + 0x3p-11f), 0x3c02);
+	CHECK_EQ_INT(xf_float_to_half(0.1f), 0x2e66);
+}
+
+static void
+test_convert(void)
+{
+	/* 2x1: (0, 128, 255), (255, 0, 51). */
+	struct xf_image im = {2, 1, (uint8_t[]){0, 128, 255, 255, 0, 51}};
+	static const float mean[3] = {0.485f, 0.456f, 0.406f};
+	static const float std[3] = {0.229f, 0.224f, 0.225f};
+	float f[6];
+	uint16_t h[6];
+	uint8_t u[6];
+
+	xf_convert(&im, false, mean, std, XF_UINT8, XF_CHW, u);
+	CHECK(memcmp(u, (uint8_t[]){0, 255, 128, 0, 255, 51}, 6) == 0);
+	xf_convert(&im, false, mean, std, XF_UINT8, XF_HWC, u);
+	CHECK(memcmp(u, im.px, 6) == 0);
+
+	xf_convert(&im, false, mean, std, XF_FLOAT32, XF_HWC, f);
+	CHECK(f[0] == 0.0f && f[2] == 1.0f && f[3] == 1.0f);
+	CHECK(f[1] == 128.0f / 255.0f && f[5] == 0.2f); /* 51/255 = 0.2 */
+	xf_convert(&im, false, mean, std, XF_FLOAT16, XF_CHW, h);
+	CHECK(h[0] == 0 && h[1] == 0x3c00 && h[4] == 0x3c00 && h[3] == 0);
+	CHECK_EQ_INT(h[5], xf_float_to_half(0.2f));
+
+	/* mean 0.5, std 0.25: 0 -> -2, 255 -> 2, exactly. */
+	xf_convert(&im, true, (float[]){0.5f, 0.5f, 0.5f},
+	    (float[]){0.25f, 0.25f, 0.25f}, XF_FLOAT32, XF_CHW, f);
+	CHECK(f[0] == -2.0f && f[1] == 2.0f && f[4] == 2.0f && f[3] == -2.0f);
+	xf_convert(&im, true, (float[]){0.5f, 0.5f, 0.5f},
+	    (float[]){0.25f, 0.25f, 0.25f}, XF_FLOAT16, XF_HWC, h);
+	CHECK(h[0] == 0xc000 && h[2] == 0x4000 && h[4] == 0xc000);
+
+	/* ImageNet, by hand: (128/255 - 0.456) / 0.224 = 0.20518... */
+	xf_convert(&im, true, mean, std, XF_FLOAT32, XF_HWC, f);
+	CHECK(fabs(f[0] - (0 - 0.485) / 0.229) < 1e-6);
+	CHECK(fabs(f[1] - (128 / 255.0 - 0.456) / 0.224) < 1e-6);
+	CHECK(fabs(f[2] - (1 - 0.406) / 0.225) < 1e-6);
+	CHECK(fabs(f[5] - (0.2 - 0.406) / 0.225) < 1e-6);
+	CHECK(fabs(f[1] - 0.2051822) < 1e-6);
+}
+
+/* A w x h JPEG of one colour; ncomp 1 (gray), 3 (RGB) or 4 (CMYK). */
+static uint8_t *
+make_jpeg(
+    uint32_t w, uint32_t h, int ncomp, const uint8_t *color, unsigned long *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr jerr;
+	unsigned char *buf = NULL;
+	uint8_t *row = malloc((size_t)w * ncomp);
+
+	for (uint32_t x = 0; x < w; x++)
+		memcpy(row + (size_t)x * ncomp, color, ncomp);
+	c.err = jpeg_std_error(&jerr);
+	jpeg_create_compress(&c);
+	*len = 0;
+	jpeg_mem_dest(&c, &buf, len);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = ncomp;
+	c.in_color_space = ncomp == 1	? JCS_GRAYSCALE
+			   : ncomp == 3 ? JCS_RGB
+					: JCS_CMYK;
+	jpeg_set_defaults(&c);
+	jpeg_set_quality(&c, 95, TRUE);
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < h) {
+		JSAMPROW r = row;
+
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	free(row);
+	return buf;
+}
+
+/* Every pixel within tol of rgb. */
+static bool
+near_color(const struct xf_image *im, const uint8_t *rgb, int tol)
+{
+	for (size_t i = 0; i < (size_t)im->w * im->h * 3; i++)
+		if (abs(im->px[i] - rgb[i % 3]) > tol) {
+			fprintf(stderr, "byte %zu is %d, want %d +- %d\n", i,
+			    im->px[i], rgb[i % 3], tol);
+			return false;
+		}
+	return true;
+}
+
+static void
+test_decode(void)
+{
+	static const uint8_t rgb[3] = {200, 40, 90};
+	struct xf_image im;
+	unsigned long len;
+	uint8_t *j;
+	char err[256];
+
+	j = make_jpeg(64, 48, 3, rgb, &len);
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 64 && im.h == 48 && near_color(&im, rgb, 3));
+	free(im.px);
+
+	/* DCT scaling: the smallest M/8 that still gives the minimum. */
+	CHECK_EQ_INT(xf_decode(j, len, 16, 1, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 16 && im.h == 12 && near_color(&im, rgb, 3));
+	free(im.px);
+	CHECK_EQ_INT(xf_decode(j, len, 17, 1, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 24 && im.h == 18);
+	free(im.px);
+	CHECK_EQ_INT(xf_decode(j, len, 1, 40, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 56 && im.h == 42);
+	free(im.px);
+	CHECK_EQ_INT(xf_decode(j, len, 100, 100, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 64 && im.h == 48);
+	free(im.px);
+
+	/* The prefix: resize(6) of 64x48 -> 8x6, decoded at 2/8 (16x12). */
+	{
+		struct xf_pipeline *pl = parse_ok("decode resize(6) cache "
+						  "center_crop(4)");
+
+		CHECK_EQ_INT(
+		    xf_run_prefix(pl, j, len, &im, err, sizeof(err)), 0);
+		CHECK(im.w == 8 && im.h == 6 && near_color(&im, rgb, 3));
+		free(im.px);
+		xf_pipeline_free(pl);
+	}
+
+	/* Truncated, damaged, not a JPEG. */
+	err[0] = '\0';
+	CHECK_EQ_INT(
+	    xf_decode(j, len / 2, 0, 0, &im, err, sizeof(err)), -EINVAL);
+	CHECK(strncmp(err, "corrupt data: ", 14) == 0);
+	CHECK_EQ_INT(xf_decode(j, 20, 0, 0, &im, err, sizeof(err)), -EINVAL);
+	CHECK(strncmp(err, "corrupt data: ", 14) == 0);
+	{
+		uint8_t *bad = malloc(len);
+
+		memcpy(bad, j, len);
+		for (unsigned long i = len / 2; i < len - 2; i++)
+			bad[i] = (uint8_t)(i * 37);
+		err[0] = '\0';
+		CHECK_EQ_INT(
+		    xf_decode(bad, len, 0, 0, &im, err, sizeof(err)), -EINVAL);
+		CHECK(strncmp(err, "corrupt data: ", 14) == 0);
+		free(bad);
+	}
+	CHECK_EQ_INT(xf_decode((const uint8_t *)"GIF89a....", 10, 0, 0, &im,
+			 err, sizeof(err)),
+	    -EINVAL);
+	CHECK_EQ_STR(err, "not a JPEG");
+	CHECK_EQ_INT(xf_decode(j, 0, 0, 0, &im, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_STR(err, "not a JPEG");
+	free(j);
+
+	/* Grayscale gives r = g = b. */
+	j = make_jpeg(17, 9, 1, (uint8_t[]){77}, &len);
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 17 && im.h == 9 &&
+	      near_color(&im, (uint8_t[]){77, 77, 77}, 1));
+	free(im.px);
+	free(j);
+
+	/*
+	 * CMYK, stored inverted (Adobe): stored (255, 0, 255, 255) is
+	 * C=0 M=255 Y=0 K=0, magenta; stored (255, 255, 255, 128) is a
+	 * grey of 128.
+	 */
+	j = make_jpeg(16, 16, 4, (uint8_t[]){255, 0, 255, 255}, &len);
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 16 && near_color(&im, (uint8_t[]){255, 0, 255}, 3));
+	free(im.px);
+	free(j);
+	j = make_jpeg(16, 16, 4, (uint8_t[]){255, 255, 255, 128}, &len);
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), 0);
+	CHECK(near_color(&im, (uint8_t[]){128, 128, 128}, 3));
+	free(im.px);
+	free(j);
+}
+
+int
+main(void)
+{
+	test_parse();
+	test_resize();
+	test_crop_flip();
+	test_center_crop();
+	test_rrc();
+	test_half();
+	test_convert();
+	test_decode();
+	return TEST_SUMMARY();
+}

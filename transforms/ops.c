@@ -1,0 +1,348 @@
+/*
+ * ops.c - crop, flip, random resized crop parameters, and running a
+ * pipeline's ops: the deterministic prefix (xf_run_prefix) and the rest
+ * (xf_run_suffix).
+ *
+ * Each op does what torchvision 0.14 does on a PIL image, so that feedfs
+ * and a torchvision DataLoader give the same tensors for the same boxes.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transforms/rng.h"
+#include "transforms/xf.h"
+
+int
+xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w, uint32_t h,
+    struct xf_image *out)
+{
+	int64_t x0 = x, x1 = (int64_t)x + w, ix0, ix1;
+	uint8_t *px;
+
+	if (w == 0 || h == 0)
+		return -EINVAL;
+	if ((px = malloc((size_t)w * h * 3)) == NULL)
+		return -ENOMEM;
+	/* The columns of in that fall inside the box, in box coordinates. */
+	ix0 = x0 < 0 ? 0 : x0;
+	ix1 = x1 > (int64_t)in->w ? (int64_t)in->w : x1;
+	for (uint32_t r = 0; r < h; r++) {
+		int64_t sy = (int64_t)y + r;
+		uint8_t *d = px + (size_t)r * w * 3;
+
+		if (sy < 0 || sy >= (int64_t)in->h || ix0 >= ix1) {
+			memset(d, 0, (size_t)w * 3);
+			continue;
+		}
+		memset(d, 0, (size_t)(ix0 - x0) * 3);
+		memcpy(d + (ix0 - x0) * 3,
+		    in->px + ((size_t)sy * in->w + (size_t)ix0) * 3,
+		    (size_t)(ix1 - ix0) * 3);
+		memset(d + (ix1 - x0) * 3, 0, (size_t)(x1 - ix1) * 3);
+	}
+	out->w = w;
+	out->h = h;
+	out->px = px;
+	return 0;
+}
+
+void
+xf_flip(struct xf_image *img)
+{
+	for (uint32_t r = 0; r < img->h; r++) {
+		uint8_t *a = img->px + (size_t)r * img->w * 3;
+		uint8_t *b = a + ((size_t)img->w - 1) * 3;
+
+		for (; a < b; a += 3, b -= 3) {
+			uint8_t t0 = a[0], t1 = a[1], t2 = a[2];
+
+			a[0] = b[0];
+			a[1] = b[1];
+			a[2] = b[2];
+			b[0] = t0;
+			b[1] = t1;
+			b[2] = t2;
+		}
+	}
+}
+
+/* Python's int(round(v)): half to even, as nearbyint in FE_TONEAREST. */
+static int64_t
+py_round(double v)
+{
+	return (int64_t)nearbyint(v);
+}
+
+/* Python's a // b for b > 0. */
+static int64_t
+floor_div(int64_t a, int64_t b)
+{
+	int64_t q = a / b;
+
+	return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/*
+ * Draw k of an attempt: counter + 4 * attempt + k (scale, aspect, top,
+ * left), so every draw has a counter of its own.
+ */
+void
+xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
+    const double ratio[2], uint64_t rngkey, uint64_t counter, int32_t *x,
+    int32_t *y, uint32_t *cw, uint32_t *ch)
+{
+	double area = (double)h * w;
+	double lr0 = log(ratio[0]), lr1 = log(ratio[1]);
+	double in_ratio;
+	int64_t tw, th;
+
+	for (uint64_t a = 0; a < 10; a++) {
+		uint64_t c = counter + 4 * a;
+		double u = rng_uniform(rngkey, c);
+		double target = area * (scale[0] + (scale[1] - scale[0]) * u);
+		double aspect;
+
+		u = rng_uniform(rngkey, c + 1);
+		aspect = exp(lr0 + (lr1 - lr0) * u);
+		tw = py_round(sqrt(target * aspect));
+		th = py_round(sqrt(target / aspect));
+		if (tw > 0 && tw <= (int64_t)w && th > 0 && th <= (int64_t)h) {
+			*y = (int32_t)rng_below(
+			    rngkey, c + 2, (uint64_t)(h - th + 1));
+			*x = (int32_t)rng_below(
+			    rngkey, c + 3, (uint64_t)(w - tw + 1));
+			*cw = (uint32_t)tw;
+			*ch = (uint32_t)th;
+			return;
+		}
+	}
+	/* Fallback: the central crop of the nearest allowed ratio. */
+	in_ratio = (double)w / (double)h;
+	if (in_ratio < ratio[0]) {
+		tw = w;
+		th = py_round(tw / ratio[0]);
+	} else if (in_ratio > ratio[1]) {
+		th = h;
+		tw = py_round(th * ratio[1]);
+	} else {
+		tw = w;
+		th = h;
+	}
+	/* Keep the box inside the image and non-empty. */
+	if (th < 1)
+		th = 1;
+	if (tw < 1)
+		tw = 1;
+	*y = (int32_t)floor_div((int64_t)h - th, 2);
+	*x = (int32_t)floor_div((int64_t)w - tw, 2);
+	*cw = (uint32_t)tw;
+	*ch = (uint32_t)th;
+}
+
+/* torchvision's resize(S): the short side to S, int() of the long one. */
+static void
+resize_dims(
+    uint32_t w, uint32_t h, const struct xf_op *op, uint32_t *tw, uint32_t *th)
+{
+	if (op->h != 0) {
+		*tw = op->w;
+		*th = op->h;
+	} else if (w <= h) {
+		*tw = op->w;
+		*th = (uint32_t)((double)op->w * h / w);
+	} else {
+		*th = op->w;
+		*tw = (uint32_t)((double)op->w * w / h);
+	}
+	/* A very thin image could round its long side to 0. */
+	if (*tw == 0)
+		*tw = 1;
+	if (*th == 0)
+		*th = 1;
+}
+
+/* torchvision's center_crop: zero padding split (d // 2, (d + 1) // 2). */
+static void
+center_offsets(
+    uint32_t w, uint32_t h, uint32_t cw, uint32_t ch, int32_t *x, int32_t *y)
+{
+	*x = cw > w ? -(int32_t)((cw - w) / 2)
+		    : (int32_t)py_round(((double)w - cw) / 2.0);
+	*y = ch > h ? -(int32_t)((ch - h) / 2)
+		    : (int32_t)py_round(((double)h - ch) / 2.0);
+}
+
+/* img takes n's pixels; its old ones are freed. */
+static int
+replace(struct xf_image *img, struct xf_image *n)
+{
+	free(img->px);
+	*img = *n;
+	return 0;
+}
+
+/* Op i of pl on img (replaced in place); tw, th: resize target if set. */
+static int
+apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
+    uint64_t rngkey, uint32_t tw, uint32_t th)
+{
+	const struct xf_op *op = &pl->ops[i];
+	struct xf_image n;
+	int32_t x, y;
+	uint32_t cw, ch;
+	int r;
+
+	switch (op->kind) {
+	case XF_OP_RESIZE:
+		if (tw == 0)
+			resize_dims(img->w, img->h, op, &tw, &th);
+		if (tw == img->w && th == img->h)
+			return 0;
+		if ((r = xf_resize(img, tw, th, &n)) != 0)
+			return r;
+		return replace(img, &n);
+	case XF_OP_CENTER_CROP:
+		if (op->w == img->w && op->h == img->h)
+			return 0;
+		center_offsets(img->w, img->h, op->w, op->h, &x, &y);
+		if ((r = xf_crop(img, x, y, op->w, op->h, &n)) != 0)
+			return r;
+		return replace(img, &n);
+	case XF_OP_RRC:
+		xf_rrc_params(img->w, img->h, op->scale, op->ratio, rngkey,
+		    (uint64_t)i << 32, &x, &y, &cw, &ch);
+		if ((r = xf_crop(img, x, y, cw, ch, &n)) != 0)
+			return r;
+		replace(img, &n);
+		if ((r = xf_resize(img, op->w, op->h, &n)) != 0)
+			return r;
+		return replace(img, &n);
+	case XF_OP_FLIP:
+		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
+			xf_flip(img);
+		return 0;
+	default: /* decode ran first; normalize acts in xf_convert */
+		return 0;
+	}
+}
+
+/*
+ * Where the prefix ends: at cache, or without one at the first random op,
+ * so that everything deterministic can run once before the random part.
+ */
+static size_t
+prefix_end(const struct xf_pipeline *pl)
+{
+	if (pl->cache_at < pl->nops)
+		return pl->cache_at;
+	for (size_t i = 0; i < pl->nops; i++)
+		if (pl->ops[i].kind == XF_OP_RRC ||
+		    pl->ops[i].kind == XF_OP_FLIP)
+			return i;
+	return pl->nops;
+}
+
+static uint32_t
+be16(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 8 | p[1];
+}
+
+/*
+ * The image size from a JPEG's SOF marker, without decoding.  Returns 0,
+ * or -EINVAL when no SOF is found (the decoder then says what is wrong).
+ */
+static int
+jpeg_dims(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
+{
+	size_t i = 2;
+
+	if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
+		return -EINVAL;
+	while (i + 4 <= len) {
+		uint8_t m;
+
+		if (p[i] != 0xff)
+			return -EINVAL;
+		m = p[i + 1];
+		if (m == 0xff) { /* fill byte */
+			i++;
+			continue;
+		}
+		if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
+			i += 2;
+			continue;
+		}
+		if (m == 0xd9 || m == 0xda)
+			return -EINVAL;
+		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 &&
+		    m != 0xcc) {
+			if (i + 9 > len)
+				return -EINVAL;
+			*h = be16(p + i + 5);
+			*w = be16(p + i + 7);
+			return *w > 0 && *h > 0 ? 0 : -EINVAL;
+		}
+		i += 2 + be16(p + i + 2);
+	}
+	return -EINVAL;
+}
+
+int
+xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
+    struct xf_image *out, char *err, size_t errlen)
+{
+	struct xf_image img;
+	size_t end = prefix_end(pl);
+	uint32_t w, h, tw = 0, th = 0, min_w = 0, min_h = 0;
+	int r;
+
+	/*
+	 * DCT scaling when a resize follows decode.  A scaled decode is not
+	 * Pillow's full decode followed by the resize, so scale only while
+	 * the scaled image stays at least twice the target in both sides:
+	 * the antialiasing resize then averages the difference away (a few
+	 * levels at most).  The target comes from the full size, so a scaled
+	 * decode gives the same shape as a full one.
+	 */
+	if (end > 1 && pl->ops[1].kind == XF_OP_RESIZE &&
+	    jpeg_dims(jpeg, len, &w, &h) == 0) {
+		resize_dims(w, h, &pl->ops[1], &tw, &th);
+		min_w = tw > 0x7fffffff ? UINT32_MAX : 2 * tw;
+		min_h = th > 0x7fffffff ? UINT32_MAX : 2 * th;
+	}
+	if ((r = xf_decode(jpeg, len, min_w, min_h, &img, err, errlen)) != 0)
+		return r;
+	for (size_t i = 1; i < end; i++) {
+		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0);
+		if (r != 0) {
+			free(img.px);
+			snprintf(err, errlen, "%s", strerror(-r));
+			return r;
+		}
+	}
+	*out = img;
+	return 0;
+}
+
+int
+xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst)
+{
+	int r = 0;
+
+	for (size_t i = prefix_end(pl); i < pl->nops && r == 0; i++)
+		r = apply_op(pl, i, img, rngkey, 0, 0);
+	/* A cached prefix of another shape must not overrun dst. */
+	if (r == 0 && (img->w != pl->out_w || img->h != pl->out_h))
+		r = -EINVAL;
+	if (r == 0)
+		xf_convert(
+		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
+	free(img->px);
+	img->px = NULL;
+	return r;
+}

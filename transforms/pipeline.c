@@ -1,0 +1,502 @@
+/*
+ * pipeline.c - parsing pipeline text, its canonical prefix text and the
+ * output checks.
+ *
+ * Grammar: ops separated by white space; an op is a name, optionally
+ * followed by "(" arguments separated by "," ")".  White space is allowed
+ * around the parentheses and the arguments ("resize(256, 256)").
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transforms/xf.h"
+
+#define MAX_ARGS 6
+#define ARG_LEN 64
+#define NAME_LEN 32
+
+struct optext {
+	char name[NAME_LEN];
+	int nargs;
+	char args[MAX_ARGS][ARG_LEN];
+};
+
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+static void
+skip_space(const char **sp)
+{
+	while (isspace((unsigned char)**sp))
+		(*sp)++;
+}
+
+/*
+ * The next op of *sp into t.  Returns 1 when there is none left, 0 when t
+ * holds one, -EINVAL with a message on a syntax error.
+ */
+static int
+next_op(const char **sp, struct optext *t, char *err, size_t errlen)
+{
+	const char *s = *sp;
+	size_t n = 0;
+
+	skip_space(&s);
+	if (*s == '\0')
+		return 1;
+	while (isalnum((unsigned char)s[n]) || s[n] == '_')
+		n++;
+	if (n == 0) {
+		snprintf(err, errlen, "unexpected '%c' in pipeline", *s);
+		return -EINVAL;
+	}
+	if (n >= NAME_LEN) {
+		snprintf(err, errlen, "unknown op \"%.*s\"", (int)n, s);
+		return -EINVAL;
+	}
+	memcpy(t->name, s, n);
+	t->name[n] = '\0';
+	t->nargs = 0;
+	s += n;
+	skip_space(&s);
+	if (*s != '(') {
+		*sp = s;
+		return 0;
+	}
+	s++;
+	skip_space(&s);
+	if (*s == ')') { /* name() */
+		*sp = s + 1;
+		return 0;
+	}
+	for (;;) {
+		skip_space(&s);
+		n = 0;
+		while (s[n] != '\0' && s[n] != ',' && s[n] != ')' &&
+		       !isspace((unsigned char)s[n]))
+			n++;
+		if (n == 0) {
+			snprintf(err, errlen, "%s: %s", t->name,
+			    *s == '\0' ? "missing ')'" : "empty argument");
+			return -EINVAL;
+		}
+		if (t->nargs == MAX_ARGS) {
+			snprintf(
+			    err, errlen, "%s: too many arguments", t->name);
+			return -EINVAL;
+		}
+		if (n >= ARG_LEN) {
+			snprintf(err, errlen,
+			    "%s: argument \"%.*s...\" too "
+			    "long",
+			    t->name, 16, s);
+			return -EINVAL;
+		}
+		memcpy(t->args[t->nargs], s, n);
+		t->args[t->nargs++][n] = '\0';
+		s += n;
+		skip_space(&s);
+		if (*s == ',') {
+			s++;
+			continue;
+		}
+		if (*s == ')')
+			break;
+		snprintf(err, errlen, "%s: %s", t->name,
+		    *s == '\0' ? "missing ')'" : "expected ',' or ')'");
+		return -EINVAL;
+	}
+	*sp = s + 1;
+	return 0;
+}
+
+static int
+parse_size(const struct optext *t, int i, uint32_t *v, char *err, size_t errlen)
+{
+	const char *s = t->args[i];
+	char *end;
+	long l;
+
+	errno = 0;
+	l = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || l < 1 || l > 65535) {
+		snprintf(err, errlen, "%s: \"%s\" is not a size in 1..65535",
+		    t->name, s);
+		return -EINVAL;
+	}
+	*v = (uint32_t)l;
+	return 0;
+}
+
+static int
+parse_real(const struct optext *t, int i, double *v, char *err, size_t errlen)
+{
+	const char *s = t->args[i];
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !isfinite(d)) {
+		snprintf(err, errlen, "%s: \"%s\" is not a number", t->name, s);
+		return -EINVAL;
+	}
+	*v = d;
+	return 0;
+}
+
+static int
+bad_nargs(const struct optext *t, const char *want, char *err, size_t errlen)
+{
+	snprintf(
+	    err, errlen, "%s: expected %s, got %d", t->name, want, t->nargs);
+	return -EINVAL;
+}
+
+/* One op from its text: names, argument counts and ranges. */
+static int
+make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	double d[MAX_ARGS];
+	int r;
+
+	memset(op, 0, sizeof(*op));
+	if (strcmp(t->name, "decode") == 0 || strcmp(t->name, "cache") == 0) {
+		op->kind = t->name[0] == 'd' ? XF_OP_DECODE : XF_OP_CACHE;
+		if (t->nargs != 0)
+			return bad_nargs(t, "no arguments", err, errlen);
+		return 0;
+	}
+	if (strcmp(t->name, "resize") == 0 ||
+	    strcmp(t->name, "center_crop") == 0) {
+		op->kind = t->name[0] == 'r' ? XF_OP_RESIZE : XF_OP_CENTER_CROP;
+		if (t->nargs != 1 && t->nargs != 2)
+			return bad_nargs(t, "1 or 2 arguments", err, errlen);
+		if ((r = parse_size(t, 0, &op->w, err, errlen)) != 0)
+			return r;
+		if (t->nargs == 2)
+			return parse_size(t, 1, &op->h, err, errlen);
+		/* center_crop(S) is center_crop(S,S); resize(S) keeps h 0. */
+		if (op->kind == XF_OP_CENTER_CROP)
+			op->h = op->w;
+		return 0;
+	}
+	if (strcmp(t->name, "random_resized_crop") == 0) {
+		op->kind = XF_OP_RRC;
+		if (t->nargs != 1 && t->nargs != 3 && t->nargs != 5)
+			return bad_nargs(t, "1, 3 or 5 arguments", err, errlen);
+		if ((r = parse_size(t, 0, &op->w, err, errlen)) != 0)
+			return r;
+		op->h = op->w;
+		op->scale[0] = 0.08;
+		op->scale[1] = 1.0;
+		op->ratio[0] = 3.0 / 4.0;
+		op->ratio[1] = 4.0 / 3.0;
+		for (int i = 1; i < t->nargs; i++)
+			if ((r = parse_real(t, i, &d[i], err, errlen)) != 0)
+				return r;
+		if (t->nargs >= 3) {
+			if (!(d[1] > 0 && d[1] <= d[2] && d[2] <= 1)) {
+				snprintf(err, errlen,
+				    "%s: scale must satisfy "
+				    "0 < smin <= smax <= 1",
+				    t->name);
+				return -EINVAL;
+			}
+			op->scale[0] = d[1];
+			op->scale[1] = d[2];
+		}
+		if (t->nargs == 5) {
+			if (!(d[3] > 0 && d[3] <= d[4])) {
+				snprintf(err, errlen,
+				    "%s: ratio must satisfy "
+				    "0 < rmin <= rmax",
+				    t->name);
+				return -EINVAL;
+			}
+			op->ratio[0] = d[3];
+			op->ratio[1] = d[4];
+		}
+		return 0;
+	}
+	if (strcmp(t->name, "flip") == 0) {
+		op->kind = XF_OP_FLIP;
+		if (t->nargs != 1)
+			return bad_nargs(t, "1 argument", err, errlen);
+		if ((r = parse_real(t, 0, &op->p, err, errlen)) != 0)
+			return r;
+		if (op->p < 0 || op->p > 1) {
+			snprintf(err, errlen, "%s: probability %s not in 0..1",
+			    t->name, t->args[0]);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (strcmp(t->name, "normalize") == 0) {
+		op->kind = XF_OP_NORMALIZE;
+		if (t->nargs == 1 && strcmp(t->args[0], "imagenet") == 0) {
+			memcpy(op->mean, imagenet_mean, sizeof(op->mean));
+			memcpy(op->std, imagenet_std, sizeof(op->std));
+			return 0;
+		}
+		if (t->nargs != 6)
+			return bad_nargs(
+			    t, "imagenet or 6 arguments", err, errlen);
+		for (int i = 0; i < 6; i++)
+			if ((r = parse_real(t, i, &d[i], err, errlen)) != 0)
+				return r;
+		for (int c = 0; c < 3; c++) {
+			if (!(d[3 + c] > 0)) {
+				snprintf(err, errlen, "%s: std must be > 0",
+				    t->name);
+				return -EINVAL;
+			}
+			op->mean[c] = (float)d[c];
+			op->std[c] = (float)d[3 + c];
+		}
+		return 0;
+	}
+	snprintf(err, errlen, "unknown op \"%s\"", t->name);
+	return -EINVAL;
+}
+
+/*
+ * Flip counts as random whatever its probability (flip(0) and flip(1)
+ * included): simpler to explain, and nobody needs a deterministic flip.
+ */
+static bool
+op_random(enum xf_opkind k)
+{
+	return k == XF_OP_RRC || k == XF_OP_FLIP;
+}
+
+static const char *
+op_name(enum xf_opkind k)
+{
+	switch (k) {
+	case XF_OP_DECODE:
+		return "decode";
+	case XF_OP_RESIZE:
+		return "resize";
+	case XF_OP_CENTER_CROP:
+		return "center_crop";
+	case XF_OP_RRC:
+		return "random_resized_crop";
+	case XF_OP_FLIP:
+		return "flip";
+	case XF_OP_NORMALIZE:
+		return "normalize";
+	case XF_OP_CACHE:
+		return "cache";
+	}
+	return "?";
+}
+
+/* The rules that involve more than one op; sets the summary fields. */
+static int
+check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
+{
+	const struct xf_op *size_op = NULL;
+	size_t first_random = pl->nops;
+
+	if (pl->nops == 0 || pl->ops[0].kind != XF_OP_DECODE) {
+		snprintf(err, errlen, "pipeline must start with decode");
+		return -EINVAL;
+	}
+	pl->cache_at = pl->nops;
+	for (size_t i = 1; i < pl->nops; i++) {
+		const struct xf_op *op = &pl->ops[i];
+
+		switch (op->kind) {
+		case XF_OP_DECODE:
+			snprintf(err, errlen, "a second decode");
+			return -EINVAL;
+		case XF_OP_CACHE:
+			if (pl->cache_at != pl->nops) {
+				snprintf(err, errlen, "a second cache");
+				return -EINVAL;
+			}
+			if (first_random < i) {
+				snprintf(err, errlen,
+				    "random op %s before "
+				    "cache",
+				    op_name(pl->ops[first_random].kind));
+				return -EINVAL;
+			}
+			pl->cache_at = i;
+			break;
+		case XF_OP_NORMALIZE:
+			if (pl->normalize) {
+				snprintf(err, errlen, "a second normalize");
+				return -EINVAL;
+			}
+			pl->normalize = true;
+			memcpy(pl->mean, op->mean, sizeof(pl->mean));
+			memcpy(pl->std, op->std, sizeof(pl->std));
+			break;
+		default:
+			if (op_random(op->kind) && first_random == pl->nops)
+				first_random = i;
+			if (op->kind != XF_OP_FLIP)
+				size_op = op;
+			break;
+		}
+	}
+	if (size_op == NULL ||
+	    (size_op->kind == XF_OP_RESIZE && size_op->h == 0)) {
+		snprintf(err, errlen,
+		    "output size not fixed: the last resize "
+		    "or crop must be resize(W,H), center_crop or "
+		    "random_resized_crop");
+		return -EINVAL;
+	}
+	pl->out_w = size_op->w;
+	pl->out_h = size_op->h;
+	return 0;
+}
+
+int
+xf_pipeline_parse(
+    const char *text, struct xf_pipeline **out, char *err, size_t errlen)
+{
+	struct xf_pipeline *pl;
+	struct optext t;
+	size_t cap = 0;
+	int r;
+
+	if ((pl = calloc(1, sizeof(*pl))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	while ((r = next_op(&text, &t, err, errlen)) == 0) {
+		if (pl->nops == cap) {
+			struct xf_op *n;
+
+			cap = cap ? 2 * cap : 8;
+			if ((n = realloc(pl->ops, cap * sizeof(*n))) == NULL) {
+				snprintf(err, errlen, "out of memory");
+				r = -ENOMEM;
+				goto fail;
+			}
+			pl->ops = n;
+		}
+		if ((r = make_op(&t, &pl->ops[pl->nops], err, errlen)) != 0)
+			goto fail;
+		pl->nops++;
+	}
+	if (r < 0)
+		goto fail;
+	if ((r = check_pipeline(pl, err, errlen)) != 0)
+		goto fail;
+	*out = pl;
+	return 0;
+fail:
+	xf_pipeline_free(pl);
+	return r;
+}
+
+void
+xf_pipeline_free(struct xf_pipeline *pl)
+{
+	if (pl == NULL)
+		return;
+	free(pl->ops);
+	free(pl);
+}
+
+/* snprintf at buf + *pos; *pos counts what would have been written. */
+static void
+append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	if (*pos < len)
+		n = vsnprintf(buf + *pos, len - *pos, fmt, ap);
+	else
+		n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*pos += (size_t)n;
+}
+
+/*
+ * Canonical forms: sizes with %d, reals with %.17g, no spaces inside the
+ * parentheses, center_crop always with both sizes.  Only deterministic ops
+ * can stand before cache, so the random ones need no form here.
+ */
+size_t
+xf_prefix_text(const struct xf_pipeline *pl, char *buf, size_t len)
+{
+	size_t pos = 0;
+
+	if (buf != NULL && len > 0)
+		buf[0] = '\0';
+	if (pl->cache_at >= pl->nops)
+		return 0;
+	for (size_t i = 0; i < pl->cache_at; i++) {
+		const struct xf_op *op = &pl->ops[i];
+		const char *sep = pos > 0 ? " " : "";
+
+		switch (op->kind) {
+		case XF_OP_DECODE:
+			append(buf, len, &pos, "%sdecode", sep);
+			break;
+		case XF_OP_RESIZE:
+			if (op->h == 0)
+				append(buf, len, &pos, "%sresize(%d)", sep,
+				    (int)op->w);
+			else
+				append(buf, len, &pos, "%sresize(%d,%d)", sep,
+				    (int)op->w, (int)op->h);
+			break;
+		case XF_OP_CENTER_CROP:
+			append(buf, len, &pos, "%scenter_crop(%d,%d)", sep,
+			    (int)op->w, (int)op->h);
+			break;
+		case XF_OP_RRC:
+			append(buf, len, &pos,
+			    "%srandom_resized_crop(%d,%.17g,%.17g,%.17g,%.17g)",
+			    sep, (int)op->w, op->scale[0], op->scale[1],
+			    op->ratio[0], op->ratio[1]);
+			break;
+		case XF_OP_FLIP:
+			append(buf, len, &pos, "%sflip(%.17g)", sep, op->p);
+			break;
+		default: /* normalize acts at output time; no cache here */
+			break;
+		}
+	}
+	return pos;
+}
+
+int
+xf_check_output(
+    const struct xf_pipeline *pl, enum xf_dtype dtype, char *err, size_t errlen)
+{
+	if (pl->normalize && dtype == XF_UINT8) {
+		snprintf(err, errlen,
+		    "normalize needs dtype float16 or "
+		    "float32, not uint8");
+		return -EINVAL;
+	}
+	if (pl->out_w == 0 || pl->out_h == 0) {
+		snprintf(err, errlen, "output size not fixed");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+size_t
+xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype)
+{
+	size_t e = dtype == XF_UINT8 ? 1 : dtype == XF_FLOAT16 ? 2 : 4;
+
+	return (size_t)pl->out_w * pl->out_h * 3 * e;
+}
