@@ -413,6 +413,9 @@ fill_stat(struct feedfs *fs, const struct nkey *k, fuse_ino_t ino,
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
+/* The largest read and readahead request (libfuse's buffer holds 1 MiB). */
+#define FS_MAX_REQUEST (1u << 20)
+
 /* ---- operations ------------------------------------------------------- */
 
 static void
@@ -423,6 +426,14 @@ fs_op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * Large requests: libfuse asks the kernel for max_pages from
+	 * max_write (even on a read-only mount), and reads and readahead
+	 * then come in 1 MiB pieces instead of 128 KiB ones.  max_read stays
+	 * 0 (unlimited) so that it agrees with the mount option.
+	 */
+	conn->max_write = FS_MAX_REQUEST;
+	conn->max_readahead = FS_MAX_REQUEST;
 }
 
 static void
