@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#define CACHE_FORMAT_VERSION 1
+#define CACHE_FORMAT_VERSION 2 /* 2: prefix and time in the index */
 #define CACHE_KEY_LEN 32
 
 struct cache;
@@ -28,6 +28,7 @@ struct cache_val {
 	uint32_t w, h, c, dtype;
 	void *data; /* malloc'd by cache_get; the caller frees */
 	size_t len;
+	const char *prefix; /* cache_put: the prefix text, kept for ls */
 };
 
 struct cache_stats {
@@ -41,14 +42,33 @@ struct cache_stats {
 /*
  * Open (creating) the store in dir.  size_bound bounds its disk use
  * (approximately: it may be passed by min(64M, size_bound/32) plus a
- * memtable before the oldest entries go; a value over size_bound/4 is not
+ * memtable before the oldest entries go, and while the compaction that
+ * gives their space back runs, its inputs and output are both on disk, up
+ * to twice the bound for a moment; a value over size_bound/4 is not
  * stored), mem_bound its block cache and memtables.  Fails with a message
  * when dir cannot be used: -EBUSY when another process holds it, -EINVAL
- * for a store of another format version, -EIO otherwise.
+ * for a store of another format version, -EIO otherwise.  A damaged store
+ * is moved aside and replaced (see cache_note).
  */
 int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen);
 void cache_close(struct cache *c);
+
+/*
+ * Whether another process holds the store in dir (RocksDB's lock on
+ * dir/LOCK), without taking the lock: -EBUSY and "DIR is in use by another
+ * feedfs (pid N)" if so, else 0 (also when dir has no store yet).  Starts
+ * no thread, so it can run before a fork.
+ */
+int cache_probe_lock(const char *dir, char *err, size_t len);
+
+/*
+ * What cache_open did besides opening, for the log, or NULL: a damaged
+ * store (RocksDB reports corruption, or the format marker is garbage) is
+ * renamed to DIR.corrupt-YYYYmmdd-HHMMSS and a new one made; the note
+ * names it.
+ */
+const char *cache_note(struct cache *c);
 
 /* SHA-256 of len bytes. */
 void cache_sha256(const void *data, size_t len, uint8_t out[32]);
@@ -78,5 +98,72 @@ void cache_get_stats(struct cache *c, struct cache_stats *st);
  * valid until cache_close.
  */
 const char *cache_error(struct cache *c);
+
+/* ---- administration: feedfs-cache and the control socket ------------- */
+
+/* One entry, as the insertion index ('T') has it. */
+struct cache_entry {
+	uint64_t seq;  /* insertion order */
+	uint8_t key[CACHE_KEY_LEN];
+	uint64_t len;   /* payload bytes */
+	uint64_t bytes; /* stored value bytes (payload and header) */
+	uint64_t time;  /* insertion, Unix seconds */
+	const char *prefix; /* not NUL-terminated: prefix_len bytes */
+	size_t prefix_len;
+};
+/* Called per entry; a nonzero return stops the scan and is returned. */
+typedef int (*cache_entry_fn)(const struct cache_entry *e, void *arg);
+
+/*
+ * Open dir read-only as a RocksDB secondary instance: works whether or not
+ * a feedfs holds it (it sees what that one has flushed: ask it to flush
+ * first, see cache_ctl_request).  Only the functions below that read
+ * (cache_scan, cache_check_entry, cache_get_stats) may be used on it.
+ */
+int cache_open_secondary(const char *dir, struct cache **out, char *err,
+    size_t errlen);
+/* Every entry, oldest first. */
+int cache_scan(struct cache *c, cache_entry_fn fn, void *arg, char *err,
+    size_t errlen);
+/*
+ * Read entry e's value and check it (header, length, checksum): 0 when
+ * sound, -ENOENT when it is gone (evicted meanwhile), -EIO when damaged,
+ * with why.
+ */
+int cache_check_entry(struct cache *c, const struct cache_entry *e,
+    char *why, size_t whylen);
+/*
+ * Delete the entries whose prefix is prefix (NULL: any) and that were
+ * inserted before the Unix time before (0: any time), and give their
+ * space back; *n and *bytes say how many and how much.
+ */
+int cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
+    uint64_t *n, uint64_t *bytes, char *err, size_t errlen);
+/* Delete every entry and digest memo (the store stays, empty). */
+int cache_clear(struct cache *c, uint64_t *n, uint64_t *bytes, char *err,
+    size_t errlen);
+/* Compact the whole store: deleted entries give their space back. */
+int cache_compact(struct cache *c);
+/* Write the memtables out (the store skips the WAL). */
+int cache_flush(struct cache *c, char *err, size_t errlen);
+
+/*
+ * The control socket, dir/control.sock: a thread of the feedfs that holds
+ * dir answers one request per connection, one line each way:
+ *
+ *	flush | compact | clear | stats | evict-prefix TEXT |
+ *	evict-before UNIXTIME
+ *	-> "ok[ WORDS]" or "error MESSAGE"
+ *
+ * stats answers "ok hits H misses M"; evict-* and clear "ok N BYTES".
+ * Only the owner of dir (mode 0600 socket) can connect.
+ */
+struct cache_ctl;
+int cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
+    char *err, size_t errlen);
+void cache_ctl_stop(struct cache_ctl *ctl); /* NULL is fine */
+/* Client side: send req, the reply (without the newline) in reply. */
+int cache_ctl_request(const char *dir, const char *req, char *reply,
+    size_t len);
 
 #endif

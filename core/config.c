@@ -164,6 +164,7 @@ mount_defaults(struct cfg_mount *m)
 	m->threads = 0;
 	m->memory = 2ull << 30;
 	m->readahead = 4;
+	m->gpu_memory = 1ull << 30;
 	return (m->cache_dir = strdup(CFG_DEFAULT_CACHE_DIR)) ? 0 : -ENOMEM;
 }
 
@@ -262,6 +263,18 @@ set_mount(struct cfg_mount *m, const char *dir, const char *key,
 			return -EINVAL;
 		}
 		m->readahead = (unsigned)v;
+	} else if (strcmp(key, "gpu_memory") == 0) {
+		if (cfg_parse_size(val, &v) != 0) {
+			snprintf(msg, len, "gpu_memory: '%s' is not a size "
+			    "(like 1G or 512M)", val);
+			return -EINVAL;
+		}
+		if (v < MIN_MEMORY) {
+			snprintf(msg, len, "gpu_memory: %s is too small (at "
+			    "least 16M)", val);
+			return -EINVAL;
+		}
+		m->gpu_memory = v;
 	} else
 		return -ENOENT;
 	return 0;
@@ -482,7 +495,7 @@ static int
 key_bit(enum section sec, const char *key)
 {
 	static const char *const mount[] = { "cache_dir", "cache_size",
-		"threads", "memory", "readahead" };
+		"threads", "memory", "readahead", "gpu_memory" };
 	static const char *const dataset[] = { "root", "manifest" };
 	static const char *const job[] = { "dataset", "batch_size", "epochs",
 		"seed", "shuffle", "drop_last", "order", "pipeline", "dtype",
@@ -490,7 +503,7 @@ key_bit(enum section sec, const char *key)
 	const char *const *k = sec == SEC_MOUNT ? mount
 	    : sec == SEC_DATASET		    ? dataset
 						    : job;
-	size_t n = sec == SEC_MOUNT ? 5 : sec == SEC_DATASET ? 2 : 12;
+	size_t n = sec == SEC_MOUNT ? 6 : sec == SEC_DATASET ? 2 : 12;
 
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(k[i], key) == 0)
@@ -562,8 +575,8 @@ parse_line(struct parser *p, char *s)
 		    sizeof(msg));
 		if (r == -ENOENT)
 			return perr(p, p->line, "unknown key '%s' in [mount] "
-			    "(expected cache_dir, cache_size, threads, memory "
-			    "or readahead)", key);
+			    "(expected cache_dir, cache_size, threads, memory, "
+			    "readahead or gpu_memory)", key);
 		if (r == -EINVAL)
 			return perr(p, p->line, "%s", msg);
 		return r;

@@ -27,6 +27,7 @@ struct cfg_mount {
 	unsigned threads;    /* 0 = one per online CPU */
 	uint64_t memory;     /* bytes */
 	unsigned readahead;  /* batches ahead of each sequential reader */
+	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 };
 
 struct cfg_dataset {

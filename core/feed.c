@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/npy.h"
 #include "core/plan.h"
+#include "gpu/gpu.h"
 
 #define FEED_HASH 1024
 #define FEED_PERMS 8 /* epoch orders kept when no batch uses them */
@@ -39,6 +40,7 @@ struct perm {
 struct batch {
 	struct feed_key key;
 	struct job *job;
+	bool raw;          /* uint8 HWC samples for a .cuda file, no header */
 	struct perm *perm; /* held until every slot is done */
 	uint32_t len;
 	uint64_t size;          /* images file: header + data */
@@ -73,7 +75,10 @@ struct feed {
 	struct job *jobs;
 	size_t njobs;
 	struct cache *cache; /* NULL: serve without */
+	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
+	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
 	pthread_t *threads;
 	uint64_t memory; /* budget for batches (the cache's share taken out) */
@@ -96,6 +101,11 @@ struct feed_handle {
 	enum batch_kind kind;
 	uint8_t *data;
 	size_t len;
+	/* BK_CUDA: the batch staged by the first read, held until release. */
+	pthread_mutex_t lock; /* the three below */
+	struct gpu_buf *gbuf;
+	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
+	int gerr;
 };
 
 static size_t
@@ -208,23 +218,34 @@ perm_put(struct perm *p)
 /* ---- batches ---------------------------------------------------------- */
 
 static struct batch *
-batch_find(struct feed *f, const struct feed_key *k)
+batch_find(struct feed *f, const struct feed_key *k, bool raw)
 {
 	struct batch *b;
 
 	for (b = f->table[key_hash(k)]; b; b = b->hnext)
-		if (key_eq(&b->key, k))
+		if (key_eq(&b->key, k) && b->raw == raw)
 			return b;
 	return NULL;
 }
 
+/* Bytes of the images of batch k: its .npy file, or raw uint8 samples. */
 static uint64_t
-batch_mem(struct feed *f, const struct feed_key *k)
+batch_images(struct feed *f, const struct feed_key *k, bool raw)
+{
+	struct job *j = &f->jobs[k->job];
+
+	return raw ? (uint64_t)plan_batch_len(&j->plan, k->world, k->batch) *
+		j->raw_bytes
+		   : feed_file_size(f, k, BK_IMAGES);
+}
+
+static uint64_t
+batch_mem(struct feed *f, const struct feed_key *k, bool raw)
 {
 	struct job *j = &f->jobs[k->job];
 	uint32_t len = plan_batch_len(&j->plan, k->world, k->batch);
 
-	return feed_file_size(f, k, BK_IMAGES) +
+	return batch_images(f, k, raw) +
 	    2 * feed_file_size(f, k, BK_LABELS) + len * sizeof(uint64_t);
 }
 
@@ -282,13 +303,14 @@ make_room(struct feed *f, uint64_t need, bool any)
 /*
  * Make batch k exist and queue its slots.  demand: a reader opened it (may
  * go over the budget rather than stall); else readahead (only within it).
+ * raw: the uint8 HWC samples of a .cuda file (a batch of its own).
  * Called locked; returns NULL when it cannot (memory, or allocation).
  */
 static struct batch *
-batch_get(struct feed *f, const struct feed_key *k, bool demand)
+batch_get(struct feed *f, const struct feed_key *k, bool demand, bool raw)
 {
 	struct job *j = &f->jobs[k->job];
-	struct batch *b = batch_find(f, k);
+	struct batch *b = batch_find(f, k, raw);
 	uint64_t need;
 
 	if (b) {
@@ -303,15 +325,16 @@ batch_get(struct feed *f, const struct feed_key *k, bool demand)
 		b->used = ++f->tick;
 		return b;
 	}
-	need = batch_mem(f, k);
+	need = batch_mem(f, k, raw);
 	if (!make_room(f, need, demand) && !demand)
 		return NULL;
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		return NULL;
 	b->key = *k;
 	b->job = j;
+	b->raw = raw;
 	b->len = plan_batch_len(&j->plan, k->world, k->batch);
-	b->size = feed_file_size(f, k, BK_IMAGES);
+	b->size = batch_images(f, k, raw);
 	b->lsize = feed_file_size(f, k, BK_LABELS);
 	b->buf = malloc(b->size);
 	b->lbuf = malloc(b->lsize);
@@ -327,7 +350,7 @@ batch_get(struct feed *f, const struct feed_key *k, bool demand)
 		free(b);
 		return NULL;
 	}
-	b->hdr = job_npy_header(j, b->len, BK_IMAGES, (char *)b->buf);
+	b->hdr = raw ? 0 : job_npy_header(j, b->len, BK_IMAGES, (char *)b->buf);
 	b->lhdr = job_npy_header(j, b->len, BK_LABELS, (char *)b->lbuf);
 	memcpy(b->ibuf, b->lbuf, b->lhdr);
 	plan_batch_positions(&j->plan, k->rank, k->world, k->batch, b->pos);
@@ -362,14 +385,14 @@ next_key(struct feed *f, struct feed_key *k)
 }
 
 static void
-readahead(struct feed *f, const struct feed_key *k)
+readahead(struct feed *f, const struct feed_key *k, bool raw)
 {
 	struct feed_key n = *k;
 
 	for (unsigned i = 0; i < f->cfg->mount.readahead; i++) {
 		if (!next_key(f, &n))
 			return;
-		if (!batch_get(f, &n, false))
+		if (!batch_get(f, &n, false, raw))
 			return; /* out of budget: the reader catches up first */
 	}
 }
@@ -431,9 +454,10 @@ worker(void *arg)
 		b->inflight++;
 		pthread_mutex_unlock(&f->lock);
 
-		r = sample_make_slot(b->job, f->cache, b->key.epoch,
-		    b->perm->ids, b->pos[s], b->buf + b->hdr +
-			(size_t)s * b->job->sample_bytes,
+		r = (b->raw ? sample_make_slot_raw : sample_make_slot)(b->job,
+		    f->cache, b->key.epoch, b->perm->ids, b->pos[s],
+		    b->buf + b->hdr + (size_t)s * (b->raw ? b->job->raw_bytes
+							  : b->job->sample_bytes),
 		    &id, true, msg, sizeof(msg));
 		if (f->cache && cache_error(f->cache) &&
 		    log_first(&f->cache_warned))
@@ -524,7 +548,23 @@ feed_start(struct feed *f)
 	} else if (cache_open(m->cache_dir, m->cache_size, f->cache_mem,
 		       &f->cache, msg, sizeof(msg)) != 0) {
 		log_warn("cache: %s; serving without the cache", msg);
+		snprintf(f->cache_err, sizeof(f->cache_err), "%s", msg);
 		f->cache = NULL;
+	} else if (cache_note(f->cache) != NULL)
+		log_warn("cache: %s", cache_note(f->cache));
+	if (f->cache != NULL && cache_ctl_start(f->cache, m->cache_dir,
+				    &f->ctl, msg, sizeof(msg)) != 0)
+		log_warn("cache: no control socket for feedfs-cache: %s", msg);
+	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
+		if (!f->jobs[i].cfg->gpu)
+			continue;
+		/* After fuse_daemonize(): CUDA does not survive a fork. */
+		if ((r = gpu_init(&f->gpu, m->gpu_memory, msg, sizeof(msg))) !=
+		    0) {
+			log_err("gpu = on (job %s): %s", f->jobs[i].cfg->name,
+			    msg);
+			return r;
+		}
 	}
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	f->nthreads = m->threads ? m->threads : (ncpu > 0 ? (unsigned)ncpu : 1);
@@ -563,8 +603,10 @@ feed_free(struct feed *f)
 		free(p->ids);
 		free(p);
 	}
+	cache_ctl_stop(f->ctl);
 	if (f->cache)
 		cache_close(f->cache);
+	gpu_fini(f->gpu);
 	for (size_t i = 0; i < f->njobs; i++)
 		job_fini(&f->jobs[i]);
 	free(f->jobs);
@@ -624,6 +666,8 @@ feed_file_size(struct feed *f, const struct feed_key *k, enum batch_kind kind)
 	uint32_t len = plan_batch_len(&j->plan, k->world, k->batch);
 	char hdr[NPY_MAX_HEADER];
 
+	if (kind == BK_CUDA)
+		return FEEDFS_CUDA_DESC_SIZE;
 	return job_npy_header(j, len, kind, hdr) +
 	    job_npy_data_bytes(j, len, kind);
 }
@@ -675,10 +719,14 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 
 	if (!feed_key_valid(f, k))
 		return -ENOENT;
+	if (kind == BK_CUDA && (!f->gpu || !f->jobs[k->job].cfg->gpu))
+		return -ENOENT;
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return -ENOMEM;
 	h->kind = kind;
-	if (kind != BK_IMAGES &&
+	if (kind == BK_CUDA)
+		pthread_mutex_init(&h->lock, NULL);
+	if ((kind == BK_LABELS || kind == BK_IDS) &&
 	    f->jobs[k->job].cfg->on_error == CFG_ON_ERROR_FAIL) {
 		if ((r = planned_file(f, k, kind, h)) != 0) {
 			free(h->data);
@@ -689,18 +737,85 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		return 0;
 	}
 	pthread_mutex_lock(&f->lock);
-	h->b = batch_get(f, k, true);
+	h->b = batch_get(f, k, true, kind == BK_CUDA);
 	if (h->b) {
 		h->b->refs++;
-		if (kind == BK_IMAGES)
-			readahead(f, k);
+		if (kind == BK_IMAGES || kind == BK_CUDA)
+			readahead(f, k, kind == BK_CUDA);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!h->b) {
+		if (kind == BK_CUDA)
+			pthread_mutex_destroy(&h->lock);
 		free(h);
 		return -ENOMEM;
 	}
 	*out = h;
+	return 0;
+}
+
+/*
+ * Stage the ready raw batch of h on the device (the job's dtype, layout
+ * and normalization are applied there) and make its descriptor.
+ */
+static int
+cuda_stage(struct feed *f, struct feed_handle *h)
+{
+	struct batch *b = h->b;
+	const struct job *j = b->job;
+	struct gpu_conv cv = { j->pl->out_w, j->pl->out_h, j->cfg->dtype,
+		j->cfg->layout, j->pl->normalize, { 0 }, { 0 } };
+	struct feedfs_cuda_desc d;
+	char msg[512];
+	int r;
+
+	memcpy(cv.mean, j->pl->mean, sizeof(cv.mean));
+	memcpy(cv.std, j->pl->std, sizeof(cv.std));
+	if ((r = gpu_stage(f->gpu, &cv, b->buf, b->len, &h->gbuf, msg,
+		 sizeof(msg))) != 0) {
+		log_err("%s/epoch-%04" PRIu32 "/batch-%06" PRIu64 ".cuda: %s",
+		    j->cfg->name, b->key.epoch, b->key.batch, msg);
+		return r == -ENOSPC || r == -E2BIG ? -ENOSPC : -EIO;
+	}
+	gpu_buf_desc(f->gpu, h->gbuf, &d);
+	d.ndim = 4;
+	memcpy(d.shape, j->shape, sizeof(d.shape));
+	d.shape[0] = b->len;
+	feedfs_cuda_encode(&d, h->desc);
+	return 0;
+}
+
+/* A .cuda file: its first read waits for the batch and stages it. */
+static int
+cuda_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
+    const void **ptr, size_t *len)
+{
+	struct batch *b = h->b;
+	int r;
+
+	pthread_mutex_lock(&h->lock);
+	if (!h->gbuf && !h->gerr) {
+		pthread_mutex_lock(&f->lock);
+		while (!b->ready)
+			pthread_cond_wait(&b->cv, &f->lock);
+		r = b->err ? -EIO : 0;
+		b->used = ++f->tick;
+		pthread_mutex_unlock(&f->lock);
+		h->gerr = r ? r : cuda_stage(f, h);
+		pthread_mutex_lock(&f->lock);
+		b->consumed = true; /* on the device now: release it first */
+		pthread_mutex_unlock(&f->lock);
+	}
+	r = h->gerr;
+	pthread_mutex_unlock(&h->lock);
+	if (r != 0)
+		return r;
+	if (off >= FEEDFS_CUDA_DESC_SIZE)
+		size = 0;
+	else if (size > FEEDFS_CUDA_DESC_SIZE - off)
+		size = (size_t)(FEEDFS_CUDA_DESC_SIZE - off);
+	*ptr = h->desc + (off < FEEDFS_CUDA_DESC_SIZE ? off : 0);
+	*len = size;
 	return 0;
 }
 
@@ -712,6 +827,8 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 	const uint8_t *data;
 	uint64_t total, hdr;
 
+	if (h->kind == BK_CUDA)
+		return cuda_read(f, h, off, size, ptr, len);
 	if (!b) {
 		data = h->data;
 		total = h->len;
@@ -761,6 +878,10 @@ give:
 void
 feed_release(struct feed *f, struct feed_handle *h)
 {
+	if (h->kind == BK_CUDA) {
+		gpu_put(f->gpu, h->gbuf); /* back to the pool */
+		pthread_mutex_destroy(&h->lock);
+	}
 	if (h->b) {
 		pthread_mutex_lock(&f->lock);
 		h->b->refs--;
@@ -944,6 +1065,31 @@ feed_samples_tsv(struct feed *f, size_t ji, size_t *len)
 	return sb_done(&sb, len);
 }
 
+/*
+ * Why the cache is off, when it failed (not when cache_size = 0): a gauge
+ * whose label is the reason, in Prometheus's label escaping.
+ */
+static void
+stats_cache_error(struct feed *f, struct sbuf *sb)
+{
+	const char *e = f->cache_err[0] ? f->cache_err : cache_error(f->cache);
+
+	if (e == NULL)
+		return;
+	sb_printf(sb,
+	    "# HELP feedfs_cache_error Why the cache is off (the label).\n"
+	    "# TYPE feedfs_cache_error gauge\nfeedfs_cache_error{error=\"");
+	for (; *e; e++) {
+		if (*e == '"' || *e == '\\')
+			sb_printf(sb, "\\%c", *e);
+		else if (*e == '\n')
+			sb_printf(sb, "\\n");
+		else
+			sb_printf(sb, "%c", *e);
+	}
+	sb_printf(sb, "\"} 1\n");
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -1040,5 +1186,6 @@ feed_stats(struct feed *f, size_t *len)
 	    "feedfs_cache_disk_bytes %" PRIu64 "\n",
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes);
+	stats_cache_error(f, &sb);
 	return sb_done(&sb, len);
 }

@@ -43,15 +43,14 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    msg);
 		goto fail;
 	}
-	if (cj->gpu) {
-		struct gpu *g = NULL;
-
-		if ((r = gpu_init(&g, msg, sizeof(msg))) != 0) {
-			snprintf(err, errlen, "%s:%d: gpu = on: %s", c->path,
-			    cj->line, msg);
-			goto fail;
-		}
-		gpu_fini(g);
+	/*
+	 * Refused before anything is mounted; probed in a child process so
+	 * that CUDA is first opened after fuse_daemonize() (feed_start).
+	 */
+	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
+		snprintf(err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line,
+		    msg);
+		goto fail;
 	}
 	if (cj->order == CFG_ORDER_RELAXED) {
 		snprintf(err, errlen,
@@ -83,6 +82,7 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		goto fail;
 	}
 	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
+	j->raw_bytes = xf_sample_bytes(j->pl, XF_UINT8);
 	j->descr = cj->dtype == XF_UINT8 ? "|u1"
 	    : cj->dtype == XF_FLOAT16	 ? "<f2"
 					 : "<f4";
@@ -264,6 +264,7 @@ prefix_image(struct job *j, struct cache *c, const char *path,
 		v.dtype = 0;
 		v.data = img->px;
 		v.len = (size_t)img->w * img->h * 3;
+		v.prefix = j->prefix;
 		cache_put(c, key, &v);
 	}
 	return 0;
@@ -275,9 +276,10 @@ hit:
 	return 0;
 }
 
-int
-sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
-    void *dst, char *err, size_t errlen)
+/* sample_make; raw: uint8 HWC output whatever the job's dtype/layout. */
+static int
+make_as(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+    bool raw, void *dst, char *err, size_t errlen)
 {
 	const struct dataset *ds = j->ds;
 	struct xf_image img = { 0 };
@@ -294,7 +296,8 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	if ((r = prefix_image(j, c, path, &img, err, errlen)) != 0)
 		goto out;
 	r = xf_run_suffix(j->pl, &img, rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed,
-	    epoch, id), j->cfg->dtype, j->cfg->layout, dst);
+	    epoch, id), raw ? XF_UINT8 : j->cfg->dtype,
+	    raw ? XF_HWC : j->cfg->layout, dst);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-r));
 		r = -EIO;
@@ -307,9 +310,16 @@ out:
 }
 
 int
-sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
-    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
-    char *err, size_t errlen)
+sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+    void *dst, char *err, size_t errlen)
+{
+	return make_as(j, c, epoch, id, false, dst, err, errlen);
+}
+
+static int
+slot_as(struct job *j, struct cache *c, uint32_t epoch, const uint32_t *perm,
+    uint64_t pos, bool raw, void *dst, uint32_t *id_out, bool log, char *err,
+    size_t errlen)
 {
 	size_t n = j->ds->n;
 	int r = -EIO;
@@ -318,7 +328,8 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 		uint32_t id = perm[(pos + k) % n];
 		uint8_t bit = (uint8_t)(1u << (id & 7));
 
-		if ((r = sample_make(j, c, epoch, id, dst, err, errlen)) == 0) {
+		if ((r = make_as(j, c, epoch, id, raw, dst, err, errlen)) ==
+		    0) {
 			if (k > 0)
 				atomic_fetch_add(&j->st.substituted, 1);
 			*id_out = id;
@@ -337,6 +348,24 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 	snprintf(err, errlen, "job %s: no sample of the dataset can be read",
 	    j->cfg->name);
 	return r;
+}
+
+int
+sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
+    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
+    char *err, size_t errlen)
+{
+	return slot_as(j, c, epoch, perm, pos, false, dst, id_out, log, err,
+	    errlen);
+}
+
+int
+sample_make_slot_raw(struct job *j, struct cache *c, uint32_t epoch,
+    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
+    char *err, size_t errlen)
+{
+	return slot_as(j, c, epoch, perm, pos, true, dst, id_out, log, err,
+	    errlen);
 }
 
 int

@@ -36,14 +36,16 @@ struct job {
 	struct plan plan;
 	char *prefix;        /* canonical prefix text, "" when nothing cached */
 	size_t sample_bytes; /* bytes of one output sample */
+	size_t raw_bytes;    /* of one uint8 HWC sample (gpu = on: the
+				device converts) */
 	const char *descr;   /* npy dtype of the images */
 	uint64_t shape[4];   /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
 	struct job_stats st;
 };
 
-/* The three files of a batch. */
-enum batch_kind { BK_IMAGES, BK_LABELS, BK_IDS };
+/* The files of a batch: BK_CUDA (its .cuda descriptor) with gpu = on. */
+enum batch_kind { BK_IMAGES, BK_LABELS, BK_IDS, BK_CUDA };
 
 /*
  * Build a job (parses its pipeline; errors are "FILE:LINE: message").
@@ -79,6 +81,14 @@ int batch_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t rank,
  * log is set.
  */
 int sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
+    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
+    char *err, size_t errlen);
+
+/*
+ * sample_make_slot, but the output is the uint8 HWC image (raw_bytes)
+ * before the dtype/layout conversion: what GPU staging sends the device.
+ */
+int sample_make_slot_raw(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
     char *err, size_t errlen);
 

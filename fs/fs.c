@@ -30,7 +30,7 @@ enum ntype {
 	N_SAMPLES, /* JOB/samples.tsv */
 	N_RANK,    /* JOB/rank-R-of-W */
 	N_EPOCH,   /* JOB[/rank-R-of-W]/epoch-NNNN */
-	N_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy} */
+	N_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda} */
 };
 
 struct nkey {
@@ -285,6 +285,8 @@ parse_batch(const char *name, uint64_t *batch, enum batch_kind *kind)
 		*kind = BK_LABELS;
 	else if (strcmp(name, ".ids.npy") == 0)
 		*kind = BK_IDS;
+	else if (strcmp(name, ".cuda") == 0)
+		*kind = BK_CUDA; /* only in jobs with gpu = on */
 	else
 		return false;
 	return true;
@@ -350,7 +352,8 @@ child_key(struct feedfs *fs, const struct nkey *p, const char *name,
 	case N_EPOCH: {
 		struct feed_key fk;
 
-		if (!parse_batch(name, &c->batch, &c->kind))
+		if (!parse_batch(name, &c->batch, &c->kind) ||
+		    (c->kind == BK_CUDA && !feed_job(f, c->job)->cfg->gpu))
 			return -ENOENT;
 		fk = feed_key_of(c);
 		if (!feed_key_valid(f, &fk))
@@ -550,7 +553,11 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct feed_key fk = feed_key_of(&k);
 
 		r = feed_open(fs->feed, &fk, k.kind, &of->h);
-		fi->keep_cache = 1;
+		/* A .cuda file's bytes differ per open (its buffer). */
+		if (k.kind == BK_CUDA)
+			fi->direct_io = 1;
+		else
+			fi->keep_cache = 1;
 		break;
 	}
 	default:
@@ -695,19 +702,24 @@ dir_entry(struct feedfs *fs, const struct nkey *k, uint64_t i, char *name,
 		c->epoch = (uint32_t)i;
 		snprintf(name, len, "epoch-%04" PRIu32, c->epoch);
 		return true;
-	case N_EPOCH:
+	case N_EPOCH: {
+		unsigned per; /* files per batch: .cuda too with gpu = on */
+
 		j = feed_job(f, k->job);
+		per = j->cfg->gpu ? 4 : 3;
 		nb = plan_nbatches(&j->plan, k->world);
-		if (i >= 3 * nb)
+		if (i >= per * nb)
 			return false;
 		c->type = N_BATCH;
-		c->batch = i / 3;
-		c->kind = (enum batch_kind)(i % 3);
+		c->batch = i / per;
+		c->kind = (enum batch_kind)(i % per);
 		snprintf(name, len, "batch-%06" PRIu64 "%s", c->batch,
 		    c->kind == BK_IMAGES     ? ".npy"
 			: c->kind == BK_LABELS ? ".labels.npy"
-					       : ".ids.npy");
+			: c->kind == BK_IDS    ? ".ids.npy"
+					       : ".cuda");
 		return true;
+	}
 	default:
 		return false;
 	}

@@ -1,8 +1,11 @@
 /*
  * test_cache - the RocksDB store: round trips, keys, digest memos, the
- * lock, persistence, corrupt values, the size bound, a full disk.
+ * lock, persistence, corrupt values, the size bound, a full disk, a
+ * damaged store moved aside, the lock probe, the administration functions
+ * and the control socket.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rocksdb/c.h>
@@ -43,7 +47,7 @@ key_of(int i, uint8_t key[CACHE_KEY_LEN])
 static struct cache_val
 val_of(int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
 {
-	struct cache_val v = {w, h, c, dtype, NULL, len};
+	struct cache_val v = {w, h, c, dtype, NULL, len, NULL};
 	uint8_t *p = malloc(len ? len : 1);
 
 	for (size_t k = 0; k < len; k++)
@@ -464,6 +468,168 @@ out:
 		fprintf(stderr, "umount %s failed\n", dir);
 }
 
+/* ---- damaged stores, the lock probe, administration -------------------- */
+
+static int
+count_entries(const struct cache_entry *e, void *arg)
+{
+	int *n = arg;
+
+	n[0]++;
+	if (e->prefix_len == 2 && memcmp(e->prefix, "p2", 2) == 0)
+		n[1]++;
+	if (e->time + 60 < (uint64_t)time(NULL) ||
+	    e->time > (uint64_t)time(NULL))
+		n[2]++; /* a wrong insertion time */
+	return 0;
+}
+
+static void
+put_n(struct cache *c, int from, int n, const char *prefix)
+{
+	uint8_t key[CACHE_KEY_LEN];
+
+	for (int i = from; i < from + n; i++) {
+		struct cache_val in = val_of(i, 16, 16, 3, 0, 16 * 16 * 3);
+
+		in.prefix = prefix;
+		key_of(i, key);
+		cache_put(c, key, &in);
+		free(in.data);
+	}
+}
+
+static void
+test_damaged_store(void)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	struct cache *c = NULL;
+	char dir[128], err[512], *e = NULL, *p;
+	rocksdb_t *db;
+	pid_t pid;
+	int st = 0;
+
+	/* A format marker that is not a number: moved aside, made anew. */
+	path_in(dir, sizeof(dir), "c-garbage");
+	rocksdb_options_set_create_if_missing(o, 1);
+	db = rocksdb_open(o, dir, &e);
+	CHECK(e == NULL);
+	rocksdb_free(e);
+	e = NULL;
+	if (db != NULL) {
+		rocksdb_put(db, wo, "feedfs-cache-format", 19, "\x01zz", 3, &e);
+		rocksdb_free(e);
+		rocksdb_close(db);
+	}
+	CHECK_EQ_INT(open_cache("c-garbage", 64 * MB, &c), 0);
+	CHECK(c != NULL && cache_note(c) != NULL);
+	if (c != NULL && cache_note(c) != NULL) {
+		p = strstr(cache_note(c), "moved it aside to ");
+		CHECK(p != NULL);
+		if (p != NULL) {
+			p += strlen("moved it aside to ");
+			CHECK(strncmp(p, dir, strlen(dir)) == 0);
+			CHECK(strstr(p, ".corrupt-") != NULL);
+			p[strcspn(p, " ")] = '\0';
+			CHECK(access(p, F_OK) == 0);
+		}
+	}
+	/* The lock probe: free, then held by this process (seen by a child). */
+	CHECK_EQ_INT(cache_probe_lock("/nonexistent/feedfs", err, sizeof(err)),
+	    0);
+	if (c != NULL) {
+		if ((pid = fork()) == 0) {
+			char want[256];
+			int r = cache_probe_lock(dir, err, sizeof(err));
+
+			snprintf(want, sizeof(want),
+			    "%s is in use by another feedfs (pid %ld)", dir,
+			    (long)getppid());
+			_exit(r == -EBUSY && strcmp(err, want) == 0 ? 0 : 1);
+		}
+		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		cache_close(c);
+	}
+	CHECK_EQ_INT(cache_probe_lock(dir, err, sizeof(err)), 0);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_options_destroy(o);
+}
+
+static void
+test_admin(void)
+{
+	struct cache *c = NULL, *sec = NULL;
+	struct cache_ctl *ctl = NULL;
+	struct cache_val out;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128], err[512], reply[256], sock[160];
+	uint64_t n = 0, bytes = 0;
+	int cnt[3] = { 0, 0, 0 };
+
+	if (open_cache("c-admin", 64 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	path_in(dir, sizeof(dir), "c-admin");
+	put_n(c, 0, 3, "p1");
+	put_n(c, 3, 2, "p2");
+	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, err, sizeof(err)), 0);
+	CHECK_EQ_INT(cnt[0], 5);
+	CHECK_EQ_INT(cnt[1], 2);
+	CHECK_EQ_INT(cnt[2], 0);
+
+	/* A secondary instance sees what was flushed. */
+	CHECK_EQ_INT(cache_flush(c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(cache_open_secondary(dir, &sec, err, sizeof(err)), 0);
+	if (sec != NULL) {
+		memset(cnt, 0, sizeof(cnt));
+		CHECK_EQ_INT(cache_scan(sec, count_entries, cnt, err,
+				 sizeof(err)), 0);
+		CHECK_EQ_INT(cnt[0], 5);
+		cache_close(sec);
+	}
+
+	CHECK_EQ_INT(cache_evict_match(c, "p2", 0, &n, &bytes, err,
+			 sizeof(err)), 0);
+	CHECK_EQ_INT(n, 2);
+	CHECK_EQ_INT(bytes, 2 * (16 * 16 * 3 + 80));
+	key_of(3, key);
+	CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
+	key_of(0, key);
+	CHECK_EQ_INT(cache_get(c, key, &out), 0);
+	if (out.data)
+		free(out.data);
+	CHECK_EQ_INT(cache_evict_match(c, NULL, (uint64_t)time(NULL) + 1, &n,
+			 &bytes, err, sizeof(err)), 0);
+	CHECK_EQ_INT(n, 3);
+	put_n(c, 10, 2, "p1");
+	CHECK_EQ_INT(cache_clear(c, &n, &bytes, err, sizeof(err)), 0);
+	CHECK_EQ_INT(n, 2);
+	memset(cnt, 0, sizeof(cnt));
+	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, err, sizeof(err)), 0);
+	CHECK_EQ_INT(cnt[0], 0);
+
+	/* The control socket. */
+	CHECK_EQ_INT(cache_ctl_start(c, dir, &ctl, err, sizeof(err)), 0);
+	put_n(c, 20, 1, "p1");
+	CHECK_EQ_INT(cache_ctl_request(dir, "stats", reply, sizeof(reply)), 0);
+	CHECK(strncmp(reply, "ok hits ", 8) == 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "evict-prefix p1", reply,
+			 sizeof(reply)), 0);
+	CHECK(strcmp(reply, "ok 1 848") == 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply)), 0);
+	CHECK(strcmp(reply, "ok") == 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "bogus", reply, sizeof(reply)), 0);
+	CHECK(strncmp(reply, "error ", 6) == 0);
+	cache_ctl_stop(ctl);
+	snprintf(sock, sizeof(sock), "%s/control.sock", dir);
+	CHECK(access(sock, F_OK) != 0);
+	CHECK(cache_ctl_request(dir, "stats", reply, sizeof(reply)) < 0);
+	cache_close(c);
+}
+
 int
 main(void)
 {
@@ -480,6 +646,8 @@ main(void)
 	test_bound();
 	test_threads();
 	test_full();
+	test_damaged_store();
+	test_admin();
 	cache_close(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)

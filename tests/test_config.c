@@ -171,6 +171,7 @@ test_defaults(void)
 	CHECK(c->mount.memory == 2ull << 30);
 	CHECK_EQ_INT(c->mount.threads, 0);
 	CHECK_EQ_INT(c->mount.readahead, 4);
+	CHECK(c->mount.gpu_memory == 1ull << 30);
 
 	/* -o keys. */
 	CHECK_EQ_INT(cfg_set_mount(c, "threads", "7", err, sizeof(err)), 0);
@@ -184,6 +185,9 @@ test_defaults(void)
 	CHECK(strstr(err, "-o threads=abc") != NULL);
 	CHECK_EQ_INT(cfg_set_mount(c, "memory", "1K", err, sizeof(err)),
 	    -EINVAL);
+	CHECK_EQ_INT(cfg_set_mount(c, "gpu_memory", "2G", err, sizeof(err)),
+	    0);
+	CHECK(c->mount.gpu_memory == 2ull << 30);
 	cfg_free(c);
 
 	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
@@ -257,6 +261,10 @@ test_mistakes(void)
 	/* Values. */
 	bad("[mount]\nmemory = 12Q\n" HEAD, 2, "memory: '12Q' is not a size");
 	bad("[mount]\nmemory = 1M\n" HEAD, 2, "too small");
+	bad("[mount]\ngpu_memory = lots\n" HEAD, 2,
+	    "gpu_memory: 'lots' is not a size");
+	bad("[mount]\ngpu_memory = 1M\n" HEAD, 2, "gpu_memory: 1M is too small");
+	bad("[mount]\ngpu_memory = 1G\ngpu_memory = 2G\n" HEAD, 3, "given twice");
 	bad("[mount]\ncache_size = 1K\n" HEAD, 2, "too small");
 	bad("[mount]\nthreads = -1\n" HEAD, 2, "threads: '-1'");
 	bad("[mount]\nthreads = 99999\n" HEAD, 2, "threads: '99999'");

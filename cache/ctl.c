@@ -1,0 +1,223 @@
+/*
+ * ctl.c - the control socket of a cache that a feedfs holds (see cache.h).
+ *
+ * RocksDB lets one process write a store, so feedfs-cache asks the daemon
+ * that holds it to evict, clear, compact or flush: one thread accepts on
+ * dir/control.sock and runs one request per connection, in turn.  A
+ * request is one line of at most CTL_LINE bytes; so is the reply.
+ *
+ * The socket is 0600 in a directory only its owner writes; cache_ctl_stop
+ * wakes the thread with shutdown(2) on the listening socket and joins it.
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+
+#define CTL_NAME "control.sock"
+#define CTL_LINE 4096
+#define CTL_TIMEOUT_MS 5000 /* for a client to send its line */
+
+struct cache_ctl {
+	struct cache *c;
+	int fd;
+	atomic_bool stopping;
+	pthread_t thread;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+static int
+ctl_addr(const char *dir, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if ((size_t)snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", dir,
+		CTL_NAME) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Read one line (without its newline) into buf; -1 on error or timeout. */
+static int
+read_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return -1;
+		if ((r = read(fd, buf + n, 1)) <= 0)
+			return n > 0 ? (buf[n] = '\0', 0) : -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+static void
+write_all(int fd, const char *s, size_t len)
+{
+	while (len > 0) {
+		ssize_t r = write(fd, s, len);
+
+		if (r <= 0)
+			return;
+		s += r;
+		len -= (size_t)r;
+	}
+}
+
+/* Run one request line; the reply (no newline) into out. */
+static void
+ctl_run(struct cache *c, char *req, char *out, size_t len)
+{
+	char err[512] = "";
+	uint64_t n = 0, bytes = 0;
+	struct cache_stats st;
+	int r;
+
+	if (strcmp(req, "flush") == 0) {
+		r = cache_flush(c, err, sizeof(err));
+		snprintf(out, len, r ? "error %s" : "ok", err);
+	} else if (strcmp(req, "compact") == 0) {
+		cache_compact(c);
+		snprintf(out, len, "ok");
+	} else if (strcmp(req, "stats") == 0) {
+		cache_get_stats(c, &st);
+		snprintf(out, len, "ok hits %" PRIu64 " misses %" PRIu64, st.hits,
+		    st.misses);
+	} else if (strcmp(req, "clear") == 0 ||
+	    strncmp(req, "evict-prefix ", 13) == 0 ||
+	    strncmp(req, "evict-before ", 13) == 0) {
+		if (req[0] == 'c')
+			r = cache_clear(c, &n, &bytes, err, sizeof(err));
+		else if (req[6] == 'p')
+			r = cache_evict_match(
+			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
+		else
+			r = cache_evict_match(c, NULL,
+			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
+			    sizeof(err));
+		if (r != 0)
+			snprintf(out, len, "error %s", err);
+		else
+			snprintf(out, len, "ok %" PRIu64 " %" PRIu64, n, bytes);
+	} else
+		snprintf(out, len, "error unknown request");
+}
+
+static void *
+ctl_thread(void *arg)
+{
+	struct cache_ctl *ctl = arg;
+	char req[CTL_LINE], reply[CTL_LINE];
+
+	while (!atomic_load(&ctl->stopping)) {
+		int fd = accept(ctl->fd, NULL, NULL);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break; /* shut down by cache_ctl_stop */
+		}
+		if (read_line(fd, req, sizeof(req), CTL_TIMEOUT_MS) == 0) {
+			ctl_run(ctl->c, req, reply, sizeof(reply) - 1);
+			strcat(reply, "\n");
+			write_all(fd, reply, strlen(reply));
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+int
+cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
+    char *err, size_t errlen)
+{
+	struct cache_ctl *ctl;
+	struct sockaddr_un sa;
+	int r;
+
+	if (ctl_addr(dir, &sa) != 0) {
+		snprintf(err, errlen, "%s/%s: path too long for a socket", dir,
+		    CTL_NAME);
+		return -ENAMETOOLONG;
+	}
+	if ((ctl = calloc(1, sizeof(*ctl))) == NULL) {
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	ctl->c = c;
+	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
+	if ((ctl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		goto fail_errno;
+	unlink(sa.sun_path); /* left by a feedfs that was killed */
+	if (bind(ctl->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chmod(sa.sun_path, 0600) != 0 || listen(ctl->fd, 8) != 0)
+		goto fail_errno;
+	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
+		errno = r;
+		goto fail_errno;
+	}
+	*out = ctl;
+	return 0;
+fail_errno:
+	r = -errno;
+	snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
+	if (ctl->fd >= 0)
+		close(ctl->fd);
+	free(ctl);
+	return r;
+}
+
+void
+cache_ctl_stop(struct cache_ctl *ctl)
+{
+	if (ctl == NULL)
+		return;
+	atomic_store(&ctl->stopping, true);
+	shutdown(ctl->fd, SHUT_RDWR);
+	pthread_join(ctl->thread, NULL);
+	close(ctl->fd);
+	unlink(ctl->path);
+	free(ctl);
+}
+
+int
+cache_ctl_request(const char *dir, const char *req, char *reply, size_t len)
+{
+	struct sockaddr_un sa;
+	int fd, r;
+
+	if ((r = ctl_addr(dir, &sa)) != 0)
+		return r;
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	write_all(fd, req, strlen(req));
+	write_all(fd, "\n", 1);
+	/* Compactions of a large cache take a while: no timeout here. */
+	r = read_line(fd, reply, len, -1) == 0 ? 0 : -EIO;
+	close(fd);
+	return r;
+}

@@ -1,0 +1,477 @@
+/*
+ * feedfs-cache.c - inspect and maintain a feedfs cache directory.
+ *
+ *   feedfs-cache [-c CONFIG] [--cache-dir DIR] COMMAND [ARGS]
+ *	stats | ls | verify | evict --prefix TEXT | evict --older-than AGE |
+ *	clear | compact
+ *
+ * The directory is DIR, else CONFIG's [mount] cache_dir, else the default.
+ * Reading commands (stats, ls, verify) open the store as a RocksDB
+ * secondary instance, which works while a feedfs holds it (that one is
+ * asked to flush first, through its control socket, so that they see
+ * everything).  Writing commands (evict, clear, compact) go through the
+ * control socket when a feedfs holds the store, and open it themselves
+ * when none does.  Exit status: 0, 1 for damage found by verify or a
+ * failed command, 2 for a usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "cache/cache.h"
+#include "core/config.h"
+#include "transforms/xf.h"
+
+#define EXIT_DAMAGE 1
+#define EXIT_USAGE 2
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+	    "usage: feedfs-cache [-c config] [--cache-dir dir] command\n"
+	    "\n"
+	    "  stats                     entries, bytes, hits, misses, per "
+	    "prefix\n"
+	    "  ls                        the prefixes, their sizes, the jobs "
+	    "(of -c) using them\n"
+	    "  verify                    check every entry's checksum\n"
+	    "  evict --prefix TEXT       drop the entries of one prefix\n"
+	    "  evict --older-than AGE    drop entries older than AGE (30s, "
+	    "10m, 2h, 7d)\n"
+	    "  clear                     drop everything\n"
+	    "  compact                   give the space of dropped entries "
+	    "back\n"
+	    "\nSee feedfs-cache(8).\n");
+}
+
+/* Per prefix totals (few prefixes: a list). */
+struct pfx {
+	char *text;
+	uint64_t n, bytes, oldest, newest;
+	struct pfx *next;
+};
+
+struct tally {
+	uint64_t n, bytes;
+	struct pfx *list;
+	int oom;
+};
+
+static int
+tally_one(const struct cache_entry *e, void *arg)
+{
+	struct tally *t = arg;
+	struct pfx *p;
+
+	t->n++;
+	t->bytes += e->bytes;
+	for (p = t->list; p; p = p->next)
+		if (strlen(p->text) == e->prefix_len &&
+		    memcmp(p->text, e->prefix, e->prefix_len) == 0)
+			break;
+	if (!p) {
+		if ((p = calloc(1, sizeof(*p))) == NULL ||
+		    (p->text = strndup(e->prefix, e->prefix_len)) == NULL) {
+			free(p);
+			t->oom = 1;
+			return -ENOMEM;
+		}
+		p->oldest = e->time;
+		p->next = t->list;
+		t->list = p;
+	}
+	p->n++;
+	p->bytes += e->bytes;
+	if (e->time < p->oldest)
+		p->oldest = e->time;
+	if (e->time > p->newest)
+		p->newest = e->time;
+	return 0;
+}
+
+static void
+tally_free(struct tally *t)
+{
+	while (t->list) {
+		struct pfx *p = t->list;
+
+		t->list = p->next;
+		free(p->text);
+		free(p);
+	}
+}
+
+static bool
+held(const char *dir, char *who, size_t len)
+{
+	return cache_probe_lock(dir, who, len) == -EBUSY;
+}
+
+/* Open for reading; with a feedfs holding dir, ask it to flush first. */
+static int
+open_read(const char *dir, struct cache **c)
+{
+	char err[1024], reply[512], who[1024];
+
+	if (held(dir, who, sizeof(who)) &&
+	    cache_ctl_request(dir, "flush", reply, sizeof(reply)) != 0)
+		fprintf(stderr,
+		    "feedfs-cache: %s; its control socket does not answer, "
+		    "so entries not yet flushed are not seen\n",
+		    who);
+	if (cache_open_secondary(dir, c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs-cache: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+human(uint64_t b, char *buf, size_t len)
+{
+	const char *u = "BKMGT";
+
+	double v = (double)b;
+	while (v >= 1024 && u[1]) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, *u == 'B' ? "%.0f%c" : "%.1f%c", v, *u);
+}
+
+static int
+cmd_stats(const char *dir)
+{
+	struct cache *c;
+	struct tally t = { 0 };
+	struct cache_stats st;
+	char err[512], reply[512], who[1024], hb[32];
+	uint64_t hits, misses;
+	int r;
+
+	if (open_read(dir, &c) != 0)
+		return EXIT_DAMAGE;
+	r = cache_scan(c, tally_one, &t, err, sizeof(err));
+	cache_get_stats(c, &st);
+	cache_close(c);
+	if (r != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
+		    t.oom ? "out of memory" : err);
+		tally_free(&t);
+		return EXIT_DAMAGE;
+	}
+	printf("cache_dir\t%s\n", dir);
+	printf("entries\t%" PRIu64 "\n", t.n);
+	human(t.bytes, hb, sizeof(hb));
+	printf("bytes\t%" PRIu64 " (%s)\n", t.bytes, hb);
+	printf("disk_bytes\t%" PRIu64 "\n", st.disk_bytes);
+	if (held(dir, who, sizeof(who)) &&
+	    cache_ctl_request(dir, "stats", reply, sizeof(reply)) == 0 &&
+	    sscanf(reply, "ok hits %" SCNu64 " misses %" SCNu64, &hits,
+		&misses) == 2) {
+		printf("hits\t%" PRIu64 "\n", hits);
+		printf("misses\t%" PRIu64 "\n", misses);
+	} else {
+		printf("hits\tn/a (no running feedfs holds it)\n");
+		printf("misses\tn/a\n");
+	}
+	for (struct pfx *p = t.list; p; p = p->next)
+		printf("prefix\t%s\t%" PRIu64 " entries\t%" PRIu64 " bytes\n",
+		    p->text, p->n, p->bytes);
+	tally_free(&t);
+	return 0;
+}
+
+static int
+cmd_ls(const char *dir, const struct cfg *cfg)
+{
+	struct cache *c;
+	struct tally t = { 0 };
+	char err[512], hb[32];
+	int r;
+
+	if (open_read(dir, &c) != 0)
+		return EXIT_DAMAGE;
+	r = cache_scan(c, tally_one, &t, err, sizeof(err));
+	cache_close(c);
+	if (r != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
+		    t.oom ? "out of memory" : err);
+		tally_free(&t);
+		return EXIT_DAMAGE;
+	}
+	printf("ENTRIES\tBYTES\tPREFIX\tJOBS\n");
+	for (struct pfx *p = t.list; p; p = p->next) {
+		int njobs = 0;
+
+		human(p->bytes, hb, sizeof(hb));
+		printf("%" PRIu64 "\t%s\t%s\t", p->n, hb, p->text);
+		for (size_t i = 0; cfg && i < cfg->njobs; i++) {
+			struct xf_pipeline *pl;
+			char text[4096];
+
+			if (xf_pipeline_parse(cfg->jobs[i].pipeline, &pl, err,
+				sizeof(err)) != 0)
+				continue;
+			xf_prefix_text(pl, text, sizeof(text));
+			xf_pipeline_free(pl);
+			if (strcmp(text, p->text) == 0)
+				printf("%s%s", njobs++ ? "," : "",
+				    cfg->jobs[i].name);
+		}
+		printf("%s\n", njobs ? "" : cfg ? "-" : "(no -c config)");
+	}
+	tally_free(&t);
+	return 0;
+}
+
+struct verify {
+	struct cache *c;
+	uint64_t total, done, damaged, gone;
+	bool tty;
+	time_t shown;
+};
+
+static int
+count_one(const struct cache_entry *e, void *arg)
+{
+	(void)e;
+	((struct verify *)arg)->total++;
+	return 0;
+}
+
+static int
+verify_one(const struct cache_entry *e, void *arg)
+{
+	struct verify *v = arg;
+	char why[512];
+	int r = cache_check_entry(v->c, e, why, sizeof(why));
+
+	v->done++;
+	if (r == -ENOENT)
+		v->gone++;
+	else if (r != 0) {
+		v->damaged++;
+		if (v->tty)
+			fputc('\n', stderr);
+		printf("damaged\tseq %" PRIu64 "\t%.*s\t%s\n", e->seq,
+		    (int)e->prefix_len, e->prefix, why);
+	}
+	if (v->tty && (time(NULL) != v->shown || v->done == v->total)) {
+		v->shown = time(NULL);
+		fprintf(stderr, "\rverify: %" PRIu64 "/%" PRIu64 " entries",
+		    v->done, v->total);
+	}
+	return 0;
+}
+
+static int
+cmd_verify(const char *dir)
+{
+	struct verify v = { 0 };
+	char err[512];
+	int r;
+
+	if (open_read(dir, &v.c) != 0)
+		return EXIT_DAMAGE;
+	v.tty = isatty(STDERR_FILENO);
+	cache_scan(v.c, count_one, &v, err, sizeof(err));
+	r = cache_scan(v.c, verify_one, &v, err, sizeof(err));
+	cache_close(v.c);
+	if (v.tty)
+		fputc('\n', stderr);
+	if (r != 0) {
+		printf("damaged\tindex\t-\t%s\n", err);
+		v.damaged++;
+	}
+	printf("verified %" PRIu64 " entries: %" PRIu64 " damaged\n",
+	    v.done - v.gone, v.damaged);
+	return v.damaged ? EXIT_DAMAGE : 0;
+}
+
+/* 30, 30s, 10m, 2h, 7d: seconds, or -1. */
+static long long
+parse_age(const char *s)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return -1;
+	switch (*end) {
+	case '\0':
+	case 's':
+		break;
+	case 'm':
+		v *= 60;
+		break;
+	case 'h':
+		v *= 3600;
+		break;
+	case 'd':
+		v *= 86400;
+		break;
+	default:
+		return -1;
+	}
+	return *end && end[1] ? -1 : v;
+}
+
+/*
+ * A writing command: through the daemon's control socket when one holds
+ * dir, else on the store opened here.  req is the control request.
+ */
+static int
+cmd_write(const char *dir, const char *req, uint64_t size_hint)
+{
+	char reply[4096], err[1024], who[1024];
+	uint64_t n = 0, bytes = 0;
+	struct cache *c;
+	int r;
+
+	(void)size_hint;
+	if (held(dir, who, sizeof(who))) {
+		if ((r = cache_ctl_request(dir, req, reply, sizeof(reply))) !=
+		    0) {
+			fprintf(stderr,
+			    "feedfs-cache: %s, and its control socket "
+			    "%s/control.sock does not answer: %s\n",
+			    who, dir, strerror(-r));
+			return EXIT_DAMAGE;
+		}
+		if (strncmp(reply, "ok", 2) != 0) {
+			fprintf(stderr, "feedfs-cache: %s\n", reply);
+			return EXIT_DAMAGE;
+		}
+		sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
+	} else {
+		if (access(dir, F_OK) != 0) {
+			fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
+			    strerror(errno));
+			return EXIT_DAMAGE;
+		}
+		if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err,
+			sizeof(err)) != 0) {
+			fprintf(stderr, "feedfs-cache: %s\n", err);
+			return EXIT_DAMAGE;
+		}
+		if (cache_note(c))
+			fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
+		if (strcmp(req, "compact") == 0)
+			r = cache_compact(c);
+		else if (strcmp(req, "clear") == 0)
+			r = cache_clear(c, &n, &bytes, err, sizeof(err));
+		else if (strncmp(req, "evict-prefix ", 13) == 0)
+			r = cache_evict_match(c, req + 13, 0, &n, &bytes, err,
+			    sizeof(err));
+		else
+			r = cache_evict_match(c, NULL,
+			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
+			    sizeof(err));
+		cache_close(c);
+		if (r != 0) {
+			fprintf(stderr, "feedfs-cache: %s: %s\n", dir, err);
+			return EXIT_DAMAGE;
+		}
+	}
+	if (strcmp(req, "compact") == 0)
+		printf("compacted\n");
+	else
+		printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
+		    strcmp(req, "clear") == 0 ? "cleared" : "evicted", n, bytes);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *dir = NULL, *config = NULL, *cmd = NULL;
+	const char *prefix = NULL, *age = NULL;
+	struct cfg *cfg = NULL;
+	char err[2048], req[4200];
+	int i, ret;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("feedfs-cache %s\n", PACKAGE_VERSION);
+			return 0;
+		} else if (strcmp(a, "--cache-dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else if (strncmp(a, "--cache-dir=", 12) == 0)
+			dir = a + 12;
+		else if (strcmp(a, "-c") == 0 && i + 1 < argc)
+			config = argv[++i];
+		else if (cmd && strcmp(a, "--prefix") == 0 && i + 1 < argc)
+			prefix = argv[++i];
+		else if (cmd && strcmp(a, "--older-than") == 0 && i + 1 < argc)
+			age = argv[++i];
+		else if (!cmd && a[0] != '-')
+			cmd = a;
+		else {
+			fprintf(stderr, "feedfs-cache: unexpected %s\n", a);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!cmd) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (config && cfg_load(config, &cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs-cache: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (!dir)
+		dir = cfg ? cfg->mount.cache_dir : CFG_DEFAULT_CACHE_DIR;
+	if (strcmp(cmd, "evict") != 0 && (prefix || age)) {
+		fprintf(stderr, "feedfs-cache: --prefix and --older-than are "
+				"options of evict\n");
+		ret = EXIT_USAGE;
+	} else if (strcmp(cmd, "stats") == 0)
+		ret = cmd_stats(dir);
+	else if (strcmp(cmd, "ls") == 0)
+		ret = cmd_ls(dir, cfg);
+	else if (strcmp(cmd, "verify") == 0)
+		ret = cmd_verify(dir);
+	else if (strcmp(cmd, "clear") == 0 || strcmp(cmd, "compact") == 0)
+		ret = cmd_write(dir, cmd, 0);
+	else if (strcmp(cmd, "evict") == 0) {
+		long long s = age ? parse_age(age) : 0;
+
+		if ((prefix != NULL) == (age != NULL) || s < 0 ||
+		    (prefix && strchr(prefix, '\n'))) {
+			fprintf(stderr, "feedfs-cache: evict needs one of "
+					"--prefix TEXT or --older-than AGE "
+					"(30s, 10m, 2h, 7d)\n");
+			ret = EXIT_USAGE;
+		} else {
+			if (prefix)
+				snprintf(req, sizeof(req), "evict-prefix %s",
+				    prefix);
+			else
+				snprintf(req, sizeof(req),
+				    "evict-before %lld",
+				    (long long)time(NULL) - s + 1);
+			ret = cmd_write(dir, req, 0);
+		}
+	} else {
+		fprintf(stderr, "feedfs-cache: unknown command %s\n", cmd);
+		usage(stderr);
+		ret = EXIT_USAGE;
+	}
+	cfg_free(cfg);
+	return ret;
+}

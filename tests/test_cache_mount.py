@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""test_cache_mount.py - the cache through real mounts, hit and miss
+accounting read from .feedfs/stats, bytes compared with feedfs-ref:
+
+  - two jobs with equal prefixes and other seeds, batch sizes and later
+    ops: after job a's epoch 0, job b's epoch 0 has >= 99% hits;
+  - a remount with the same cache_dir: its first epoch has >= 99% hits;
+  - a source file rewritten after caching (another image, new mtime) is a
+    miss, and the bytes served are feedfs-ref's for the new file;
+  - the size bound under continuous insertion: 16M of cache, ~50M of
+    values put through a mount; the disk use measured with du after the
+    unmount stays under the bound plus the slack that cache.h documents,
+    and polled while it runs, under twice that (an eviction's compaction
+    holds its inputs and its output at once)."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fflib  # noqa: E402
+from fflib import check, log  # noqa: E402
+
+MB = 1 << 20
+N = 64
+t = fflib.Test()
+data = t.gen(t.path("data"), n=N, classes=4, seed=21)
+cfg = t.config(t.path("feedfs.conf"), data, {
+    "a": dict(epochs=1, seed=1),
+    # the same prefix as a, everything after it different
+    "b": dict(epochs=1, seed=99, batch_size=6,
+              pipeline="decode resize(72) cache center_crop(60) flip(0.5)",
+              dtype="uint8", layout="HWC"),
+})
+
+
+def read_epoch(m, job, epoch, ref):
+    """Read every file of (job, epoch) through m; compare with ref."""
+    d = m.p(job, "epoch-%04d" % epoch)
+    names = sorted(os.listdir(d))
+    check(names == sorted(os.listdir(ref)),
+          "%s lists %s, the reference %s" % (d, names, os.listdir(ref)))
+    for name in names:
+        got = fflib.read_file(os.path.join(d, name))
+        with open(os.path.join(ref, name), "rb") as f:
+            want = f.read()
+        check(got == want, "%s/%s differs from feedfs-ref's" % (d, name))
+
+
+def job_stat(m, name, job):
+    key = '%s{job="%s"}' % (name, job)
+    with open(m.p(".feedfs", "stats")) as f:
+        for line in f:
+            if line.startswith(key + " "):
+                return int(line.split()[1])
+    fflib.fail("%s is not in .feedfs/stats" % key)
+
+
+def hit_rate(m, job):
+    h = job_stat(m, "feedfs_cache_hits_total", job)
+    miss = job_stat(m, "feedfs_cache_misses_total", job)
+    check(h + miss > 0, "job %s: no cache lookups" % job)
+    return h, miss, h / (h + miss)
+
+
+ref_a = t.ref(cfg, "a", 0, t.path("ref", "a0"))
+ref_b = t.ref(cfg, "b", 0, t.path("ref", "b0"))
+
+# ---- two jobs, one prefix ---------------------------------------------------
+with fflib.Mount(t, cfg, t.path("mnt")) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, _ = hit_rate(m, "a")
+    check((h, miss) == (0, N), "cold epoch of a: %d hits %d misses, "
+          "expected 0 and %d" % (h, miss, N))
+    read_epoch(m, "b", 0, ref_b)
+    h, miss, rate = hit_rate(m, "b")
+    log("job b after job a: %d hits, %d misses (%.1f%%)"
+        % (h, miss, 100 * rate))
+    check(rate >= 0.99, "job b's first epoch: %.1f%% hits, expected >= 99%%"
+          % (100 * rate))
+    st = m.stats()
+    check(st["feedfs_cache_read_bytes_total"] > 0, "no cache bytes read")
+    check(st["feedfs_cache_written_bytes_total"] > 0, "no cache bytes written")
+    disk = st["feedfs_cache_disk_bytes"]
+
+# ---- a remount starts warm ---------------------------------------------------
+with fflib.Mount(t, cfg, t.path("mnt")) as m:
+    st = m.stats()
+    check(st["feedfs_cache_disk_bytes"] > 0, "remount: the cache is empty")
+    log("cache bytes per image (resize(72), 72x~96x3 uint8): %.0f"
+        % (st["feedfs_cache_disk_bytes"] / N))
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, rate = hit_rate(m, "a")
+    log("remount, job a: %d hits, %d misses (%.1f%%)" % (h, miss, 100 * rate))
+    check(rate >= 0.99, "first epoch after a remount: %.1f%% hits, "
+          "expected >= 99%%" % (100 * rate))
+
+    # ---- a source file changed after caching --------------------------------
+    # Sample 0's file gets another image (of another generated set) and a
+    # new mtime; b has not read anything in this mount yet.
+    other = t.gen(t.path("other"), n=8, classes=1, seed=77)
+    with open(m.p("b", "samples.tsv")) as f:
+        victim = f.readline().split("\t")[1]
+    victim = os.path.join(data, victim.strip())
+    src = os.path.join(other, sorted(os.listdir(other))[0])
+    src = os.path.join(src, sorted(os.listdir(src))[0])
+    st0 = os.stat(victim)
+    shutil.copyfile(src, victim)
+    os.utime(victim, ns=(st0.st_atime_ns, st0.st_mtime_ns + 5 * 10**9))
+    ref_b2 = t.ref(cfg, "b", 0, t.path("ref", "b0-changed"))
+    check(any(open(os.path.join(ref_b, f), "rb").read() !=
+              open(os.path.join(ref_b2, f), "rb").read()
+              for f in os.listdir(ref_b)),
+          "the rewritten file changed nothing in b's reference")
+    read_epoch(m, "b", 0, ref_b2)
+    h, miss, _ = hit_rate(m, "b")
+    check((h, miss) == (N - 1, 1), "after rewriting %s: %d hits %d misses, "
+          "expected %d and 1" % (victim, h, miss, N - 1))
+    log("changed source: 1 miss, bytes equal the new reference")
+
+# ---- the size bound under continuous insertion --------------------------------
+# 160 images (--big: some up to 700 px) resized to a short side of 256:
+# ~250 KB a value, ~40M put into a 16M cache.
+big = t.gen(t.path("big"), n=160, classes=2, seed=3, big=True)
+bound = 16 * MB
+bcfg = t.config(t.path("bound.conf"), big, {
+    "v": dict(epochs=1, shuffle="no", batch_size=16,
+              pipeline="decode resize(256) cache center_crop(32)",
+              dtype="uint8", layout="HWC"),
+}, cache_dir=t.path("bcache"), cache_size="16M", memory="64M")
+# cache.h: over by at most min(64M, bound/32) plus a memtable (the cache's
+# memory is memory/8 = 8M, a memtable mem/8 = 1M); RocksDB's metadata
+# files (MANIFEST, OPTIONS, LOG: kept under 2 x 1M) come on top for du.
+slack = bound // 32 + 1 * MB
+meta = 3 * MB
+ref_v = t.ref(bcfg, "v", 0, t.path("ref", "v0"))
+peak = 0
+with fflib.Mount(t, bcfg, t.path("mnt")) as m:
+    d = m.p("v", "epoch-0000")
+    for name in sorted(os.listdir(d)):
+        got = fflib.read_file(os.path.join(d, name))
+        with open(os.path.join(ref_v, name), "rb") as f:
+            check(got == f.read(), "%s differs from feedfs-ref's" % name)
+        peak = max(peak, m.stats()["feedfs_cache_disk_bytes"])
+    st = m.stats()
+    written = st["feedfs_cache_written_bytes_total"]
+    log("size bound: %.1fM written, disk peak %.1fM, bound 16M + %.1fM"
+        % (written / MB, peak / MB, slack / MB))
+    check(written > 2 * bound, "only %d bytes put: not a test of the bound"
+          % written)
+    # While an eviction's compaction runs, its output and its inputs are
+    # both on disk (cache.h): up to twice the bound for a moment.
+    check(peak <= 2 * bound + slack, "disk use %d over twice the bound "
+          "%d + %d" % (peak, bound, slack))
+du = int(subprocess.check_output(["du", "-sb", t.path("bcache")]).split()[0])
+log("size bound: du after the unmount %.1fM" % (du / MB))
+check(du <= bound + slack + meta, "du %d over the bound %d + %d + %d"
+      % (du, bound, slack, meta))

@@ -1,0 +1,391 @@
+/*
+ * test_gpu - GPU staging on a real device; exits 77 (skip) and says why
+ * where this build has no CUDA or the machine no device.
+ *
+ * Checks: the device conversion equals xf_convert (the .npy path's) for
+ * every dtype, layout and normalization; a held buffer keeps its bytes
+ * while others are staged, and its range is reused once given back; the
+ * pool bound holds; two consumer processes open the same batch at once
+ * through its IPC handle and read the right bytes.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu/feedfs_cuda.h"
+#include "gpu/gpu.h"
+#include "tests/testlib.h"
+#include "transforms/xf.h"
+
+#define W 37
+#define H 19
+#define N 7 /* samples per batch */
+#define NCONSUMERS 2
+
+static const float mean[3] = { 0.485f, 0.456f, 0.406f };
+static const float stdv[3] = { 0.229f, 0.224f, 0.225f };
+
+static void
+pattern(uint8_t *px, size_t n, unsigned seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		px[i] = (uint8_t)x;
+	}
+	px[0] = 0; /* both ends of the range */
+	px[1] = 255;
+}
+
+static size_t
+dsize(enum xf_dtype d)
+{
+	return d == XF_UINT8 ? 1 : d == XF_FLOAT16 ? 2 : 4;
+}
+
+/* What the CPU path gives for the batch at src. */
+static uint8_t *
+expected(const struct gpu_conv *cv, const uint8_t *src, uint32_t n)
+{
+	size_t in = (size_t)cv->w * cv->h * 3, out = in * dsize(cv->dtype);
+	uint8_t *e = malloc(out * n);
+
+	for (uint32_t s = 0; e && s < n; s++) {
+		struct xf_image img = { cv->w, cv->h,
+			(uint8_t *)src + s * in };
+
+		xf_convert(&img, cv->normalize, cv->mean, cv->std, cv->dtype,
+		    cv->layout, e + s * out);
+	}
+	return e;
+}
+
+static struct gpu_conv
+conv(enum xf_dtype d, enum xf_layout l, bool norm)
+{
+	struct gpu_conv cv = { W, H, d, l, norm, { 0 }, { 0 } };
+
+	memcpy(cv.mean, mean, sizeof(mean));
+	memcpy(cv.std, stdv, sizeof(stdv));
+	return cv;
+}
+
+/* ---- consumers: forked before this process opens CUDA --------------- */
+
+struct consumer {
+	pid_t pid;
+	int to, from; /* pipes: requests in, answers out */
+};
+
+static int
+read_all(int fd, void *buf, size_t len)
+{
+	for (size_t got = 0; got < len;) {
+		ssize_t r = read(fd, (uint8_t *)buf + got, len - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int
+write_all(int fd, const void *buf, size_t len)
+{
+	for (size_t put = 0; put < len;) {
+		ssize_t r = write(fd, (const uint8_t *)buf + put, len - put);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		put += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * A consumer: for each request (descriptor, then the expected bytes) it
+ * opens the handle (once), reads the batch from the device and answers one
+ * byte: 1 equal, 0 not, 2 error.
+ */
+static void
+consumer_main(int in, int out)
+{
+	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
+	void *base = NULL;
+	char err[512];
+
+	while (read_all(in, desc, sizeof(desc)) == 0) {
+		struct feedfs_cuda_desc d;
+		uint8_t *want = NULL, *got = NULL, ok = 2;
+
+		if (feedfs_cuda_decode(desc, sizeof(desc), &d) != 0)
+			goto answer;
+		want = malloc(d.nbytes);
+		got = malloc(d.nbytes);
+		if (!want || !got || read_all(in, want, d.nbytes) != 0)
+			_exit(3);
+		if (!base && gpu_ipc_open(&d, &base, err, sizeof(err)) != 0) {
+			fprintf(stderr, "consumer %d: %s\n", (int)getpid(),
+			    err);
+			goto answer;
+		}
+		if (gpu_copy_to_host(got, (uint8_t *)base + d.offset,
+			d.nbytes) != 0)
+			goto answer;
+		ok = memcmp(got, want, d.nbytes) == 0;
+answer:
+		free(want);
+		free(got);
+		if (write_all(out, &ok, 1) != 0)
+			break;
+	}
+	gpu_ipc_close(base);
+	_exit(0);
+}
+
+static void
+consumers_start(struct consumer *c)
+{
+	for (int i = 0; i < NCONSUMERS; i++) {
+		int a[2], b[2];
+
+		if (pipe(a) != 0 || pipe(b) != 0) {
+			perror("pipe");
+			exit(1);
+		}
+		if ((c[i].pid = fork()) < 0) {
+			perror("fork");
+			exit(1);
+		}
+		if (c[i].pid == 0) {
+			close(a[1]);
+			close(b[0]);
+			consumer_main(a[0], b[1]);
+		}
+		close(a[0]);
+		close(b[1]);
+		c[i].to = a[1];
+		c[i].from = b[0];
+	}
+}
+
+static void
+consumers_stop(struct consumer *c)
+{
+	for (int i = 0; i < NCONSUMERS; i++) {
+		int st;
+
+		close(c[i].to);
+		close(c[i].from);
+		waitpid(c[i].pid, &st, 0);
+	}
+}
+
+/* Both consumers read batch b at the same time while it is held. */
+static void
+check_consumers(struct consumer *c, struct gpu *g, struct gpu_buf *b,
+    const uint8_t *want, uint32_t n)
+{
+	struct feedfs_cuda_desc d;
+	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
+
+	gpu_buf_desc(g, b, &d);
+	d.ndim = 4;
+	d.shape[0] = n;
+	d.shape[1] = d.layout == FEEDFS_CUDA_NCHW ? 3 : H;
+	d.shape[2] = d.layout == FEEDFS_CUDA_NCHW ? H : W;
+	d.shape[3] = d.layout == FEEDFS_CUDA_NCHW ? W : 3;
+	feedfs_cuda_encode(&d, desc);
+	for (int i = 0; i < NCONSUMERS; i++)
+		CHECK(write_all(c[i].to, desc, sizeof(desc)) == 0 &&
+		    write_all(c[i].to, want, d.nbytes) == 0);
+	for (int i = 0; i < NCONSUMERS; i++) {
+		uint8_t ok = 9;
+
+		CHECK(read_all(c[i].from, &ok, 1) == 0);
+		if (ok != 1)
+			fprintf(stderr, "consumer %d answered %d\n", i, ok);
+		CHECK(ok == 1);
+	}
+}
+
+/* ---- the tests ------------------------------------------------------- */
+
+static void
+check_values(struct gpu *g, const uint8_t *src)
+{
+	static const enum xf_dtype dts[] = { XF_UINT8, XF_FLOAT16,
+		XF_FLOAT32 };
+
+	for (size_t di = 0; di < 3; di++)
+		for (int l = 0; l < 2; l++)
+			for (int norm = 0; norm < 2; norm++) {
+				struct gpu_conv cv = conv(dts[di],
+				    l ? XF_CHW : XF_HWC, norm);
+				size_t len = (size_t)N * W * H * 3 *
+				    dsize(cv.dtype);
+				uint8_t *want, *got = malloc(len);
+				struct gpu_buf *b = NULL;
+				char err[512];
+				int r;
+
+				if (cv.dtype == XF_UINT8 && norm)
+					continue; /* refused by config */
+				want = expected(&cv, src, N);
+				r = gpu_stage(g, &cv, src, N, &b, err,
+				    sizeof(err));
+				if (r != 0)
+					fprintf(stderr, "stage: %s\n", err);
+				CHECK_EQ_INT(r, 0);
+				if (r == 0) {
+					CHECK_EQ_INT(gpu_buf_read(g, b, 0, got,
+					    len), 0);
+					if (memcmp(got, want, len) != 0)
+						fprintf(stderr, "dtype %zu "
+						    "layout %d normalize %d: "
+						    "device != xf_convert\n",
+						    di, l, norm);
+					CHECK(memcmp(got, want, len) == 0);
+					gpu_put(g, b);
+				}
+				free(want);
+				free(got);
+			}
+}
+
+static void
+check_hold_and_reuse(struct gpu *g, struct consumer *c, const uint8_t *src,
+    const uint8_t *src2)
+{
+	struct gpu_conv cv = conv(XF_FLOAT32, XF_CHW, true);
+	size_t len = (size_t)N * W * H * 3 * 4;
+	uint8_t *wa = expected(&cv, src, N), *wb = expected(&cv, src2, N);
+	uint8_t *got = malloc(len);
+	struct feedfs_cuda_desc da, db, dc;
+	struct gpu_buf *a = NULL, *b = NULL, *cb = NULL;
+	char err[512];
+
+	CHECK_EQ_INT(gpu_stage(g, &cv, src, N, &a, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_stage(g, &cv, src2, N, &b, err, sizeof(err)), 0);
+	if (!a || !b)
+		goto out;
+	gpu_buf_desc(g, a, &da);
+	gpu_buf_desc(g, b, &db);
+	CHECK(da.offset != db.offset);
+	CHECK(memcmp(da.handle, db.handle, FEEDFS_CUDA_HANDLE_SIZE) == 0);
+	CHECK(da.nbytes == len);
+	/* a still holds its bytes after b was staged; both consumers too. */
+	CHECK_EQ_INT(gpu_buf_read(g, a, 0, got, len), 0);
+	CHECK(memcmp(got, wa, len) == 0);
+	check_consumers(c, g, a, wa, N);
+	check_consumers(c, g, b, wb, N);
+	/* Given back, a's range is the next one handed out. */
+	gpu_put(g, a);
+	a = NULL;
+	CHECK_EQ_INT(gpu_stage(g, &cv, src2, N, &cb, err, sizeof(err)), 0);
+	if (cb) {
+		gpu_buf_desc(g, cb, &dc);
+		CHECK(dc.offset == da.offset);
+		check_consumers(c, g, cb, wb, N);
+	}
+out:
+	gpu_put(g, a);
+	gpu_put(g, b);
+	gpu_put(g, cb);
+	free(wa);
+	free(wb);
+	free(got);
+}
+
+static void
+check_bound(const uint8_t *src)
+{
+	struct gpu_conv cv = conv(XF_FLOAT32, XF_HWC, false);
+	uint64_t pool = 16u << 20, len = (uint64_t)N * W * H * 3 * 4;
+	struct gpu_buf *held[4096];
+	struct gpu_stats st;
+	struct gpu *g = NULL;
+	char err[512];
+	uint8_t *big;
+	size_t n = 0;
+	int r;
+
+	CHECK_EQ_INT(gpu_init(&g, pool, err, sizeof(err)), 0);
+	if (!g)
+		return;
+	while (n < 4096 &&
+	    (r = gpu_stage(g, &cv, src, N, &held[n], err, sizeof(err))) == 0)
+		n++;
+	CHECK_EQ_INT(r, -ENOSPC);
+	CHECK(strstr(err, "gpu_memory") != NULL);
+	gpu_get_stats(g, &st);
+	CHECK(st.pool_used <= st.pool_bytes && st.pool_bytes == pool);
+	CHECK(n == pool / ((len + 4095) / 4096 * 4096));
+	CHECK(st.pool_fails == 1);
+	/* One given back makes room for exactly one. */
+	gpu_put(g, held[--n]);
+	CHECK_EQ_INT(gpu_stage(g, &cv, src, N, &held[n], err, sizeof(err)),
+	    0);
+	n++;
+	while (n > 0)
+		gpu_put(g, held[--n]);
+	/* A batch larger than the whole pool never fits. */
+	big = calloc(1, (size_t)(pool / 4));
+	cv.w = 1024;
+	cv.h = 1024;
+	if (big) {
+		struct gpu_buf *b = NULL;
+
+		CHECK_EQ_INT(gpu_stage(g, &cv, big, 2, &b, err, sizeof(err)),
+		    -E2BIG);
+	}
+	free(big);
+	gpu_get_stats(g, &st);
+	CHECK(st.pool_used == 0);
+	gpu_fini(g);
+}
+
+int
+main(void)
+{
+	struct consumer c[NCONSUMERS];
+	uint8_t src[N * W * H * 3], src2[N * W * H * 3];
+	struct gpu *g = NULL;
+	char err[512];
+
+	if (!gpu_built()) {
+		printf("SKIP: feedfs was built without CUDA\n");
+		return 77;
+	}
+	if (gpu_probe(err, sizeof(err)) != 0) {
+		printf("SKIP: %s\n", err);
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	consumers_start(c); /* before this process opens CUDA */
+	if (gpu_init(&g, 64u << 20, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gpu_init: %s\n", err);
+		consumers_stop(c);
+		return 1;
+	}
+	pattern(src, sizeof(src), 1);
+	pattern(src2, sizeof(src2), 2);
+	check_values(g, src);
+	check_hold_and_reuse(g, c, src, src2);
+	gpu_fini(g);
+	consumers_stop(c);
+	check_bound(src);
+	return TEST_SUMMARY();
+}
