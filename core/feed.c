@@ -63,6 +63,45 @@ struct batch {
 	pthread_cond_t cv;      /* ready */
 	struct batch *hnext;    /* hash chain */
 	struct batch *qnext;    /* queue link */
+	/* order = relaxed (rv set): slots are filled as samples finish. */
+	struct rview *rv;       /* the view whose samples it takes */
+	uint32_t quota;         /* samples it asks to be started */
+	uint32_t filled;        /* slots delivered */
+	const uint32_t *fixed;  /* chosen before (rebuilt): its ids */
+	struct batch *rnext;    /* next batch waiting for samples */
+};
+
+/*
+ * order = relaxed: one (job, rank view, epoch).  Its samples are started in
+ * the view's order, and each finished one goes to the batch that has
+ * waited longest for samples (or, with none waiting, to the ready list
+ * that the next batch opened takes from first).  A slow image thus lands
+ * in a later batch instead of holding back the one being read.  What a
+ * batch got is kept (chosen) so that a batch released and opened again
+ * holds the same samples.
+ */
+struct rsample {
+	uint32_t id;
+	int err;
+	char *msg;
+	uint8_t *buf; /* sample_bytes; NULL after a failure */
+	struct rsample *next;
+};
+
+struct rview {
+	uint32_t job, rank, world, epoch;
+	uint64_t npos, started; /* positions in the view; how many started */
+	uint64_t *pos;          /* the view's positions in the epoch order */
+	uint64_t nbatches;
+	uint32_t **chosen;      /* per batch: its ids, once complete */
+	uint64_t nchosen;
+	struct perm *perm;
+	struct batch *wait_head, *wait_tail; /* batches being filled */
+	struct rsample *ready, *ready_tail;  /* finished, not taken yet */
+	unsigned live;          /* batches alive that point here */
+	unsigned inflight;      /* samples being made */
+	uint64_t used;
+	struct rview *next;
 };
 
 struct queue {
@@ -91,6 +130,8 @@ struct feed {
 	size_t nbatches;
 	struct queue demand, ahead;
 	struct perm *perms;
+	struct rview *rviews; /* order = relaxed views, most recent first */
+	size_t nrviews;
 	uint64_t mem_used, mem_peak, tick;
 	uint64_t queued_slots;
 	atomic_uint_fast64_t wait_ns, waits;
@@ -215,6 +256,200 @@ perm_put(struct perm *p)
 		p->refs--;
 }
 
+/* ---- order = relaxed --------------------------------------------------- */
+
+#define FEED_RVIEWS 16 /* complete relaxed views whose choices are kept */
+
+static void
+rview_free(struct feed *f, struct rview *rv)
+{
+	while (rv->ready) {
+		struct rsample *x = rv->ready;
+
+		rv->ready = x->next;
+		f->mem_used -= f->jobs[rv->job].sample_bytes;
+		free(x->msg);
+		free(x);
+	}
+	for (uint64_t i = 0; rv->chosen && i < rv->nbatches; i++)
+		free(rv->chosen[i]);
+	free(rv->chosen);
+	free(rv->pos);
+	perm_put(rv->perm);
+	free(rv);
+}
+
+/*
+ * The relaxed view of k, made on first use.  Beyond FEED_RVIEWS, the least
+ * recently used view that is complete and idle is forgotten: a batch of it
+ * opened again is then chosen afresh.  Called locked; NULL when out of
+ * memory.
+ */
+static struct rview *
+rview_get(struct feed *f, const struct feed_key *k)
+{
+	struct job *j = &f->jobs[k->job];
+	struct rview *rv, **pp, **victim = NULL;
+	uint64_t at = 0;
+
+	for (rv = f->rviews; rv; rv = rv->next)
+		if (rv->job == k->job && rv->rank == k->rank &&
+		    rv->world == k->world && rv->epoch == k->epoch) {
+			rv->used = ++f->tick;
+			return rv;
+		}
+	if (f->nrviews >= FEED_RVIEWS) {
+		for (pp = &f->rviews; *pp; pp = &(*pp)->next) {
+			rv = *pp;
+			if (rv->live == 0 && rv->inflight == 0 &&
+			    rv->nchosen == rv->nbatches &&
+			    (!victim || rv->used < (*victim)->used))
+				victim = pp;
+		}
+		if (victim) {
+			rv = *victim;
+			*victim = rv->next;
+			f->nrviews--;
+			rview_free(f, rv);
+		}
+	}
+	if ((rv = calloc(1, sizeof(*rv))) == NULL)
+		return NULL;
+	rv->job = k->job;
+	rv->rank = k->rank;
+	rv->world = k->world;
+	rv->epoch = k->epoch;
+	rv->nbatches = plan_nbatches(&j->plan, k->world);
+	rv->pos = malloc((plan_rank_len(&j->plan, k->world) + 1) *
+	    sizeof(*rv->pos));
+	rv->chosen = calloc(rv->nbatches + 1, sizeof(*rv->chosen));
+	rv->perm = perm_get(f, k->job, k->epoch);
+	if (!rv->pos || !rv->chosen || !rv->perm) {
+		rview_free(f, rv);
+		return NULL;
+	}
+	/* The batches' positions, so that drop_last's cut is respected. */
+	for (uint64_t b = 0; b < rv->nbatches; b++)
+		at += plan_batch_positions(&j->plan, k->rank, k->world, b,
+		    rv->pos + at);
+	rv->npos = at;
+	rv->used = ++f->tick;
+	rv->next = f->rviews;
+	f->rviews = rv;
+	f->nrviews++;
+	return rv;
+}
+
+static void
+rview_unwait(struct rview *rv, struct batch *b)
+{
+	struct batch **pp, *prev = NULL;
+
+	for (pp = &rv->wait_head; *pp; prev = *pp, pp = &(*pp)->rnext)
+		if (*pp == b) {
+			*pp = b->rnext;
+			if (rv->wait_tail == b)
+				rv->wait_tail = prev;
+			b->rnext = NULL;
+			return;
+		}
+}
+
+static void batch_ready(struct feed *f, struct batch *b);
+
+/*
+ * The next slot of relaxed batch b (the head of its view's waiting list)
+ * gets finished sample x, which is freed.  Called locked: the copy is done
+ * under the lock, which costs about a microsecond per 10 KB and keeps the
+ * hand-over simple.
+ */
+static void
+rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
+{
+	struct job *j = b->job;
+	struct rview *rv = b->rv;
+	uint32_t s = b->filled++;
+
+	if (x->err) {
+		if (!b->err) {
+			b->err = x->err;
+			snprintf(b->errmsg, sizeof(b->errmsg), "%s",
+			    x->msg ? x->msg : strerror(-x->err));
+		}
+	} else
+		memcpy(b->buf + b->hdr + (size_t)s * j->sample_bytes, x->buf,
+		    j->sample_bytes);
+	((int64_t *)(b->lbuf + b->lhdr))[s] = j->ds->samples[x->id].label;
+	((int64_t *)(b->ibuf + b->lhdr))[s] = x->id;
+	free(x->msg);
+	free(x);
+	if (b->filled < b->len)
+		return;
+	rview_unwait(rv, b);
+	if (!rv->chosen[b->key.batch] &&
+	    (rv->chosen[b->key.batch] = malloc(b->len * sizeof(uint32_t)))) {
+		for (uint32_t i = 0; i < b->len; i++)
+			rv->chosen[b->key.batch][i] =
+			    (uint32_t)((int64_t *)(b->ibuf + b->lhdr))[i];
+		rv->nchosen++;
+	}
+	batch_ready(f, b);
+}
+
+/*
+ * A sample of rv finished: it goes to the batch that has waited longest,
+ * or, with none waiting, to the ready list.  Called locked; takes x.
+ */
+static void
+rview_deliver(struct feed *f, struct rview *rv, struct rsample *x)
+{
+	rv->inflight--;
+	if (rv->wait_head) {
+		rslot_fill(f, rv->wait_head, x);
+		return;
+	}
+	x->next = NULL;
+	if (rv->ready_tail)
+		rv->ready_tail->next = x;
+	else
+		rv->ready = x;
+	rv->ready_tail = x;
+	f->mem_used += f->jobs[rv->job].sample_bytes;
+	if (f->mem_used > f->mem_peak)
+		f->mem_peak = f->mem_used;
+}
+
+/*
+ * A new relaxed batch: join the waiting list and take what is ready; the
+ * rest is its quota of samples to start.  Called locked.
+ */
+static void
+rbatch_start(struct feed *f, struct batch *b)
+{
+	struct rview *rv = b->rv;
+
+	if (rv->chosen[b->key.batch]) {
+		b->fixed = rv->chosen[b->key.batch];
+		return; /* rebuilt like a strict batch from its ids */
+	}
+	b->rnext = NULL;
+	if (rv->wait_tail)
+		rv->wait_tail->rnext = b;
+	else
+		rv->wait_head = b;
+	rv->wait_tail = b;
+	/* A ready list exists only while nothing waits: b is the head. */
+	while (b->filled < b->len && rv->ready && !b->ready) {
+		struct rsample *x = rv->ready;
+
+		if ((rv->ready = x->next) == NULL)
+			rv->ready_tail = NULL;
+		f->mem_used -= b->job->sample_bytes;
+		rslot_fill(f, b, x);
+	}
+	b->quota = b->len - b->filled;
+}
+
 /* ---- batches ---------------------------------------------------------- */
 
 static struct batch *
@@ -261,6 +496,10 @@ batch_destroy(struct feed *f, struct batch *b)
 		}
 	dequeue(f, b);
 	perm_put(b->perm);
+	if (b->rv) {
+		rview_unwait(b->rv, b);
+		b->rv->live--;
+	}
 	f->mem_used -= b->mem;
 	f->nbatches--;
 	pthread_cond_destroy(&b->cv);
@@ -311,6 +550,7 @@ batch_get(struct feed *f, const struct feed_key *k, bool demand, bool raw)
 {
 	struct job *j = &f->jobs[k->job];
 	struct batch *b = batch_find(f, k, raw);
+	struct rview *rv = NULL;
 	uint64_t need;
 
 	if (b) {
@@ -327,6 +567,9 @@ batch_get(struct feed *f, const struct feed_key *k, bool demand, bool raw)
 	}
 	need = batch_mem(f, k, raw);
 	if (!make_room(f, need, demand) && !demand)
+		return NULL;
+	if (j->cfg->order == CFG_ORDER_RELAXED && !raw &&
+	    (rv = rview_get(f, k)) == NULL)
 		return NULL;
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		return NULL;
@@ -364,8 +607,16 @@ batch_get(struct feed *f, const struct feed_key *k, bool demand, bool raw)
 	f->mem_used += need;
 	if (f->mem_used > f->mem_peak)
 		f->mem_peak = f->mem_used;
+	b->quota = b->len;
+	if (rv) {
+		b->rv = rv;
+		rv->live++;
+		rbatch_start(f, b);
+		if (b->quota == 0)
+			return b; /* filled from the ready list */
+	}
 	b->queued = true;
-	f->queued_slots += b->len;
+	f->queued_slots += b->quota;
 	q_push(demand ? &f->demand : &f->ahead, b);
 	pthread_cond_broadcast(&f->work);
 	return b;
@@ -399,6 +650,42 @@ readahead(struct feed *f, const struct feed_key *k, bool raw)
 
 /* ---- workers ---------------------------------------------------------- */
 
+/*
+ * Start the next sample of relaxed batch b's view, for whichever batch
+ * waits when it is done.  Called locked; returns locked.
+ */
+static void
+relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
+{
+	struct rview *rv = b->rv;
+	struct job *j = b->job;
+	struct rsample *x;
+	uint32_t id = 0;
+	uint64_t p;
+	int r;
+
+	b->next++;
+	f->queued_slots--;
+	if (b->next == b->quota)
+		dequeue(f, b);
+	p = rv->started++;
+	rv->inflight++;
+	pthread_mutex_unlock(&f->lock);
+	/* Memory comes back as readers finish batches: wait for it. */
+	while ((x = malloc(sizeof(*x) + j->sample_bytes)) == NULL)
+		usleep(10000);
+	x->buf = (uint8_t *)(x + 1);
+	x->msg = NULL;
+	r = sample_make_slot(j, f->cache, rv->epoch, rv->perm->ids,
+	    rv->pos[p], x->buf, &id, true, msg, msglen);
+	x->id = id;
+	x->err = r;
+	if (r != 0)
+		x->msg = strdup(msg);
+	pthread_mutex_lock(&f->lock);
+	rview_deliver(f, rv, x);
+}
+
 static void
 slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
     const char *msg)
@@ -418,16 +705,22 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 		((int64_t *)(b->lbuf + b->lhdr))[s] = j->ds->samples[id].label;
 		((int64_t *)(b->ibuf + b->lhdr))[s] = id;
 	}
-	if (b->next == b->len && b->inflight == 0) {
-		b->ready = true;
-		perm_put(b->perm);
-		b->perm = NULL;
-		atomic_fetch_add(b->err ? &j->st.batch_errors : &j->st.batches,
-		    1);
-		pthread_cond_broadcast(&b->cv);
-		if (b->refs == 0 && f->mem_used > f->memory)
-			make_room(f, 0, false);
-	}
+	if (b->next == b->len && b->inflight == 0)
+		batch_ready(f, b);
+}
+
+/* Every slot of b is done: wake its readers.  Called locked. */
+static void
+batch_ready(struct feed *f, struct batch *b)
+{
+	b->ready = true;
+	perm_put(b->perm);
+	b->perm = NULL;
+	atomic_fetch_add(b->err ? &b->job->st.batch_errors
+				: &b->job->st.batches, 1);
+	pthread_cond_broadcast(&b->cv);
+	if (b->refs == 0 && f->mem_used > f->memory)
+		make_room(f, 0, false);
 }
 
 static void *
@@ -447,6 +740,10 @@ worker(void *arg)
 			pthread_cond_wait(&f->work, &f->lock);
 			continue;
 		}
+		if (b->rv && !b->fixed) {
+			relaxed_start(f, b, msg, sizeof(msg));
+			continue;
+		}
 		s = b->next++;
 		f->queued_slots--;
 		if (b->next == b->len)
@@ -454,11 +751,19 @@ worker(void *arg)
 		b->inflight++;
 		pthread_mutex_unlock(&f->lock);
 
-		r = (b->raw ? sample_make_slot_raw : sample_make_slot)(b->job,
-		    f->cache, b->key.epoch, b->perm->ids, b->pos[s],
-		    b->buf + b->hdr + (size_t)s * (b->raw ? b->job->raw_bytes
-							  : b->job->sample_bytes),
-		    &id, true, msg, sizeof(msg));
+		if (b->fixed) /* a relaxed batch rebuilt: its chosen ids */
+			r = sample_make(b->job, f->cache, b->key.epoch,
+			    id = b->fixed[s],
+			    b->buf + b->hdr + (size_t)s * b->job->sample_bytes,
+			    msg, sizeof(msg));
+		else
+			r = (b->raw ? sample_make_slot_raw : sample_make_slot)(
+			    b->job, f->cache, b->key.epoch, b->perm->ids,
+			    b->pos[s],
+			    b->buf + b->hdr +
+				(size_t)s * (b->raw ? b->job->raw_bytes
+						    : b->job->sample_bytes),
+			    &id, true, msg, sizeof(msg));
 		if (f->cache && cache_error(f->cache) &&
 		    log_first(&f->cache_warned))
 			log_warn("cache: %s; serving without the cache",
@@ -596,6 +901,12 @@ feed_free(struct feed *f)
 	for (size_t i = 0; i < FEED_HASH; i++)
 		while (f->table[i])
 			batch_destroy(f, f->table[i]);
+	while (f->rviews) {
+		struct rview *rv = f->rviews;
+
+		f->rviews = rv->next;
+		rview_free(f, rv);
+	}
 	while (f->perms) {
 		struct perm *p = f->perms;
 
@@ -727,7 +1038,8 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	if (kind == BK_CUDA)
 		pthread_mutex_init(&h->lock, NULL);
 	if ((kind == BK_LABELS || kind == BK_IDS) &&
-	    f->jobs[k->job].cfg->on_error == CFG_ON_ERROR_FAIL) {
+	    f->jobs[k->job].cfg->on_error == CFG_ON_ERROR_FAIL &&
+	    f->jobs[k->job].cfg->order == CFG_ORDER_STRICT) {
 		if ((r = planned_file(f, k, kind, h)) != 0) {
 			free(h->data);
 			free(h);

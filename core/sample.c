@@ -52,14 +52,6 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    msg);
 		goto fail;
 	}
-	if (cj->order == CFG_ORDER_RELAXED) {
-		snprintf(err, errlen,
-		    "%s:%d: order = relaxed is not available in this version "
-		    "of feedfs; use order = strict",
-		    c->path, cj->line);
-		r = -ENOTSUP;
-		goto fail;
-	}
 	plen = xf_prefix_text(j->pl, NULL, 0);
 	if ((j->prefix = malloc(plen + 1)) == NULL ||
 	    (j->logged = calloc((ds->n + 7) / 8, 1)) == NULL) {
