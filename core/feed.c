@@ -132,6 +132,8 @@ struct feed {
 	struct perm *perms;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
+	struct rsample **rfree; /* per job: spare sample buffers */
+	unsigned *nrfree;
 	uint64_t mem_used, mem_peak, tick;
 	uint64_t queued_slots;
 	atomic_uint_fast64_t wait_ns, waits;
@@ -259,6 +261,43 @@ perm_put(struct perm *p)
 /* ---- order = relaxed --------------------------------------------------- */
 
 #define FEED_RVIEWS 16 /* complete relaxed views whose choices are kept */
+#define FEED_RSPARE 16 /* spare sample buffers kept per job (not counted) */
+
+/*
+ * A sample buffer for job: a spare one, else malloc'd (NULL when out of
+ * memory).  Spares spare the mmap, page faults and munmap that malloc
+ * gives buffers this large.  Called locked.
+ */
+static struct rsample *
+rsample_get(struct feed *f, uint32_t job)
+{
+	struct rsample *x = f->rfree[job];
+
+	if (x) {
+		f->rfree[job] = x->next;
+		f->nrfree[job]--;
+	} else if ((x = malloc(sizeof(*x) + f->jobs[job].sample_bytes)) ==
+	    NULL)
+		return NULL;
+	x->buf = (uint8_t *)(x + 1);
+	x->msg = NULL;
+	x->next = NULL;
+	return x;
+}
+
+/* Back to the spares, or freed.  Called locked. */
+static void
+rsample_put(struct feed *f, uint32_t job, struct rsample *x)
+{
+	free(x->msg);
+	x->msg = NULL;
+	if (f->nrfree[job] < FEED_RSPARE) {
+		x->next = f->rfree[job];
+		f->rfree[job] = x;
+		f->nrfree[job]++;
+	} else
+		free(x);
+}
 
 static void
 rview_free(struct feed *f, struct rview *rv)
@@ -268,8 +307,7 @@ rview_free(struct feed *f, struct rview *rv)
 
 		rv->ready = x->next;
 		f->mem_used -= f->jobs[rv->job].sample_bytes;
-		free(x->msg);
-		free(x);
+		rsample_put(f, rv->job, x);
 	}
 	for (uint64_t i = 0; rv->chosen && i < rv->nbatches; i++)
 		free(rv->chosen[i]);
@@ -381,8 +419,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 		    j->sample_bytes);
 	((int64_t *)(b->lbuf + b->lhdr))[s] = j->ds->samples[x->id].label;
 	((int64_t *)(b->ibuf + b->lhdr))[s] = x->id;
-	free(x->msg);
-	free(x);
+	rsample_put(f, b->key.job, x);
 	if (b->filled < b->len)
 		return;
 	rview_unwait(rv, b);
@@ -670,12 +707,13 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 		dequeue(f, b);
 	p = rv->started++;
 	rv->inflight++;
-	pthread_mutex_unlock(&f->lock);
 	/* Memory comes back as readers finish batches: wait for it. */
-	while ((x = malloc(sizeof(*x) + j->sample_bytes)) == NULL)
+	while ((x = rsample_get(f, b->key.job)) == NULL) {
+		pthread_mutex_unlock(&f->lock);
 		usleep(10000);
-	x->buf = (uint8_t *)(x + 1);
-	x->msg = NULL;
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
 	r = sample_make_slot(j, f->cache, rv->epoch, rv->perm->ids,
 	    rv->pos[p], x->buf, &id, true, msg, msglen);
 	x->id = id;
@@ -794,7 +832,9 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->work, NULL);
 	if ((f->ds = calloc(c->ndatasets, sizeof(*f->ds))) == NULL ||
-	    (f->jobs = calloc(c->njobs, sizeof(*f->jobs))) == NULL)
+	    (f->jobs = calloc(c->njobs, sizeof(*f->jobs))) == NULL ||
+	    (f->rfree = calloc(c->njobs, sizeof(*f->rfree))) == NULL ||
+	    (f->nrfree = calloc(c->njobs, sizeof(*f->nrfree))) == NULL)
 		goto fail;
 	for (size_t i = 0; i < c->ndatasets; i++) {
 		const struct cfg_dataset *d = &c->datasets[i];
@@ -907,6 +947,15 @@ feed_free(struct feed *f)
 		f->rviews = rv->next;
 		rview_free(f, rv);
 	}
+	for (size_t i = 0; f->rfree && i < f->njobs; i++)
+		while (f->rfree[i]) {
+			struct rsample *x = f->rfree[i];
+
+			f->rfree[i] = x->next;
+			free(x);
+		}
+	free(f->rfree);
+	free(f->nrfree);
 	while (f->perms) {
 		struct perm *p = f->perms;
 
