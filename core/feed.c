@@ -1217,6 +1217,10 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
 			(t1.tv_nsec - t0.tv_nsec)));
 		atomic_fetch_add(&f->waits, 1);
+		atomic_fetch_add(&b->job->st.read_wait_ns,
+		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+			(t1.tv_nsec - t0.tv_nsec)));
+		atomic_fetch_add(&b->job->st.read_waits, 1);
 	}
 	if (off + size > hdr && b->err) {
 		pthread_mutex_unlock(&f->lock);
@@ -1474,6 +1478,10 @@ feed_stats(struct feed *f, size_t *len)
 		    "Batches that failed (on_error = fail).", false),
 		C("feedfs_worker_busy_seconds_total", busy_ns,
 		    "Worker time spent preparing samples.", true),
+		C("feedfs_job_read_wait_seconds_total", read_wait_ns,
+		    "Time readers of the job waited for its batches.", true),
+		C("feedfs_job_read_waits_total", read_waits,
+		    "Reads of the job's batches that had to wait.", false),
 #undef C
 	};
 	struct sbuf sb = { 0 };
@@ -1498,6 +1506,12 @@ feed_stats(struct feed *f, size_t *len)
 				    ctr[c].name, f->jobs[i].cfg->name, x);
 		}
 	}
+	sb_printf(&sb, "# HELP feedfs_images_per_second Samples prepared per "
+		       "second, over the last 10 s.\n"
+		       "# TYPE feedfs_images_per_second gauge\n");
+	for (size_t i = 0; i < f->njobs; i++)
+		sb_printf(&sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
+		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
 	pthread_mutex_lock(&f->lock);
 	mem = f->mem_used;
 	peak = f->mem_peak;

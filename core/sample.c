@@ -296,8 +296,10 @@ make_as(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	}
 out:
 	atomic_fetch_add(&j->st.busy_ns, now_ns() - t0);
-	if (r == 0)
+	if (r == 0) {
 		atomic_fetch_add(&j->st.samples, 1);
+		job_rate_add(&j->st);
+	}
 	return r;
 }
 
@@ -393,4 +395,45 @@ out:
 	free(perm);
 	free(pos);
 	return r;
+}
+
+static uint64_t
+now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+void
+job_rate_add(struct job_stats *st)
+{
+	uint64_t sec = now_sec(), old;
+	unsigned i = (unsigned)(sec % JOB_RATE_SECS);
+
+	/*
+	 * The first sample of a new second claims the bucket and restarts
+	 * its count; a count that races with the claim may be lost, which
+	 * a rate gauge can afford.
+	 */
+	old = atomic_load(&st->rate_sec[i]);
+	if (old != sec &&
+	    atomic_compare_exchange_strong(&st->rate_sec[i], &old, sec))
+		atomic_store(&st->rate_n[i], 0);
+	atomic_fetch_add(&st->rate_n[i], 1);
+}
+
+double
+job_rate(struct job_stats *st, unsigned secs)
+{
+	uint64_t sec = now_sec(), n = 0;
+
+	for (unsigned i = 0; i < JOB_RATE_SECS; i++) {
+		uint64_t s = atomic_load(&st->rate_sec[i]);
+
+		if (s < sec && s + secs >= sec)
+			n += atomic_load(&st->rate_n[i]);
+	}
+	return (double)n / secs;
 }

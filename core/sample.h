@@ -20,13 +20,23 @@
 
 struct cache;
 
+#define JOB_RATE_SECS 16
+
 /* Per-job counters, updated atomically by every worker. */
 struct job_stats {
 	atomic_uint_fast64_t cache_hits, cache_misses;
 	atomic_uint_fast64_t samples, decode_errors, substituted;
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
+	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
+	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
+	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
 };
+
+/* Count one finished sample in the per-second window (approximate). */
+void job_rate_add(struct job_stats *st);
+/* Samples per second over the last complete `secs` (< JOB_RATE_SECS). */
+double job_rate(struct job_stats *st, unsigned secs);
 
 /* A job as the engine runs it: its config, dataset and parsed pipeline. */
 struct job {
