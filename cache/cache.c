@@ -79,7 +79,7 @@ struct cache {
 	atomic_bool disabled;
 	pthread_mutex_t errlock;
 	char err[256];
-	char note[4800]; /* what cache_open did besides opening, or "" */
+	char note[4800];    /* what cache_open did besides opening, or "" */
 	char secondary[64]; /* cache_open_secondary's own dir, removed */
 };
 
@@ -409,8 +409,8 @@ check_format(struct cache *c, const char *dir, char *err, size_t errlen)
 			r = -EIO;
 		}
 	} else if (!is_decimal(v, vlen)) {
-		snprintf(err, errlen, "%s: unreadable cache format marker",
-		    dir);
+		snprintf(
+		    err, errlen, "%s: unreadable cache format marker", dir);
 		r = -EBADMSG; /* garbage: cache_open moves the store aside */
 	} else if (vlen != strlen(want) || memcmp(v, want, vlen) != 0) {
 		snprintf(err, errlen,
@@ -458,7 +458,7 @@ is_lock_error(const char *e)
 int
 cache_probe_lock(const char *dir, char *err, size_t errlen)
 {
-	struct flock fl = { 0 };
+	struct flock fl = {0};
 	char path[4096];
 	int fd, r = 0;
 
@@ -484,7 +484,7 @@ static bool
 is_corruption(const char *e)
 {
 	return strncmp(e, "Corruption", 10) == 0 ||
-	    strstr(e, "Corruption:") != NULL;
+	       strstr(e, "Corruption:") != NULL;
 }
 
 /*
@@ -502,10 +502,9 @@ move_aside(const char *dir, const char *why, char *note, size_t notelen)
 	localtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
 	n = (size_t)snprintf(to, sizeof(to), "%s.corrupt-%s", dir, stamp);
-	for (int i = 1; n < sizeof(to) && access(to, F_OK) == 0 && i < 100;
-	     i++)
-		n = (size_t)snprintf(to, sizeof(to), "%s.corrupt-%s-%d", dir,
-		    stamp, i);
+	for (int i = 1; n < sizeof(to) && access(to, F_OK) == 0 && i < 100; i++)
+		n = (size_t)snprintf(
+		    to, sizeof(to), "%s.corrupt-%s-%d", dir, stamp, i);
 	if (n >= sizeof(to) || access(to, F_OK) == 0)
 		return -EEXIST;
 	if (rename(dir, to) != 0)
@@ -602,6 +601,9 @@ cache_note(struct cache *c)
 	return c != NULL && c->note[0] != '\0' ? c->note : NULL;
 }
 
+static uint64_t store_bytes(struct cache *c);
+static void evict_oldest(struct cache *c, uint64_t want);
+
 /* rm -r of a secondary instance's dir: plain files in one directory. */
 static void
 remove_tree(const char *dir)
@@ -611,7 +613,8 @@ remove_tree(const char *dir)
 	char p[4096];
 
 	while (d != NULL && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
 		unlink(p);
@@ -636,6 +639,14 @@ cache_close(struct cache *c)
 		rocksdb_flushoptions_set_wait(fo, 1);
 		rocksdb_flush(c->db, fo, &e);
 		rocksdb_free(e);
+		e = NULL;
+		/* What the last puts brought over the bound goes now. */
+		if (store_bytes(c) > c->size_bound) {
+			evict_oldest(
+			    c, store_bytes(c) - c->size_bound / 10 * 9);
+			rocksdb_flush(c->db, fo, &e);
+			rocksdb_free(e);
+		}
 		rocksdb_flushoptions_destroy(fo);
 	}
 	free_handles(c);
@@ -928,7 +939,12 @@ maybe_evict(struct cache *c, uint64_t added)
 	if (atomic_flag_test_and_set(&c->evicting))
 		return;
 	atomic_store(&c->since_check, 0);
-	if ((used = store_bytes(c)) > c->size_bound)
+	/*
+	 * Other threads go on putting while an eviction compacts: look again
+	 * when it is done (a few rounds at most, then the next put's turn).
+	 */
+	for (int round = 0;
+	     round < 4 && (used = store_bytes(c)) > c->size_bound; round++)
 		evict_oldest(c, used - c->size_bound / 10 * 9);
 	atomic_flag_clear(&c->evicting);
 }
@@ -1019,8 +1035,8 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 /* ---- administration (feedfs-cache, the control socket) ---------------- */
 
 int
-cache_open_secondary(const char *dir, struct cache **out, char *err,
-    size_t errlen)
+cache_open_secondary(
+    const char *dir, struct cache **out, char *err, size_t errlen)
 {
 	char tmpl[] = "/tmp/feedfs-cache.XXXXXX", *e = NULL;
 	struct cache *c;
@@ -1082,8 +1098,8 @@ parse_tidx(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
 }
 
 int
-cache_scan(struct cache *c, cache_entry_fn fn, void *arg, char *err,
-    size_t errlen)
+cache_scan(
+    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
 {
 	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
 	struct cache_entry ent;
@@ -1116,8 +1132,8 @@ cache_scan(struct cache *c, cache_entry_fn fn, void *arg, char *err,
 }
 
 int
-cache_check_entry(struct cache *c, const struct cache_entry *ent, char *why,
-    size_t whylen)
+cache_check_entry(
+    struct cache *c, const struct cache_entry *ent, char *why, size_t whylen)
 {
 	rocksdb_pinnableslice_t *ps;
 	struct cache_val tmp;
@@ -1137,7 +1153,8 @@ cache_check_entry(struct cache *c, const struct cache_entry *ent, char *why,
 		return -EIO;
 	}
 	if (ps == NULL) {
-		/* Evicted (or cleared) between the index and now: not damage. */
+		/* Evicted (or cleared) between the index and now: not damage.
+		 */
 		return -ENOENT;
 	}
 	data = rocksdb_pinnableslice_value(ps, &vlen);
@@ -1160,13 +1177,15 @@ cache_check_entry(struct cache *c, const struct cache_entry *ent, char *why,
 
 /* Delete one entry's K (when it points here), T and V. */
 static void
-batch_drop(struct cache *c, rocksdb_writebatch_t *b,
-    const struct cache_entry *ent)
+batch_drop(
+    struct cache *c, rocksdb_writebatch_t *b, const struct cache_entry *ent)
 {
-	uint8_t ik[1 + CACHE_KEY_LEN], sk[9];
+	uint8_t sk[9];
 	uint64_t seq;
 
 	if (lookup_seq(c, ent->key, &seq) == 0 && seq == ent->seq) {
+		uint8_t ik[1 + CACHE_KEY_LEN];
+
 		index_key(ent->key, ik);
 		rocksdb_writebatch_delete(b, (const char *)ik, sizeof(ik));
 	}
@@ -1189,9 +1208,9 @@ evict_one(const struct cache_entry *ent, void *arg)
 {
 	struct evict_ctx *x = arg;
 
-	if (x->prefix != NULL && (ent->prefix_len != strlen(x->prefix) ||
-				     memcmp(ent->prefix, x->prefix,
-					 ent->prefix_len) != 0))
+	if (x->prefix != NULL &&
+	    (ent->prefix_len != strlen(x->prefix) ||
+		memcmp(ent->prefix, x->prefix, ent->prefix_len) != 0))
 		return 0;
 	if (x->before != 0 && ent->time >= x->before)
 		return 0;
@@ -1205,7 +1224,7 @@ evict_one(const struct cache_entry *ent, void *arg)
 static int
 compact_all(struct cache *c)
 {
-	const char lo[1] = { 0 }, hi[2] = { (char)0xff, (char)0xff };
+	const char lo[1] = {0}, hi[2] = {(char)0xff, (char)0xff};
 
 	rocksdb_compact_range(c->db, lo, 0, hi, sizeof(hi));
 	return 0;
@@ -1215,7 +1234,7 @@ int
 cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
     uint64_t *n, uint64_t *bytes, char *err, size_t errlen)
 {
-	struct evict_ctx x = { c, prefix, before, NULL, 0, 0 };
+	struct evict_ctx x = {c, prefix, before, NULL, 0, 0};
 	char *e = NULL;
 	int r;
 
@@ -1250,18 +1269,18 @@ count_one(const struct cache_entry *ent, void *arg)
 }
 
 int
-cache_clear(struct cache *c, uint64_t *n, uint64_t *bytes, char *err,
-    size_t errlen)
+cache_clear(
+    struct cache *c, uint64_t *n, uint64_t *bytes, char *err, size_t errlen)
 {
-	static const char kinds[] = { 'D', 'K', 'T', 'V' };
+	static const char kinds[] = {'D', 'K', 'T', 'V'};
 	rocksdb_writebatch_t *b = rocksdb_writebatch_create();
-	uint64_t nb[2] = { 0, 0 };
+	uint64_t nb[2] = {0, 0};
 	char *e = NULL;
 	int r;
 
 	r = cache_scan(c, count_one, nb, err, errlen);
 	for (size_t i = 0; i < sizeof(kinds); i++) {
-		char lo[1] = { kinds[i] }, hi[1] = { (char)(kinds[i] + 1) };
+		char lo[1] = {kinds[i]}, hi[1] = {(char)(kinds[i] + 1)};
 
 		rocksdb_writebatch_delete_range(b, lo, 1, hi, 1);
 	}

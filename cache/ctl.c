@@ -55,12 +55,11 @@ read_line(int fd, char *buf, size_t len, int timeout_ms)
 	size_t n = 0;
 
 	while (n + 1 < len) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t r;
+		struct pollfd p = {fd, POLLIN, 0};
 
 		if (poll(&p, 1, timeout_ms) <= 0)
 			return -1;
-		if ((r = read(fd, buf + n, 1)) <= 0)
+		if (read(fd, buf + n, 1) <= 0)
 			return n > 0 ? (buf[n] = '\0', 0) : -1;
 		if (buf[n] == '\n')
 			break;
@@ -100,11 +99,11 @@ ctl_run(struct cache *c, char *req, char *out, size_t len)
 		snprintf(out, len, "ok");
 	} else if (strcmp(req, "stats") == 0) {
 		cache_get_stats(c, &st);
-		snprintf(out, len, "ok hits %" PRIu64 " misses %" PRIu64, st.hits,
-		    st.misses);
+		snprintf(out, len, "ok hits %" PRIu64 " misses %" PRIu64,
+		    st.hits, st.misses);
 	} else if (strcmp(req, "clear") == 0 ||
-	    strncmp(req, "evict-prefix ", 13) == 0 ||
-	    strncmp(req, "evict-before ", 13) == 0) {
+		   strncmp(req, "evict-prefix ", 13) == 0 ||
+		   strncmp(req, "evict-before ", 13) == 0) {
 		if (req[0] == 'c')
 			r = cache_clear(c, &n, &bytes, err, sizeof(err));
 		else if (req[6] == 'p')

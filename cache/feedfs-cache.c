@@ -149,7 +149,7 @@ static int
 cmd_stats(const char *dir)
 {
 	struct cache *c;
-	struct tally t = { 0 };
+	struct tally t = {0};
 	struct cache_stats st;
 	char err[512], reply[512], who[1024], hb[32];
 	uint64_t hits, misses;
@@ -192,7 +192,7 @@ static int
 cmd_ls(const char *dir, const struct cfg *cfg)
 {
 	struct cache *c;
-	struct tally t = { 0 };
+	struct tally t = {0};
 	char err[512], hb[32];
 	int r;
 
@@ -274,7 +274,7 @@ verify_one(const struct cache_entry *e, void *arg)
 static int
 cmd_verify(const char *dir)
 {
-	struct verify v = { 0 };
+	struct verify v = {0};
 	char err[512];
 	int r;
 
@@ -330,15 +330,16 @@ parse_age(const char *s)
  * dir, else on the store opened here.  req is the control request.
  */
 static int
-cmd_write(const char *dir, const char *req, uint64_t size_hint)
+cmd_write(const char *dir, const char *req)
 {
-	char reply[4096], err[1024], who[1024];
+	char who[1024];
 	uint64_t n = 0, bytes = 0;
 	struct cache *c;
 	int r;
 
-	(void)size_hint;
 	if (held(dir, who, sizeof(who))) {
+		char reply[4096];
+
 		if ((r = cache_ctl_request(dir, req, reply, sizeof(reply))) !=
 		    0) {
 			fprintf(stderr,
@@ -353,6 +354,8 @@ cmd_write(const char *dir, const char *req, uint64_t size_hint)
 		}
 		sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
 	} else {
+		char err[1024];
+
 		if (access(dir, F_OK) != 0) {
 			fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
 			    strerror(errno));
@@ -370,8 +373,8 @@ cmd_write(const char *dir, const char *req, uint64_t size_hint)
 		else if (strcmp(req, "clear") == 0)
 			r = cache_clear(c, &n, &bytes, err, sizeof(err));
 		else if (strncmp(req, "evict-prefix ", 13) == 0)
-			r = cache_evict_match(c, req + 13, 0, &n, &bytes, err,
-			    sizeof(err));
+			r = cache_evict_match(
+			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
 		else
 			r = cache_evict_match(c, NULL,
 			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
@@ -386,7 +389,8 @@ cmd_write(const char *dir, const char *req, uint64_t size_hint)
 		printf("compacted\n");
 	else
 		printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
-		    strcmp(req, "clear") == 0 ? "cleared" : "evicted", n, bytes);
+		    strcmp(req, "clear") == 0 ? "cleared" : "evicted", n,
+		    bytes);
 	return 0;
 }
 
@@ -405,7 +409,8 @@ main(int argc, char **argv)
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
-		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+		} else if (strcmp(a, "-V") == 0 ||
+			   strcmp(a, "--version") == 0) {
 			printf("feedfs-cache %s\n", PACKAGE_VERSION);
 			return 0;
 		} else if (strcmp(a, "--cache-dir") == 0 && i + 1 < argc)
@@ -447,7 +452,7 @@ main(int argc, char **argv)
 	else if (strcmp(cmd, "verify") == 0)
 		ret = cmd_verify(dir);
 	else if (strcmp(cmd, "clear") == 0 || strcmp(cmd, "compact") == 0)
-		ret = cmd_write(dir, cmd, 0);
+		ret = cmd_write(dir, cmd);
 	else if (strcmp(cmd, "evict") == 0) {
 		long long s = age ? parse_age(age) : 0;
 
@@ -462,10 +467,9 @@ main(int argc, char **argv)
 				snprintf(req, sizeof(req), "evict-prefix %s",
 				    prefix);
 			else
-				snprintf(req, sizeof(req),
-				    "evict-before %lld",
+				snprintf(req, sizeof(req), "evict-before %lld",
 				    (long long)time(NULL) - s + 1);
-			ret = cmd_write(dir, req, 0);
+			ret = cmd_write(dir, req);
 		}
 	} else {
 		fprintf(stderr, "feedfs-cache: unknown command %s\n", cmd);

@@ -536,8 +536,8 @@ test_damaged_store(void)
 		}
 	}
 	/* The lock probe: free, then held by this process (seen by a child). */
-	CHECK_EQ_INT(cache_probe_lock("/nonexistent/feedfs", err, sizeof(err)),
-	    0);
+	CHECK_EQ_INT(
+	    cache_probe_lock("/nonexistent/feedfs", err, sizeof(err)), 0);
 	if (c != NULL) {
 		if ((pid = fork()) == 0) {
 			char want[256];
@@ -566,7 +566,7 @@ test_admin(void)
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512], reply[256], sock[160];
 	uint64_t n = 0, bytes = 0;
-	int cnt[3] = { 0, 0, 0 };
+	int cnt[3] = {0, 0, 0};
 
 	if (open_cache("c-admin", 64 * MB, &c) != 0) {
 		CHECK(0);
@@ -585,14 +585,14 @@ test_admin(void)
 	CHECK_EQ_INT(cache_open_secondary(dir, &sec, err, sizeof(err)), 0);
 	if (sec != NULL) {
 		memset(cnt, 0, sizeof(cnt));
-		CHECK_EQ_INT(cache_scan(sec, count_entries, cnt, err,
-				 sizeof(err)), 0);
+		CHECK_EQ_INT(
+		    cache_scan(sec, count_entries, cnt, err, sizeof(err)), 0);
 		CHECK_EQ_INT(cnt[0], 5);
 		cache_close(sec);
 	}
 
-	CHECK_EQ_INT(cache_evict_match(c, "p2", 0, &n, &bytes, err,
-			 sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    cache_evict_match(c, "p2", 0, &n, &bytes, err, sizeof(err)), 0);
 	CHECK_EQ_INT(n, 2);
 	CHECK_EQ_INT(bytes, 2 * (16 * 16 * 3 + 80));
 	key_of(3, key);
@@ -602,7 +602,8 @@ test_admin(void)
 	if (out.data)
 		free(out.data);
 	CHECK_EQ_INT(cache_evict_match(c, NULL, (uint64_t)time(NULL) + 1, &n,
-			 &bytes, err, sizeof(err)), 0);
+			 &bytes, err, sizeof(err)),
+	    0);
 	CHECK_EQ_INT(n, 3);
 	put_n(c, 10, 2, "p1");
 	CHECK_EQ_INT(cache_clear(c, &n, &bytes, err, sizeof(err)), 0);
@@ -616,8 +617,8 @@ test_admin(void)
 	put_n(c, 20, 1, "p1");
 	CHECK_EQ_INT(cache_ctl_request(dir, "stats", reply, sizeof(reply)), 0);
 	CHECK(strncmp(reply, "ok hits ", 8) == 0);
-	CHECK_EQ_INT(cache_ctl_request(dir, "evict-prefix p1", reply,
-			 sizeof(reply)), 0);
+	CHECK_EQ_INT(
+	    cache_ctl_request(dir, "evict-prefix p1", reply, sizeof(reply)), 0);
 	CHECK(strcmp(reply, "ok 1 848") == 0);
 	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply)), 0);
 	CHECK(strcmp(reply, "ok") == 0);

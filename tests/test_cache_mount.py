@@ -8,10 +8,9 @@ accounting read from .feedfs/stats, bytes compared with feedfs-ref:
   - a source file rewritten after caching (another image, new mtime) is a
     miss, and the bytes served are feedfs-ref's for the new file;
   - the size bound under continuous insertion: 16M of cache, ~50M of
-    values put through a mount; the disk use measured with du after the
-    unmount stays under the bound plus the slack that cache.h documents,
-    and polled while it runs, under twice that (an eviction's compaction
-    holds its inputs and its output at once)."""
+    values put through a mount; the disk use, polled while it runs and
+    measured with du after the unmount, stays under the bound plus the
+    slack that cache.h documents."""
 
 import os
 import shutil
@@ -150,10 +149,8 @@ with fflib.Mount(t, bcfg, t.path("mnt")) as m:
         % (written / MB, peak / MB, slack / MB))
     check(written > 2 * bound, "only %d bytes put: not a test of the bound"
           % written)
-    # While an eviction's compaction runs, its output and its inputs are
-    # both on disk (cache.h): up to twice the bound for a moment.
-    check(peak <= 2 * bound + slack, "disk use %d over twice the bound "
-          "%d + %d" % (peak, bound, slack))
+    check(peak <= bound + slack, "disk use %d over the bound %d + %d"
+          % (peak, bound, slack))
 du = int(subprocess.check_output(["du", "-sb", t.path("bcache")]).split()[0])
 log("size bound: du after the unmount %.1fM" % (du / MB))
 check(du <= bound + slack + meta, "du %d over the bound %d + %d + %d"
