@@ -412,7 +412,14 @@ check_format(struct cache *c, const char *dir, char *err, size_t errlen)
 		snprintf(
 		    err, errlen, "%s: unreadable cache format marker", dir);
 		r = -EBADMSG; /* garbage: cache_open moves the store aside */
+	} else if (vlen < strlen(want) ||
+	    (vlen == strlen(want) && memcmp(v, want, vlen) < 0)) {
+		/* An older feedfs's store: cache_open moves it aside. */
+		snprintf(err, errlen, "written by an older feedfs (format %.*s)",
+		    (int)(vlen < 16 ? vlen : 16), v);
+		r = -ESTALE;
 	} else if (vlen != strlen(want) || memcmp(v, want, vlen) != 0) {
+		/* A newer feedfs's store: leave it alone. */
 		snprintf(err, errlen,
 		    "%s: cache format version %.*s, this feedfs writes "
 		    "version %s (clear the directory or use another "
@@ -492,7 +499,8 @@ is_corruption(const char *e)
  * exists) and say so in note.
  */
 static int
-move_aside(const char *dir, const char *why, char *note, size_t notelen)
+move_aside(const char *dir, const char *tag, const char *why, char *note,
+    size_t notelen)
 {
 	char to[4096], stamp[32];
 	time_t now = time(NULL);
@@ -501,17 +509,18 @@ move_aside(const char *dir, const char *why, char *note, size_t notelen)
 
 	localtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	n = (size_t)snprintf(to, sizeof(to), "%s.corrupt-%s", dir, stamp);
+	n = (size_t)snprintf(to, sizeof(to), "%s.%s-%s", dir, tag, stamp);
 	for (int i = 1; n < sizeof(to) && access(to, F_OK) == 0 && i < 100; i++)
 		n = (size_t)snprintf(
-		    to, sizeof(to), "%s.corrupt-%s-%d", dir, stamp, i);
+		    to, sizeof(to), "%s.%s-%s-%d", dir, tag, stamp, i);
 	if (n >= sizeof(to) || access(to, F_OK) == 0)
 		return -EEXIST;
 	if (rename(dir, to) != 0)
 		return -errno;
-	snprintf(note, notelen,
-	    "%s was damaged (%s): moved it aside to %s and made a new cache",
-	    dir, why, to);
+	snprintf(note, notelen, "%s %s (%s): moved it aside to %s and made a "
+				"new cache",
+	    dir, strcmp(tag, "corrupt") == 0 ? "was damaged" : "is old", why,
+	    to);
 	return 0;
 }
 
@@ -564,9 +573,13 @@ cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
 	atomic_flag_clear(&c->evicting);
 	set_options(c, size_bound, mem_bound);
 	r = open_store(c, dir, why, sizeof(why));
-	if (r == -EBADMSG) {
-		/* Damaged: keep it for a post-mortem, start afresh. */
-		if ((r = move_aside(dir, why, c->note, sizeof(c->note))) != 0) {
+	if (r == -EBADMSG || r == -ESTALE) {
+		/*
+		 * Damaged, or an older format: keep it (for a post-mortem, or
+		 * a downgrade) and start afresh.
+		 */
+		if ((r = move_aside(dir, r == -ESTALE ? "old" : "corrupt", why,
+			 c->note, sizeof(c->note))) != 0) {
 			snprintf(err, errlen,
 			    "%s is damaged (%s) and cannot be moved aside: %s",
 			    dir, why, strerror(-r));

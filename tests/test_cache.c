@@ -296,6 +296,26 @@ test_corrupt(void)
 	r = cache_open(dir, 1024 * MB, 16 * MB, &c, err, sizeof(err));
 	CHECK_EQ_INT(r, -EINVAL);
 	CHECK(strstr(err, "format version 999") != NULL);
+
+	/* An older version's store is moved aside and a new one made. */
+	path_in(dir, sizeof(dir), "c-older");
+	db = rocksdb_open(o, dir, &e);
+	CHECK(e == NULL);
+	rocksdb_free(e);
+	e = NULL;
+	if (db != NULL) {
+		rocksdb_put(db, wo, "feedfs-cache-format", 19, "1", 1, &e);
+		rocksdb_free(e);
+		rocksdb_close(db);
+	}
+	c = NULL;
+	r = cache_open(dir, 1024 * MB, 16 * MB, &c, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	CHECK(c != NULL && cache_note(c) != NULL &&
+	    strstr(cache_note(c), "older feedfs (format 1)") != NULL &&
+	    strstr(cache_note(c), ".old-") != NULL);
+	cache_close(c);
+	c = NULL;
 out:
 	rocksdb_writeoptions_destroy(wo);
 	rocksdb_readoptions_destroy(ro);
