@@ -42,7 +42,8 @@ struct cache_stats {
 /*
  * Open (creating) the store in dir.  size_bound bounds its disk use
  * (approximately: it may be passed by min(64M, size_bound/32) plus a
- * memtable before the oldest entries go; a value over size_bound/4 is not
+ * memtable before the oldest entries go, and for a moment by the two
+ * memtables a flush may be writing; a value over size_bound/4 is not
  * stored), mem_bound its block cache and memtables.  Fails with a message
  * when dir cannot be used: -EBUSY when another process holds it, -EINVAL
  * for a store of another format version, -EIO otherwise.  A damaged store
