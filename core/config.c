@@ -155,6 +155,7 @@ job_defaults(struct cfg_job *j)
 	j->layout = XF_CHW;
 	j->on_error = CFG_ON_ERROR_FAIL;
 	j->gpu = false;
+	j->max_pixels = XF_DEFAULT_MAX_PIXELS;
 }
 
 static int
@@ -484,6 +485,11 @@ set_job(struct parser *p, const char *key, const char *val)
 			return perr(p, p->line, "on_error: '%s' is not fail or "
 			    "substitute", val);
 		j->on_error = (enum cfg_on_error)e;
+	} else if (strcmp(key, "max_pixels") == 0) {
+		if (parse_uint(val, 1, UINT64_MAX, &v) != 0)
+			return perr(p, p->line, "max_pixels: '%s' is not a "
+			    "count of pixels from 1 up", val);
+		j->max_pixels = v;
 	} else
 		return perr(p, p->line, "unknown key '%s' in [job %s]", key,
 		    j->name);
@@ -499,11 +505,11 @@ key_bit(enum section sec, const char *key)
 	static const char *const dataset[] = { "root", "manifest" };
 	static const char *const job[] = { "dataset", "batch_size", "epochs",
 		"seed", "shuffle", "drop_last", "order", "pipeline", "dtype",
-		"layout", "on_error", "gpu" };
+		"layout", "on_error", "gpu", "max_pixels" };
 	const char *const *k = sec == SEC_MOUNT ? mount
 	    : sec == SEC_DATASET		    ? dataset
 						    : job;
-	size_t n = sec == SEC_MOUNT ? 6 : sec == SEC_DATASET ? 2 : 12;
+	size_t n = sec == SEC_MOUNT ? 6 : sec == SEC_DATASET ? 2 : 13;
 
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(k[i], key) == 0)

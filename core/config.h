@@ -50,6 +50,7 @@ struct cfg_job {
 	enum xf_layout layout;
 	enum cfg_on_error on_error;
 	bool gpu;
+	uint64_t max_pixels; /* source images larger than this are refused */
 	int line;          /* of the [job NAME] header */
 	int pipeline_line; /* of its pipeline key (or the header) */
 	int dataset_line;  /* of its dataset key (or the header) */

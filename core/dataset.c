@@ -5,8 +5,9 @@
  * The scan reads directories only (readdir's d_type, fstatat where it is
  * unknown or a symlink), never the files, and sorts once at the end, so
  * 1.3M files (ImageNet) take about as long as listing them.  Symbolic links
- * are followed, to files and to directories; a link that points back into
- * its own ancestry is skipped.  A broken link is skipped; an unreadable
+ * are followed, to files and to directories, also out of the root; a link
+ * that points back into its own ancestry, the root included, is skipped
+ * (so a link to the root does not list every class again under one).  A broken link is skipped; an unreadable
  * directory is an error.  A class directory without images stays a class
  * (labels do not move).  Manifest entries are taken as they are: whether
  * the files exist is found out when they are read.
@@ -294,10 +295,16 @@ static int
 scan_tree(struct scan *s, struct dataset *ds)
 {
 	int fd, sub, r;
+	bool loop;
 
 	fd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return scan_error(s, NULL, -errno);
+	/* The root is the first ancestor of every class directory. */
+	if ((r = push_dir(s, fd, &loop)) != 0) {
+		r = scan_error(s, NULL, r);
+		goto out;
+	}
 	if ((r = list_classes(s, fd, &ds->classes, &ds->nclasses)) != 0)
 		goto out;
 	for (size_t i = 0; i < ds->nclasses; i++) {
@@ -314,7 +321,7 @@ scan_tree(struct scan *s, struct dataset *ds)
 			goto out;
 		}
 		memcpy(s->rel, name, strlen(name) + 1);
-		s->depth = 0;
+		s->depth = 1; /* the root */
 		if ((r = scan_dir(s, sub, (int64_t)i)) != 0)
 			goto out;
 	}

@@ -52,6 +52,7 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    msg);
 		goto fail;
 	}
+	j->pl->max_pixels = cj->max_pixels;
 	plen = xf_prefix_text(j->pl, NULL, 0);
 	if ((j->prefix = malloc(plen + 1)) == NULL ||
 	    (j->logged = calloc((ds->n + 7) / 8, 1)) == NULL) {
@@ -136,7 +137,12 @@ read_file(const char *path, uint8_t **out, size_t *len, struct stat *st,
 	size_t got = 0;
 	int fd, r;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+	/*
+	 * O_NONBLOCK: a FIFO (or a device) put where a sample was must be
+	 * refused by the S_ISREG check below, not block the worker in open()
+	 * forever.  It changes nothing for regular files.
+	 */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
@@ -199,8 +205,13 @@ now_ns(void)
 static bool
 usable(struct cache_val *v)
 {
+	size_t n;
+
+	/* w * h * 3 must not wrap: a damaged (or forged) entry claiming
+	 * 2^32-1 x 2^32-1 would else pass with a few bytes of payload. */
 	if (v->c == 3 && v->dtype == 0 && v->w > 0 && v->h > 0 &&
-	    v->len == (size_t)v->w * v->h * 3)
+	    !__builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) &&
+	    !__builtin_mul_overflow(n, (size_t)3, &n) && v->len == n)
 		return true;
 	free(v->data);
 	return false;
@@ -268,6 +279,29 @@ hit:
 	return 0;
 }
 
+/* A sample of a pipeline without cache, from the file in one call. */
+static int
+run_whole(struct job *j, const char *path, uint64_t key, bool raw, void *dst,
+    char *err, size_t errlen)
+{
+	uint8_t *src = NULL;
+	size_t len = 0;
+	struct stat st;
+	char msg[384];
+	int r;
+
+	if ((r = read_file(path, &src, &len, &st, err, errlen)) != 0)
+		return -EIO;
+	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
+	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));
+	free(src);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", path, msg);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* sample_make; raw: uint8 HWC output whatever the job's dtype/layout. */
 static int
 make_as(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
@@ -284,6 +318,16 @@ make_as(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		snprintf(err, errlen, "%s/%s: path too long", ds->root,
 		    ds->samples[id].path);
 		return -EIO;
+	}
+	if (j->prefix[0] == '\0') {
+		/*
+		 * No cache op: nothing to store, so the whole pipeline runs
+		 * on the file's bytes (xf_run decodes only the box of a
+		 * leading random_resized_crop).
+		 */
+		r = run_whole(j, path, rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed,
+		    epoch, id), raw, dst, err, errlen);
+		goto out;
 	}
 	if ((r = prefix_image(j, c, path, &img, err, errlen)) != 0)
 		goto out;

@@ -292,6 +292,85 @@ test_mistakes(void)
 		 "normalize(imagenet)\n", 6, "");
 }
 
+/* max_pixels: the default, a value, bad values (issue 6). */
+static void
+test_max_pixels(void)
+{
+	struct cfg *c;
+
+	if ((c = good(HEAD)) != NULL) {
+		CHECK(c->jobs[0].max_pixels == XF_DEFAULT_MAX_PIXELS);
+		cfg_free(c);
+	}
+	if ((c = good(HEAD "max_pixels = 4000000000\n")) != NULL) {
+		CHECK(c->jobs[0].max_pixels == 4000000000ull);
+		cfg_free(c);
+	}
+	bad(HEAD "max_pixels = 0\n", 5, "max_pixels: '0'");
+	bad(HEAD "max_pixels = lots\n", 5, "max_pixels: 'lots'");
+	bad(HEAD "max_pixels = -5\n", 5, "max_pixels: '-5'");
+	bad(HEAD "max_pixels = 18446744073709551616\n", 5, "max_pixels:");
+	bad(HEAD "max_pixels = 10\nmax_pixels = 20\n", 6, "given twice");
+}
+
+/*
+ * Hostile files (issue 6): absurd sizes, a 10 MB line, binary garbage, a
+ * NUL byte; each is a FILE:LINE error, never a crash.
+ */
+static void
+test_hostile_files(void)
+{
+	size_t big = 10u << 20;
+	char *s = malloc(big + 256);
+	struct cfg *c = NULL;
+	char err[1024];
+	FILE *fp;
+
+	bad(HEAD "batch_size = 1099511627776\n", 5, "given twice");
+	bad("[dataset d]\nroot = /tmp\n[job j]\nbatch_size = 1099511627776\n",
+	    4, "batch_size: '1099511627776'");
+	bad("[mount]\nmemory = 1\n" HEAD, 2, "memory: 1 is too small");
+	bad("[mount]\ncache_size = 1\n" HEAD, 2, "cache_size: 1 is too small");
+	bad("[mount]\nmemory = 99999999999T\n" HEAD, 2, "memory:");
+	bad("[mount]\nthreads = 4294967297\n" HEAD, 2, "threads:");
+	bad(HEAD "epochs = 0\n", 5, "epochs: '0'");
+	bad(HEAD "[mount]\n[mount]\n", 6, "a second [mount]");
+	bad(HEAD "[dataset d]\n", 5, "dataset 'd' is already defined");
+	bad(HEAD "[job j]\n", 5, "job 'j' is already defined");
+	bad(HEAD "pipeline = decode resize(99999999999999999999) "
+		 "center_crop(8)\n", 5, "pipeline:");
+	bad(HEAD "pipeline = decode center_crop(8) center_crop(8) "
+		 "center_crop(8) center_crop(8) center_crop(8) cache "
+		 "frobnicate\n", 5, "pipeline:");
+	if (s == NULL) {
+		CHECK(0);
+		return;
+	}
+	/* A 10 MB key on line 5. */
+	memcpy(s, HEAD, strlen(HEAD));
+	memset(s + strlen(HEAD), 'k', big);
+	strcpy(s + strlen(HEAD) + big, " = 1\n");
+	bad(s, 5, "unknown key");
+	/* A 10 MB pipeline value on line 5. */
+	strcpy(s, HEAD "pipeline = decode ");
+	memset(s + strlen(s), 'x', big);
+	strcpy(s + strlen(HEAD "pipeline = decode ") + big, "\n");
+	bad(s, 5, "pipeline:");
+	/* Binary garbage (no NUL): an error on line 1. */
+	for (size_t i = 0; i < 4096; i++)
+		s[i] = (char)(1 + (i * 131 + (i >> 3) * 7) % 255);
+	s[4096] = '\0';
+	bad(s, 1, "");
+	/* A NUL byte. */
+	if ((fp = fopen(path, "w")) != NULL) {
+		fwrite(HEAD "\0seed = 1\n", 1, strlen(HEAD) + 11, fp);
+		fclose(fp);
+		CHECK_EQ_INT(cfg_load(path, &c, err, sizeof(err)), -EINVAL);
+		CHECK(strstr(err, ":5: a NUL byte") != NULL);
+	}
+	free(s);
+}
+
 static void
 test_missing_file(void)
 {
@@ -316,6 +395,8 @@ main(void)
 	test_full();
 	test_defaults();
 	test_mistakes();
+	test_max_pixels();
+	test_hostile_files();
 	test_missing_file();
 	unlink(path);
 	rmdir(dir);

@@ -97,6 +97,10 @@ test_folder(void)
 	snprintf(path, sizeof(path), "%s/img/C/loop", tmp);
 	snprintf(target, sizeof(target), "%s/img/C", tmp);
 	CHECK_EQ_INT(symlink(target, path), 0);
+	/* A link to the root is a loop too: it does not list every class
+	 * again under b (issue 6). */
+	snprintf(path, sizeof(path), "%s/img/b/root", tmp);
+	CHECK_EQ_INT(symlink("..", path), 0);
 
 	r = open_ds("img", NULL, &ds, err, sizeof(err));
 	CHECK_EQ_INT(r, 0);

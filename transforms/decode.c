@@ -8,6 +8,7 @@
  * padded with grey.
  */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,15 @@ int
 xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen)
 {
+	return xf_decode_max(jpeg, len, min_w, min_h, XF_DEFAULT_MAX_PIXELS,
+	    out, err, errlen);
+}
+
+int
+xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
+    uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
+    size_t errlen)
+{
 	struct jpeg_decompress_struct cinfo;
 	struct decode_err de;
 	uint8_t *volatile px = NULL;
@@ -98,6 +108,15 @@ xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	jpeg_create_decompress(&cinfo);
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
+	/* Before libjpeg or we allocate anything of the image's size. */
+	if (max_pixels > 0 &&
+	    (uint64_t)cinfo.image_width * cinfo.image_height > max_pixels) {
+		snprintf(err, errlen, "image too large: %ux%u is more than "
+		    "max_pixels (%llu)", (unsigned)cinfo.image_width,
+		    (unsigned)cinfo.image_height, (unsigned long long)max_pixels);
+		r = -EFBIG;
+		goto out;
+	}
 
 	switch (cinfo.jpeg_color_space) {
 	case JCS_CMYK:
@@ -165,6 +184,168 @@ xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	out->h = h;
 	out->px = px; /* transferred */
 	px = NULL;
+	r = 0;
+out:
+	jpeg_destroy_decompress(&cinfo);
+	free(row);
+	free(px);
+	return r;
+}
+
+/* Pixels of context decoded around a box (see xf_decode_box). */
+#define CTX 16
+
+int
+xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+    uint32_t x, uint32_t y, uint32_t cw, uint32_t ch, uint32_t tw,
+    uint32_t th, struct xf_image *out, float box[4], char *err,
+    size_t errlen)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct decode_err de;
+	uint8_t *volatile px = NULL;
+	uint8_t *volatile row = NULL;
+	volatile int r = -EINVAL;
+	double sx, sy, x0, y0, x1, y1;
+	JDIMENSION xoff, cwid;
+	uint32_t iw, ih, W, H, rx0, rx1, ry0, ry1, rw, rh, bpp;
+	bool cmyk;
+
+	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
+		snprintf(err, errlen, "not a JPEG");
+		return -EINVAL;
+	}
+	memset(&cinfo, 0, sizeof(cinfo));
+	cinfo.err = jpeg_std_error(&de.mgr);
+	de.mgr.error_exit = decode_error_exit;
+	de.mgr.emit_message = decode_emit_message;
+	de.err = err;
+	de.errlen = errlen;
+	if (setjmp(de.jb) != 0)
+		goto out;
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
+	jpeg_read_header(&cinfo, TRUE);
+	iw = cinfo.image_width;
+	ih = cinfo.image_height;
+	if (max_pixels > 0 && (uint64_t)iw * ih > max_pixels) {
+		snprintf(err, errlen, "image too large: %ux%u is more than "
+		    "max_pixels (%llu)", (unsigned)iw, (unsigned)ih,
+		    (unsigned long long)max_pixels);
+		r = -EFBIG;
+		goto out;
+	}
+	if (cw == 0 || ch == 0 || x > iw || cw > iw - x || y > ih ||
+	    ch > ih - y) {
+		snprintf(err, errlen, "crop box outside the image");
+		goto out;
+	}
+	cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
+	    cinfo.jpeg_color_space == JCS_YCCK;
+	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+	bpp = cmyk ? 4 : 3;
+
+	/* The smallest M/8 at which the box still gives tw x th. */
+	/*
+	 * Only 1/8, 2/8, 4/8 and 8/8: libjpeg-turbo's other scaled IDCTs
+	 * have no SIMD, so that 3/8 or 6/8 decode no faster than 4/8 or 8/8
+	 * and stray further from a full decode (measured on the bench
+	 * dataset: 1.66 ms vs 1.60 ms per image, mean |diff| 0.68 vs 0.12).
+	 */
+	cinfo.scale_denom = 8;
+	for (unsigned int num = 1; num <= 8; num *= 2) {
+		cinfo.scale_num = num;
+		jpeg_calc_output_dimensions(&cinfo);
+		if ((double)cw * cinfo.output_width / iw >= tw &&
+		    (double)ch * cinfo.output_height / ih >= th)
+			break;
+	}
+	jpeg_start_decompress(&cinfo);
+	W = cinfo.output_width;
+	H = cinfo.output_height;
+	if (W == 0 || H == 0) {
+		snprintf(err, errlen, "corrupt data: empty image");
+		goto out;
+	}
+	/* The box at this scale, and the whole pixels that cover it. */
+	/* Scaled block b covers full-size block b: the scale is M/8 (W is
+	 * rounded up from iw * M/8). */
+	sx = sy = cinfo.scale_num / 8.0;
+	x0 = x * sx;
+	x1 = (double)(x + cw) * sx;
+	y0 = y * sy;
+	y1 = (double)(y + ch) * sy;
+	rx0 = (uint32_t)x0;
+	ry0 = (uint32_t)y0;
+	rx1 = (uint32_t)ceil(x1);
+	ry1 = (uint32_t)ceil(y1);
+	if (rx1 > W)
+		rx1 = W;
+	if (ry1 > H)
+		ry1 = H;
+	rw = rx1 - rx0;
+	rh = ry1 - ry0;
+	/*
+	 * libjpeg widens the columns to whole iMCUs (xoff <= rx0).  Asked
+	 * for CTX more pixels on each side (and rows above), so that the
+	 * box's edges get the same chroma upsampling context as in a full
+	 * decode, not that of an image edge.
+	 */
+	{
+		uint32_t cx0 = rx0 > CTX ? rx0 - CTX : 0;
+		uint32_t cx1 = rx1 + CTX < W ? rx1 + CTX : W;
+
+		xoff = cx0;
+		cwid = cx1 - cx0;
+		if (cwid < W)
+			jpeg_crop_scanline(&cinfo, &xoff, &cwid);
+		else
+			xoff = 0;
+	}
+	if ((px = malloc((size_t)rw * rh * 3)) == NULL ||
+	    (row = malloc((size_t)cinfo.output_width * bpp)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	{
+		uint32_t skip = ry0 > CTX ? ry0 - CTX : 0;
+
+		if (skip > 0 && jpeg_skip_scanlines(&cinfo, skip) != skip) {
+			snprintf(err, errlen, "corrupt data: image ends early");
+			goto out;
+		}
+	}
+	for (uint32_t yy = cinfo.output_scanline; yy < ry1; yy++) {
+		JSAMPROW rows[1] = {row};
+		uint8_t *d = px + (size_t)(yy - ry0) * rw * 3;
+
+		if (jpeg_read_scanlines(&cinfo, rows, 1) != 1) {
+			snprintf(err, errlen, "corrupt data: image ends early");
+			goto out;
+		}
+		if (yy < ry0)
+			continue;
+		if (cmyk)
+			cmyk_row_to_rgb(row + (size_t)(rx0 - xoff) * 4, d, rw);
+		else
+			memcpy(d, row + (size_t)(rx0 - xoff) * 3,
+			    (size_t)rw * 3);
+	}
+	/* The rows below the box are not decoded. */
+	jpeg_abort_decompress(&cinfo);
+	out->w = rw;
+	out->h = rh;
+	out->px = px; /* transferred */
+	px = NULL;
+	box[0] = (float)(x0 - rx0);
+	box[1] = (float)(y0 - ry0);
+	box[2] = (float)(x1 - rx0);
+	box[3] = (float)(y1 - ry0);
+	if (box[2] > (float)rw)
+		box[2] = (float)rw;
+	if (box[3] > (float)rh)
+		box[3] = (float)rh;
 	r = 0;
 out:
 	jpeg_destroy_decompress(&cinfo);

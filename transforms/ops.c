@@ -214,10 +214,9 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	case XF_OP_RRC:
 		xf_rrc_params(img->w, img->h, op->scale, op->ratio, rngkey,
 		    (uint64_t)i << 32, &x, &y, &cw, &ch);
-		if ((r = xf_crop(img, x, y, cw, ch, &n)) != 0)
-			return r;
-		replace(img, &n);
-		if ((r = xf_resize(img, op->w, op->h, &n)) != 0)
+		/* The box is inside: crop + resize without the copy. */
+		if ((r = xf_resize_box(img, (uint32_t)x, (uint32_t)y, cw, ch,
+			 op->w, op->h, &n)) != 0)
 			return r;
 		return replace(img, &n);
 	case XF_OP_FLIP:
@@ -314,7 +313,8 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 		min_w = tw > 0x7fffffff ? UINT32_MAX : 2 * tw;
 		min_h = th > 0x7fffffff ? UINT32_MAX : 2 * th;
 	}
-	if ((r = xf_decode(jpeg, len, min_w, min_h, &img, err, errlen)) != 0)
+	if ((r = xf_decode_max(jpeg, len, min_w, min_h, pl->max_pixels, &img,
+		 err, errlen)) != 0)
 		return r;
 	for (size_t i = 1; i < end; i++) {
 		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0);
@@ -328,13 +328,14 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	return 0;
 }
 
-int
-xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
+/* Ops start.. of pl on img (consumed), then the output conversion. */
+static int
+run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst)
 {
 	int r = 0;
 
-	for (size_t i = prefix_end(pl); i < pl->nops && r == 0; i++)
+	for (size_t i = start; i < pl->nops && r == 0; i++)
 		r = apply_op(pl, i, img, rngkey, 0, 0);
 	/* A cached prefix of another shape must not overrun dst. */
 	if (r == 0 && (img->w != pl->out_w || img->h != pl->out_h))
@@ -344,5 +345,73 @@ xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
 		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
 	free(img->px);
 	img->px = NULL;
+	return r;
+}
+
+int
+xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst)
+{
+	return run_from(pl, prefix_end(pl), img, rngkey, dtype, layout, dst);
+}
+
+/*
+ * Partial decode for "decode random_resized_crop(S) ..." without cache:
+ * the box is the one apply_op would draw on the full decode (same size,
+ * key and counter: op 1), so the boxes follow torchvision's distribution
+ * exactly; only the pixels differ, where a DCT scale is used (a box at
+ * least twice the output) or where libjpeg's cropped decode differs at
+ * the iMCU edges.  Returns 1 when the pipeline or the JPEG header does
+ * not allow it (the caller then runs the full path).
+ */
+static int
+run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
+    size_t len, uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout,
+    void *dst, char *err, size_t errlen)
+{
+	const struct xf_op *op = &pl->ops[1];
+	struct xf_image img, n;
+	uint32_t w, h, cw, ch;
+	int32_t x, y;
+	float box[4];
+	int r;
+
+	if (pl->cache_at < pl->nops || pl->nops < 2 ||
+	    op->kind != XF_OP_RRC || jpeg_dims(jpeg, len, &w, &h) != 0)
+		return 1;
+	xf_rrc_params(w, h, op->scale, op->ratio, rngkey, 1ULL << 32, &x, &y,
+	    &cw, &ch);
+	r = xf_decode_box(jpeg, len, pl->max_pixels, (uint32_t)x, (uint32_t)y,
+	    cw, ch, op->w, op->h, &img, box, err, errlen);
+	if (r != 0)
+		return r;
+	r = xf_resize_fbox(&img, box, op->w, op->h, &n);
+	if (r == 0)
+		replace(&img, &n);
+	else
+		free(img.px);
+	if (r == 0)
+		r = run_from(pl, 2, &img, rngkey, dtype, layout, dst);
+	if (r != 0)
+		snprintf(err, errlen, "%s", strerror(-r));
+	return r;
+}
+
+int
+xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
+    char *err, size_t errlen)
+{
+	struct xf_image img;
+	int r;
+
+	r = run_rrc_partial(pl, jpeg, len, rngkey, dtype, layout, dst, err,
+	    errlen);
+	if (r <= 0)
+		return r;
+	if ((r = xf_run_prefix(pl, jpeg, len, &img, err, errlen)) != 0)
+		return r;
+	if ((r = xf_run_suffix(pl, &img, rngkey, dtype, layout, dst)) != 0)
+		snprintf(err, errlen, "%s", strerror(-r));
 	return r;
 }

@@ -373,6 +373,7 @@ xf_pipeline_parse(
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	pl->max_pixels = XF_DEFAULT_MAX_PIXELS;
 	while ((r = next_op(&text, &t, err, errlen)) == 0) {
 		if (pl->nops == cap) {
 			struct xf_op *n;

@@ -4,8 +4,23 @@
  * Resample.c): a triangle filter widened by the scale when shrinking,
  * coefficients normalized in double and rounded to 22-bit fixed point,
  * a horizontal pass into an 8-bit temporary, then a vertical pass.
+ *
+ * Every sum is Pillow's exact int32 sum of pixel * coefficient products
+ * (plus the rounding bias), so any order of summation gives Pillow's
+ * bytes.  That leaves room for SIMD: on x86-64 CPUs with AVX2 (checked at
+ * run time) both passes run in vector kernels that compute the same
+ * integers; elsewhere, or with FEEDFS_XF_SCALAR=1 in the environment (the
+ * tests compare both), the portable loops do.
+ *
+ * - horizontal, AVX2: the 22-bit coefficient k is split as
+ *   k = kh * 2048 + kl (both fit int16), so that pmaddwd can multiply two
+ *   taps of 8-bit pixels at once without losing a bit:
+ *   sum(p * k) = (sum(p * kh) << 11) + sum(p * kl), all below 2^31.
+ *   Four outputs per step, two taps per multiply, channels in the lanes.
+ * - vertical, AVX2: contiguous rows, 32 bytes at a time in int32 lanes.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,12 +28,18 @@
 
 #include "transforms/xf.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNELS 1
+#endif
+
 #define PRECISION_BITS (32 - 8 - 2)
 #define ROUND_BIAS (1 << (PRECISION_BITS - 1))
 
 /* The coefficients of one pass: output i reads k[i*ksize..] from in[lo]. */
 struct coeffs {
 	int ksize;
+	int nmax;    /* the largest n of any output */
 	int *bounds; /* lo, n per output */
 	int32_t *k;
 };
@@ -40,11 +61,14 @@ coeffs_free(struct coeffs *c)
 	free(c->k);
 }
 
-/* Pillow's precompute_coeffs + normalize_coeffs_8bpc for box (0, insize). */
+/*
+ * Pillow's precompute_coeffs + normalize_coeffs_8bpc for the box (in0,
+ * in1) of an input of insize pixels ((0, insize) for a plain resize).
+ */
 static int
-coeffs_make(uint32_t insize, uint32_t outsize, struct coeffs *c)
+coeffs_make(uint32_t insize, float in0, float in1, uint32_t outsize,
+    struct coeffs *c)
 {
-	float in0 = 0.0f, in1 = (float)insize;
 	double support, scale, filterscale;
 	double *kk = NULL;
 	int ksize;
@@ -56,6 +80,7 @@ coeffs_make(uint32_t insize, uint32_t outsize, struct coeffs *c)
 	ksize = (int)ceil(support) * 2 + 1;
 
 	c->ksize = ksize;
+	c->nmax = 0;
 	c->bounds = malloc(sizeof(*c->bounds) * 2 * outsize);
 	c->k = malloc(sizeof(*c->k) * (size_t)ksize * outsize);
 	kk = malloc(sizeof(*kk) * (size_t)ksize);
@@ -99,6 +124,8 @@ coeffs_make(uint32_t insize, uint32_t outsize, struct coeffs *c)
 			k[x] = 0;
 		c->bounds[xx * 2] = xmin;
 		c->bounds[xx * 2 + 1] = xmax;
+		if (xmax > c->nmax)
+			c->nmax = xmax;
 	}
 	free(kk);
 	return 0;
@@ -114,115 +141,412 @@ clip8(int32_t v)
 	return (uint8_t)(v >> PRECISION_BITS);
 }
 
-/* rows rows of width inw from src to width outw in dst. */
+/* Output xx of a horizontal pass over the row at s (portable). */
+static inline void
+h_one(const uint8_t *s, uint8_t *d, uint32_t xx, const struct coeffs *c)
+{
+	const int32_t *k = c->k + (size_t)xx * c->ksize;
+	const uint8_t *p = s + (size_t)c->bounds[xx * 2] * 3;
+	int n = c->bounds[xx * 2 + 1];
+	int32_t s0 = ROUND_BIAS, s1 = ROUND_BIAS, s2 = ROUND_BIAS;
+
+	for (int x = 0; x < n; x++, p += 3) {
+		s0 += p[0] * k[x];
+		s1 += p[1] * k[x];
+		s2 += p[2] * k[x];
+	}
+	d[xx * 3] = clip8(s0);
+	d[xx * 3 + 1] = clip8(s1);
+	d[xx * 3 + 2] = clip8(s2);
+}
+
+/* rows rows (stride bytes apart) of width inw to width outw in dst. */
 static void
-pass_horizontal(const uint8_t *src, uint32_t inw, uint8_t *dst, uint32_t outw,
-    uint32_t rows, const struct coeffs *c)
+pass_horizontal(const uint8_t *src, size_t stride, uint8_t *dst,
+    uint32_t outw, uint32_t rows, const struct coeffs *c)
 {
 	for (uint32_t y = 0; y < rows; y++) {
-		const uint8_t *s = src + (size_t)y * inw * 3;
+		const uint8_t *s = src + (size_t)y * stride;
 		uint8_t *d = dst + (size_t)y * outw * 3;
 
-		for (uint32_t xx = 0; xx < outw; xx++) {
-			const int32_t *k = c->k + (size_t)xx * c->ksize;
-			const uint8_t *p = s + (size_t)c->bounds[xx * 2] * 3;
-			int n = c->bounds[xx * 2 + 1];
-			int32_t s0 = ROUND_BIAS, s1 = ROUND_BIAS,
-				s2 = ROUND_BIAS;
-
-			for (int x = 0; x < n; x++, p += 3) {
-				s0 += p[0] * k[x];
-				s1 += p[1] * k[x];
-				s2 += p[2] * k[x];
-			}
-			d[xx * 3] = clip8(s0);
-			d[xx * 3 + 1] = clip8(s1);
-			d[xx * 3 + 2] = clip8(s2);
-		}
+		for (uint32_t xx = 0; xx < outw; xx++)
+			h_one(s, d, xx, c);
 	}
 }
 
-/* Rows of src (row 0 = first row any output reads) to outh rows in dst. */
+/*
+ * Output row yy of a vertical pass, elements [i0, n) (portable): rows
+ * stride bytes apart, row 0 of src being the first any output reads.
+ */
 static void
-pass_vertical(const uint8_t *src, uint32_t w, uint8_t *dst, uint32_t outh,
-    int first, const struct coeffs *c, int32_t *acc)
+v_row(const uint8_t *src, size_t stride, size_t i0, size_t n, uint8_t *d,
+    uint32_t yy, int first, const struct coeffs *c)
 {
+	const int32_t *k = c->k + (size_t)yy * c->ksize;
+	int lo = c->bounds[yy * 2] - first, cnt = c->bounds[yy * 2 + 1];
+	int32_t acc[64];
+
+	/* In blocks that stay in registers or L1. */
+	for (size_t b = i0; b < n; b += 64) {
+		size_t m = n - b < 64 ? n - b : 64;
+
+		for (size_t i = 0; i < m; i++)
+			acc[i] = ROUND_BIAS;
+		for (int y = 0; y < cnt; y++) {
+			const uint8_t *s = src + (size_t)(lo + y) * stride + b;
+			int32_t ky = k[y];
+
+			for (size_t i = 0; i < m; i++)
+				acc[i] += s[i] * ky;
+		}
+		for (size_t i = 0; i < m; i++)
+			d[b + i] = clip8(acc[i]);
+	}
+}
+
+static void
+pass_vertical(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
+    uint32_t outh, int first, const struct coeffs *c)
+{
+	size_t n = (size_t)w * 3;
+
+	for (uint32_t yy = 0; yy < outh; yy++)
+		v_row(src, stride, 0, n, dst + yy * n, yy, first, c);
+}
+
+#ifdef HAVE_AVX2_KERNELS
+/*
+ * The horizontal coefficients for the AVX2 kernel: for each pair of
+ * outputs q (2q, 2q + 1) and each pair of taps j (2j, 2j + 1), two 32-byte
+ * vectors, hi then lo; each 128-bit half (one output) holds the int16 pair
+ * (k[2j] >> 11, k[2j + 1] >> 11) (resp. & 2047) three times, for R, G, B,
+ * then zeros.  Taps past an output's n are 0.
+ */
+struct hvec {
+	int npairs;
+	int16_t *v;
+	void *mem;
+};
+
+static int
+hvec_make(const struct coeffs *c, uint32_t outw, struct hvec *hv)
+{
+	size_t nq = (outw + 1) / 2;
+	int np = (c->nmax + 1) / 2;
+	int16_t *v;
+
+	hv->npairs = np;
+	hv->mem = malloc(nq * (size_t)np * 2 * 32 + 32);
+	if (hv->mem == NULL)
+		return -ENOMEM;
+	hv->v = v = (int16_t *)(((uintptr_t)hv->mem + 31) & ~(uintptr_t)31);
+	memset(v, 0, nq * (size_t)np * 2 * 32);
+	for (uint32_t xx = 0; xx < outw; xx++) {
+		const int32_t *k = c->k + (size_t)xx * c->ksize;
+		int n = c->bounds[xx * 2 + 1];
+
+		for (int j = 0; j < np; j++) {
+			int16_t *hi = v + (((size_t)(xx / 2) * np + j) * 2) * 16 +
+			    (xx % 2) * 8;
+			int16_t *lo = hi + 16;
+
+			for (int t = 0; t < 2; t++) {
+				int32_t kk = 2 * j + t < n ? k[2 * j + t] : 0;
+
+				for (int ch = 0; ch < 3; ch++) {
+					hi[ch * 2 + t] = (int16_t)(kk >> 11);
+					lo[ch * 2 + t] = (int16_t)(kk & 2047);
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * The horizontal pass with AVX2.  An output reads 8 bytes per tap pair,
+ * up to 3 * (lo + 2 * npairs - 2) + 8 bytes from its row's start, which
+ * may run past the row (into the next one, times a zero coefficient): a
+ * row where that would pass end (the end of the source buffer) is done by
+ * the portable loop.
+ */
+__attribute__((target("avx2"))) static void
+pass_horizontal_avx2(const uint8_t *src, size_t stride, const uint8_t *end,
+    uint8_t *dst, uint32_t outw, uint32_t rows, const struct coeffs *c,
+    const struct hvec *hv)
+{
+	const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2,
+	    -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1,
+	    -1, -1, -1, -1);
+	const __m128i pack = _mm_setr_epi8(
+	    0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	const __m256i bias = _mm256_set1_epi32(ROUND_BIAS);
+	const int np = hv->npairs;
+	const uint32_t ng = outw / 4;
+	const size_t reach = outw == 0 ? 0
+	    : (size_t)3 * (c->bounds[(outw - 1) * 2] + 2 * np - 2) + 8;
+
+	for (uint32_t y = 0; y < rows; y++) {
+		const uint8_t *s = src + (size_t)y * stride;
+		uint8_t *d = dst + (size_t)y * outw * 3;
+		uint32_t xx = 0;
+
+		if ((size_t)(end - s) >= reach) {
+			for (uint32_t g = 0; g < ng; g++, xx += 4) {
+				const uint8_t *pa = s + (size_t)c->bounds[xx * 2] * 3;
+				const uint8_t *pb = s + (size_t)c->bounds[xx * 2 + 2] * 3;
+				const uint8_t *pc = s + (size_t)c->bounds[xx * 2 + 4] * 3;
+				const uint8_t *pd = s + (size_t)c->bounds[xx * 2 + 6] * 3;
+				const __m256i *ka =
+				    (const __m256i *)(hv->v + (size_t)(2 * g) * np * 32);
+				const __m256i *kb = ka + 2 * np;
+				__m256i ha = _mm256_setzero_si256(), la = ha;
+				__m256i hb = ha, lb = ha, va, vb;
+				__m128i q, r;
+
+				for (int j = 0; j < np; j++) {
+					__m256i xa = _mm256_inserti128_si256(
+					    _mm256_castsi128_si256(_mm_loadl_epi64(
+						(const __m128i *)(pa + 6 * j))),
+					    _mm_loadl_epi64(
+						(const __m128i *)(pb + 6 * j)),
+					    1);
+					__m256i xb = _mm256_inserti128_si256(
+					    _mm256_castsi128_si256(_mm_loadl_epi64(
+						(const __m128i *)(pc + 6 * j))),
+					    _mm_loadl_epi64(
+						(const __m128i *)(pd + 6 * j)),
+					    1);
+
+					xa = _mm256_shuffle_epi8(xa, shuf);
+					xb = _mm256_shuffle_epi8(xb, shuf);
+					ha = _mm256_add_epi32(ha,
+					    _mm256_madd_epi16(xa, _mm256_load_si256(ka + 2 * j)));
+					la = _mm256_add_epi32(la,
+					    _mm256_madd_epi16(xa, _mm256_load_si256(ka + 2 * j + 1)));
+					hb = _mm256_add_epi32(hb,
+					    _mm256_madd_epi16(xb, _mm256_load_si256(kb + 2 * j)));
+					lb = _mm256_add_epi32(lb,
+					    _mm256_madd_epi16(xb, _mm256_load_si256(kb + 2 * j + 1)));
+				}
+				va = _mm256_add_epi32(_mm256_add_epi32(
+				    _mm256_slli_epi32(ha, 11), la), bias);
+				vb = _mm256_add_epi32(_mm256_add_epi32(
+				    _mm256_slli_epi32(hb, 11), lb), bias);
+				/* clip8: >> 22, then saturate to 0..255. */
+				va = _mm256_srai_epi32(va, PRECISION_BITS);
+				vb = _mm256_srai_epi32(vb, PRECISION_BITS);
+				va = _mm256_packs_epi32(va, vb); /* a c | b d */
+				va = _mm256_packus_epi16(va, va);
+				q = _mm_unpacklo_epi32(_mm256_castsi256_si128(va),
+				    _mm256_extracti128_si256(va, 1)); /* a b c d */
+				q = _mm_shuffle_epi8(q, pack);
+				_mm_storel_epi64((__m128i *)(d + xx * 3), q);
+				r = _mm_srli_si128(q, 8);
+				memcpy(d + xx * 3 + 8, &r, 4);
+			}
+		}
+		for (; xx < outw; xx++)
+			h_one(s, d, xx, c);
+	}
+}
+
+/* The vertical pass with AVX2, 32 bytes of a row at a time. */
+__attribute__((target("avx2"))) static void
+pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w,
+    uint8_t *dst, uint32_t outh, int first, const struct coeffs *c)
+{
+	const __m256i bias = _mm256_set1_epi32(ROUND_BIAS);
+	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	size_t n = (size_t)w * 3;
 
 	for (uint32_t yy = 0; yy < outh; yy++) {
 		const int32_t *k = c->k + (size_t)yy * c->ksize;
 		int lo = c->bounds[yy * 2] - first, cnt = c->bounds[yy * 2 + 1];
+		const uint8_t *s0 = src + (size_t)lo * stride;
 		uint8_t *d = dst + yy * n;
+		size_t i = 0;
 
-		for (size_t i = 0; i < n; i++)
-			acc[i] = ROUND_BIAS;
-		for (int y = 0; y < cnt; y++) {
-			const uint8_t *s = src + (size_t)(lo + y) * n;
-			int32_t ky = k[y];
+		for (; i + 32 <= n; i += 32) {
+			__m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+			const uint8_t *s = s0 + i;
 
-			for (size_t i = 0; i < n; i++)
-				acc[i] += s[i] * ky;
+			for (int y = 0; y < cnt; y++, s += stride) {
+				__m256i ky = _mm256_set1_epi32(k[y]);
+
+#define VTAP(a, o)                                                            \
+	a = _mm256_add_epi32(a,                                               \
+	    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(           \
+				   (const __m128i *)(s + (o)))),              \
+		ky))
+				VTAP(a0, 0);
+				VTAP(a1, 8);
+				VTAP(a2, 16);
+				VTAP(a3, 24);
+#undef VTAP
+			}
+			a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
+			a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
+			a2 = _mm256_srai_epi32(a2, PRECISION_BITS);
+			a3 = _mm256_srai_epi32(a3, PRECISION_BITS);
+			a0 = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
+			    _mm256_packs_epi32(a2, a3));
+			a0 = _mm256_permutevar8x32_epi32(a0, perm);
+			_mm256_storeu_si256((__m256i *)(d + i), a0);
 		}
-		for (size_t i = 0; i < n; i++)
-			d[i] = clip8(acc[i]);
+		if (i < n)
+			v_row(src, stride, i, n, d, yy, first, c);
 	}
+}
+
+/* AVX2 unless the CPU lacks it or FEEDFS_XF_SCALAR is set (tests). */
+static bool
+use_avx2(void)
+{
+	const char *e = getenv("FEEDFS_XF_SCALAR");
+
+	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
+		return false;
+	return __builtin_cpu_supports("avx2");
+}
+#endif
+
+/*
+ * The box fb (x0, y0, x1, y1; NULL: the whole image) of the inw x inh
+ * image at src (rows stride bytes apart; end: the end of the buffer src
+ * lies in, which the vector kernels must not read past) to w x h at dst,
+ * as Pillow's resize(size, box=fb).
+ */
+static int
+resize_rect(const uint8_t *src, size_t stride, const uint8_t *end,
+    uint32_t inw, uint32_t inh, const float *fb, uint32_t w, uint32_t h,
+    uint8_t *dst)
+{
+	float bx0 = fb ? fb[0] : 0.0f, by0 = fb ? fb[1] : 0.0f;
+	float bx1 = fb ? fb[2] : (float)inw, by1 = fb ? fb[3] : (float)inh;
+	bool need_h = w != inw || bx0 != 0.0f || bx1 != (float)inw;
+	bool need_v = h != inh || by0 != 0.0f || by1 != (float)inh;
+	struct coeffs ch = {0}, cv = {0};
+	uint8_t *tmp = NULL;
+	size_t tstride;
+	int first, last, r;
+	bool simd = false;
+#ifdef HAVE_AVX2_KERNELS
+	struct hvec hv = {0};
+
+	simd = use_avx2();
+#endif
+
+	if (!need_h && !need_v) {
+		for (uint32_t y = 0; y < h; y++)
+			memcpy(dst + (size_t)y * w * 3, src + (size_t)y * stride,
+			    (size_t)w * 3);
+		return 0;
+	}
+	if ((r = coeffs_make(inh, by0, by1, h, &cv)) != 0)
+		return r;
+	/* Only the rows the vertical pass reads, as Pillow does. */
+	first = cv.bounds[0];
+	last = cv.bounds[(h - 1) * 2] + cv.bounds[(h - 1) * 2 + 1];
+	src += (size_t)first * stride;
+	tstride = stride;
+	if (need_h) {
+		if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
+			goto out;
+		r = -ENOMEM;
+		if ((tmp = malloc((size_t)w * (last - first) * 3)) == NULL)
+			goto out;
+#ifdef HAVE_AVX2_KERNELS
+		if (simd && (r = hvec_make(&ch, w, &hv)) != 0)
+			goto out;
+		if (simd)
+			pass_horizontal_avx2(src, stride, end, tmp, w,
+			    (uint32_t)(last - first), &ch, &hv);
+		else
+#endif
+			pass_horizontal(src, stride, tmp, w,
+			    (uint32_t)(last - first), &ch);
+		src = tmp;
+		tstride = (size_t)w * 3;
+	}
+	if (need_v) {
+#ifdef HAVE_AVX2_KERNELS
+		if (simd)
+			pass_vertical_avx2(src, tstride, w, dst, h, first, &cv);
+		else
+#endif
+			pass_vertical(src, tstride, w, dst, h, first, &cv);
+	} else {
+		for (uint32_t y = 0; y < h; y++)
+			memcpy(dst + (size_t)y * w * 3, src + (size_t)y * tstride,
+			    (size_t)w * 3);
+	}
+	r = 0;
+out:
+#ifdef HAVE_AVX2_KERNELS
+	free(hv.mem);
+#endif
+	coeffs_free(&ch);
+	coeffs_free(&cv);
+	free(tmp);
+	return r;
 }
 
 int
 xf_resize(
     const struct xf_image *in, uint32_t w, uint32_t h, struct xf_image *out)
 {
-	struct coeffs ch = {0}, cv = {0};
-	uint8_t *px = NULL, *tmp = NULL;
-	const uint8_t *src;
-	int32_t *acc = NULL;
-	int first, last, r;
+	return xf_resize_box(in, 0, 0, in->w, in->h, w, h, out);
+}
 
-	if (w == 0 || h == 0 || in->w == 0 || in->h == 0)
+int
+xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y, uint32_t cw,
+    uint32_t ch, uint32_t w, uint32_t h, struct xf_image *out)
+{
+	uint8_t *px;
+	size_t stride = (size_t)in->w * 3;
+	int r;
+
+	if (w == 0 || h == 0 || cw == 0 || ch == 0 || in->w == 0 ||
+	    in->h == 0 || x > in->w || cw > in->w - x || y > in->h ||
+	    ch > in->h - y)
 		return -EINVAL;
 	if ((px = malloc((size_t)w * h * 3)) == NULL)
 		return -ENOMEM;
-	if (w == in->w && h == in->h) {
-		memcpy(px, in->px, (size_t)w * h * 3);
-		goto done;
+	r = resize_rect(in->px + (size_t)y * stride + (size_t)x * 3, stride,
+	    in->px + stride * in->h, cw, ch, NULL, w, h, px);
+	if (r != 0) {
+		free(px);
+		return r;
 	}
-	if ((r = coeffs_make(in->h, h, &cv)) != 0)
-		goto fail;
-	/* Only the rows the vertical pass reads, as Pillow does. */
-	first = cv.bounds[0];
-	last = cv.bounds[(h - 1) * 2] + cv.bounds[(h - 1) * 2 + 1];
-	src = in->px + (size_t)first * in->w * 3;
-	if (w != in->w) {
-		if ((r = coeffs_make(in->w, w, &ch)) != 0)
-			goto fail;
-		r = -ENOMEM;
-		if ((tmp = malloc((size_t)w * (last - first) * 3)) == NULL)
-			goto fail;
-		pass_horizontal(
-		    src, in->w, tmp, w, (uint32_t)(last - first), &ch);
-		src = tmp;
-	}
-	if (h != in->h) {
-		r = -ENOMEM;
-		if ((acc = malloc(sizeof(*acc) * (size_t)w * 3)) == NULL)
-			goto fail;
-		pass_vertical(src, w, px, h, first, &cv, acc);
-	} else
-		memcpy(px, src, (size_t)w * h * 3);
-	coeffs_free(&ch);
-	coeffs_free(&cv);
-	free(tmp);
-	free(acc);
-done:
 	out->w = w;
 	out->h = h;
 	out->px = px;
 	return 0;
-fail:
-	coeffs_free(&ch);
-	coeffs_free(&cv);
-	free(tmp);
-	free(acc);
-	free(px);
-	return r;
+}
+
+int
+xf_resize_fbox(const struct xf_image *in, const float box[4], uint32_t w,
+    uint32_t h, struct xf_image *out)
+{
+	uint8_t *px;
+	size_t stride = (size_t)in->w * 3;
+	int r;
+
+	if (w == 0 || h == 0 || in->w == 0 || in->h == 0 ||
+	    !(box[0] >= 0.0f && box[0] < box[2] && box[2] <= (float)in->w) ||
+	    !(box[1] >= 0.0f && box[1] < box[3] && box[3] <= (float)in->h))
+		return -EINVAL;
+	if ((px = malloc((size_t)w * h * 3)) == NULL)
+		return -ENOMEM;
+	r = resize_rect(in->px, stride, in->px + stride * in->h, in->w, in->h,
+	    box, w, h, px);
+	if (r != 0) {
+		free(px);
+		return r;
+	}
+	out->w = w;
+	out->h = h;
+	out->px = px;
+	return 0;
 }

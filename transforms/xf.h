@@ -47,7 +47,19 @@ struct xf_pipeline {
 	bool normalize;    /* a normalize op is present: mean/std below */
 	float mean[3], std[3];
 	uint32_t out_w, out_h; /* fixed output size; 0 when not fixed */
+	uint64_t max_pixels;   /* larger source images are refused */
 };
+
+/*
+ * The default bound on a source image's width x height, checked from the
+ * JPEG header before anything is allocated.  A 100-megapixel image is
+ * 300 MB of RGB per worker, more than any camera photo of a training set
+ * (medium-format sensors stop near 100 MP); beyond that a "JPEG" is almost
+ * always a decompression bomb (a 1 KB file can claim 65500x65500, 12.8 GB
+ * of RGB and more for a progressive decoder's coefficients).  A job can
+ * raise or lower it with the max_pixels key.
+ */
+#define XF_DEFAULT_MAX_PIXELS 100000000u
 
 /*
  * Parses pipeline text ("decode resize(256) cache random_resized_crop(224)
@@ -82,7 +94,8 @@ size_t xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype);
  * and normalize, which xf_run_suffix does).  DCT scaling is used where the
  * op after decode is a resize or a crop that shrinks the image enough.
  * On success *out holds a new image.  -EINVAL/-ENOMEM with a message on
- * error ("not a JPEG", "corrupt data: ...").
+ * error ("not a JPEG", "corrupt data: ..."), -EFBIG for an image over the
+ * pipeline's max_pixels.
  */
 int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
     size_t len, struct xf_image *out, char *err, size_t errlen);
@@ -95,11 +108,51 @@ int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
 int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst);
 
+/*
+ * The whole pipeline on a JPEG, for callers that have nothing to cache:
+ * xf_run_prefix then xf_run_suffix, except that a pipeline without cache
+ * that starts "decode random_resized_crop" draws the crop box from the
+ * size in the JPEG header (the same box as the full path) and decodes
+ * only that box, at the smallest DCT scale that keeps the box at least
+ * the crop's output size (xf_decode_box), then resizes it.  The output is
+ * then close to, not bit-exact with, a full decode + crop + resize (the
+ * DCT-scaled IDCT is not Pillow's antialiasing filter); it is still a
+ * pure function of (jpeg, rngkey).  Errors as xf_run_prefix, with the
+ * message in err.
+ */
+int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
+    char *err, size_t errlen);
+
 /* The single ops, exported for tests.  All allocate a new out->px. */
 int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen);
+/* xf_decode refusing (-EFBIG, "image too large: ...") more than max_pixels
+ * (0: no bound); xf_decode uses XF_DEFAULT_MAX_PIXELS. */
+int xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
+    uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
+    size_t errlen);
 int xf_resize(const struct xf_image *in, uint32_t w, uint32_t h,
     struct xf_image *out);
+/* The box (x, y, cw, ch), inside in, resized to w x h: the bytes of
+ * xf_crop then xf_resize, without the copy.  -EINVAL if not inside. */
+int xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y,
+    uint32_t cw, uint32_t ch, uint32_t w, uint32_t h, struct xf_image *out);
+/* Pillow's resize((w, h), BILINEAR, box): box = x0, y0, x1, y1 in in's
+ * pixels, fractional, inside in; taps outside in are left out. */
+int xf_resize_fbox(const struct xf_image *in, const float box[4], uint32_t w,
+    uint32_t h, struct xf_image *out);
+/*
+ * A partial decode: only the iMCU rows and columns that cover the box
+ * (x, y, cw, ch) of the full image, at the smallest DCT scale M/8 at which
+ * the box still measures at least tw x th.  *out holds the whole pixels
+ * covering the scaled box; box gets the box in out's pixels.  Damaged data
+ * below the box goes undetected (it is not read).  Errors as xf_decode_max.
+ */
+int xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+    uint32_t x, uint32_t y, uint32_t cw, uint32_t ch, uint32_t tw,
+    uint32_t th, struct xf_image *out, float box[4], char *err,
+    size_t errlen);
 int xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w,
     uint32_t h, struct xf_image *out); /* zero pads outside in */
 void xf_flip(struct xf_image *img);  /* in place */
