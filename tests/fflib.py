@@ -211,7 +211,8 @@ class Mount:
         return False
 
     def log(self):
-        self.logf.flush()
+        if not self.logf.closed:
+            self.logf.flush()
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
 
