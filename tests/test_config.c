@@ -371,6 +371,49 @@ test_hostile_files(void)
 	free(s);
 }
 
+/* Absurd input: a 10 MB line, a binary file, absurd sizes.  No crash. */
+static void
+test_absurd(void)
+{
+	size_t big = 10u << 20;
+	char *text = malloc(big + 256);
+
+	if (!text) {
+		CHECK(0);
+		return;
+	}
+	/* A 10 MB line without '=', then a 10 MB value. */
+	memcpy(text, HEAD, strlen(HEAD));
+	memset(text + strlen(HEAD), 'x', big);
+	strcpy(text + strlen(HEAD) + big, "\n");
+	bad(text, 5, "expected 'key = value'");
+	snprintf(text, 256, HEAD "pipeline = decode ");
+	for (size_t n = strlen(text); n + 16 < big; n += 10)
+		memcpy(text + n, "flip(0.5) ", 11);
+	strcat(text, "\n");
+	bad(text, 5, "pipeline:");
+	/* Binary: every byte value, NULs included. */
+	for (size_t i = 0; i < 4096; i++)
+		text[i] = (char)((i * 131 + 7) & 0xff);
+	{
+		FILE *fp = fopen(path, "w");
+		struct cfg *c = NULL;
+		char err[512];
+
+		if (fp) {
+			fwrite(text, 1, 4096, fp);
+			fclose(fp);
+		}
+		CHECK_EQ_INT(cfg_load(path, &c, err, sizeof(err)), -EINVAL);
+		CHECK(c == NULL && strncmp(err, path, strlen(path)) == 0);
+	}
+	free(text);
+	bad(HEAD "[job k]\nbatch_size = 1099511627776\n", 6,
+	    "batch_size: '1099511627776'");
+	bad("[mount]\nmemory = 1\n" HEAD, 2, "too small");
+	bad("[mount]\ncache_size = 99999999999T\n" HEAD, 2, "not a size");
+}
+
 static void
 test_missing_file(void)
 {
@@ -397,6 +440,7 @@ main(void)
 	test_mistakes();
 	test_max_pixels();
 	test_hostile_files();
+	test_absurd();
 	test_missing_file();
 	unlink(path);
 	rmdir(dir);
