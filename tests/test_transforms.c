@@ -756,6 +756,47 @@ test_resize_paths(void)
 	CHECK_EQ_INT(bad, 0);
 }
 
+/* The vector conversion against the tables, every byte value, odd sizes. */
+static void
+test_convert_paths(void)
+{
+	static const float mean[3] = {0.485f, 0.456f, 0.406f};
+	static const float std[3] = {0.229f, 0.224f, 0.225f};
+	static const uint32_t widths[] = {1, 7, 8, 13, 64, 341};
+	int bad = 0;
+
+	for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
+		struct xf_image im;
+		size_t n, bytes;
+
+		im.w = widths[wi];
+		im.h = 777 / im.w + 1;
+		n = (size_t)im.w * im.h;
+		im.px = malloc(n * 3);
+		for (size_t i = 0; i < n * 3; i++)
+			im.px[i] = (uint8_t)(i * 5 + i / 256);
+		bytes = n * 3 * 4;
+		for (int k = 0; k < 8; k++) {
+			enum xf_dtype dt = k & 1 ? XF_FLOAT16 : XF_FLOAT32;
+			enum xf_layout ly = k & 2 ? XF_CHW : XF_HWC;
+			bool norm = k & 4;
+			uint8_t *a = calloc(1, bytes), *b = calloc(1, bytes);
+
+			setenv("FEEDFS_XF_SCALAR", "1", 1);
+			xf_convert(&im, norm, mean, std, dt, ly, a);
+			unsetenv("FEEDFS_XF_SCALAR");
+			xf_convert(&im, norm, mean, std, dt, ly, b);
+			if (memcmp(a, b, bytes) != 0 && bad++ < 5)
+				fprintf(stderr, "convert w %u case %d differs\n",
+				    im.w, k);
+			free(a);
+			free(b);
+		}
+		free(im.px);
+	}
+	CHECK_EQ_INT(bad, 0);
+}
+
 /*
  * xf_run's partial decode of "decode random_resized_crop(S)": where no
  * DCT scale is used (S larger than every box) it gives the bytes of the
@@ -843,6 +884,7 @@ main(void)
 	test_convert();
 	test_decode();
 	test_resize_paths();
+	test_convert_paths();
 	test_run_partial();
 	return TEST_SUMMARY();
 }

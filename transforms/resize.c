@@ -66,8 +66,8 @@ coeffs_free(struct coeffs *c)
  * in1) of an input of insize pixels ((0, insize) for a plain resize).
  */
 static int
-coeffs_make(uint32_t insize, float in0, float in1, uint32_t outsize,
-    struct coeffs *c)
+coeffs_make(
+    uint32_t insize, float in0, float in1, uint32_t outsize, struct coeffs *c)
 {
 	double support, scale, filterscale;
 	double *kk = NULL;
@@ -162,8 +162,8 @@ h_one(const uint8_t *s, uint8_t *d, uint32_t xx, const struct coeffs *c)
 
 /* rows rows (stride bytes apart) of width inw to width outw in dst. */
 static void
-pass_horizontal(const uint8_t *src, size_t stride, uint8_t *dst,
-    uint32_t outw, uint32_t rows, const struct coeffs *c)
+pass_horizontal(const uint8_t *src, size_t stride, uint8_t *dst, uint32_t outw,
+    uint32_t rows, const struct coeffs *c)
 {
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *s = src + (size_t)y * stride;
@@ -246,8 +246,9 @@ hvec_make(const struct coeffs *c, uint32_t outw, struct hvec *hv)
 		int n = c->bounds[xx * 2 + 1];
 
 		for (int j = 0; j < np; j++) {
-			int16_t *hi = v + (((size_t)(xx / 2) * np + j) * 2) * 16 +
-			    (xx % 2) * 8;
+			int16_t *hi = v +
+				      (((size_t)(xx / 2) * np + j) * 2) * 16 +
+				      (xx % 2) * 8;
 			int16_t *lo = hi + 16;
 
 			for (int t = 0; t < 2; t++) {
@@ -263,88 +264,91 @@ hvec_make(const struct coeffs *c, uint32_t outw, struct hvec *hv)
 	return 0;
 }
 
+/* Two taps (8 bytes from p) of RGB as int16 pairs r0 r1 g0 g1 b0 b1 0 0. */
+#define H_SHUF 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1
+
+/* Tap pair j of two outputs (pixels at p, q) into one vector. */
+__attribute__((target("avx2"))) static inline __m256i
+h_load2(const uint8_t *p, const uint8_t *q, int j)
+{
+	__m128i a = _mm_loadl_epi64((const __m128i *)(p + 6 * j));
+	__m128i b = _mm_loadl_epi64((const __m128i *)(q + 6 * j));
+
+	return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+
 /*
- * The horizontal pass with AVX2.  An output reads 8 bytes per tap pair,
- * up to 3 * (lo + 2 * npairs - 2) + 8 bytes from its row's start, which
- * may run past the row (into the next one, times a zero coefficient): a
- * row where that would pass end (the end of the source buffer) is done by
- * the portable loop.
+ * The horizontal pass with AVX2, four outputs at a time.  An output reads
+ * 8 bytes per tap pair, up to 3 * (lo + 2 * npairs - 2) + 8 bytes from
+ * its row's start, which may run past the row (into the next one, times a
+ * zero coefficient): a row where that would pass end (the end of the
+ * source buffer) is done by the portable loop.
  */
 __attribute__((target("avx2"))) static void
 pass_horizontal_avx2(const uint8_t *src, size_t stride, const uint8_t *end,
     uint8_t *dst, uint32_t outw, uint32_t rows, const struct coeffs *c,
     const struct hvec *hv)
 {
-	const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2,
-	    -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1,
-	    -1, -1, -1, -1);
+	const __m256i shuf = _mm256_setr_epi8(H_SHUF, H_SHUF);
 	const __m128i pack = _mm_setr_epi8(
 	    0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
 	const __m256i bias = _mm256_set1_epi32(ROUND_BIAS);
 	const int np = hv->npairs;
 	const uint32_t ng = outw / 4;
-	const size_t reach = outw == 0 ? 0
-	    : (size_t)3 * (c->bounds[(outw - 1) * 2] + 2 * np - 2) + 8;
+	const int *bd = c->bounds;
+	const size_t reach = (size_t)3 * (bd[(outw - 1) * 2] + 2 * np - 2) + 8;
 
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *s = src + (size_t)y * stride;
 		uint8_t *d = dst + (size_t)y * outw * 3;
 		uint32_t xx = 0;
 
-		if ((size_t)(end - s) >= reach) {
-			for (uint32_t g = 0; g < ng; g++, xx += 4) {
-				const uint8_t *pa = s + (size_t)c->bounds[xx * 2] * 3;
-				const uint8_t *pb = s + (size_t)c->bounds[xx * 2 + 2] * 3;
-				const uint8_t *pc = s + (size_t)c->bounds[xx * 2 + 4] * 3;
-				const uint8_t *pd = s + (size_t)c->bounds[xx * 2 + 6] * 3;
-				const __m256i *ka =
-				    (const __m256i *)(hv->v + (size_t)(2 * g) * np * 32);
-				const __m256i *kb = ka + 2 * np;
-				__m256i ha = _mm256_setzero_si256(), la = ha;
-				__m256i hb = ha, lb = ha, va, vb;
-				__m128i q, r;
+		for (uint32_t g = 0; (size_t)(end - s) >= reach && g < ng;
+		     g++, xx += 4) {
+			const uint8_t *pa = s + (size_t)bd[xx * 2] * 3;
+			const uint8_t *pb = s + (size_t)bd[xx * 2 + 2] * 3;
+			const uint8_t *pc = s + (size_t)bd[xx * 2 + 4] * 3;
+			const uint8_t *pd = s + (size_t)bd[xx * 2 + 6] * 3;
+			const __m256i *ka =
+			    (const __m256i *)hv->v + (size_t)4 * g * np;
+			const __m256i *kb = ka + 2 * np;
+			__m256i ha = _mm256_setzero_si256(), la = ha;
+			__m256i hb = ha, lb = ha, va, vb;
+			__m128i q, r;
 
-				for (int j = 0; j < np; j++) {
-					__m256i xa = _mm256_inserti128_si256(
-					    _mm256_castsi128_si256(_mm_loadl_epi64(
-						(const __m128i *)(pa + 6 * j))),
-					    _mm_loadl_epi64(
-						(const __m128i *)(pb + 6 * j)),
-					    1);
-					__m256i xb = _mm256_inserti128_si256(
-					    _mm256_castsi128_si256(_mm_loadl_epi64(
-						(const __m128i *)(pc + 6 * j))),
-					    _mm_loadl_epi64(
-						(const __m128i *)(pd + 6 * j)),
-					    1);
+			for (int j = 0; j < np; j++) {
+				__m256i xa = _mm256_shuffle_epi8(
+				    h_load2(pa, pb, j), shuf);
+				__m256i xb = _mm256_shuffle_epi8(
+				    h_load2(pc, pd, j), shuf);
 
-					xa = _mm256_shuffle_epi8(xa, shuf);
-					xb = _mm256_shuffle_epi8(xb, shuf);
-					ha = _mm256_add_epi32(ha,
-					    _mm256_madd_epi16(xa, _mm256_load_si256(ka + 2 * j)));
-					la = _mm256_add_epi32(la,
-					    _mm256_madd_epi16(xa, _mm256_load_si256(ka + 2 * j + 1)));
-					hb = _mm256_add_epi32(hb,
-					    _mm256_madd_epi16(xb, _mm256_load_si256(kb + 2 * j)));
-					lb = _mm256_add_epi32(lb,
-					    _mm256_madd_epi16(xb, _mm256_load_si256(kb + 2 * j + 1)));
-				}
-				va = _mm256_add_epi32(_mm256_add_epi32(
-				    _mm256_slli_epi32(ha, 11), la), bias);
-				vb = _mm256_add_epi32(_mm256_add_epi32(
-				    _mm256_slli_epi32(hb, 11), lb), bias);
-				/* clip8: >> 22, then saturate to 0..255. */
-				va = _mm256_srai_epi32(va, PRECISION_BITS);
-				vb = _mm256_srai_epi32(vb, PRECISION_BITS);
-				va = _mm256_packs_epi32(va, vb); /* a c | b d */
-				va = _mm256_packus_epi16(va, va);
-				q = _mm_unpacklo_epi32(_mm256_castsi256_si128(va),
-				    _mm256_extracti128_si256(va, 1)); /* a b c d */
-				q = _mm_shuffle_epi8(q, pack);
-				_mm_storel_epi64((__m128i *)(d + xx * 3), q);
-				r = _mm_srli_si128(q, 8);
-				memcpy(d + xx * 3 + 8, &r, 4);
+				ha = _mm256_add_epi32(
+				    ha, _mm256_madd_epi16(xa, ka[2 * j]));
+				la = _mm256_add_epi32(
+				    la, _mm256_madd_epi16(xa, ka[2 * j + 1]));
+				hb = _mm256_add_epi32(
+				    hb, _mm256_madd_epi16(xb, kb[2 * j]));
+				lb = _mm256_add_epi32(
+				    lb, _mm256_madd_epi16(xb, kb[2 * j + 1]));
 			}
+			/* (hi << 11) + lo + bias, then clip8: >> 22, and
+			 * saturate to 0..255 in the packs. */
+			va = _mm256_add_epi32(
+			    _mm256_add_epi32(_mm256_slli_epi32(ha, 11), la),
+			    bias);
+			vb = _mm256_add_epi32(
+			    _mm256_add_epi32(_mm256_slli_epi32(hb, 11), lb),
+			    bias);
+			va = _mm256_srai_epi32(va, PRECISION_BITS);
+			vb = _mm256_srai_epi32(vb, PRECISION_BITS);
+			va = _mm256_packs_epi32(va, vb); /* a c | b d */
+			va = _mm256_packus_epi16(va, va);
+			q = _mm_unpacklo_epi32(_mm256_castsi256_si128(va),
+			    _mm256_extracti128_si256(va, 1)); /* a b c d */
+			q = _mm_shuffle_epi8(q, pack);
+			_mm_storel_epi64((__m128i *)(d + xx * 3), q);
+			r = _mm_srli_si128(q, 8);
+			memcpy(d + xx * 3 + 8, &r, 4);
 		}
 		for (; xx < outw; xx++)
 			h_one(s, d, xx, c);
@@ -353,8 +357,8 @@ pass_horizontal_avx2(const uint8_t *src, size_t stride, const uint8_t *end,
 
 /* The vertical pass with AVX2, 32 bytes of a row at a time. */
 __attribute__((target("avx2"))) static void
-pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w,
-    uint8_t *dst, uint32_t outh, int first, const struct coeffs *c)
+pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
+    uint32_t outh, int first, const struct coeffs *c)
 {
 	const __m256i bias = _mm256_set1_epi32(ROUND_BIAS);
 	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -374,11 +378,11 @@ pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w,
 			for (int y = 0; y < cnt; y++, s += stride) {
 				__m256i ky = _mm256_set1_epi32(k[y]);
 
-#define VTAP(a, o)                                                            \
-	a = _mm256_add_epi32(a,                                               \
-	    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(           \
-				   (const __m128i *)(s + (o)))),              \
-		ky))
+#define VTAP(a, o)                                                             \
+	a = _mm256_add_epi32(                                                  \
+	    a, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(        \
+				      (const __m128i *)(s + (o)))),            \
+		   ky))
 				VTAP(a0, 0);
 				VTAP(a1, 8);
 				VTAP(a2, 16);
@@ -418,9 +422,8 @@ use_avx2(void)
  * as Pillow's resize(size, box=fb).
  */
 static int
-resize_rect(const uint8_t *src, size_t stride, const uint8_t *end,
-    uint32_t inw, uint32_t inh, const float *fb, uint32_t w, uint32_t h,
-    uint8_t *dst)
+resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
+    uint32_t inh, const float *fb, uint32_t w, uint32_t h, uint8_t *dst)
 {
 	float bx0 = fb ? fb[0] : 0.0f, by0 = fb ? fb[1] : 0.0f;
 	float bx1 = fb ? fb[2] : (float)inw, by1 = fb ? fb[3] : (float)inh;
@@ -439,8 +442,8 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end,
 
 	if (!need_h && !need_v) {
 		for (uint32_t y = 0; y < h; y++)
-			memcpy(dst + (size_t)y * w * 3, src + (size_t)y * stride,
-			    (size_t)w * 3);
+			memcpy(dst + (size_t)y * w * 3,
+			    src + (size_t)y * stride, (size_t)w * 3);
 		return 0;
 	}
 	if ((r = coeffs_make(inh, by0, by1, h, &cv)) != 0)
@@ -464,8 +467,8 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end,
 			    (uint32_t)(last - first), &ch, &hv);
 		else
 #endif
-			pass_horizontal(src, stride, tmp, w,
-			    (uint32_t)(last - first), &ch);
+			pass_horizontal(
+			    src, stride, tmp, w, (uint32_t)(last - first), &ch);
 		src = tmp;
 		tstride = (size_t)w * 3;
 	}
@@ -478,8 +481,8 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end,
 			pass_vertical(src, tstride, w, dst, h, first, &cv);
 	} else {
 		for (uint32_t y = 0; y < h; y++)
-			memcpy(dst + (size_t)y * w * 3, src + (size_t)y * tstride,
-			    (size_t)w * 3);
+			memcpy(dst + (size_t)y * w * 3,
+			    src + (size_t)y * tstride, (size_t)w * 3);
 	}
 	r = 0;
 out:
