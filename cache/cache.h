@@ -18,7 +18,11 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#define CACHE_FORMAT_VERSION 2 /* 2: prefix and time in the index */
+/*
+ * 2: the index holds prefix text and time; 3: decode uses only the DCT
+ * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2).
+ */
+#define CACHE_FORMAT_VERSION 3
 #define CACHE_KEY_LEN 32
 
 struct cache;

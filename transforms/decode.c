@@ -130,11 +130,17 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
 		break;
 	}
 
-	/* The smallest DCT scale M/8 that still gives min_w x min_h. */
+	/*
+	 * The smallest DCT scale M/8 that still gives min_w x min_h, of 1/8,
+	 * 2/8, 4/8 and 8/8 only: libjpeg-turbo's other scaled IDCTs have no
+	 * SIMD and decode no faster, and stray further from Pillow (measured
+	 * on the bench dataset with resize(256): 2.26 vs 2.31-2.36 ms an
+	 * image, mean |diff| 0.016 vs 0.092 levels).
+	 */
 	cinfo.scale_denom = 8;
 	cinfo.scale_num = 8;
 	if (min_w > 0 || min_h > 0) {
-		for (unsigned int num = 1; num < 8; num++) {
+		for (unsigned int num = 1; num < 8; num *= 2) {
 			cinfo.scale_num = num;
 			jpeg_calc_output_dimensions(&cinfo);
 			if (cinfo.output_width >= min_w &&
