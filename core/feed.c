@@ -136,7 +136,6 @@ struct feed {
 	unsigned *nrfree;
 	uint64_t mem_used, mem_peak, tick;
 	uint64_t queued_slots;
-	atomic_uint_fast64_t wait_ns, waits;
 };
 
 struct feed_handle {
@@ -1213,10 +1212,6 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 		while (!b->ready)
 			pthread_cond_wait(&b->cv, &f->lock);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		atomic_fetch_add(&f->wait_ns,
-		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
-			(t1.tv_nsec - t0.tv_nsec)));
-		atomic_fetch_add(&f->waits, 1);
 		atomic_fetch_add(&b->job->st.read_wait_ns,
 		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
 			(t1.tv_nsec - t0.tv_nsec)));
@@ -1486,7 +1481,7 @@ feed_stats(struct feed *f, size_t *len)
 	};
 	struct sbuf sb = { 0 };
 	struct cache_stats cs = { 0 };
-	uint64_t mem, peak, queued, nb;
+	uint64_t mem, peak, queued, nb, wait_ns = 0, waits = 0;
 
 	for (size_t c = 0; c < sizeof(ctr) / sizeof(ctr[0]); c++) {
 		sb_printf(&sb, "# HELP %s %s\n# TYPE %s counter\n",
@@ -1512,6 +1507,11 @@ feed_stats(struct feed *f, size_t *len)
 	for (size_t i = 0; i < f->njobs; i++)
 		sb_printf(&sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
 		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
+	/* The mount's waits are its jobs' waits. */
+	for (size_t i = 0; i < f->njobs; i++) {
+		wait_ns += atomic_load(&f->jobs[i].st.read_wait_ns);
+		waits += atomic_load(&f->jobs[i].st.read_waits);
+	}
 	pthread_mutex_lock(&f->lock);
 	mem = f->mem_used;
 	peak = f->mem_peak;
@@ -1540,7 +1540,7 @@ feed_stats(struct feed *f, size_t *len)
 	    "# HELP feedfs_memory_limit_bytes The memory key, less the "
 	    "cache's share.\n# TYPE feedfs_memory_limit_bytes gauge\n"
 	    "feedfs_memory_limit_bytes %" PRIu64 "\n",
-	    (double)atomic_load(&f->wait_ns) / 1e9, atomic_load(&f->waits),
+	    (double)wait_ns / 1e9, waits,
 	    queued, f->nthreads, nb, mem, peak, f->memory);
 	if (f->cache)
 		cache_get_stats(f->cache, &cs);

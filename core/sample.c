@@ -444,10 +444,7 @@ out:
 static uint64_t
 now_sec(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
+	return now_ns() / 1000000000u;
 }
 
 void
