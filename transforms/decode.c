@@ -80,6 +80,31 @@ xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	    out, err, errlen);
 }
 
+/*
+ * After jpeg_read_header: refuse an image of more than max_pixels (0: no
+ * limit) before libjpeg or we allocate anything of its size, and choose
+ * the output colour space: RGB, or CMYK for CMYK and YCCK sources (*cmyk),
+ * which cmyk_row_to_rgb converts.  0, or -EFBIG with a message.
+ */
+static int
+header_checked(struct jpeg_decompress_struct *cinfo, uint64_t max_pixels,
+    bool *cmyk, char *err, size_t errlen)
+{
+	if (max_pixels > 0 &&
+	    (uint64_t)cinfo->image_width * cinfo->image_height > max_pixels) {
+		snprintf(err, errlen, "image too large: %ux%u is more than "
+		    "max_pixels (%llu)", (unsigned)cinfo->image_width,
+		    (unsigned)cinfo->image_height,
+		    (unsigned long long)max_pixels);
+		return -EFBIG;
+	}
+	*cmyk = cinfo->jpeg_color_space == JCS_CMYK ||
+	    cinfo->jpeg_color_space == JCS_YCCK;
+	/* grayscale, YCbCr and RGB all come out as RGB */
+	cinfo->out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
+	return 0;
+}
+
 int
 xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
     uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
@@ -108,27 +133,9 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
 	jpeg_create_decompress(&cinfo);
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
-	/* Before libjpeg or we allocate anything of the image's size. */
-	if (max_pixels > 0 &&
-	    (uint64_t)cinfo.image_width * cinfo.image_height > max_pixels) {
-		snprintf(err, errlen, "image too large: %ux%u is more than "
-		    "max_pixels (%llu)", (unsigned)cinfo.image_width,
-		    (unsigned)cinfo.image_height, (unsigned long long)max_pixels);
-		r = -EFBIG;
+	if ((r = header_checked(&cinfo, max_pixels, &cmyk, err, errlen)) != 0)
 		goto out;
-	}
-
-	switch (cinfo.jpeg_color_space) {
-	case JCS_CMYK:
-	case JCS_YCCK:
-		cinfo.out_color_space = JCS_CMYK;
-		cmyk = true;
-		break;
-	default: /* grayscale, YCbCr, RGB */
-		cinfo.out_color_space = JCS_RGB;
-		cmyk = false;
-		break;
-	}
+	r = -EINVAL;
 
 	/*
 	 * The smallest DCT scale M/8 that still gives min_w x min_h, of 1/8,
@@ -234,21 +241,14 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 	jpeg_read_header(&cinfo, TRUE);
 	iw = cinfo.image_width;
 	ih = cinfo.image_height;
-	if (max_pixels > 0 && (uint64_t)iw * ih > max_pixels) {
-		snprintf(err, errlen, "image too large: %ux%u is more than "
-		    "max_pixels (%llu)", (unsigned)iw, (unsigned)ih,
-		    (unsigned long long)max_pixels);
-		r = -EFBIG;
+	if ((r = header_checked(&cinfo, max_pixels, &cmyk, err, errlen)) != 0)
 		goto out;
-	}
+	r = -EINVAL;
 	if (cw == 0 || ch == 0 || x > iw || cw > iw - x || y > ih ||
 	    ch > ih - y) {
 		snprintf(err, errlen, "crop box outside the image");
 		goto out;
 	}
-	cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
-	    cinfo.jpeg_color_space == JCS_YCCK;
-	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	bpp = cmyk ? 4 : 3;
 
 	/* The smallest M/8 at which the box still gives tw x th. */

@@ -502,54 +502,51 @@ xf_resize(
 	return xf_resize_box(in, 0, 0, in->w, in->h, w, h, out);
 }
 
-int
-xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y, uint32_t cw,
-    uint32_t ch, uint32_t w, uint32_t h, struct xf_image *out)
+/* resize_rect into a new w x h image *out (set on success only). */
+static int
+resize_new(const uint8_t *src, size_t stride, const uint8_t *end,
+    uint32_t cw, uint32_t ch, const float *box, uint32_t w, uint32_t h,
+    struct xf_image *out)
 {
 	uint8_t *px;
-	size_t stride = (size_t)in->w * 3;
 	int r;
 
-	if (w == 0 || h == 0 || cw == 0 || ch == 0 || in->w == 0 ||
-	    in->h == 0 || x > in->w || cw > in->w - x || y > in->h ||
-	    ch > in->h - y)
-		return -EINVAL;
 	if ((px = malloc((size_t)w * h * 3)) == NULL)
 		return -ENOMEM;
-	r = resize_rect(in->px + (size_t)y * stride + (size_t)x * 3, stride,
-	    in->px + stride * in->h, cw, ch, NULL, w, h, px);
-	if (r != 0) {
+	if ((r = resize_rect(src, stride, end, cw, ch, box, w, h, px)) != 0) {
 		free(px);
 		return r;
 	}
 	out->w = w;
 	out->h = h;
-	out->px = px;
+	out->px = px; /* transferred */
 	return 0;
+}
+
+int
+xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y, uint32_t cw,
+    uint32_t ch, uint32_t w, uint32_t h, struct xf_image *out)
+{
+	size_t stride = (size_t)in->w * 3;
+
+	if (w == 0 || h == 0 || cw == 0 || ch == 0 || in->w == 0 ||
+	    in->h == 0 || x > in->w || cw > in->w - x || y > in->h ||
+	    ch > in->h - y)
+		return -EINVAL;
+	return resize_new(in->px + (size_t)y * stride + (size_t)x * 3, stride,
+	    in->px + stride * in->h, cw, ch, NULL, w, h, out);
 }
 
 int
 xf_resize_fbox(const struct xf_image *in, const float box[4], uint32_t w,
     uint32_t h, struct xf_image *out)
 {
-	uint8_t *px;
 	size_t stride = (size_t)in->w * 3;
-	int r;
 
 	if (w == 0 || h == 0 || in->w == 0 || in->h == 0 ||
 	    !(box[0] >= 0.0f && box[0] < box[2] && box[2] <= (float)in->w) ||
 	    !(box[1] >= 0.0f && box[1] < box[3] && box[3] <= (float)in->h))
 		return -EINVAL;
-	if ((px = malloc((size_t)w * h * 3)) == NULL)
-		return -ENOMEM;
-	r = resize_rect(in->px, stride, in->px + stride * in->h, in->w, in->h,
-	    box, w, h, px);
-	if (r != 0) {
-		free(px);
-		return r;
-	}
-	out->w = w;
-	out->h = h;
-	out->px = px;
-	return 0;
+	return resize_new(in->px, stride, in->px + stride * in->h, in->w,
+	    in->h, box, w, h, out);
 }
