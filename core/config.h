@@ -5,7 +5,12 @@
  * "FILE:LINE: message" in err and the load fails (-EINVAL), so nothing is
  * mounted from a config with an error in it.  Every value is checked here:
  * sizes, ranges, enums, that a job names a dataset that exists, and that
- * its pipeline parses.  A loaded cfg is immutable.
+ * its pipeline parses.  The keys of every section are one table in
+ * config.c: it drives parsing, duplicate detection, the "expected ..."
+ * lists of error messages and which -o options are ours (cfg_is_mount_key).
+ * Paths are absolute once loaded (relative ones are taken from the config
+ * file's directory, or from the working directory for -o).  A loaded cfg is
+ * immutable.
  */
 #ifndef FEEDFS_CONFIG_H
 #define FEEDFS_CONFIG_H
@@ -17,16 +22,20 @@
 #include "transforms/xf.h"
 
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
+/* The dataset of `feedfs DATASET_DIR MOUNTPOINT` (cfg_default). */
+#define CFG_DEFAULT_DATASET "default"
+/* The longest job or dataset name (they are directory names). */
+#define CFG_MAX_NAME 128
 
 enum cfg_order { CFG_ORDER_STRICT, CFG_ORDER_RELAXED };
 enum cfg_on_error { CFG_ON_ERROR_FAIL, CFG_ON_ERROR_SUBSTITUTE };
 
 struct cfg_mount {
-	char *cache_dir;
+	char *cache_dir;     /* absolute */
 	uint64_t cache_size; /* bytes; 0 = no cache */
-	unsigned threads;    /* 0 = one per online CPU */
+	uint64_t threads;    /* 0 = one per online CPU */
 	uint64_t memory;     /* bytes */
-	unsigned readahead;  /* batches ahead of each sequential reader */
+	uint64_t readahead;  /* batches ahead of each sequential reader */
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 };
 
@@ -40,24 +49,26 @@ struct cfg_dataset {
 struct cfg_job {
 	char *name;
 	char *dataset;
-	uint32_t batch_size;
-	uint32_t epochs;
+	size_t dataset_index; /* into cfg.datasets, resolved by the load */
+	uint64_t batch_size;
+	uint64_t epochs;
 	uint64_t seed;
 	bool shuffle, drop_last;
 	enum cfg_order order;
 	char *pipeline;
+	struct xf_pipeline *pl; /* pipeline, parsed once by the load */
 	enum xf_dtype dtype;
 	enum xf_layout layout;
 	enum cfg_on_error on_error;
 	bool gpu;
-	uint64_t max_pixels; /* source images larger than this are refused */
+	uint64_t max_pixels; /* bound on every decoded or intermediate image */
 	int line;          /* of the [job NAME] header */
 	int pipeline_line; /* of its pipeline key (or the header) */
 	int dataset_line;  /* of its dataset key (or the header) */
 };
 
 struct cfg {
-	char *path; /* the file, as named; "(default)" for cfg_default */
+	char *path; /* the file, as named; the directory for cfg_default */
 	struct cfg_mount mount;
 	struct cfg_dataset *datasets;
 	size_t ndatasets;
@@ -69,11 +80,14 @@ struct cfg {
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
 
 /*
- * The config of `feedfs DATASET_DIR MOUNTPOINT`: dataset "data" at dir and
- * the jobs "train" and "val" of DESIGN.md (torchvision's ImageNet
- * transforms).
+ * The config of `feedfs DATASET_DIR MOUNTPOINT`: dataset
+ * CFG_DEFAULT_DATASET at dir and the jobs "train" and "val" of DESIGN.md
+ * (torchvision's ImageNet transforms).
  */
 int cfg_default(const char *dir, struct cfg **out, char *err, size_t errlen);
+
+/* Whether the len bytes at key name a [mount] key (-o KEY=VALUE is ours). */
+bool cfg_is_mount_key(const char *key, size_t len);
 
 /*
  * Set one [mount] key (from -o KEY=VALUE).  -ENOENT when key is not a
@@ -91,6 +105,12 @@ int cfg_parse_size(const char *s, uint64_t *out);
 
 /* Booleans: yes/no, true/false, on/off, 1/0 (any case).  -EINVAL else. */
 int cfg_parse_bool(const char *s, bool *out);
+
+/* The canonical spellings of the enums, for info.json and the README. */
+const char *cfg_dtype_name(enum xf_dtype d);
+const char *cfg_layout_name(enum xf_layout l);
+const char *cfg_order_name(enum cfg_order o);
+const char *cfg_on_error_name(enum cfg_on_error e);
 
 void cfg_free(struct cfg *c); /* NULL is fine */
 

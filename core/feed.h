@@ -1,16 +1,17 @@
 /*
- * feed.h - the engine of a mount: jobs, workers, batches in memory.
+ * feed.h - the engine of a mount, as fs/ sees it: jobs by index, batch
+ * files by key, and the generated text files.
  *
  * A batch is identified by (job, rank, world, epoch, batch).  Opening one of
  * its files (feed_open) makes the batch exist in memory and queues its
  * samples for the worker pool; it also queues the next `readahead` batches
  * of the same view, within the `memory` budget.  feed_read blocks until the
  * batch is complete.  Batches that no open file holds are released when
- * memory is needed, those read to their end first.
+ * memory is needed, those read to their end first.  The structs behind it
+ * are private to core/ (core/engine.h).
  *
  * Thread safety: every function may be called from any thread once
- * feed_start returned, except feed_free.  Lock order: feed.lock, then
- * nothing (the cache and the transforms take no lock of ours).
+ * feed_start returned, except feed_free.
  */
 #ifndef FEEDFS_FEED_H
 #define FEEDFS_FEED_H
@@ -18,16 +19,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "core/config.h"
 #include "core/dataset.h"
-#include "core/sample.h"
 
 #define FEED_MAX_WORLD 1024
 
 struct feed;
 struct feed_handle;
+
+/* The files of a batch: BK_CUDA (its .cuda descriptor) with gpu = on. */
+enum batch_kind { BK_IMAGES, BK_LABELS, BK_IDS, BK_CUDA, BK_COUNT };
 
 struct feed_key {
 	uint32_t job;
@@ -36,9 +38,13 @@ struct feed_key {
 	uint64_t batch;
 };
 
+/* The generated text files. */
+enum feed_text { FT_README, FT_INFO, FT_SAMPLES, FT_STATS };
+
 /*
  * Load the datasets and check the jobs of c (taken: freed by feed_free, or
- * here on failure).  Starts no thread.  Errors are "FILE:LINE: message".
+ * here on failure), and make the text files.  Starts no thread.  Errors
+ * are "FILE:LINE: message".
  */
 int feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
     struct feed **out, char *err, size_t errlen);
@@ -48,14 +54,19 @@ void feed_free(struct feed *f);
 
 const struct cfg *feed_cfg(const struct feed *f);
 size_t feed_njobs(const struct feed *f);
-struct job *feed_job(struct feed *f, size_t i);
 /* Index of the job called name, or -1. */
 int feed_find_job(const struct feed *f, const char *name);
+const char *feed_job_name(const struct feed *f, size_t job);
+uint32_t feed_job_epochs(const struct feed *f, size_t job);
+/* Whether the job's batches have .cuda files (gpu = on). */
+bool feed_job_cuda(const struct feed *f, size_t job);
+/* Batches per epoch of each rank of world. */
+uint64_t feed_job_nbatches(const struct feed *f, size_t job, uint32_t world);
 
 /* Whether key names a batch that exists (epoch, batch, rank < world). */
-bool feed_key_valid(struct feed *f, const struct feed_key *k);
+bool feed_key_valid(const struct feed *f, const struct feed_key *k);
 /* Size of the file of kind of batch k (header included). */
-uint64_t feed_file_size(struct feed *f, const struct feed_key *k,
+uint64_t feed_file_size(const struct feed *f, const struct feed_key *k,
     enum batch_kind kind);
 
 /* Open a batch file; starts its preparation and the readahead. */
@@ -69,10 +80,15 @@ int feed_read(struct feed *f, struct feed_handle *h, uint64_t off,
     size_t size, const void **ptr, size_t *len);
 void feed_release(struct feed *f, struct feed_handle *h);
 
-/* Generated text files; malloc'd, the caller frees. */
-char *feed_readme(struct feed *f, size_t *len);
-char *feed_info_json(struct feed *f, size_t job, size_t *len);
-char *feed_samples_tsv(struct feed *f, size_t job, size_t *len);
-char *feed_stats(struct feed *f, size_t *len);
+/*
+ * A text file (job is ignored for FT_README and FT_STATS).  README,
+ * info.json and samples.tsv are made once and shared: *text stays valid
+ * until feed_free, and *owned is NULL.  FT_STATS is made anew: *owned is
+ * the malloc'd text, which the caller frees.  -ENOMEM.
+ */
+int feed_text(struct feed *f, enum feed_text t, size_t job,
+    const char **text, size_t *len, char **owned);
+/* The length of a fixed text file (not FT_STATS). */
+size_t feed_text_len(const struct feed *f, enum feed_text t, size_t job);
 
 #endif

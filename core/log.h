@@ -1,8 +1,8 @@
 /*
  * log.h - the daemon's log: stderr in the foreground, syslog once detached.
  *
- * Thread safe.  log_once() logs a message the first time its flag is seen
- * clear (a per-site "say so once").
+ * Thread safe.  log_first() is true the first time its flag is seen clear,
+ * for a per-site "say so once": if (log_first(&flag)) log_warn(...).
  */
 #ifndef FEEDFS_LOG_H
 #define FEEDFS_LOG_H

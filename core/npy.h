@@ -18,5 +18,7 @@
 #define NPY_MAX_HEADER 256
 size_t npy_header(char *buf, const char *descr, const uint64_t *shape,
     int ndim);
+/* The length npy_header would return, computed without writing it. */
+size_t npy_header_len(const char *descr, const uint64_t *shape, int ndim);
 
 #endif

@@ -13,120 +13,11 @@
 
 #include "cache/cache.h"
 #include "core/log.h"
-#include "core/npy.h"
 #include "core/sample.h"
-#include "gpu/gpu.h"
 #include "transforms/rng.h"
 
 /* Source files larger than this are refused (no JPEG of a sane image is). */
 #define SAMPLE_MAX_FILE (512u << 20)
-
-int
-job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
-    const struct dataset *ds, char *err, size_t errlen)
-{
-	char msg[512];
-	size_t plen;
-	int r;
-
-	memset(j, 0, sizeof(*j));
-	j->cfg = cj;
-	j->ds = ds;
-	if ((r = xf_pipeline_parse(cj->pipeline, &j->pl, msg, sizeof(msg))) !=
-	    0) {
-		snprintf(err, errlen, "%s:%d: pipeline: %s", c->path,
-		    cj->pipeline_line, msg);
-		return r;
-	}
-	if ((r = xf_check_output(j->pl, cj->dtype, msg, sizeof(msg))) != 0) {
-		snprintf(err, errlen, "%s:%d: %s", c->path, cj->pipeline_line,
-		    msg);
-		goto fail;
-	}
-	/*
-	 * Refused before anything is mounted; probed in a child process so
-	 * that CUDA is first opened after fuse_daemonize() (feed_start).
-	 */
-	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
-		snprintf(err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line,
-		    msg);
-		goto fail;
-	}
-	j->pl->max_pixels = cj->max_pixels;
-	plen = xf_prefix_text(j->pl, NULL, 0);
-	if ((j->prefix = malloc(plen + 1)) == NULL ||
-	    (j->logged = calloc((ds->n + 7) / 8, 1)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		r = -ENOMEM;
-		goto fail;
-	}
-	xf_prefix_text(j->pl, j->prefix, plen + 1);
-	j->plan.n = ds->n;
-	j->plan.batch_size = cj->batch_size;
-	j->plan.seed = cj->seed;
-	j->plan.shuffle = cj->shuffle;
-	j->plan.drop_last = cj->drop_last;
-	if (plan_nbatches(&j->plan, 1) > 999999) {
-		snprintf(err, errlen, "%s:%d: %zu samples make %" PRIu64
-		    " batches of %u per epoch; batch names have six digits: "
-		    "use a larger batch_size", c->path, cj->line, ds->n,
-		    plan_nbatches(&j->plan, 1), cj->batch_size);
-		r = -EINVAL;
-		goto fail;
-	}
-	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
-	j->raw_bytes = xf_sample_bytes(j->pl, XF_UINT8);
-	j->descr = cj->dtype == XF_UINT8 ? "|u1"
-	    : cj->dtype == XF_FLOAT16	 ? "<f2"
-					 : "<f4";
-	j->shape[0] = cj->batch_size;
-	if (cj->layout == XF_CHW) {
-		j->shape[1] = 3;
-		j->shape[2] = j->pl->out_h;
-		j->shape[3] = j->pl->out_w;
-	} else {
-		j->shape[1] = j->pl->out_h;
-		j->shape[2] = j->pl->out_w;
-		j->shape[3] = 3;
-	}
-	return 0;
-fail:
-	job_fini(j);
-	return r;
-}
-
-void
-job_fini(struct job *j)
-{
-	xf_pipeline_free(j->pl);
-	free(j->prefix);
-	free(j->logged);
-	j->pl = NULL;
-	j->prefix = NULL;
-	j->logged = NULL;
-}
-
-size_t
-job_npy_header(const struct job *j, uint32_t len, enum batch_kind kind,
-    char *buf)
-{
-	uint64_t shape[4];
-
-	if (kind != BK_IMAGES) {
-		shape[0] = len;
-		return npy_header(buf, "<i8", shape, 1);
-	}
-	memcpy(shape, j->shape, sizeof(shape));
-	shape[0] = len;
-	return npy_header(buf, j->descr, shape, 4);
-}
-
-uint64_t
-job_npy_data_bytes(const struct job *j, uint32_t len, enum batch_kind kind)
-{
-	return kind == BK_IMAGES ? (uint64_t)len * j->sample_bytes
-				 : (uint64_t)len * sizeof(int64_t);
-}
 
 /* Read a whole file into a malloc'd buffer; *st gets its fstat. */
 static int
@@ -302,9 +193,8 @@ run_whole(struct job *j, const char *path, uint64_t key, bool raw, void *dst,
 	return 0;
 }
 
-/* sample_make; raw: uint8 HWC output whatever the job's dtype/layout. */
-static int
-make_as(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+int
+sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
     bool raw, void *dst, char *err, size_t errlen)
 {
 	const struct dataset *ds = j->ds;
@@ -348,26 +238,19 @@ out:
 }
 
 int
-sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
-    void *dst, char *err, size_t errlen)
-{
-	return make_as(j, c, epoch, id, false, dst, err, errlen);
-}
-
-static int
-slot_as(struct job *j, struct cache *c, uint32_t epoch, const uint32_t *perm,
-    uint64_t pos, bool raw, void *dst, uint32_t *id_out, bool log, char *err,
-    size_t errlen)
+sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
+    const uint32_t *order, uint64_t pos, bool raw, void *dst,
+    uint32_t *id_out, bool log, char *err, size_t errlen)
 {
 	size_t n = j->ds->n;
 	int r = -EIO;
 
 	for (size_t k = 0; k < n; k++) {
-		uint32_t id = perm[(pos + k) % n];
+		uint32_t id = order[(pos + k) % n];
 		uint8_t bit = (uint8_t)(1u << (id & 7));
 
-		if ((r = make_as(j, c, epoch, id, raw, dst, err, errlen)) ==
-		    0) {
+		if ((r = sample_make(j, c, epoch, id, raw, dst, err,
+			 errlen)) == 0) {
 			if (k > 0)
 				atomic_fetch_add(&j->st.substituted, 1);
 			*id_out = id;
@@ -386,95 +269,4 @@ slot_as(struct job *j, struct cache *c, uint32_t epoch, const uint32_t *perm,
 	snprintf(err, errlen, "job %s: no sample of the dataset can be read",
 	    j->cfg->name);
 	return r;
-}
-
-int
-sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
-    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
-    char *err, size_t errlen)
-{
-	return slot_as(j, c, epoch, perm, pos, false, dst, id_out, log, err,
-	    errlen);
-}
-
-int
-sample_make_slot_raw(struct job *j, struct cache *c, uint32_t epoch,
-    const uint32_t *perm, uint64_t pos, void *dst, uint32_t *id_out, bool log,
-    char *err, size_t errlen)
-{
-	return slot_as(j, c, epoch, perm, pos, true, dst, id_out, log, err,
-	    errlen);
-}
-
-int
-batch_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t rank,
-    uint32_t world, uint64_t b, void *images, int64_t *labels, int64_t *ids,
-    char *err, size_t errlen)
-{
-	uint32_t len = plan_batch_len(&j->plan, world, b);
-	uint32_t *perm = malloc(j->ds->n * sizeof(*perm));
-	uint64_t *pos = malloc((len ? len : 1) * sizeof(*pos));
-	int r = 0;
-
-	if (perm == NULL || pos == NULL) {
-		snprintf(err, errlen, "out of memory");
-		r = -ENOMEM;
-		goto out;
-	}
-	plan_permutation(&j->plan, epoch, perm);
-	plan_batch_positions(&j->plan, rank, world, b, pos);
-	for (uint32_t s = 0; s < len; s++) {
-		uint32_t id;
-
-		r = sample_make_slot(j, c, epoch, perm, pos[s],
-		    (uint8_t *)images + (size_t)s * j->sample_bytes, &id, false,
-		    err, errlen);
-		if (r != 0)
-			goto out;
-		labels[s] = j->ds->samples[id].label;
-		ids[s] = id;
-	}
-	r = (int)len;
-out:
-	free(perm);
-	free(pos);
-	return r;
-}
-
-static uint64_t
-now_sec(void)
-{
-	return now_ns() / 1000000000u;
-}
-
-void
-job_rate_add(struct job_stats *st)
-{
-	uint64_t sec = now_sec(), old;
-	unsigned i = (unsigned)(sec % JOB_RATE_SECS);
-
-	/*
-	 * The first sample of a new second claims the bucket and restarts
-	 * its count; a count that races with the claim may be lost, which
-	 * a rate gauge can afford.
-	 */
-	old = atomic_load(&st->rate_sec[i]);
-	if (old != sec &&
-	    atomic_compare_exchange_strong(&st->rate_sec[i], &old, sec))
-		atomic_store(&st->rate_n[i], 0);
-	atomic_fetch_add(&st->rate_n[i], 1);
-}
-
-double
-job_rate(struct job_stats *st, unsigned secs)
-{
-	uint64_t sec = now_sec(), n = 0;
-
-	for (unsigned i = 0; i < JOB_RATE_SECS; i++) {
-		uint64_t s = atomic_load(&st->rate_sec[i]);
-
-		if (s < sec && s + secs >= sec)
-			n += atomic_load(&st->rate_n[i]);
-	}
-	return (double)n / secs;
 }

@@ -1,6 +1,7 @@
 /*
- * fs.c - the FUSE glue: names to nodes, nodes to feed files, errors to errno
- * replies.  Nothing here knows how a batch is made.
+ * fs.c - the FUSE glue: inodes to namespace nodes (core/ns.h), nodes to
+ * feed files, errors to errno replies.  Nothing here knows which names
+ * exist or how a batch is made.
  *
  * Inodes are allocated on lookup from a table keyed by what the node is
  * (type, job, rank, world, epoch, batch, kind), counted by the kernel's
@@ -17,42 +18,22 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "core/ns.h"
 #include "fs/fs.h"
-#include "fs/names.h"
-
-enum ntype {
-	N_ROOT,
-	N_README,
-	N_DOTDIR,  /* .feedfs */
-	N_STATS,   /* .feedfs/stats */
-	N_JOB,     /* JOB */
-	N_INFO,    /* JOB/info.json */
-	N_SAMPLES, /* JOB/samples.tsv */
-	N_RANK,    /* JOB/rank-R-of-W */
-	N_EPOCH,   /* JOB[/rank-R-of-W]/epoch-NNNN */
-	N_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda} */
-};
-
-struct nkey {
-	enum ntype type;
-	uint32_t job, rank, world, epoch;
-	uint64_t batch;
-	enum batch_kind kind;
-};
 
 struct node {
-	struct nkey k;
+	struct ns_key k;
 	fuse_ino_t ino;
 	uint64_t nlookup;
 	struct node *knext, *inext;
 };
 
-/* An open file: a feed handle, or generated text. */
+/* An open file: a feed handle, or generated text (owned: ours to free). */
 struct ofile {
 	struct feed_handle *h;
-	char *text;
+	const char *text;
 	size_t len;
+	char *owned;
 };
 
 /*
@@ -77,19 +58,19 @@ fs_from_req(fuse_req_t req)
 }
 
 static bool
-nkey_eq(const struct nkey *a, const struct nkey *b)
+nkey_eq(const struct ns_key *a, const struct ns_key *b)
 {
 	return a->type == b->type && a->job == b->job && a->rank == b->rank &&
-	    a->world == b->world && a->epoch == b->epoch &&
-	    a->batch == b->batch && a->kind == b->kind;
+	       a->world == b->world && a->epoch == b->epoch &&
+	       a->batch == b->batch && a->kind == b->kind;
 }
 
 static size_t
-nkey_hash(const struct nkey *k, size_t n)
+nkey_hash(const struct ns_key *k, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
-	uint64_t v[] = { k->type, k->job, k->rank, k->world, k->epoch,
-		k->batch, k->kind };
+	uint64_t v[] = {
+	    k->type, k->job, k->rank, k->world, k->epoch, k->batch, k->kind};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		h = (h ^ v[i]) * 0x100000001b3ULL;
@@ -109,27 +90,7 @@ fs_init_state(struct feedfs *fs, struct feed *feed)
 	fs->by_ino = calloc(fs->nbuckets, sizeof(*fs->by_ino));
 	fs->ino_next = FUSE_ROOT_ID + 1;
 	pthread_mutex_init(&fs->lock, NULL);
-	if (!fs->by_key || !fs->by_ino)
-		return -ENOMEM;
-	if ((fs->readme = feed_readme(feed, &fs->readme_len)) == NULL)
-		return -ENOMEM;
-	fs->info_len = calloc(feed_njobs(feed), sizeof(size_t));
-	fs->samples_len = calloc(feed_njobs(feed), sizeof(size_t));
-	if (!fs->info_len || !fs->samples_len)
-		return -ENOMEM;
-	/* The generated files' sizes are fixed: compute them once. */
-	for (size_t j = 0; j < feed_njobs(feed); j++) {
-		char *t;
-
-		if ((t = feed_info_json(feed, j, &fs->info_len[j])) == NULL)
-			return -ENOMEM;
-		free(t);
-		if ((t = feed_samples_tsv(feed, j, &fs->samples_len[j])) ==
-		    NULL)
-			return -ENOMEM;
-		free(t);
-	}
-	return 0;
+	return fs->by_key && fs->by_ino ? 0 : -ENOMEM;
 }
 
 void
@@ -144,15 +105,12 @@ fs_fini_state(struct feedfs *fs)
 		}
 	free(fs->by_key);
 	free(fs->by_ino);
-	free(fs->readme);
-	free(fs->info_len);
-	free(fs->samples_len);
 	pthread_mutex_destroy(&fs->lock);
 }
 
 /* The node of k, created if new; nlookup incremented.  NULL: no memory. */
 static struct node *
-node_ref(struct feedfs *fs, const struct nkey *k)
+node_ref(struct feedfs *fs, const struct ns_key *k)
 {
 	size_t h = nkey_hash(k, fs->nbuckets), hi;
 	struct node *n;
@@ -163,7 +121,7 @@ node_ref(struct feedfs *fs, const struct nkey *k)
 			break;
 	if (!n && (n = calloc(1, sizeof(*n))) != NULL) {
 		n->k = *k;
-		n->ino = k->type == N_ROOT ? FUSE_ROOT_ID : fs->ino_next++;
+		n->ino = k->type == NS_ROOT ? FUSE_ROOT_ID : fs->ino_next++;
 		n->knext = fs->by_key[h];
 		fs->by_key[h] = n;
 		hi = n->ino % fs->nbuckets;
@@ -179,13 +137,12 @@ node_ref(struct feedfs *fs, const struct nkey *k)
 
 /* The key of inode ino (false if unknown). */
 static bool
-node_key(struct feedfs *fs, fuse_ino_t ino, struct nkey *k)
+node_key(struct feedfs *fs, fuse_ino_t ino, struct ns_key *k)
 {
 	struct node *n;
 
 	if (ino == FUSE_ROOT_ID) {
-		memset(k, 0, sizeof(*k));
-		k->type = N_ROOT;
+		ns_root(k);
 		return true;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -209,8 +166,8 @@ node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup)
 	for (pp = &fs->by_ino[ino % fs->nbuckets]; (n = *pp); pp = &n->inext)
 		if (n->ino == ino)
 			break;
-	if (n && (n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup) ==
-		0) {
+	if (n &&
+	    (n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup) == 0) {
 		*pp = n->inext;
 		for (pp = &fs->by_key[nkey_hash(&n->k, fs->nbuckets)]; *pp;
 		     pp = &(*pp)->knext)
@@ -224,129 +181,22 @@ node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* ---- names ------------------------------------------------------------ */
-
-static struct feed_key
-feed_key_of(const struct nkey *k)
-{
-	struct feed_key fk = { k->job, k->rank, k->world, k->epoch, k->batch };
-
-	return fk;
-}
-
-/* The child called name of the directory node p: 0 or -ENOENT. */
-static int
-child_key(struct feedfs *fs, const struct nkey *p, const char *name,
-    struct nkey *c)
-{
-	struct feed *f = fs->feed;
-	int j;
-
-	*c = *p;
-	switch (p->type) {
-	case N_ROOT:
-		memset(c, 0, sizeof(*c));
-		c->world = 1;
-		if (strcmp(name, "README") == 0)
-			c->type = N_README;
-		else if (strcmp(name, ".feedfs") == 0)
-			c->type = N_DOTDIR;
-		else if ((j = feed_find_job(f, name)) >= 0) {
-			c->type = N_JOB;
-			c->job = (uint32_t)j;
-		} else
-			return -ENOENT;
-		return 0;
-	case N_DOTDIR:
-		if (strcmp(name, "stats") != 0)
-			return -ENOENT;
-		c->type = N_STATS;
-		return 0;
-	case N_JOB:
-		if (strcmp(name, "info.json") == 0) {
-			c->type = N_INFO;
-			return 0;
-		}
-		if (strcmp(name, "samples.tsv") == 0) {
-			c->type = N_SAMPLES;
-			return 0;
-		}
-		if (fs_parse_rank(name, &c->rank, &c->world)) {
-			c->type = N_RANK;
-			return 0;
-		}
-		/* epochs of the whole view: */
-		/* FALLTHROUGH */
-	case N_RANK:
-		if (!fs_parse_epoch(name, &c->epoch) ||
-		    c->epoch >= feed_job(f, c->job)->cfg->epochs)
-			return -ENOENT;
-		c->type = N_EPOCH;
-		return 0;
-	case N_EPOCH: {
-		struct feed_key fk;
-
-		if (!fs_parse_batch(name, &c->batch, &c->kind) ||
-		    (c->kind == BK_CUDA && !feed_job(f, c->job)->cfg->gpu))
-			return -ENOENT;
-		fk = feed_key_of(c);
-		if (!feed_key_valid(f, &fk))
-			return -ENOENT;
-		c->type = N_BATCH;
-		return 0;
-	}
-	default:
-		return -ENOTDIR;
-	}
-}
-
 static void
-fill_stat(struct feedfs *fs, const struct nkey *k, fuse_ino_t ino,
-    struct stat *st)
+fill_stat(
+    struct feedfs *fs, const struct ns_key *k, fuse_ino_t ino, struct stat *st)
 {
-	struct feed *f = fs->feed;
+	struct ns_attr a;
 
+	ns_attr(fs->feed, k, &a);
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
 	st->st_blksize = 1 << 20;
-	switch (k->type) {
-	case N_ROOT:
-	case N_DOTDIR:
-	case N_JOB:
-	case N_RANK:
-	case N_EPOCH:
-		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2;
-		break;
-	case N_README:
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = (off_t)fs->readme_len;
-		break;
-	case N_STATS:
-		/* Live: its size is only known when read (direct_io). */
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		break;
-	case N_INFO:
-	case N_SAMPLES:
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = (off_t)(k->type == N_INFO ? fs->info_len[k->job]
-							: fs->samples_len[k->job]);
-		break;
-	case N_BATCH: {
-		struct feed_key fk = feed_key_of(k);
-
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = (off_t)feed_file_size(f, &fk, k->kind);
-		break;
-	}
-	}
+	st->st_mode = a.dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_nlink = a.dir ? 2 : 1;
+	st->st_size = (off_t)a.size;
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
@@ -378,7 +228,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct feedfs *fs = fs_from_req(req);
 	struct fuse_entry_param e;
-	struct nkey pk, ck;
+	struct ns_key pk, ck;
 	struct node *n;
 	int r;
 
@@ -386,7 +236,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if ((r = child_key(fs, &pk, name, &ck)) != 0) {
+	if ((r = ns_child(fs->feed, &pk, name, &ck)) != 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
@@ -399,7 +249,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.generation = 1;
 	fill_stat(fs, &ck, n->ino, &e.attr);
 	/* Names and sizes never change while mounted, but stats does. */
-	e.attr_timeout = ck.type == N_STATS ? 0 : 3600;
+	e.attr_timeout = ck.type == NS_STATS ? 0 : 3600;
 	e.entry_timeout = 3600;
 	fuse_reply_entry(req, &e);
 }
@@ -412,12 +262,12 @@ fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 }
 
 static void
-fs_op_forget_multi(fuse_req_t req, size_t count,
-    struct fuse_forget_data *forgets)
+fs_op_forget_multi(
+    fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		node_forget(fs_from_req(req), forgets[i].ino,
-		    forgets[i].nlookup);
+		node_forget(
+		    fs_from_req(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -426,7 +276,7 @@ fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct feedfs *fs = fs_from_req(req);
 	struct stat st;
-	struct nkey k;
+	struct ns_key k;
 
 	(void)fi;
 	if (!node_key(fs, ino, &k)) {
@@ -434,7 +284,7 @@ fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fill_stat(fs, &k, ino, &st);
-	fuse_reply_attr(req, &st, k.type == N_STATS ? 0 : 3600);
+	fuse_reply_attr(req, &st, k.type == NS_STATS ? 0 : 3600);
 }
 
 static void
@@ -442,8 +292,8 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct feedfs *fs = fs_from_req(req);
 	struct ofile *of;
-	struct nkey k;
-	int r = 0;
+	struct ns_key k;
+	int r = 0, t;
 
 	if (!node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
@@ -458,33 +308,8 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	switch (k.type) {
-	case N_README:
-		if ((of->text = malloc(fs->readme_len + 1)) == NULL)
-			r = -ENOMEM;
-		else {
-			memcpy(of->text, fs->readme, fs->readme_len);
-			of->len = fs->readme_len;
-		}
-		fi->keep_cache = 1;
-		break;
-	case N_STATS:
-		of->text = feed_stats(fs->feed, &of->len);
-		r = of->text ? 0 : -ENOMEM;
-		fi->direct_io = 1;
-		break;
-	case N_INFO:
-		of->text = feed_info_json(fs->feed, k.job, &of->len);
-		r = of->text ? 0 : -ENOMEM;
-		fi->keep_cache = 1;
-		break;
-	case N_SAMPLES:
-		of->text = feed_samples_tsv(fs->feed, k.job, &of->len);
-		r = of->text ? 0 : -ENOMEM;
-		fi->keep_cache = 1;
-		break;
-	case N_BATCH: {
-		struct feed_key fk = feed_key_of(&k);
+	if (k.type == NS_BATCH) {
+		struct feed_key fk = ns_feed_key(&k);
 
 		r = feed_open(fs->feed, &fk, k.kind, &of->h);
 		/* A .cuda file's bytes differ per open (its buffer). */
@@ -492,13 +317,17 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fi->direct_io = 1;
 		else
 			fi->keep_cache = 1;
-		break;
-	}
-	default:
+	} else if ((t = ns_text(&k)) >= 0) {
+		r = feed_text(fs->feed, (enum feed_text)t, k.job, &of->text,
+		    &of->len, &of->owned);
+		/* Stats are live: their size is only known when read. */
+		if (t == FT_STATS)
+			fi->direct_io = 1;
+		else
+			fi->keep_cache = 1;
+	} else
 		r = -EISDIR;
-	}
 	if (r != 0) {
-		free(of->text);
 		free(of);
 		fuse_reply_err(req, -r);
 		return;
@@ -509,7 +338,7 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The opener was interrupted: nobody will release this. */
 		if (of->h)
 			feed_release(fs->feed, of->h);
-		free(of->text);
+		free(of->owned);
 		free(of);
 	}
 }
@@ -531,8 +360,8 @@ fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else if (of->h)
 		r = feed_read(fs->feed, of->h, (uint64_t)off, size, &p, &len);
 	else if ((uint64_t)off < of->len) {
-		len = of->len - (size_t)off < size ? of->len - (size_t)off
-						   : size;
+		len =
+		    of->len - (size_t)off < size ? of->len - (size_t)off : size;
 		p = of->text + off;
 	}
 	/*
@@ -556,7 +385,7 @@ fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	HANDOVER_ACQUIRE(of);
 	if (of->h)
 		feed_release(fs->feed, of->h);
-	free(of->text);
+	free(of->owned);
 	free(of);
 	fuse_reply_err(req, 0);
 }
@@ -565,100 +394,24 @@ static void
 fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct feedfs *fs = fs_from_req(req);
-	struct nkey k;
+	struct ns_key k;
 
 	if (!node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (k.type != N_ROOT && k.type != N_DOTDIR && k.type != N_JOB &&
-	    k.type != N_RANK && k.type != N_EPOCH) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
+	{
+		struct ns_attr a;
+
+		ns_attr(fs->feed, &k, &a);
+		if (!a.dir) {
+			fuse_reply_err(req, ENOTDIR);
+			return;
+		}
 	}
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
-}
-
-/*
- * The i-th entry of directory k (after "." and ".."): its name and type.
- * Returns false past the last.
- */
-static bool
-dir_entry(struct feedfs *fs, const struct nkey *k, uint64_t i, char *name,
-    size_t len, struct nkey *c)
-{
-	struct feed *f = fs->feed;
-	struct job *j;
-	uint64_t nb;
-
-	*c = *k;
-	switch (k->type) {
-	case N_ROOT:
-		memset(c, 0, sizeof(*c));
-		c->world = 1;
-		if (i == 0) {
-			snprintf(name, len, "README");
-			c->type = N_README;
-		} else if (i == 1) {
-			snprintf(name, len, ".feedfs");
-			c->type = N_DOTDIR;
-		} else if (i - 2 < feed_njobs(f)) {
-			c->type = N_JOB;
-			c->job = (uint32_t)(i - 2);
-			snprintf(name, len, "%s", feed_job(f, c->job)->cfg->name);
-		} else
-			return false;
-		return true;
-	case N_DOTDIR:
-		if (i > 0)
-			return false;
-		snprintf(name, len, "stats");
-		c->type = N_STATS;
-		return true;
-	case N_JOB:
-		if (i == 0) {
-			snprintf(name, len, "info.json");
-			c->type = N_INFO;
-			return true;
-		}
-		if (i == 1) {
-			snprintf(name, len, "samples.tsv");
-			c->type = N_SAMPLES;
-			return true;
-		}
-		i -= 2;
-		/* FALLTHROUGH */
-	case N_RANK:
-		j = feed_job(f, k->job);
-		if (i >= j->cfg->epochs)
-			return false;
-		c->type = N_EPOCH;
-		c->epoch = (uint32_t)i;
-		snprintf(name, len, "epoch-%04" PRIu32, c->epoch);
-		return true;
-	case N_EPOCH: {
-		unsigned per; /* files per batch: .cuda too with gpu = on */
-
-		j = feed_job(f, k->job);
-		per = j->cfg->gpu ? 4 : 3;
-		nb = plan_nbatches(&j->plan, k->world);
-		if (i >= per * nb)
-			return false;
-		c->type = N_BATCH;
-		c->batch = i / per;
-		c->kind = (enum batch_kind)(i % per);
-		snprintf(name, len, "batch-%06" PRIu64 "%s", c->batch,
-		    c->kind == BK_IMAGES     ? ".npy"
-			: c->kind == BK_LABELS ? ".labels.npy"
-			: c->kind == BK_IDS    ? ".ids.npy"
-					       : ".cuda");
-		return true;
-	}
-	default:
-		return false;
-	}
 }
 
 static void
@@ -666,9 +419,9 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
 	struct feedfs *fs = fs_from_req(req);
-	char *buf, name[64];
+	char *buf, name[NS_NAME_MAX];
 	size_t used = 0;
-	struct nkey k, c;
+	struct ns_key k, c;
 	struct stat st;
 
 	(void)fi;
@@ -687,15 +440,16 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (i < 2) {
 			snprintf(name, sizeof(name), i ? ".." : ".");
 			st.st_mode = S_IFDIR;
-		} else if (dir_entry(fs, &k, i - 2, name, sizeof(name), &c)) {
+		} else if (ns_entry(
+			       fs->feed, &k, i - 2, name, sizeof(name), &c)) {
 			fill_stat(fs, &c, 0, &st);
 			st.st_mode &= S_IFMT;
 		} else
 			break;
 		/* An inode number for d_ino only; lookup gives the real one. */
 		st.st_ino = (ino_t)(i + 2);
-		n = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		    (off_t)(i + 1));
+		n = fuse_add_direntry(
+		    req, buf + used, size - used, name, &st, (off_t)(i + 1));
 		if (n > size - used)
 			break;
 		used += n;
@@ -727,7 +481,6 @@ static void
 fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
-	(void)ino, (void)attr, (void)to_set, (void)fi;
 	fs_op_erofs(req);
 }
 
@@ -735,29 +488,25 @@ static void
 fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     dev_t rdev)
 {
-	(void)parent, (void)name, (void)mode, (void)rdev;
 	fs_op_erofs(req);
 }
 
 static void
 fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	(void)parent, (void)name, (void)mode;
 	fs_op_erofs(req);
 }
 
 static void
 fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	(void)parent, (void)name;
 	fs_op_erofs(req);
 }
 
 static void
-fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-    const char *name)
+fs_op_symlink(
+    fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	(void)link, (void)parent, (void)name;
 	fs_op_erofs(req);
 }
 
@@ -765,15 +514,13 @@ static void
 fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
 	fs_op_erofs(req);
 }
 
 static void
-fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-    const char *newname)
+fs_op_link(
+    fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	(void)ino, (void)newparent, (void)newname;
 	fs_op_erofs(req);
 }
 
@@ -781,7 +528,6 @@ static void
 fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
 	fs_op_erofs(req);
 }
 
@@ -789,14 +535,12 @@ static void
 fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     const char *value, size_t size, int flags)
 {
-	(void)ino, (void)name, (void)value, (void)size, (void)flags;
 	fs_op_erofs(req);
 }
 
 static void
 fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino, (void)name;
 	fs_op_erofs(req);
 }
 
@@ -804,7 +548,6 @@ static void
 fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     struct fuse_file_info *fi)
 {
-	(void)parent, (void)name, (void)mode, (void)fi;
 	fs_op_erofs(req);
 }
 
@@ -812,33 +555,32 @@ static void
 fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
     off_t length, struct fuse_file_info *fi)
 {
-	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
 	fs_op_erofs(req);
 }
 
 const struct fuse_lowlevel_ops fs_ops = {
-	.init = fs_op_init,
-	.lookup = fs_op_lookup,
-	.forget = fs_op_forget,
-	.forget_multi = fs_op_forget_multi,
-	.getattr = fs_op_getattr,
-	.setattr = fs_op_setattr,
-	.mknod = fs_op_mknod,
-	.mkdir = fs_op_mkdir,
-	.unlink = fs_op_unlink,
-	.rmdir = fs_op_unlink,
-	.symlink = fs_op_symlink,
-	.rename = fs_op_rename,
-	.link = fs_op_link,
-	.open = fs_op_open,
-	.read = fs_op_read,
-	.write = fs_op_write,
-	.release = fs_op_release,
-	.opendir = fs_op_opendir,
-	.readdir = fs_op_readdir,
-	.statfs = fs_op_statfs,
-	.setxattr = fs_op_setxattr,
-	.removexattr = fs_op_removexattr,
-	.create = fs_op_create,
-	.fallocate = fs_op_fallocate,
+    .init = fs_op_init,
+    .lookup = fs_op_lookup,
+    .forget = fs_op_forget,
+    .forget_multi = fs_op_forget_multi,
+    .getattr = fs_op_getattr,
+    .setattr = fs_op_setattr,
+    .mknod = fs_op_mknod,
+    .mkdir = fs_op_mkdir,
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_unlink,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
+    .link = fs_op_link,
+    .open = fs_op_open,
+    .read = fs_op_read,
+    .write = fs_op_write,
+    .release = fs_op_release,
+    .opendir = fs_op_opendir,
+    .readdir = fs_op_readdir,
+    .statfs = fs_op_statfs,
+    .setxattr = fs_op_setxattr,
+    .removexattr = fs_op_removexattr,
+    .create = fs_op_create,
+    .fallocate = fs_op_fallocate,
 };

@@ -13,7 +13,7 @@
 struct node;
 
 /*
- * Per-mount state, the session's userdata.  nodes/ino_next are protected
+ * Per-mount state, the session's userdata.  The node tables are protected
  * by lock; feed does its own locking (fs.lock is never held while calling
  * into feed, so there is no order between the two).
  */
@@ -26,9 +26,6 @@ struct feedfs {
 	struct node **by_key, **by_ino; /* hash tables */
 	size_t nbuckets, nnodes;
 	fuse_ino_t ino_next;
-	char *readme; /* generated once */
-	size_t readme_len;
-	size_t *info_len, *samples_len; /* per job, computed once */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;

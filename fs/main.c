@@ -35,8 +35,9 @@ usage(FILE *fp)
 	    "\n"
 	    "  -f        stay in the foreground, log to stderr\n"
 	    "  -d        debug output (implies -f)\n"
-	    "  -o opt    cache_dir=DIR, cache_size=SIZE, threads=N, memory=SIZE,\n"
-	    "            readahead=N, or a FUSE mount option (allow_other, ...)\n"
+	    "  -o opt    a [mount] key of feedfs.conf(5) (cache_dir=DIR,\n"
+	    "            cache_size=SIZE, threads=N, memory=SIZE, readahead=N,\n"
+	    "            gpu_memory=SIZE), or a FUSE mount option (allow_other)\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "See feedfs(8) and feedfs.conf(5).\n");
@@ -84,16 +85,7 @@ add_opts(struct opts *o, const char *list)
 		return -ENOMEM;
 	for (tok = strtok_r(dup, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		static const char *const ours[] = { "cache_dir", "cache_size",
-			"threads", "memory", "readahead" };
-		size_t klen = strcspn(tok, "=");
-		bool mine = false;
-
-		for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
-			if (strlen(ours[i]) == klen &&
-			    strncmp(tok, ours[i], klen) == 0)
-				mine = true;
-		if (mine) {
+		if (cfg_is_mount_key(tok, strcspn(tok, "="))) {
 			char **kv = realloc(o->mount_kv,
 			    (o->nmount_kv + 1) * sizeof(*kv));
 

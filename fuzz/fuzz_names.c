@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/names.h"
+#include "core/ns.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,7 +29,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(name, data, size);
 	name[size] = '\0';
-	if (fs_parse_rank(name, &r, &w)) {
+	if (ns_parse_rank(name, &r, &w)) {
 		if (w < 1 || w > FEED_MAX_WORLD || r >= w)
 			abort();
 		snprintf(back, sizeof(back), "rank-%" PRIu32 "-of-%" PRIu32, r,
@@ -37,12 +37,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (strcmp(back, name) != 0)
 			abort();
 	}
-	if (fs_parse_epoch(name, &e)) {
+	if (ns_parse_epoch(name, &e)) {
 		snprintf(back, sizeof(back), "epoch-%04" PRIu32, e);
 		if (strcmp(back, name) != 0)
 			abort();
 	}
-	if (fs_parse_batch(name, &b, &k)) {
+	if (ns_parse_batch(name, &b, &k)) {
 		if ((unsigned)k > BK_CUDA)
 			abort();
 		snprintf(back, sizeof(back), "batch-%06" PRIu64 "%s", b,

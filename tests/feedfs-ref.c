@@ -16,6 +16,7 @@
 
 #include "core/config.h"
 #include "core/dataset.h"
+#include "core/job.h"
 #include "core/plan.h"
 #include "core/sample.h"
 
@@ -35,6 +36,46 @@ write_file(const char *dir, uint64_t b, const char *suffix, const void *hdr,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * The whole batch b of rank/world for epoch, sequentially: images gets
+ * len * sample_bytes bytes, labels and ids len entries; on_error is
+ * followed as the mount follows it.  Returns the count, or -EIO.
+ */
+static int
+batch_make(struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
+    uint64_t b, void *images, int64_t *labels, int64_t *ids, char *err,
+    size_t errlen)
+{
+	uint32_t len = plan_batch_len(&j->plan, world, b);
+	uint32_t *order = malloc(j->ds->n * sizeof(*order));
+	uint64_t *pos = malloc((len ? len : 1) * sizeof(*pos));
+	int r = 0;
+
+	if (order == NULL || pos == NULL) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	plan_permutation(&j->plan, epoch, order);
+	plan_batch_positions(&j->plan, rank, world, b, pos);
+	for (uint32_t s = 0; s < len; s++) {
+		uint32_t id;
+
+		r = sample_make_slot(j, NULL, epoch, order, pos[s], false,
+		    (uint8_t *)images + (size_t)s * j->sample_bytes, &id, false,
+		    err, errlen);
+		if (r != 0)
+			goto out;
+		labels[s] = j->ds->samples[id].label;
+		ids[s] = id;
+	}
+	r = (int)len;
+out:
+	free(order);
+	free(pos);
+	return r;
 }
 
 int
@@ -78,9 +119,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "feedfs-ref: no job %s\n", argv[i + 1]);
 		return 1;
 	}
-	for (size_t k = 0; k < c->ndatasets; k++)
-		if (strcmp(c->datasets[k].name, cj->dataset) == 0)
-			cd = &c->datasets[k];
+	cd = &c->datasets[cj->dataset_index];
 	if (!cd || ds_open(cd->name, cd->root, cd->manifest, NULL, NULL, &ds,
 		       err, sizeof(err)) != 0 ||
 	    job_init(&j, c, cj, ds, err, sizeof(err)) != 0) {
@@ -100,7 +139,7 @@ main(int argc, char **argv)
 	for (uint64_t b = 0; b < nb && ret == 0; b++) {
 		size_t hl;
 
-		r = batch_make(&j, NULL, epoch, (uint32_t)rank,
+		r = batch_make(&j, epoch, (uint32_t)rank,
 		    (uint32_t)world, b, images, labels, ids, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "feedfs-ref: batch %" PRIu64 ": %s\n",

@@ -14,6 +14,7 @@ check(const char *descr, const uint64_t *shape, int ndim, const char *dict)
 	size_t hl = (unsigned char)buf[8] | (unsigned char)buf[9] << 8;
 
 	CHECK_EQ_INT(len % 64, 0);
+	CHECK_EQ_INT(npy_header_len(descr, shape, ndim), len);
 	CHECK_EQ_INT(hl, len - 10);
 	CHECK(memcmp(buf, "\x93NUMPY\x01\x00", 8) == 0);
 	CHECK(strncmp(buf + 10, dict, strlen(dict)) == 0);
@@ -36,5 +37,14 @@ main(void)
 	check("|u1", s4, 4,
 	    "{'descr': '|u1', 'fortran_order': False, "
 	    "'shape': (256, 3, 224, 224), }");
+	/* The computed length agrees with the written one at every width. */
+	for (uint64_t v = 1; v < UINT64_MAX / 10; v = v * 10 + 3) {
+		uint64_t s[4] = { v, 3, v + 1, 9 };
+		char buf[NPY_MAX_HEADER];
+
+		for (int nd = 1; nd <= 4; nd++)
+			CHECK_EQ_INT(npy_header_len("<f4", s, nd),
+			    npy_header(buf, "<f4", s, nd));
+	}
 	return TEST_SUMMARY();
 }

@@ -1,0 +1,50 @@
+/*
+ * config_int.h - what config.c (the grammar) and config_keys.c (the key
+ * table and the values) share.  Private to those two files.
+ */
+#ifndef FEEDFS_CONFIG_INT_H
+#define FEEDFS_CONFIG_INT_H
+
+#include "core/config.h"
+
+enum section { SEC_NONE, SEC_MOUNT, SEC_DATASET, SEC_JOB };
+
+enum ktype {
+	K_PATH,  /* char *, absolute once set */
+	K_STR,   /* char * */
+	K_SIZE,  /* uint64_t bytes, cfg_parse_size; lo = least nonzero */
+	K_COUNT, /* uint64_t in [lo, hi] */
+	K_BOOL,  /* bool */
+	K_ENUM,  /* an enum (int): index into names */
+};
+
+struct key {
+	enum section sec;
+	const char *name;
+	enum ktype type;
+	size_t off;     /* of the field in cfg_mount, cfg_dataset or cfg_job */
+	long line_off;  /* of an int that gets the key's line, or -1 */
+	uint64_t lo, hi;
+	const char *const *names; /* K_ENUM */
+	const char *what;         /* the expected value, for messages */
+};
+
+/* The key of sec called by the len bytes at name, or NULL. */
+const struct key *cfg_find_key(int sec, const char *name, size_t len);
+/* Its index in the table (a bit in a section's "seen" set, < 64). */
+unsigned cfg_key_index(const struct key *k);
+/* "a, b or c": the keys of sec. */
+void cfg_list_keys(int sec, char *buf, size_t len);
+/*
+ * Set the field of key k in the section struct at base from val; dir
+ * resolves a relative path (NULL: the working directory).  -EINVAL with
+ * msg filled for a bad value, -ENOMEM.
+ */
+int cfg_set_key(const struct key *k, void *base, const char *dir,
+    const char *val, char *msg, size_t len);
+/* dir/path unless path is absolute; dir NULL: the working directory. */
+char *cfg_join_path(const char *dir, const char *path);
+void cfg_job_defaults(struct cfg_job *j);
+int cfg_mount_defaults(struct cfg_mount *m);
+
+#endif

@@ -1,0 +1,356 @@
+/*
+ * config_keys.c - the table of config keys and the parsing of their values
+ * (see config.h).  Every key of every section is one row of keys[]: the
+ * field it sets, the kind of value, its bounds and the words of the message
+ * for a bad one.  The parser (config.c) and -o (cfg_set_mount) go through
+ * it, so a key added here is parsed, checked for duplicates, listed in
+ * "unknown key" messages and accepted by -o (a [mount] key) at once.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/config_int.h"
+
+#define MAX_THREADS 1024
+#define MAX_READAHEAD 1024
+#define MAX_BATCH_SIZE (1u << 20)
+#define MAX_EPOCHS 10000 /* epoch-NNNN: four digits */
+#define MIN_MEMORY (16u << 20)
+
+static const char *const dtype_names[] = {"uint8", "float16", "float32", NULL};
+static const char *const layout_names[] = {"HWC", "CHW", NULL};
+static const char *const order_names[] = {"strict", "relaxed", NULL};
+static const char *const on_error_names[] = {"fail", "substitute", NULL};
+
+#define M(f) offsetof(struct cfg_mount, f)
+#define D(f) offsetof(struct cfg_dataset, f)
+#define J(f) offsetof(struct cfg_job, f)
+static const struct key keys[] = {
+    {SEC_MOUNT, "cache_dir", K_PATH, M(cache_dir), -1, 0, 0, NULL,
+	"a directory"},
+    {SEC_MOUNT, "cache_size", K_SIZE, M(cache_size), -1, MIN_MEMORY, 1, NULL,
+	"like 50G, 512M or 0; 0 for no cache, else at least 16M"},
+    {SEC_MOUNT, "threads", K_COUNT, M(threads), -1, 0, MAX_THREADS, NULL,
+	"a count from 0 to 1024 (0 = one per core)"},
+    {SEC_MOUNT, "memory", K_SIZE, M(memory), -1, MIN_MEMORY, 0, NULL,
+	"like 2G or 512M; at least 16M"},
+    {SEC_MOUNT, "readahead", K_COUNT, M(readahead), -1, 0, MAX_READAHEAD, NULL,
+	"a count from 0 to 1024"},
+    {SEC_MOUNT, "gpu_memory", K_SIZE, M(gpu_memory), -1, MIN_MEMORY, 0, NULL,
+	"like 1G or 512M; at least 16M"},
+    {SEC_DATASET, "root", K_PATH, D(root), -1, 0, 0, NULL, "a directory"},
+    {SEC_DATASET, "manifest", K_PATH, D(manifest), -1, 0, 0, NULL, "a file"},
+    {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,
+	"a dataset name"},
+    {SEC_JOB, "batch_size", K_COUNT, J(batch_size), -1, 1, MAX_BATCH_SIZE, NULL,
+	"a count from 1 to 1048576"},
+    {SEC_JOB, "epochs", K_COUNT, J(epochs), -1, 1, MAX_EPOCHS, NULL,
+	"a count from 1 to 10000"},
+    {SEC_JOB, "seed", K_COUNT, J(seed), -1, 0, UINT64_MAX, NULL,
+	"an unsigned 64-bit integer"},
+    {SEC_JOB, "shuffle", K_BOOL, J(shuffle), -1, 0, 0, NULL, "yes or no"},
+    {SEC_JOB, "drop_last", K_BOOL, J(drop_last), -1, 0, 0, NULL, "yes or no"},
+    {SEC_JOB, "order", K_ENUM, J(order), -1, 0, 0, order_names, NULL},
+    {SEC_JOB, "pipeline", K_STR, J(pipeline), J(pipeline_line), 0, 0, NULL,
+	"a pipeline"},
+    {SEC_JOB, "dtype", K_ENUM, J(dtype), -1, 0, 0, dtype_names, NULL},
+    {SEC_JOB, "layout", K_ENUM, J(layout), -1, 0, 0, layout_names, NULL},
+    {SEC_JOB, "on_error", K_ENUM, J(on_error), -1, 0, 0, on_error_names, NULL},
+    {SEC_JOB, "gpu", K_BOOL, J(gpu), -1, 0, 0, NULL, "yes or no"},
+    {SEC_JOB, "max_pixels", K_COUNT, J(max_pixels), -1, 1, UINT64_MAX, NULL,
+	"a count of pixels from 1 up"},
+};
+#undef M
+#undef D
+#undef J
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+int
+cfg_parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	char *end;
+	double v;
+	uint64_t mul = 1;
+	const char *u;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!isdigit((unsigned char)*s) && *s != '.')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || v < 0)
+		return -EINVAL;
+	if (*end && (u = strchr(units, toupper((unsigned char)*end))) != NULL) {
+		mul = 1ull << (10 * (u - units + 1));
+		end++;
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'B' || *end == 'b')
+			end++;
+	} else if (*end == 'B' || *end == 'b')
+		end++;
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end != '\0')
+		return -EINVAL;
+	v *= (double)mul;
+	if (v >= 18446744073709551616.0)
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int
+cfg_parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"};
+	static const char *const no[] = {"no", "false", "off", "0"};
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* An unsigned decimal in [lo, hi]. */
+static int
+parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+char *
+cfg_join_path(const char *dir, const char *path)
+{
+	char cwd[PATH_MAX], *s;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (dir == NULL) {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return NULL;
+		dir = cwd;
+	}
+	if (asprintf(&s, "%s/%s", dir, path) < 0)
+		return NULL;
+	return s;
+}
+
+const struct key *
+cfg_find_key(int sec, const char *name, size_t len)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((int)keys[i].sec == sec && strlen(keys[i].name) == len &&
+		    strncmp(keys[i].name, name, len) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+unsigned
+cfg_key_index(const struct key *k)
+{
+	return (unsigned)(k - keys);
+}
+
+bool
+cfg_is_mount_key(const char *key, size_t len)
+{
+	return cfg_find_key(SEC_MOUNT, key, len) != NULL;
+}
+
+/* "a, b or c" of the keys of sec (or of the names of an enum). */
+static void
+list_words(const char *const *words, size_t n, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+		    i == 0	 ? ""
+		    : i + 1 == n ? " or "
+				 : ", ",
+		    words[i]);
+}
+
+void
+cfg_list_keys(int sec, char *buf, size_t len)
+{
+	const char *words[NKEYS];
+	size_t n = 0;
+
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((int)keys[i].sec == sec)
+			words[n++] = keys[i].name;
+	list_words(words, n, buf, len);
+}
+
+int
+cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
+    char *msg, size_t len)
+{
+	void *field = (char *)base + k->off;
+	uint64_t v;
+	bool b;
+	int e;
+
+	switch (k->type) {
+	case K_PATH:
+	case K_STR: {
+		char *s;
+
+		if (val[0] == '\0') {
+			snprintf(msg, len, "%s: empty %s", k->name,
+			    k->type == K_PATH ? "path" : "value");
+			return -EINVAL;
+		}
+		s = k->type == K_PATH ? cfg_join_path(dir, val) : strdup(val);
+		if (s == NULL)
+			return -ENOMEM;
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case K_SIZE:
+		if (cfg_parse_size(val, &v) != 0) {
+			snprintf(msg, len, "%s: '%s' is not a size (%s)",
+			    k->name, val, k->what);
+			return -EINVAL;
+		}
+		if (v < k->lo && !(v == 0 && k->hi)) {
+			snprintf(msg, len, "%s: %s is too small (%s)", k->name,
+			    val, k->what);
+			return -EINVAL;
+		}
+		*(uint64_t *)field = v;
+		return 0;
+	case K_COUNT:
+		if (parse_uint(val, k->lo, k->hi, &v) != 0) {
+			snprintf(msg, len, "%s: '%s' is not %s", k->name, val,
+			    k->what);
+			return -EINVAL;
+		}
+		*(uint64_t *)field = v;
+		return 0;
+	case K_BOOL:
+		if (cfg_parse_bool(val, &b) != 0) {
+			snprintf(msg, len, "%s: '%s' is not %s", k->name, val,
+			    k->what);
+			return -EINVAL;
+		}
+		*(bool *)field = b;
+		return 0;
+	case K_ENUM:
+		for (e = 0; k->names[e]; e++)
+			if (strcasecmp(val, k->names[e]) == 0) {
+				*(int *)field = e;
+				return 0;
+			}
+		{
+			char words[256];
+
+			list_words(k->names, (size_t)e, words, sizeof(words));
+			snprintf(msg, len, "%s: '%s' is not %s", k->name, val,
+			    words);
+		}
+		return -EINVAL;
+	}
+	return -EINVAL;
+}
+
+void
+cfg_job_defaults(struct cfg_job *j)
+{
+	j->batch_size = 256;
+	j->epochs = 90;
+	j->seed = 42;
+	j->shuffle = true;
+	j->drop_last = false;
+	j->order = CFG_ORDER_STRICT;
+	j->dtype = XF_FLOAT32;
+	j->layout = XF_CHW;
+	j->on_error = CFG_ON_ERROR_FAIL;
+	j->gpu = false;
+	j->max_pixels = XF_DEFAULT_MAX_PIXELS;
+}
+
+int
+cfg_mount_defaults(struct cfg_mount *m)
+{
+	m->cache_size = 50ull << 30;
+	m->threads = 0;
+	m->memory = 2ull << 30;
+	m->readahead = 4;
+	m->gpu_memory = 1ull << 30;
+	return (m->cache_dir = strdup(CFG_DEFAULT_CACHE_DIR)) ? 0 : -ENOMEM;
+}
+
+int
+cfg_set_mount(
+    struct cfg *c, const char *key, const char *value, char *err, size_t errlen)
+{
+	const struct key *k = cfg_find_key(SEC_MOUNT, key, strlen(key));
+	char msg[512];
+	int r;
+
+	if (k == NULL) {
+		snprintf(err, errlen, "-o %s: not a [mount] key", key);
+		return -ENOENT;
+	}
+	/* Relative paths in -o are taken from the working directory. */
+	if ((r = cfg_set_key(k, &c->mount, NULL, value, msg, sizeof(msg))) ==
+	    -EINVAL)
+		snprintf(err, errlen, "-o %s=%s: %s", key, value, msg);
+	else if (r == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return r;
+}
+
+const char *
+cfg_dtype_name(enum xf_dtype d)
+{
+	return dtype_names[d];
+}
+
+const char *
+cfg_layout_name(enum xf_layout l)
+{
+	return layout_names[l];
+}
+
+const char *
+cfg_order_name(enum cfg_order o)
+{
+	return order_names[o];
+}
+
+const char *
+cfg_on_error_name(enum cfg_on_error e)
+{
+	return on_error_names[e];
+}

@@ -1,0 +1,206 @@
+/*
+ * engine.h - the engine's state, shared by the files of core/ that make up
+ * a mount's engine and private to them:
+ *
+ *	feed.c     setup, teardown, open/read/release of batch files
+ *	batch.c    the batch table and the memory budget
+ *	sched.c    the work queues, readahead and the worker threads
+ *	relaxed.c  order = relaxed: batches filled as samples finish
+ *	order.c    the epochs' orders, shared by their batches
+ *	stage.c    .cuda files: staging a batch on the device
+ *	text.c     README, info.json, samples.tsv;  stats.c  .feedfs/stats
+ *
+ * Locking: one mutex, feed.lock, protects the batch table, the queues, the
+ * orders, the relaxed views and the memory count.  Workers take it only
+ * to pick a slot and to hand a finished one back; decoding runs unlocked.
+ * Each batch has a condition variable (under feed.lock) that readers wait
+ * on.  Functions here marked "locked" are called with feed.lock held.
+ * Lock order: a handle's lock (stage.c), then feed.lock; nothing is
+ * called with feed.lock held that takes another lock of ours (the cache
+ * and the transforms take none).
+ */
+#ifndef FEEDFS_ENGINE_H
+#define FEEDFS_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/feed.h"
+#include "core/job.h"
+#include "gpu/feedfs_cuda.h"
+
+#define FEED_HASH 1024
+
+struct cache;
+struct cache_ctl;
+struct gpu;
+struct gpu_buf;
+struct rview;
+
+/* An epoch's order, shared by the batches of (job, epoch). */
+struct order {
+	uint32_t job, epoch;
+	uint32_t *ids; /* ids[pos]: the sample at position pos */
+	unsigned refs;
+	uint64_t used;
+	struct order *next;
+};
+
+/* A batch of order = relaxed (rv set) takes samples as they finish. */
+struct rpart {
+	struct rview *rv;     /* the view whose samples it takes */
+	uint32_t quota;       /* samples it asks to be started */
+	uint32_t filled;      /* slots delivered */
+	const uint32_t *fixed; /* chosen before (rebuilt): its ids */
+	struct batch *rnext;  /* next batch waiting for samples */
+};
+
+/*
+ * A batch in memory: the three .npy files of (job, rank view, epoch,
+ * batch), or with raw the uint8 HWC samples that its .cuda file stages.
+ */
+struct batch {
+	struct feed_key key;
+	struct job *job;
+	bool raw;
+	struct batch_geom g;
+	uint8_t *file[BK_IDS + 1]; /* images (raw: samples), labels, ids */
+	uint64_t mem;              /* bytes counted in feed.mem_used */
+	/* The slots: planned positions in the epoch's order. */
+	struct order *order;       /* held until every slot is done */
+	uint64_t *pos;
+	uint32_t next;             /* next slot to hand out */
+	uint32_t inflight;         /* slots being made */
+	/* State, under feed.lock. */
+	bool ready;                /* all slots done, or failed */
+	int err;                   /* first failure */
+	char errmsg[512];
+	unsigned refs;             /* open handles */
+	bool queued, demanded;     /* in a queue; opened by a reader */
+	bool consumed;             /* read to its end */
+	uint64_t used;             /* last use (feed.tick) */
+	pthread_cond_t cv;         /* ready */
+	struct batch *hnext;       /* hash chain */
+	struct batch *qnext;       /* queue link */
+	struct rpart r;            /* order = relaxed only */
+};
+
+struct queue {
+	struct batch *head, *tail;
+};
+
+struct rsample;
+
+/* A generated text file. */
+struct text {
+	char *s;
+	size_t len;
+};
+
+struct feed {
+	struct cfg *cfg;
+	struct dataset **ds; /* one per cfg dataset */
+	struct job *jobs;
+	size_t njobs;
+	struct cache *cache; /* NULL: serve without */
+	struct gpu *gpu;     /* NULL unless a job has gpu = on */
+	atomic_bool cache_warned;
+	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
+	unsigned nthreads;
+	pthread_t *threads;
+	uint64_t memory; /* budget for batches (the cache's share taken out) */
+	uint64_t cache_mem;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a queue got work, or stopping */
+	pthread_cond_t room; /* memory was given back */
+	bool stopping;
+	struct batch *table[FEED_HASH];
+	size_t nbatches;
+	struct queue demand, ahead;
+	struct order *orders;
+	struct rview *rviews; /* order = relaxed views, most recent first */
+	size_t nrviews;
+	struct rsample **rfree; /* per job: spare sample buffers */
+	unsigned *nrfree;
+	uint64_t mem_used, mem_peak, tick;
+	uint64_t queued_slots;
+
+	struct text readme, *info, *samples; /* text.c; info, samples: per job */
+};
+
+/* An open batch file. */
+struct feed_handle {
+	struct batch *b; /* NULL: the file is in data */
+	enum batch_kind kind;
+	uint8_t *data;   /* labels or ids made from the plan alone */
+	size_t len;
+	/* BK_CUDA: the batch staged by the first read, held until release. */
+	pthread_mutex_t lock; /* the three below */
+	struct gpu_buf *gbuf;
+	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
+	int gerr;
+};
+
+/* order.c: the order of (job, epoch), referenced (NULL: no memory). */
+struct order *order_get(struct feed *f, uint32_t job, uint32_t epoch);
+void order_put(struct order *o); /* NULL is fine */
+void order_free_all(struct feed *f);
+
+/* batch.c */
+struct batch *batch_find(struct feed *f, const struct feed_key *k, bool raw);
+/*
+ * Make batch k exist and queue its slots.  demand: a reader opened it (may
+ * go over the budget rather than stall); else readahead (only within it).
+ * Returns NULL when it cannot (memory, or allocation).  Locked.
+ */
+struct batch *batch_get(struct feed *f, const struct feed_key *k,
+    bool demand, bool raw);
+void batch_destroy(struct feed *f, struct batch *b);
+/* Every slot of b is done: wake its readers.  Locked. */
+void batch_ready(struct feed *f, struct batch *b);
+/*
+ * Release batches nobody holds until need more bytes fit the budget:
+ * those read to their end first, then (when any is allowed) the least
+ * recently used ready ones.  Returns whether it fits.  Locked.
+ */
+bool batch_make_room(struct feed *f, uint64_t need, bool any);
+/* Count bytes in or out of the budget.  Locked. */
+void feed_mem_add(struct feed *f, uint64_t bytes);
+void feed_mem_sub(struct feed *f, uint64_t bytes);
+
+/* sched.c */
+void sched_enqueue(struct feed *f, struct batch *b);
+void sched_dequeue(struct feed *f, struct batch *b);
+/* b was opened by a reader: its slots go first.  Locked. */
+void sched_demand(struct feed *f, struct batch *b);
+/* Queue the batches after k within the budget (readahead).  Locked. */
+void sched_readahead(struct feed *f, const struct feed_key *k, bool raw);
+int sched_start(struct feed *f);
+void sched_stop(struct feed *f);
+
+/* relaxed.c */
+/* Attach new batch b to its relaxed view and take what is ready.  Locked;
+ * -ENOMEM when the view cannot be made. */
+int relaxed_attach(struct feed *f, struct batch *b);
+void relaxed_detach(struct feed *f, struct batch *b);
+/* Start the next sample of b's view.  Locked; returns locked. */
+void relaxed_start(struct feed *f, struct batch *b, char *msg,
+    size_t msglen);
+void relaxed_free_all(struct feed *f);
+
+/* text.c: make the fixed text files (feed_new); free them. */
+int feed_text_init(struct feed *f);
+void feed_text_fini(struct feed *f);
+/* stats.c: .feedfs/stats, malloc'd (NULL: no memory). */
+char *feed_stats(struct feed *f, size_t *len);
+
+/* stage.c: the read of a .cuda file; its release. */
+int stage_read(struct feed *f, struct feed_handle *h, uint64_t off,
+    size_t size, const void **ptr, size_t *len);
+void stage_release(struct feed *f, struct feed_handle *h);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * order.c - the epochs' orders (plan_permutation), made once per (job,
+ * epoch) and shared by the batches and relaxed views that use them.  A few
+ * that nothing uses are kept for the next batches of the same epoch.
+ * Every function is called with feed.lock held (engine.h).
+ */
+#include <stdlib.h>
+
+#include "core/engine.h"
+
+#define ORDERS_IDLE 8 /* orders kept when nothing uses them */
+
+struct order *
+order_get(struct feed *f, uint32_t job, uint32_t epoch)
+{
+	struct order *o, **pp, **victim = NULL;
+	unsigned idle = 0;
+
+	for (o = f->orders; o; o = o->next) {
+		if (o->job == job && o->epoch == epoch) {
+			o->refs++;
+			o->used = ++f->tick;
+			return o;
+		}
+		idle += o->refs == 0;
+	}
+	if (idle >= ORDERS_IDLE) {
+		for (pp = &f->orders; *pp; pp = &(*pp)->next)
+			if ((*pp)->refs == 0 &&
+			    (!victim || (*pp)->used < (*victim)->used))
+				victim = pp;
+		o = *victim;
+		*victim = o->next;
+		feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
+		free(o->ids);
+		free(o);
+	}
+	if ((o = calloc(1, sizeof(*o))) == NULL)
+		return NULL;
+	if ((o->ids = malloc(f->jobs[job].plan.n * sizeof(*o->ids))) == NULL) {
+		free(o);
+		return NULL;
+	}
+	feed_mem_add(f, f->jobs[job].plan.n * sizeof(*o->ids));
+	plan_permutation(&f->jobs[job].plan, epoch, o->ids);
+	o->job = job;
+	o->epoch = epoch;
+	o->refs = 1;
+	o->used = ++f->tick;
+	o->next = f->orders;
+	f->orders = o;
+	return o;
+}
+
+void
+order_put(struct order *o)
+{
+	if (o)
+		o->refs--;
+}
+
+void
+order_free_all(struct feed *f)
+{
+	while (f->orders) {
+		struct order *o = f->orders;
+
+		f->orders = o->next;
+		feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
+		free(o->ids);
+		free(o);
+	}
+}

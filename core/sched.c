@@ -1,0 +1,219 @@
+/*
+ * sched.c - the scheduler: two queues of batches with slots to make
+ * (demand: opened by a reader, first; ahead: readahead), the readahead
+ * itself, and the worker threads that make the slots (see engine.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "core/engine.h"
+#include "core/log.h"
+#include "core/sample.h"
+
+static void
+q_push(struct queue *q, struct batch *b)
+{
+	b->qnext = NULL;
+	if (q->tail)
+		q->tail->qnext = b;
+	else
+		q->head = b;
+	q->tail = b;
+}
+
+static void
+q_remove(struct queue *q, struct batch *b)
+{
+	struct batch **pp = &q->head, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->qnext) {
+		if (*pp != b)
+			continue;
+		*pp = b->qnext;
+		if (q->tail == b)
+			q->tail = prev;
+		b->qnext = NULL;
+		return;
+	}
+}
+
+/* Queue b's quota of slots (a new batch).  Locked. */
+void
+sched_enqueue(struct feed *f, struct batch *b)
+{
+	b->queued = true;
+	f->queued_slots += b->r.quota;
+	q_push(b->demanded ? &f->demand : &f->ahead, b);
+	pthread_cond_broadcast(&f->work);
+}
+
+void
+sched_dequeue(struct feed *f, struct batch *b)
+{
+	if (!b->queued)
+		return;
+	q_remove(b->demanded ? &f->demand : &f->ahead, b);
+	b->queued = false;
+}
+
+void
+sched_demand(struct feed *f, struct batch *b)
+{
+	if (b->demanded)
+		return;
+	if (b->queued) {
+		q_remove(&f->ahead, b);
+		q_push(&f->demand, b);
+	}
+	b->demanded = true;
+	pthread_cond_broadcast(&f->work);
+}
+
+/* The batch after k in reading order (next epoch's first after the last). */
+static bool
+next_key(struct feed *f, struct feed_key *k)
+{
+	struct job *j = &f->jobs[k->job];
+
+	if (++k->batch < plan_nbatches(&j->plan, k->world))
+		return true;
+	k->batch = 0;
+	return ++k->epoch < j->cfg->epochs &&
+	       plan_nbatches(&j->plan, k->world) > 0;
+}
+
+void
+sched_readahead(struct feed *f, const struct feed_key *k, bool raw)
+{
+	struct feed_key n = *k;
+
+	for (uint64_t i = 0; i < f->cfg->mount.readahead; i++) {
+		if (!next_key(f, &n))
+			return;
+		if (!batch_get(f, &n, false, raw))
+			return; /* out of budget: the reader catches up first */
+	}
+}
+
+/* Slot s of b is done (r: its result, id: the sample used).  Locked. */
+static void
+slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
+    const char *msg)
+{
+	struct job *j = b->job;
+
+	b->inflight--;
+	if (r != 0) {
+		if (!b->err) {
+			b->err = r;
+			snprintf(b->errmsg, sizeof(b->errmsg), "%s", msg);
+			f->queued_slots -= b->g.len - b->next;
+			b->next = b->g.len; /* hand out no more */
+			sched_dequeue(f, b);
+		}
+	} else {
+		((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
+		    j->ds->samples[id].label;
+		((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = id;
+	}
+	if (b->next == b->g.len && b->inflight == 0)
+		batch_ready(f, b);
+}
+
+/* Make slot s of b (unlocked): its sample into the images file. */
+static int
+make_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id, char *msg,
+    size_t msglen)
+{
+	struct job *j = b->job;
+	size_t bytes = b->raw ? j->raw_bytes : j->sample_bytes;
+	uint8_t *dst =
+	    b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] + (size_t)s * bytes;
+
+	if (b->r.fixed) /* a relaxed batch rebuilt: its chosen ids */
+		return sample_make(j, f->cache, b->key.epoch,
+		    *id = b->r.fixed[s], false, dst, msg, msglen);
+	return sample_make_slot(j, f->cache, b->key.epoch, b->order->ids,
+	    b->pos[s], b->raw, dst, id, true, msg, msglen);
+}
+
+static void *
+worker(void *arg)
+{
+	struct feed *f = arg;
+	char msg[512];
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->stopping) {
+		struct batch *b =
+		    f->demand.head ? f->demand.head : f->ahead.head;
+		uint32_t s, id = 0;
+		int r;
+
+		if (!b) {
+			pthread_cond_wait(&f->work, &f->lock);
+			continue;
+		}
+		if (b->r.rv && !b->r.fixed) {
+			relaxed_start(f, b, msg, sizeof(msg));
+			continue;
+		}
+		s = b->next++;
+		f->queued_slots--;
+		if (b->next == b->g.len)
+			sched_dequeue(f, b);
+		b->inflight++;
+		pthread_mutex_unlock(&f->lock);
+
+		r = make_slot(f, b, s, &id, msg, sizeof(msg));
+		if (f->cache && cache_error(f->cache) &&
+		    log_first(&f->cache_warned))
+			log_warn("cache: %s; serving without the cache",
+			    cache_error(f->cache));
+
+		pthread_mutex_lock(&f->lock);
+		slot_done(f, b, s, r, id, msg);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+int
+sched_start(struct feed *f)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t n = f->cfg->mount.threads;
+	int r;
+
+	f->nthreads = n ? (unsigned)n : (ncpu > 0 ? (unsigned)ncpu : 1);
+	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < f->nthreads; i++) {
+		if ((r = pthread_create(&f->threads[i], NULL, worker, f)) !=
+		    0) {
+			log_err("cannot start worker thread: %s", strerror(r));
+			f->nthreads = i;
+			return -r;
+		}
+	}
+	return 0;
+}
+
+void
+sched_stop(struct feed *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->stopping = true;
+	pthread_cond_broadcast(&f->work);
+	pthread_cond_broadcast(&f->room);
+	pthread_mutex_unlock(&f->lock);
+	for (unsigned i = 0; i < f->nthreads; i++)
+		pthread_join(f->threads[i], NULL);
+	free(f->threads);
+	f->threads = NULL;
+	f->nthreads = 0;
+}

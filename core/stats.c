@@ -1,0 +1,151 @@
+/*
+ * stats.c - .feedfs/stats: the mount's counters in Prometheus's text
+ * format, made anew at every open.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "cache/cache.h"
+#include "core/engine.h"
+#include "core/sbuf.h"
+
+/*
+ * Why the cache is off, when it failed (not when cache_size = 0): a gauge
+ * whose label is the reason, in Prometheus's label escaping.
+ */
+static void
+stats_cache_error(struct feed *f, struct sbuf *sb)
+{
+	const char *e = f->cache_err[0] ? f->cache_err : cache_error(f->cache);
+
+	if (e == NULL)
+		return;
+	sb_printf(sb,
+	    "# HELP feedfs_cache_error Why the cache is off (the label).\n"
+	    "# TYPE feedfs_cache_error gauge\nfeedfs_cache_error{error=\"");
+	for (; *e; e++) {
+		if (*e == '"' || *e == '\\')
+			sb_printf(sb, "\\%c", *e);
+		else if (*e == '\n')
+			sb_printf(sb, "\\n");
+		else
+			sb_printf(sb, "%c", *e);
+	}
+	sb_printf(sb, "\"} 1\n");
+}
+
+char *
+feed_stats(struct feed *f, size_t *len)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+		bool seconds;
+	} ctr[] = {
+#define C(n, field, h, s) {n, h, offsetof(struct job_stats, field), s}
+	    C("feedfs_cache_hits_total", cache_hits,
+		"Samples whose cached prefix came from the cache.", false),
+	    C("feedfs_cache_misses_total", cache_misses,
+		"Samples decoded because the cache lacked them.", false),
+	    C("feedfs_samples_total", samples, "Samples prepared.", false),
+	    C("feedfs_sample_errors_total", decode_errors,
+		"Samples that could not be read or decoded.", false),
+	    C("feedfs_substituted_total", substituted,
+		"Samples replaced by the next good one (on_error).", false),
+	    C("feedfs_batches_total", batches, "Batches prepared.", false),
+	    C("feedfs_batch_errors_total", batch_errors,
+		"Batches that failed (on_error = fail).", false),
+	    C("feedfs_worker_busy_seconds_total", busy_ns,
+		"Worker time spent preparing samples.", true),
+	    C("feedfs_job_read_wait_seconds_total", read_wait_ns,
+		"Time readers of the job waited for its batches.", true),
+	    C("feedfs_job_read_waits_total", read_waits,
+		"Reads of the job's batches that had to wait.", false),
+#undef C
+	};
+	struct sbuf sb = {0};
+	struct cache_stats cs = {0};
+	uint64_t mem, peak, queued, nb, wait_ns = 0, waits = 0;
+
+	for (size_t c = 0; c < sizeof(ctr) / sizeof(ctr[0]); c++) {
+		sb_printf(&sb, "# HELP %s %s\n# TYPE %s counter\n", ctr[c].name,
+		    ctr[c].help, ctr[c].name);
+		for (size_t i = 0; i < f->njobs; i++) {
+			atomic_uint_fast64_t *v =
+			    (atomic_uint_fast64_t *)((char *)&f->jobs[i].st +
+						     ctr[c].off);
+			uint64_t x = atomic_load(v);
+
+			if (ctr[c].seconds)
+				sb_printf(&sb, "%s{job=\"%s\"} %.6f\n",
+				    ctr[c].name, f->jobs[i].cfg->name,
+				    (double)x / 1e9);
+			else
+				sb_printf(&sb, "%s{job=\"%s\"} %" PRIu64 "\n",
+				    ctr[c].name, f->jobs[i].cfg->name, x);
+		}
+	}
+	sb_printf(&sb, "# HELP feedfs_images_per_second Samples prepared per "
+		       "second, over the last 10 s.\n"
+		       "# TYPE feedfs_images_per_second gauge\n");
+	for (size_t i = 0; i < f->njobs; i++)
+		sb_printf(&sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
+		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
+	/* The mount's waits are its jobs' waits. */
+	for (size_t i = 0; i < f->njobs; i++) {
+		wait_ns += atomic_load(&f->jobs[i].st.read_wait_ns);
+		waits += atomic_load(&f->jobs[i].st.read_waits);
+	}
+	pthread_mutex_lock(&f->lock);
+	mem = f->mem_used;
+	peak = f->mem_peak;
+	queued = f->queued_slots;
+	nb = f->nbatches;
+	pthread_mutex_unlock(&f->lock);
+	sb_printf(&sb,
+	    "# HELP feedfs_read_wait_seconds_total Time readers waited for "
+	    "batches.\n# TYPE feedfs_read_wait_seconds_total counter\n"
+	    "feedfs_read_wait_seconds_total %.6f\n"
+	    "# HELP feedfs_read_waits_total Reads that had to wait.\n"
+	    "# TYPE feedfs_read_waits_total counter\n"
+	    "feedfs_read_waits_total %" PRIu64 "\n"
+	    "# HELP feedfs_queue_depth Samples queued for the workers.\n"
+	    "# TYPE feedfs_queue_depth gauge\nfeedfs_queue_depth %" PRIu64 "\n"
+	    "# HELP feedfs_workers Preprocessing threads.\n"
+	    "# TYPE feedfs_workers gauge\nfeedfs_workers %u\n"
+	    "# HELP feedfs_batches_in_memory Batches held in memory.\n"
+	    "# TYPE feedfs_batches_in_memory gauge\n"
+	    "feedfs_batches_in_memory %" PRIu64 "\n"
+	    "# HELP feedfs_memory_bytes Bytes of batches held in memory.\n"
+	    "# TYPE feedfs_memory_bytes gauge\nfeedfs_memory_bytes %" PRIu64
+	    "\n# HELP feedfs_memory_peak_bytes Highest feedfs_memory_bytes.\n"
+	    "# TYPE feedfs_memory_peak_bytes gauge\n"
+	    "feedfs_memory_peak_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_memory_limit_bytes The memory key, less the "
+	    "cache's share.\n# TYPE feedfs_memory_limit_bytes gauge\n"
+	    "feedfs_memory_limit_bytes %" PRIu64 "\n",
+	    (double)wait_ns / 1e9, waits, queued, f->nthreads, nb, mem, peak,
+	    f->memory);
+	if (f->cache)
+		cache_get_stats(f->cache, &cs);
+	sb_printf(&sb,
+	    "# HELP feedfs_cache_enabled Whether the cache is in use.\n"
+	    "# TYPE feedfs_cache_enabled gauge\nfeedfs_cache_enabled %d\n"
+	    "# HELP feedfs_cache_read_bytes_total Bytes read from the cache.\n"
+	    "# TYPE feedfs_cache_read_bytes_total counter\n"
+	    "feedfs_cache_read_bytes_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_written_bytes_total Bytes written to the "
+	    "cache.\n# TYPE feedfs_cache_written_bytes_total counter\n"
+	    "feedfs_cache_written_bytes_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_insert_failures_total Values the cache did "
+	    "not take.\n# TYPE feedfs_cache_insert_failures_total counter\n"
+	    "feedfs_cache_insert_failures_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_disk_bytes Disk used by the cache.\n"
+	    "# TYPE feedfs_cache_disk_bytes gauge\n"
+	    "feedfs_cache_disk_bytes %" PRIu64 "\n",
+	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
+	    cs.insert_failures, cs.disk_bytes);
+	stats_cache_error(f, &sb);
+	return sb_done(&sb, len);
+}

@@ -1,0 +1,174 @@
+/*
+ * text.c - the generated text files: README, and per job info.json and
+ * samples.tsv.  They are fixed for the life of the mount, so each is made
+ * once by feed_new, counted in the memory budget, and shared by every open
+ * (an open of samples.tsv costs no copy, however large the dataset).
+ * .feedfs/stats is made per open (stats.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/sbuf.h"
+
+static char *
+make_readme(struct feed *f, size_t *len)
+{
+	struct sbuf sb = {0};
+
+	sb_printf(&sb,
+	    "This is a feedfs mount: preprocessed training batches.\n\n"
+	    "Each job is a directory:\n\n");
+	for (size_t i = 0; i < f->njobs; i++) {
+		struct job *j = &f->jobs[i];
+
+		sb_printf(&sb,
+		    "  %s/  %zu samples of %s, %" PRIu64 " batches of %" PRIu32
+		    " per epoch, %" PRIu64 " epochs\n"
+		    "      pipeline: %s\n"
+		    "      images: %s %s, shape (B, %" PRIu64 ", %" PRIu64
+		    ", %" PRIu64 ")\n",
+		    j->cfg->name, j->ds->n, j->ds->root,
+		    plan_nbatches(&j->plan, 1), j->plan.batch_size,
+		    j->cfg->epochs, j->cfg->pipeline,
+		    cfg_dtype_name(j->cfg->dtype),
+		    cfg_layout_name(j->cfg->layout), j->shape[1], j->shape[2],
+		    j->shape[3]);
+	}
+	sb_printf(&sb,
+	    "\nFiles of a job:\n\n"
+	    "  JOB/info.json                          shape, dtype, layout, "
+	    "batches per epoch, classes\n"
+	    "  JOB/samples.tsv                        sample id, path, label\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
+	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
+	    "(1 <= W <= 1024; not listed, but there)\n\n"
+	    "Reading a batch prepares it and the next ones; the bytes of a "
+	    "batch are the\nsame on every read.  In Python:\n\n"
+	    "  import numpy as np\n"
+	    "  x = np.load('JOB/epoch-0000/batch-000000.npy')\n"
+	    "  y = np.load('JOB/epoch-0000/batch-000000.labels.npy')\n\n"
+	    "Counters: .feedfs/stats (Prometheus text).  See feedfs(8).\n");
+	return sb_done(&sb, len);
+}
+
+static char *
+make_info_json(struct feed *f, size_t ji, size_t *len)
+{
+	struct job *j = &f->jobs[ji];
+	const struct cfg_job *c = j->cfg;
+	struct sbuf sb = {0};
+
+	sb_printf(&sb, "{\n  \"job\": ");
+	sb_json_str(&sb, c->name);
+	sb_printf(&sb, ",\n  \"dataset\": ");
+	sb_json_str(&sb, c->dataset);
+	sb_printf(&sb, ",\n  \"root\": ");
+	sb_json_str(&sb, j->ds->root);
+	sb_printf(&sb,
+	    ",\n  \"samples\": %zu,\n  \"batch_size\": %" PRIu64
+	    ",\n  \"batches_per_epoch\": %" PRIu64 ",\n  \"epochs\": %" PRIu64
+	    ",\n  \"shape\": [%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
+	    "],\n  \"sample_shape\": [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+	    "],\n  \"dtype\": \"%s\",\n  \"layout\": \"%s\",\n"
+	    "  \"shuffle\": %s,\n  \"drop_last\": %s,\n  \"seed\": %" PRIu64
+	    ",\n  \"order\": \"%s\",\n  \"on_error\": \"%s\",\n"
+	    "  \"pipeline\": ",
+	    j->ds->n, c->batch_size, plan_nbatches(&j->plan, 1), c->epochs,
+	    c->batch_size, j->shape[1], j->shape[2], j->shape[3], j->shape[1],
+	    j->shape[2], j->shape[3], cfg_dtype_name(c->dtype),
+	    cfg_layout_name(c->layout), c->shuffle ? "true" : "false",
+	    c->drop_last ? "true" : "false", c->seed, cfg_order_name(c->order),
+	    cfg_on_error_name(c->on_error));
+	sb_json_str(&sb, c->pipeline);
+	sb_printf(&sb, ",\n  \"cached_prefix\": ");
+	sb_json_str(&sb, j->prefix);
+	sb_printf(&sb, ",\n  \"num_classes\": %zu,\n  \"classes\": [",
+	    j->ds->nclasses);
+	for (size_t i = 0; i < j->ds->nclasses; i++) {
+		sb_printf(&sb, i ? ", " : "");
+		sb_json_str(&sb, j->ds->classes[i]);
+	}
+	sb_printf(&sb, "]\n}\n");
+	return sb_done(&sb, len);
+}
+
+static char *
+make_samples_tsv(struct feed *f, size_t ji, size_t *len)
+{
+	const struct dataset *ds = f->jobs[ji].ds;
+	struct sbuf sb = {0};
+
+	for (size_t i = 0; i < ds->n; i++)
+		sb_printf(&sb, "%zu\t%s\t%" PRId64 "\n", i, ds->samples[i].path,
+		    ds->samples[i].label);
+	return sb_done(&sb, len);
+}
+
+int
+feed_text_init(struct feed *f)
+{
+	if ((f->readme.s = make_readme(f, &f->readme.len)) == NULL ||
+	    (f->info = calloc(f->njobs, sizeof(*f->info))) == NULL ||
+	    (f->samples = calloc(f->njobs, sizeof(*f->samples))) == NULL)
+		return -ENOMEM;
+	feed_mem_add(f, f->readme.len);
+	for (size_t i = 0; i < f->njobs; i++) {
+		if ((f->info[i].s = make_info_json(f, i, &f->info[i].len)) ==
+			NULL ||
+		    (f->samples[i].s =
+			    make_samples_tsv(f, i, &f->samples[i].len)) == NULL)
+			return -ENOMEM;
+		feed_mem_add(f, f->info[i].len + f->samples[i].len);
+	}
+	return 0;
+}
+
+void
+feed_text_fini(struct feed *f)
+{
+	free(f->readme.s);
+	for (size_t i = 0; f->info && i < f->njobs; i++)
+		free(f->info[i].s);
+	for (size_t i = 0; f->samples && i < f->njobs; i++)
+		free(f->samples[i].s);
+	free(f->info);
+	free(f->samples);
+}
+
+static const struct text *
+fixed_text(const struct feed *f, enum feed_text t, size_t job)
+{
+	return t == FT_README ? &f->readme
+	       : t == FT_INFO ? &f->info[job]
+			      : &f->samples[job];
+}
+
+size_t
+feed_text_len(const struct feed *f, enum feed_text t, size_t job)
+{
+	return t == FT_STATS ? 0 : fixed_text(f, t, job)->len;
+}
+
+int
+feed_text(struct feed *f, enum feed_text t, size_t job, const char **text,
+    size_t *len, char **owned)
+{
+	const struct text *x;
+
+	*owned = NULL;
+	if (t == FT_STATS) {
+		if ((*owned = feed_stats(f, len)) == NULL)
+			return -ENOMEM;
+		*text = *owned;
+		return 0;
+	}
+	x = fixed_text(f, t, job);
+	*text = x->s;
+	*len = x->len;
+	return 0;
+}
