@@ -3,7 +3,8 @@
  *
  * Values are the output of a job's pipeline prefix for one source image,
  * keyed by cache_key(content digest, prefix text).  Source digests are kept
- * per (path, size, mtime, inode) so a hit needs no read of the source.
+ * per (path, size, mtime, ctime, inode, device) so a hit needs no read of
+ * the source.
  *
  * Thread safety: every function may be called from any thread at once.
  * A cache that fails (disk full, read-only, corrupt) is never fatal to a
@@ -20,9 +21,10 @@
 
 /*
  * 2: the index holds prefix text and time; 3: decode uses only the DCT
- * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2).
+ * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2);
+ * 4: the payload checksum is XXH3_64bits, digest memos hold the ctime.
  */
-#define CACHE_FORMAT_VERSION 3
+#define CACHE_FORMAT_VERSION 4
 #define CACHE_KEY_LEN 32
 
 struct cache;
@@ -79,7 +81,12 @@ void cache_sha256(const void *data, size_t len, uint8_t out[32]);
 void cache_key(const uint8_t digest[32], const char *prefix,
     uint8_t key[CACHE_KEY_LEN]);
 
-/* The remembered digest of the file with this path and stat: 0 or -ENOENT. */
+/*
+ * The remembered digest of the file with this path and stat: 0 or -ENOENT.
+ * A memo holds for the size, mtime, ctime, inode and device it was put
+ * with: a file rewritten in place is a miss even when its mtime was put
+ * back.
+ */
 int cache_get_digest(struct cache *c, const char *path, const struct stat *st,
     uint8_t digest[32]);
 void cache_put_digest(struct cache *c, const char *path,

@@ -2,7 +2,7 @@
  * test_cache - the RocksDB store: round trips, keys, digest memos, the
  * lock, persistence, corrupt values, the size bound, a full disk, a
  * damaged store moved aside, the lock probe, the administration functions
- * and the control socket.
+ * and the control socket, the value codec.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +19,7 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache.h"
+#include "cache/codec.h"
 #include "tests/testlib.h"
 
 #define MB (1024u * 1024u)
@@ -170,6 +171,15 @@ test_roundtrip(void)
 	sb2 = sb;
 	sb2.st_ino++;
 	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	/* Rewritten in place with its mtime put back: the ctime tells. */
+	sb2 = sb;
+	sb2.st_ctim.tv_sec++;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	sb2.st_ctim.tv_nsec ^= 1;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), 0);
 	CHECK_EQ_INT(cache_get_digest(c, "/elsewhere.jpg", &sb, got), -ENOENT);
 
 	/* A second opener of the same directory is refused. */
@@ -312,8 +322,8 @@ test_corrupt(void)
 	r = cache_open(dir, 1024 * MB, 16 * MB, &c, err, sizeof(err));
 	CHECK_EQ_INT(r, 0);
 	CHECK(c != NULL && cache_note(c) != NULL &&
-	    strstr(cache_note(c), "older feedfs (format 1)") != NULL &&
-	    strstr(cache_note(c), ".old-") != NULL);
+	      strstr(cache_note(c), "older feedfs (format 1)") != NULL &&
+	      strstr(cache_note(c), ".old-") != NULL);
 	cache_close(c);
 	c = NULL;
 out:
@@ -651,6 +661,61 @@ test_admin(void)
 	cache_close(c);
 }
 
+/* The codec: round trips, and a damaged value never decodes. */
+static void
+test_codec(void)
+{
+	static const uint8_t key[CACHE_KEY_LEN] = {9, 8, 7}, other[32] = {1};
+	struct cache_val in = val_of(5, 4, 3, 2, 2, 4 * 3 * 2 * 4), out;
+	struct cache_entry ent;
+	uint8_t *buf, tk[CODEC_SEQ_KEY], tv[CODEC_TIDX_LEN + 4];
+	size_t n = CODEC_VAL_HDR + in.len;
+
+	/* XXH3_64bits of nothing, from xxHash's own test vectors. */
+	CHECK(codec_checksum("", 0) == 0x2D06800538D394C2ULL);
+	buf = malloc(n);
+	codec_val_header(buf, &in, key, 42);
+	memcpy(buf + CODEC_VAL_HDR, in.data, in.len);
+	memset(&out, 0xff, sizeof(out));
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	CHECK(out.w == 4 && out.h == 3 && out.c == 2 && out.dtype == 2);
+	CHECK_EQ_INT(out.len, in.len);
+	CHECK(out.data == NULL && out.prefix == NULL);
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 43, &out), -EINVAL);
+	CHECK_EQ_INT(codec_val_decode(buf, n, other, 42, &out), -EINVAL);
+	CHECK_EQ_INT(codec_val_decode(buf, n - 1, key, 42, &out), -EINVAL);
+	CHECK_EQ_INT(
+	    codec_val_decode(buf, CODEC_VAL_HDR - 1, key, 42, &out), -EINVAL);
+	/* One flipped payload byte fails the checksum. */
+	buf[CODEC_VAL_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
+	buf[CODEC_VAL_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	buf[4] ^= 1; /* another format version */
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
+	free(buf);
+	free(in.data);
+
+	codec_seq_key('T', 0x0102030405060708ULL, tk);
+	CHECK(tk[0] == 'T' && tk[1] == 1 && tk[8] == 8);
+	codec_tidx_encode(tv, key, 1234, 1700000000, "abcd", 4);
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, sizeof(tv), &ent), 0);
+	CHECK(ent.seq == 0x0102030405060708ULL);
+	CHECK(memcmp(ent.key, key, CACHE_KEY_LEN) == 0);
+	CHECK_EQ_INT(ent.len, 1234);
+	CHECK_EQ_INT(ent.bytes, 1234 + CODEC_VAL_HDR);
+	CHECK_EQ_INT(ent.time, 1700000000);
+	CHECK(ent.prefix_len == 4 && memcmp(ent.prefix, "abcd", 4) == 0);
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, CODEC_TIDX_LEN - 1, &ent),
+	    -EINVAL);
+	CHECK_EQ_INT(codec_tidx_decode(tk, 8, tv, sizeof(tv), &ent), -EINVAL);
+	tk[0] = 'V';
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, sizeof(tv), &ent), -EINVAL);
+}
+
 int
 main(void)
 {
@@ -669,6 +734,7 @@ main(void)
 	test_full();
 	test_damaged_store();
 	test_admin();
+	test_codec();
 	cache_close(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)
