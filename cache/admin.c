@@ -1,8 +1,10 @@
 /*
  * admin.c - administration: scan the index, check, evict, clear, compact
- * and flush.
+ * and flush, and the one executor of control requests that both the
+ * control socket and feedfs-cache (on a store no feedfs holds) run.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +234,133 @@ cache_flush(struct cache *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", e);
 		rocksdb_free(e);
 		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- control requests ------------------------------------------------- */
+
+static const struct {
+	const char *word;
+	enum cache_admin_op op;
+	bool arg; /* takes TEXT or UNIXTIME after one space */
+} requests[] = {
+    {"flush", CACHE_ADMIN_FLUSH, false},
+    {"compact", CACHE_ADMIN_COMPACT, false},
+    {"clear", CACHE_ADMIN_CLEAR, false},
+    {"stats", CACHE_ADMIN_STATS, false},
+    {"evict-prefix", CACHE_ADMIN_EVICT_PREFIX, true},
+    {"evict-before", CACHE_ADMIN_EVICT_BEFORE, true},
+};
+
+/* Unsigned decimal, digits only, no overflow: 0 or -EINVAL. */
+static int
+parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (*s == '\0')
+		return -EINVAL;
+	for (; *s != '\0'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int
+cache_admin_parse(
+    const char *line, struct cache_admin_req *req, char *err, size_t errlen)
+{
+	struct cache_admin_req q = {0};
+	const char *arg = NULL;
+	size_t i, n;
+
+	for (i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		n = strlen(requests[i].word);
+		if (strncmp(line, requests[i].word, n) != 0)
+			continue;
+		if (!requests[i].arg && line[n] == '\0')
+			break;
+		if (requests[i].arg && line[n] == ' ') {
+			arg = line + n + 1;
+			break;
+		}
+	}
+	if (i == sizeof(requests) / sizeof(requests[0])) {
+		snprintf(err, errlen, "unknown request");
+		return -EINVAL;
+	}
+	q.op = requests[i].op;
+	if (q.op == CACHE_ADMIN_EVICT_PREFIX)
+		q.prefix = arg;
+	else if (q.op == CACHE_ADMIN_EVICT_BEFORE &&
+		 parse_u64(arg, &q.before) != 0) {
+		snprintf(err, errlen, "evict-before needs a Unix time");
+		return -EINVAL;
+	}
+	*req = q;
+	return 0;
+}
+
+/* Run req on c: 0 and *n, *bytes (evict and clear), or -errno and why. */
+static int
+admin_exec(struct cache *c, const struct cache_admin_req *req, uint64_t *n,
+    uint64_t *bytes, char *err, size_t errlen)
+{
+	switch (req->op) {
+	case CACHE_ADMIN_FLUSH:
+		return cache_flush(c, err, errlen);
+	case CACHE_ADMIN_COMPACT:
+		return cache_compact(c);
+	case CACHE_ADMIN_CLEAR:
+		return cache_clear(c, n, bytes, err, errlen);
+	case CACHE_ADMIN_EVICT_PREFIX:
+		return cache_evict_match(
+		    c, req->prefix, 0, n, bytes, err, errlen);
+	case CACHE_ADMIN_EVICT_BEFORE:
+		/* Nothing was put before 1970 (and 0 means "any" there). */
+		if (req->before == 0)
+			return 0;
+		return cache_evict_match(
+		    c, NULL, req->before, n, bytes, err, errlen);
+	case CACHE_ADMIN_STATS:
+		break;
+	}
+	return 0;
+}
+
+int
+cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
+{
+	struct cache_admin_req req;
+	struct cache_stats st;
+	uint64_t n = 0, bytes = 0;
+	char err[512] = "";
+	int r;
+
+	if ((r = cache_admin_parse(line, &req, err, sizeof(err))) != 0 ||
+	    (r = admin_exec(c, &req, &n, &bytes, err, sizeof(err))) != 0) {
+		snprintf(reply, len, "error %s", err[0] ? err : strerror(-r));
+		return r;
+	}
+	switch (req.op) {
+	case CACHE_ADMIN_STATS:
+		cache_get_stats(c, &st);
+		snprintf(reply, len, "ok hits %" PRIu64 " misses %" PRIu64,
+		    st.hits, st.misses);
+		break;
+	case CACHE_ADMIN_CLEAR:
+	case CACHE_ADMIN_EVICT_PREFIX:
+	case CACHE_ADMIN_EVICT_BEFORE:
+		snprintf(reply, len, "ok %" PRIu64 " %" PRIu64, n, bytes);
+		break;
+	default:
+		snprintf(reply, len, "ok");
 	}
 	return 0;
 }

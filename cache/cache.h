@@ -158,15 +158,45 @@ int cache_compact(struct cache *c);
 int cache_flush(struct cache *c, char *err, size_t errlen);
 
 /*
- * The control socket, dir/control.sock: a thread of the feedfs that holds
- * dir answers one request per connection, one line each way:
+ * Control requests, one line each (no newline):
  *
  *	flush | compact | clear | stats | evict-prefix TEXT |
  *	evict-before UNIXTIME
  *	-> "ok[ WORDS]" or "error MESSAGE"
  *
  * stats answers "ok hits H misses M"; evict-* and clear "ok N BYTES".
- * Only the owner of dir (mode 0600 socket) can connect.
+ * evict-prefix drops the entries whose prefix text is TEXT (the rest of the
+ * line, possibly empty), evict-before those put before UNIXTIME (decimal
+ * digits; 0 drops nothing).
+ */
+enum cache_admin_op {
+	CACHE_ADMIN_FLUSH,
+	CACHE_ADMIN_COMPACT,
+	CACHE_ADMIN_CLEAR,
+	CACHE_ADMIN_STATS,
+	CACHE_ADMIN_EVICT_PREFIX,
+	CACHE_ADMIN_EVICT_BEFORE,
+};
+struct cache_admin_req {
+	enum cache_admin_op op;
+	const char *prefix; /* EVICT_PREFIX: points into the parsed line */
+	uint64_t before;    /* EVICT_BEFORE: Unix seconds */
+};
+/* Parse one request line: 0 and *req filled, or -EINVAL and why. */
+int cache_admin_parse(
+    const char *line, struct cache_admin_req *req, char *err, size_t errlen);
+/*
+ * Parse and run one request line on c (a store opened with cache_open,
+ * held by this process), the reply line in reply: 0 for "ok...", else
+ * -errno for "error MESSAGE".  The control socket and feedfs-cache on a
+ * store no feedfs holds both run requests through this one function.
+ */
+int cache_admin_run(struct cache *c, const char *line, char *reply, size_t len);
+
+/*
+ * The control socket, dir/control.sock: a thread of the feedfs that holds
+ * dir answers one request per connection with cache_admin_run.  Only the
+ * owner of dir (mode 0600 socket) can connect.
  */
 struct cache_ctl;
 int cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,

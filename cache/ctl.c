@@ -14,7 +14,6 @@
 #include <sys/un.h>
 
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,45 +81,6 @@ write_all(int fd, const char *s, size_t len)
 	}
 }
 
-/* Run one request line; the reply (no newline) into out. */
-static void
-ctl_run(struct cache *c, char *req, char *out, size_t len)
-{
-	char err[512] = "";
-	uint64_t n = 0, bytes = 0;
-	struct cache_stats st;
-	int r;
-
-	if (strcmp(req, "flush") == 0) {
-		r = cache_flush(c, err, sizeof(err));
-		snprintf(out, len, r ? "error %s" : "ok", err);
-	} else if (strcmp(req, "compact") == 0) {
-		cache_compact(c);
-		snprintf(out, len, "ok");
-	} else if (strcmp(req, "stats") == 0) {
-		cache_get_stats(c, &st);
-		snprintf(out, len, "ok hits %" PRIu64 " misses %" PRIu64,
-		    st.hits, st.misses);
-	} else if (strcmp(req, "clear") == 0 ||
-		   strncmp(req, "evict-prefix ", 13) == 0 ||
-		   strncmp(req, "evict-before ", 13) == 0) {
-		if (req[0] == 'c')
-			r = cache_clear(c, &n, &bytes, err, sizeof(err));
-		else if (req[6] == 'p')
-			r = cache_evict_match(
-			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
-		else
-			r = cache_evict_match(c, NULL,
-			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
-			    sizeof(err));
-		if (r != 0)
-			snprintf(out, len, "error %s", err);
-		else
-			snprintf(out, len, "ok %" PRIu64 " %" PRIu64, n, bytes);
-	} else
-		snprintf(out, len, "error unknown request");
-}
-
 static void *
 ctl_thread(void *arg)
 {
@@ -136,7 +96,7 @@ ctl_thread(void *arg)
 			break; /* shut down by cache_ctl_stop */
 		}
 		if (read_line(fd, req, sizeof(req), CTL_TIMEOUT_MS) == 0) {
-			ctl_run(ctl->c, req, reply, sizeof(reply) - 1);
+			cache_admin_run(ctl->c, req, reply, sizeof(reply) - 1);
 			strcat(reply, "\n");
 			write_all(fd, reply, strlen(reply));
 		}

@@ -325,21 +325,47 @@ parse_age(const char *s)
 	return *end && end[1] ? -1 : v;
 }
 
+/* Run req on the store dir, which no feedfs holds: the reply in reply. */
+static int
+run_offline(const char *dir, const char *req, char *reply, size_t len)
+{
+	struct cache *c;
+	char err[1024];
+
+	if (access(dir, F_OK) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err, sizeof(err)) !=
+	    0) {
+		fprintf(stderr, "feedfs-cache: %s\n", err);
+		return -1;
+	}
+	if (cache_note(c))
+		fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
+	cache_admin_run(c, req, reply, len);
+	cache_close(c);
+	return 0;
+}
+
 /*
  * A writing command: through the daemon's control socket when one holds
- * dir, else on the store opened here.  req is the control request.
+ * dir, else on the store opened here; either way cache_admin_run runs
+ * req, the control request.
  */
 static int
 cmd_write(const char *dir, const char *req)
 {
-	char who[1024];
+	char who[1024], reply[4096];
+	struct cache_admin_req q;
 	uint64_t n = 0, bytes = 0;
-	struct cache *c;
 	int r;
 
+	if (cache_admin_parse(req, &q, reply, sizeof(reply)) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
+		return EXIT_USAGE;
+	}
 	if (held(dir, who, sizeof(who))) {
-		char reply[4096];
-
 		if ((r = cache_ctl_request(dir, req, reply, sizeof(reply))) !=
 		    0) {
 			fprintf(stderr,
@@ -348,49 +374,20 @@ cmd_write(const char *dir, const char *req)
 			    who, dir, strerror(-r));
 			return EXIT_DAMAGE;
 		}
-		if (strncmp(reply, "ok", 2) != 0) {
-			fprintf(stderr, "feedfs-cache: %s\n", reply);
-			return EXIT_DAMAGE;
-		}
-		sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
-	} else {
-		char err[1024];
-
-		if (access(dir, F_OK) != 0) {
-			fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
-			    strerror(errno));
-			return EXIT_DAMAGE;
-		}
-		if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err,
-			sizeof(err)) != 0) {
-			fprintf(stderr, "feedfs-cache: %s\n", err);
-			return EXIT_DAMAGE;
-		}
-		if (cache_note(c))
-			fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
-		if (strcmp(req, "compact") == 0)
-			r = cache_compact(c);
-		else if (strcmp(req, "clear") == 0)
-			r = cache_clear(c, &n, &bytes, err, sizeof(err));
-		else if (strncmp(req, "evict-prefix ", 13) == 0)
-			r = cache_evict_match(
-			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
-		else
-			r = cache_evict_match(c, NULL,
-			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
-			    sizeof(err));
-		cache_close(c);
-		if (r != 0) {
-			fprintf(stderr, "feedfs-cache: %s: %s\n", dir, err);
-			return EXIT_DAMAGE;
-		}
+	} else if (run_offline(dir, req, reply, sizeof(reply)) != 0)
+		return EXIT_DAMAGE;
+	if (strncmp(reply, "ok", 2) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
+		    strncmp(reply, "error ", 6) == 0 ? reply + 6 : reply);
+		return EXIT_DAMAGE;
 	}
-	if (strcmp(req, "compact") == 0)
+	if (q.op == CACHE_ADMIN_COMPACT) {
 		printf("compacted\n");
-	else
-		printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
-		    strcmp(req, "clear") == 0 ? "cleared" : "evicted", n,
-		    bytes);
+		return 0;
+	}
+	sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
+	printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
+	    q.op == CACHE_ADMIN_CLEAR ? "cleared" : "evicted", n, bytes);
 	return 0;
 }
 

@@ -2,7 +2,7 @@
  * test_cache - the RocksDB store: round trips, keys, digest memos, the
  * lock, persistence, corrupt values, the size bound, a full disk, a
  * damaged store moved aside, the lock probe, the administration functions
- * and the control socket, the value codec.
+ * and the control socket, the request parser and executor, the value codec.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -716,6 +716,99 @@ test_codec(void)
 	    codec_tidx_decode(tk, sizeof(tk), tv, sizeof(tv), &ent), -EINVAL);
 }
 
+/* The parser of control requests. */
+static void
+test_admin_parse(void)
+{
+	static const struct {
+		const char *line;
+		int op;
+	} good[] = {
+	    {"flush", CACHE_ADMIN_FLUSH},
+	    {"compact", CACHE_ADMIN_COMPACT},
+	    {"clear", CACHE_ADMIN_CLEAR},
+	    {"stats", CACHE_ADMIN_STATS},
+	    {"evict-prefix decode resize(256)", CACHE_ADMIN_EVICT_PREFIX},
+	    {"evict-prefix ", CACHE_ADMIN_EVICT_PREFIX},
+	    {"evict-before 1700000000", CACHE_ADMIN_EVICT_BEFORE},
+	    {"evict-before 0", CACHE_ADMIN_EVICT_BEFORE},
+	};
+	static const char *const bad[] = {"", "bogus", "flush ", "flushx",
+	    "stats now", "evict-prefix", "evict-before", "evict-before ",
+	    "evict-before -5", "evict-before 12x", "evict-before +5",
+	    "evict-before 99999999999999999999", "evict-before  5",
+	    "evict-after 5"};
+	struct cache_admin_req q;
+	char err[128];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		memset(&q, 0, sizeof(q));
+		CHECK_EQ_INT(
+		    cache_admin_parse(good[i].line, &q, err, sizeof(err)), 0);
+		CHECK_EQ_INT(q.op, good[i].op);
+	}
+	cache_admin_parse(
+	    "evict-prefix decode resize(256)", &q, err, sizeof(err));
+	CHECK(q.prefix != NULL && strcmp(q.prefix, "decode resize(256)") == 0);
+	cache_admin_parse("evict-prefix ", &q, err, sizeof(err));
+	CHECK(q.prefix != NULL && q.prefix[0] == '\0');
+	cache_admin_parse("evict-before 1700000000", &q, err, sizeof(err));
+	CHECK_EQ_INT(q.before, 1700000000);
+	cache_admin_parse(
+	    "evict-before 18446744073709551615", &q, err, sizeof(err));
+	CHECK(q.before == UINT64_MAX);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK_EQ_INT(
+		    cache_admin_parse(bad[i], &q, err, sizeof(err)), -EINVAL);
+		if (err[0] == '\0')
+			fprintf(stderr, "no message for \"%s\"\n", bad[i]);
+		CHECK(err[0] != '\0');
+	}
+}
+
+/* The executor on an open store, without the socket. */
+static void
+test_admin_run(void)
+{
+	struct cache *c = NULL;
+	char reply[256];
+	int cnt[3] = {0, 0, 0};
+
+	if (open_cache("c-run", 64 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	put_n(c, 0, 3, "p1");
+	put_n(c, 3, 1, "p2");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "bogus", reply, sizeof(reply)), -EINVAL);
+	CHECK_EQ_STR(reply, "error unknown request");
+	CHECK(cache_admin_run(c, "evict-before x", reply, sizeof(reply)) < 0);
+	CHECK(strncmp(reply, "error ", 6) == 0);
+	/* Before 1970: nothing, not everything. */
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-before 0", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 0 0");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-before 1", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 0 0");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-prefix p2", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 1 848");
+	CHECK_EQ_INT(cache_admin_run(c, "flush", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok");
+	CHECK_EQ_INT(cache_admin_run(c, "compact", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok");
+	CHECK_EQ_INT(cache_admin_run(c, "stats", reply, sizeof(reply)), 0);
+	CHECK(strncmp(reply, "ok hits ", 8) == 0);
+	CHECK_EQ_INT(cache_admin_run(c, "clear", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 3 2544");
+	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, NULL, 0), 0);
+	CHECK_EQ_INT(cnt[0], 0);
+	cache_close(c);
+}
+
 int
 main(void)
 {
@@ -735,6 +828,8 @@ main(void)
 	test_damaged_store();
 	test_admin();
 	test_codec();
+	test_admin_parse();
+	test_admin_run();
 	cache_close(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)
