@@ -6,8 +6,10 @@
  * dir/control.sock and runs one request per connection, in turn.  A
  * request is one line of at most CTL_LINE bytes; so is the reply.
  *
- * The socket is 0600 in a directory only its owner writes; cache_ctl_stop
- * wakes the thread with shutdown(2) on the listening socket and joins it.
+ * The socket lives in the cache directory, which cache_open made private
+ * (0700, this user's): that, not the socket's own mode, keeps other users
+ * out, so nothing here changes a mode by path.  cache_ctl_stop wakes the
+ * thread with shutdown(2) on the listening socket and joins it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -81,6 +83,24 @@ write_all(int fd, const char *s, size_t len)
 	}
 }
 
+/*
+ * Remove the socket a killed feedfs left at path: 0 when path is free now,
+ * -EEXIST when something other than a socket is there (left alone).
+ */
+static int
+unlink_stale(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if (unlink(path) != 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 static void *
 ctl_thread(void *arg)
 {
@@ -126,9 +146,18 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
 	if ((ctl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		goto fail_errno;
-	unlink(sa.sun_path); /* left by a feedfs that was killed */
+	if ((r = unlink_stale(sa.sun_path)) != 0) {
+		if (r == -EEXIST)
+			snprintf(err, errlen, "%s exists and is not a socket",
+			    sa.sun_path);
+		else
+			snprintf(
+			    err, errlen, "%s: %s", sa.sun_path, strerror(-r));
+		goto fail;
+	}
+	/* bind(2) makes the name and never follows a symlink there. */
 	if (bind(ctl->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    chmod(sa.sun_path, 0600) != 0 || listen(ctl->fd, 8) != 0)
+	    listen(ctl->fd, 8) != 0)
 		goto fail_errno;
 	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
 		errno = r;
@@ -139,6 +168,7 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 fail_errno:
 	r = -errno;
 	snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
+fail:
 	if (ctl->fd >= 0)
 		close(ctl->fd);
 	free(ctl);

@@ -1,6 +1,6 @@
 /*
- * open.c - opening and closing the store: options, the directory,
- * the format marker, the lock probe, a damaged or old store
+ * open.c - opening and closing the store: options, the directory and its
+ * permissions, the format marker, the lock probe, a damaged or old store
  * moved aside, the read-only secondary instance of feedfs-cache.
  *
  * Writes skip the WAL: everything here can be recomputed, the WAL would
@@ -44,7 +44,7 @@ cache_error(struct cache *c)
 	return c->err;
 }
 
-/* mkdir -p, mode 0755. */
+/* mkdir -p: the directories it makes are 0700. */
 static int
 mkdir_p(const char *dir)
 {
@@ -58,13 +58,96 @@ mkdir_p(const char *dir)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * Make the files in dir 0600 (best effort): RocksDB creates them 0644 less
+ * the umask, and a library cannot change the umask of the process.  Files
+ * it makes later keep that mode; the 0700 directory is what keeps them
+ * from other users.
+ */
+static void
+private_files(const char *dir)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd, f;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		/*
+		 * Not LOCK: closing a descriptor of it would drop this
+		 * process's fcntl lock, RocksDB's, on it (and it is empty).
+		 */
+		if (strcmp(de->d_name, "LOCK") == 0)
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || (st.st_mode & 077) == 0)
+			continue;
+		f = openat(fd, de->d_name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		if (fstat(f, &st) == 0 && S_ISREG(st.st_mode))
+			(void)fchmod(f, st.st_mode & 0600);
+		close(f);
+	}
+	closedir(d); /* closes fd */
+}
+
+/*
+ * Make dir (0700, and the parents it lacks) or check the one there: it must
+ * be a directory of this user that nobody else can write, else -EACCES
+ * and why.  One that others can read or enter (made by an older feedfs)
+ * is made 0700 where the file system lets us.
+ */
+static int
+private_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, r;
+
+	if ((r = mkdir_p(dir)) != 0) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(-r));
+		return r;
+	}
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fstat(fd, &st) != 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+		    "%s is owned by uid %lu, not by this user (uid %lu): "
+		    "refusing a cache that another user controls",
+		    dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
+		r = -EACCES;
+	} else if ((st.st_mode & 022) != 0) {
+		snprintf(err, errlen,
+		    "%s is writable by group or others (mode %04o): refusing "
+		    "it (chmod 700 %s)",
+		    dir, (unsigned)(st.st_mode & 07777), dir);
+		r = -EACCES;
+	} else if ((st.st_mode & 077) != 0)
+		(void)fchmod(fd, 0700);
+out:
+	if (fd >= 0)
+		close(fd);
+	return r;
 }
 
 static uint64_t
@@ -278,10 +361,8 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 	char *e = NULL;
 	int r;
 
-	if ((r = mkdir_p(dir)) != 0) {
-		snprintf(err, errlen, "%s: %s", dir, strerror(-r));
+	if ((r = private_dir(dir, err, errlen)) != 0)
 		return r;
-	}
 	c->db = rocksdb_open(c->opts, dir, &e);
 	if (e != NULL) {
 		if (is_lock_error(e)) {
@@ -300,8 +381,10 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 	if ((r = check_format(c, dir, err, errlen)) != 0) {
 		rocksdb_close(c->db);
 		c->db = NULL;
+		return r;
 	}
-	return r;
+	private_files(dir); /* after the open, which rewrites CURRENT */
+	return 0;
 }
 
 int

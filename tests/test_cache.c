@@ -1,8 +1,9 @@
 /*
  * test_cache - the RocksDB store: round trips, keys, digest memos, the
  * lock, persistence, corrupt values, the size bound, a full disk, a
- * damaged store moved aside, the lock probe, the administration functions
- * and the control socket, the request parser and executor, the value codec.
+ * damaged store moved aside, the lock probe, the administration functions,
+ * the request executor and the control socket, the value codec, and the
+ * permissions of the cache directory.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -464,7 +465,7 @@ test_full(void)
 	path_in(dir, sizeof(dir), "full");
 	mkdir(dir, 0755);
 	snprintf(cmd, sizeof(cmd),
-	    "mount -t tmpfs -o size=1M tmpfs %s 2>/dev/null", dir);
+	    "mount -t tmpfs -o size=1M,mode=0700 tmpfs %s 2>/dev/null", dir);
 	if (getuid() != 0 || system(cmd) != 0) {
 		fprintf(stderr, "note: cannot mount a small tmpfs; "
 				"full-disk part skipped\n");
@@ -809,6 +810,86 @@ test_admin_run(void)
 	cache_close(c);
 }
 
+static unsigned
+mode_of(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0;
+}
+
+/* cache_open refuses dir with err; returns whether err says want. */
+static bool
+refused(const char *dir, const char *want)
+{
+	struct cache *c = NULL;
+	char err[512] = "";
+	int r = cache_open(dir, 64 * MB, 16 * MB, &c, err, sizeof(err));
+
+	if (r == 0)
+		cache_close(c);
+	if (r != -EACCES || strstr(err, want) == NULL) {
+		fprintf(stderr, "cache_open(%s): %d, %s\n", dir, r, err);
+		return false;
+	}
+	return true;
+}
+
+/* The cache directory is private: made 0700, others' or open ones refused. */
+static void
+test_perms(void)
+{
+	struct cache *c = NULL;
+	struct cache_ctl *ctl = NULL;
+	char dir[128], sub[160], err[512];
+	FILE *f;
+
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	put_n(c, 0, 2, "p1");
+	cache_close(c);
+	path_in(dir, sizeof(dir), "perm/a/c");
+	CHECK_EQ_INT(mode_of(dir), 0700);
+	path_in(sub, sizeof(sub), "perm/a");
+	CHECK_EQ_INT(mode_of(sub), 0700);
+
+	/* One an older feedfs made readable by all is made private. */
+	chmod(dir, 0755);
+	snprintf(sub, sizeof(sub), "%s/CURRENT", dir);
+	chmod(sub, 0644);
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	CHECK_EQ_INT(mode_of(dir), 0700);
+	CHECK_EQ_INT(mode_of(sub), 0600);
+
+	/* Only a socket is replaced at the control socket's name. */
+	snprintf(sub, sizeof(sub), "%s/control.sock", dir);
+	if ((f = fopen(sub, "w")) != NULL)
+		fclose(f);
+	err[0] = '\0';
+	CHECK(cache_ctl_start(c, dir, &ctl, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "not a socket") != NULL);
+	CHECK_EQ_INT(access(sub, F_OK), 0);
+	unlink(sub);
+	CHECK_EQ_INT(cache_ctl_start(c, dir, &ctl, err, sizeof(err)), 0);
+	CHECK(ctl != NULL);
+	cache_ctl_stop(ctl);
+	cache_close(c);
+
+	chmod(dir, 0777);
+	CHECK(refused(dir, "writable by group or others (mode 0777)"));
+	chmod(dir, 0720);
+	CHECK(refused(dir, "writable by group or others"));
+	chmod(dir, 0700);
+	if (geteuid() != 0) {
+		fprintf(stderr, "note: not root; the owner check is skipped\n");
+		return;
+	}
+	CHECK_EQ_INT(chown(dir, 65534, 65534), 0); /* nobody */
+	CHECK(refused(dir, "owned by uid 65534"));
+	CHECK_EQ_INT(chown(dir, 0, 0), 0);
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	cache_close(c);
+}
+
 int
 main(void)
 {
@@ -830,6 +911,7 @@ main(void)
 	test_codec();
 	test_admin_parse();
 	test_admin_run();
+	test_perms();
 	cache_close(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)

@@ -4,7 +4,8 @@
 # cache_dir that a running mount holds (reads through a secondary instance,
 # writes through the daemon's control socket: the mount keeps serving the
 # reference's bytes), then against one that no mount holds; verify finds
-# damage (bytes flipped inside a table file) and exits 1.
+# damage (bytes flipped inside a table file) and exits 1; the directory is
+# 0700.
 . "$(dirname "$0")/lib.sh"
 
 FC=$FF_BUILDDIR/feedfs-cache
@@ -98,6 +99,9 @@ ff_log "every command with the mount running"
 
 # ---- without a mount -------------------------------------------------------------
 fc -c "$CFG" stats
+# The cache is private to its owner (issue 12 item 8).
+[ "$(stat -c %a "$C")" = 700 ] || ff_fail "$C is mode $(stat -c %a "$C"), expected 700"
+[ "$(stat -c %a "$C/CURRENT")" = 600 ] || ff_fail "$C/CURRENT is mode $(stat -c %a "$C/CURRENT"), expected 600"
 [ "$(field "$T/fc.out" entries)" = $N ] || { cat "$T/fc.out"; ff_fail "stats (unmounted): expected $N entries"; }
 grep -q "^hits	n/a" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "stats (unmounted): hits should be n/a"; }
 fc -c "$CFG" ls
