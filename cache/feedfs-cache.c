@@ -295,34 +295,34 @@ cmd_verify(const char *dir)
 	return v.damaged ? EXIT_DAMAGE : 0;
 }
 
-/* 30, 30s, 10m, 2h, 7d: seconds, or -1. */
+/* The longest age evict --older-than takes: 100 years. */
+#define AGE_MAX (100LL * 366 * 86400)
+
+/* 30, 30s, 10m, 2h, 7d: seconds (at most AGE_MAX), or -1. */
 static long long
 parse_age(const char *s)
 {
+	static const struct {
+		char unit;
+		long long secs;
+	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
 	char *end;
 	long long v;
+	size_t i;
 
+	if (*s < '0' || *s > '9') /* strtoll would take blanks and signs */
+		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno || end == s || v < 0)
+	if (errno != 0 || end == s || (*end != '\0' && end[1] != '\0'))
 		return -1;
-	switch (*end) {
-	case '\0':
-	case 's':
-		break;
-	case 'm':
-		v *= 60;
-		break;
-	case 'h':
-		v *= 3600;
-		break;
-	case 'd':
-		v *= 86400;
-		break;
-	default:
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (units[i].unit == *end)
+			break;
+	if (i == sizeof(units) / sizeof(units[0]) ||
+	    v > AGE_MAX / units[i].secs)
 		return -1;
-	}
-	return *end && end[1] ? -1 : v;
+	return v * units[i].secs;
 }
 
 /* Run req on the store dir, which no feedfs holds: the reply in reply. */
@@ -457,15 +457,20 @@ main(int argc, char **argv)
 		    (prefix && strchr(prefix, '\n'))) {
 			fprintf(stderr, "feedfs-cache: evict needs one of "
 					"--prefix TEXT or --older-than AGE "
-					"(30s, 10m, 2h, 7d)\n");
+					"(30s, 10m, 2h, 7d; at most 100 "
+					"years)\n");
 			ret = EXIT_USAGE;
 		} else {
 			if (prefix)
 				snprintf(req, sizeof(req), "evict-prefix %s",
 				    prefix);
-			else
+			else {
+				/* Older than the epoch: nothing (before 0). */
+				long long now = (long long)time(NULL);
+
 				snprintf(req, sizeof(req), "evict-before %lld",
-				    (long long)time(NULL) - s + 1);
+				    s < now ? now - s + 1 : 0);
+			}
 			ret = cmd_write(dir, req);
 		}
 	} else {
