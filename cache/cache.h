@@ -3,7 +3,11 @@
  *
  * Values are the output of a job's pipeline prefix for one source image,
  * keyed by cache_key(content digest, prefix text).  Source digests are kept
- * per (path, size, mtime, inode) so a hit needs no read of the source.
+ * per (path, size, mtime, ctime, inode, device) so a hit needs no read of
+ * the source.
+ *
+ * The store is private to its owner: cache_open makes its directory 0700
+ * and refuses one that another user owns or can write.
  *
  * Thread safety: every function may be called from any thread at once.
  * A cache that fails (disk full, read-only, corrupt) is never fatal to a
@@ -20,9 +24,10 @@
 
 /*
  * 2: the index holds prefix text and time; 3: decode uses only the DCT
- * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2).
+ * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2);
+ * 4: the payload checksum is XXH3_64bits, digest memos hold the ctime.
  */
-#define CACHE_FORMAT_VERSION 3
+#define CACHE_FORMAT_VERSION 4
 #define CACHE_KEY_LEN 32
 
 struct cache;
@@ -40,7 +45,7 @@ struct cache_stats {
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
-	bool disabled; /* the cache failed and feedfs serves without it */
+	bool disabled;	     /* the cache failed and feedfs serves without it */
 };
 
 /*
@@ -48,10 +53,19 @@ struct cache_stats {
  * (approximately: it may be passed by min(64M, size_bound/32) plus a
  * memtable before the oldest entries go, and for a moment by the two
  * memtables a flush may be writing; a value over size_bound/4 is not
- * stored), mem_bound its block cache and memtables.  Fails with a message
- * when dir cannot be used: -EBUSY when another process holds it, -EINVAL
- * for a store of another format version, -EIO otherwise.  A damaged store
- * is moved aside and replaced (see cache_note).
+ * stored), mem_bound its block cache and memtables.
+ *
+ * dir and the parents it lacks are made 0700.  An existing dir must belong
+ * to the effective user and be writable by nobody else; one that others
+ * can read (made by an older feedfs) is made 0700.  The files in dir are
+ * made 0600 once open; RocksDB makes later ones 0644 less the umask, which
+ * a library does not change: the 0700 directory keeps those private.
+ *
+ * Fails with a message when dir cannot be used: -EACCES when another user
+ * owns dir or group or others can write it, -EBUSY when another process
+ * holds it, -EINVAL for a store of a newer format version, -EIO otherwise.
+ * A damaged store, or one of an older format, is moved aside and replaced
+ * (see cache_note).
  */
 int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen);
@@ -76,18 +90,23 @@ const char *cache_note(struct cache *c);
 /* SHA-256 of len bytes. */
 void cache_sha256(const void *data, size_t len, uint8_t out[32]);
 /* Key = SHA-256(digest, prefix text, CACHE_FORMAT_VERSION). */
-void cache_key(const uint8_t digest[32], const char *prefix,
-    uint8_t key[CACHE_KEY_LEN]);
+void cache_key(
+    const uint8_t digest[32], const char *prefix, uint8_t key[CACHE_KEY_LEN]);
 
-/* The remembered digest of the file with this path and stat: 0 or -ENOENT. */
+/*
+ * The remembered digest of the file with this path and stat: 0 or -ENOENT.
+ * A memo holds for the size, mtime, ctime, inode and device it was put
+ * with: a file rewritten in place is a miss even when its mtime was put
+ * back.
+ */
 int cache_get_digest(struct cache *c, const char *path, const struct stat *st,
     uint8_t digest[32]);
-void cache_put_digest(struct cache *c, const char *path,
-    const struct stat *st, const uint8_t digest[32]);
+void cache_put_digest(struct cache *c, const char *path, const struct stat *st,
+    const uint8_t digest[32]);
 
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
-int cache_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-    struct cache_val *v);
+int cache_get(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);
@@ -106,11 +125,11 @@ const char *cache_error(struct cache *c);
 
 /* One entry, as the insertion index ('T') has it. */
 struct cache_entry {
-	uint64_t seq;  /* insertion order */
+	uint64_t seq; /* insertion order */
 	uint8_t key[CACHE_KEY_LEN];
-	uint64_t len;   /* payload bytes */
-	uint64_t bytes; /* stored value bytes (payload and header) */
-	uint64_t time;  /* insertion, Unix seconds */
+	uint64_t len;	    /* payload bytes */
+	uint64_t bytes;	    /* stored value bytes (payload and header) */
+	uint64_t time;	    /* insertion, Unix seconds */
 	const char *prefix; /* not NUL-terminated: prefix_len bytes */
 	size_t prefix_len;
 };
@@ -123,18 +142,18 @@ typedef int (*cache_entry_fn)(const struct cache_entry *e, void *arg);
  * first, see cache_ctl_request).  Only the functions below that read
  * (cache_scan, cache_check_entry, cache_get_stats) may be used on it.
  */
-int cache_open_secondary(const char *dir, struct cache **out, char *err,
-    size_t errlen);
+int cache_open_secondary(
+    const char *dir, struct cache **out, char *err, size_t errlen);
 /* Every entry, oldest first. */
-int cache_scan(struct cache *c, cache_entry_fn fn, void *arg, char *err,
-    size_t errlen);
+int cache_scan(
+    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen);
 /*
  * Read entry e's value and check it (header, length, checksum): 0 when
  * sound, -ENOENT when it is gone (evicted meanwhile), -EIO when damaged,
  * with why.
  */
-int cache_check_entry(struct cache *c, const struct cache_entry *e,
-    char *why, size_t whylen);
+int cache_check_entry(
+    struct cache *c, const struct cache_entry *e, char *why, size_t whylen);
 /*
  * Delete the entries whose prefix is prefix (NULL: any) and that were
  * inserted before the Unix time before (0: any time), and give their
@@ -143,30 +162,62 @@ int cache_check_entry(struct cache *c, const struct cache_entry *e,
 int cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
     uint64_t *n, uint64_t *bytes, char *err, size_t errlen);
 /* Delete every entry and digest memo (the store stays, empty). */
-int cache_clear(struct cache *c, uint64_t *n, uint64_t *bytes, char *err,
-    size_t errlen);
+int cache_clear(
+    struct cache *c, uint64_t *n, uint64_t *bytes, char *err, size_t errlen);
 /* Compact the whole store: deleted entries give their space back. */
 int cache_compact(struct cache *c);
 /* Write the memtables out (the store skips the WAL). */
 int cache_flush(struct cache *c, char *err, size_t errlen);
 
 /*
- * The control socket, dir/control.sock: a thread of the feedfs that holds
- * dir answers one request per connection, one line each way:
+ * Control requests, one line each (no newline):
  *
  *	flush | compact | clear | stats | evict-prefix TEXT |
  *	evict-before UNIXTIME
  *	-> "ok[ WORDS]" or "error MESSAGE"
  *
  * stats answers "ok hits H misses M"; evict-* and clear "ok N BYTES".
- * Only the owner of dir (mode 0600 socket) can connect.
+ * evict-prefix drops the entries whose prefix text is TEXT (the rest of the
+ * line, possibly empty), evict-before those put before UNIXTIME (decimal
+ * digits; 0 drops nothing).
+ */
+enum cache_admin_op {
+	CACHE_ADMIN_FLUSH,
+	CACHE_ADMIN_COMPACT,
+	CACHE_ADMIN_CLEAR,
+	CACHE_ADMIN_STATS,
+	CACHE_ADMIN_EVICT_PREFIX,
+	CACHE_ADMIN_EVICT_BEFORE,
+};
+struct cache_admin_req {
+	enum cache_admin_op op;
+	const char *prefix; /* EVICT_PREFIX: points into the parsed line */
+	uint64_t before;    /* EVICT_BEFORE: Unix seconds */
+};
+/* Parse one request line: 0 and *req filled, or -EINVAL and why. */
+int cache_admin_parse(
+    const char *line, struct cache_admin_req *req, char *err, size_t errlen);
+/*
+ * Parse and run one request line on c (a store opened with cache_open,
+ * held by this process), the reply line in reply: 0 for "ok...", else
+ * -errno for "error MESSAGE".  The control socket and feedfs-cache on a
+ * store no feedfs holds both run requests through this one function.
+ */
+int cache_admin_run(struct cache *c, const char *line, char *reply, size_t len);
+
+/*
+ * The control socket, dir/control.sock: a thread of the feedfs that holds
+ * dir answers one request per connection with cache_admin_run.  The
+ * socket is made in dir, which cache_open made private (0700, this user's),
+ * so only the owner of dir can connect; a stale socket left by a killed
+ * feedfs is replaced, anything else at that name is an error.
  */
 struct cache_ctl;
 int cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
     char *err, size_t errlen);
 void cache_ctl_stop(struct cache_ctl *ctl); /* NULL is fine */
 /* Client side: send req, the reply (without the newline) in reply. */
-int cache_ctl_request(const char *dir, const char *req, char *reply,
-    size_t len);
+int cache_ctl_request(
+    const char *dir, const char *req, char *reply, size_t len);
 
 #endif

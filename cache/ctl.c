@@ -6,15 +6,16 @@
  * dir/control.sock and runs one request per connection, in turn.  A
  * request is one line of at most CTL_LINE bytes; so is the reply.
  *
- * The socket is 0600 in a directory only its owner writes; cache_ctl_stop
- * wakes the thread with shutdown(2) on the listening socket and joins it.
+ * The socket lives in the cache directory, which cache_open made private
+ * (0700, this user's): that, not the socket's own mode, keeps other users
+ * out, so nothing here changes a mode by path.  cache_ctl_stop wakes the
+ * thread with shutdown(2) on the listening socket and joins it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,43 +83,22 @@ write_all(int fd, const char *s, size_t len)
 	}
 }
 
-/* Run one request line; the reply (no newline) into out. */
-static void
-ctl_run(struct cache *c, char *req, char *out, size_t len)
+/*
+ * Remove the socket a killed feedfs left at path: 0 when path is free now,
+ * -EEXIST when something other than a socket is there (left alone).
+ */
+static int
+unlink_stale(const char *path)
 {
-	char err[512] = "";
-	uint64_t n = 0, bytes = 0;
-	struct cache_stats st;
-	int r;
+	struct stat st;
 
-	if (strcmp(req, "flush") == 0) {
-		r = cache_flush(c, err, sizeof(err));
-		snprintf(out, len, r ? "error %s" : "ok", err);
-	} else if (strcmp(req, "compact") == 0) {
-		cache_compact(c);
-		snprintf(out, len, "ok");
-	} else if (strcmp(req, "stats") == 0) {
-		cache_get_stats(c, &st);
-		snprintf(out, len, "ok hits %" PRIu64 " misses %" PRIu64,
-		    st.hits, st.misses);
-	} else if (strcmp(req, "clear") == 0 ||
-		   strncmp(req, "evict-prefix ", 13) == 0 ||
-		   strncmp(req, "evict-before ", 13) == 0) {
-		if (req[0] == 'c')
-			r = cache_clear(c, &n, &bytes, err, sizeof(err));
-		else if (req[6] == 'p')
-			r = cache_evict_match(
-			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
-		else
-			r = cache_evict_match(c, NULL,
-			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
-			    sizeof(err));
-		if (r != 0)
-			snprintf(out, len, "error %s", err);
-		else
-			snprintf(out, len, "ok %" PRIu64 " %" PRIu64, n, bytes);
-	} else
-		snprintf(out, len, "error unknown request");
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if (unlink(path) != 0 && errno != ENOENT)
+		return -errno;
+	return 0;
 }
 
 static void *
@@ -136,7 +116,7 @@ ctl_thread(void *arg)
 			break; /* shut down by cache_ctl_stop */
 		}
 		if (read_line(fd, req, sizeof(req), CTL_TIMEOUT_MS) == 0) {
-			ctl_run(ctl->c, req, reply, sizeof(reply) - 1);
+			cache_admin_run(ctl->c, req, reply, sizeof(reply) - 1);
 			strcat(reply, "\n");
 			write_all(fd, reply, strlen(reply));
 		}
@@ -166,9 +146,18 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
 	if ((ctl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		goto fail_errno;
-	unlink(sa.sun_path); /* left by a feedfs that was killed */
+	if ((r = unlink_stale(sa.sun_path)) != 0) {
+		if (r == -EEXIST)
+			snprintf(err, errlen, "%s exists and is not a socket",
+			    sa.sun_path);
+		else
+			snprintf(
+			    err, errlen, "%s: %s", sa.sun_path, strerror(-r));
+		goto fail;
+	}
+	/* bind(2) makes the name and never follows a symlink there. */
 	if (bind(ctl->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    chmod(sa.sun_path, 0600) != 0 || listen(ctl->fd, 8) != 0)
+	    listen(ctl->fd, 8) != 0)
 		goto fail_errno;
 	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
 		errno = r;
@@ -179,6 +168,7 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 fail_errno:
 	r = -errno;
 	snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
+fail:
 	if (ctl->fd >= 0)
 		close(ctl->fd);
 	free(ctl);

@@ -295,51 +295,77 @@ cmd_verify(const char *dir)
 	return v.damaged ? EXIT_DAMAGE : 0;
 }
 
-/* 30, 30s, 10m, 2h, 7d: seconds, or -1. */
+/* The longest age evict --older-than takes: 100 years. */
+#define AGE_MAX (100LL * 366 * 86400)
+
+/* 30, 30s, 10m, 2h, 7d: seconds (at most AGE_MAX), or -1. */
 static long long
 parse_age(const char *s)
 {
+	static const struct {
+		char unit;
+		long long secs;
+	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
 	char *end;
 	long long v;
+	size_t i;
 
+	if (*s < '0' || *s > '9') /* strtoll would take blanks and signs */
+		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno || end == s || v < 0)
+	if (errno != 0 || end == s || (*end != '\0' && end[1] != '\0'))
 		return -1;
-	switch (*end) {
-	case '\0':
-	case 's':
-		break;
-	case 'm':
-		v *= 60;
-		break;
-	case 'h':
-		v *= 3600;
-		break;
-	case 'd':
-		v *= 86400;
-		break;
-	default:
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (units[i].unit == *end)
+			break;
+	if (i == sizeof(units) / sizeof(units[0]) ||
+	    v > AGE_MAX / units[i].secs)
+		return -1;
+	return v * units[i].secs;
+}
+
+/* Run req on the store dir, which no feedfs holds: the reply in reply. */
+static int
+run_offline(const char *dir, const char *req, char *reply, size_t len)
+{
+	struct cache *c;
+	char err[1024];
+
+	if (access(dir, F_OK) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
-	return *end && end[1] ? -1 : v;
+	if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err, sizeof(err)) !=
+	    0) {
+		fprintf(stderr, "feedfs-cache: %s\n", err);
+		return -1;
+	}
+	if (cache_note(c))
+		fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
+	cache_admin_run(c, req, reply, len);
+	cache_close(c);
+	return 0;
 }
 
 /*
  * A writing command: through the daemon's control socket when one holds
- * dir, else on the store opened here.  req is the control request.
+ * dir, else on the store opened here; either way cache_admin_run runs
+ * req, the control request.
  */
 static int
 cmd_write(const char *dir, const char *req)
 {
-	char who[1024];
+	char who[1024], reply[4096];
+	struct cache_admin_req q;
 	uint64_t n = 0, bytes = 0;
-	struct cache *c;
 	int r;
 
+	if (cache_admin_parse(req, &q, reply, sizeof(reply)) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
+		return EXIT_USAGE;
+	}
 	if (held(dir, who, sizeof(who))) {
-		char reply[4096];
-
 		if ((r = cache_ctl_request(dir, req, reply, sizeof(reply))) !=
 		    0) {
 			fprintf(stderr,
@@ -348,49 +374,20 @@ cmd_write(const char *dir, const char *req)
 			    who, dir, strerror(-r));
 			return EXIT_DAMAGE;
 		}
-		if (strncmp(reply, "ok", 2) != 0) {
-			fprintf(stderr, "feedfs-cache: %s\n", reply);
-			return EXIT_DAMAGE;
-		}
-		sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
-	} else {
-		char err[1024];
-
-		if (access(dir, F_OK) != 0) {
-			fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
-			    strerror(errno));
-			return EXIT_DAMAGE;
-		}
-		if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err,
-			sizeof(err)) != 0) {
-			fprintf(stderr, "feedfs-cache: %s\n", err);
-			return EXIT_DAMAGE;
-		}
-		if (cache_note(c))
-			fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
-		if (strcmp(req, "compact") == 0)
-			r = cache_compact(c);
-		else if (strcmp(req, "clear") == 0)
-			r = cache_clear(c, &n, &bytes, err, sizeof(err));
-		else if (strncmp(req, "evict-prefix ", 13) == 0)
-			r = cache_evict_match(
-			    c, req + 13, 0, &n, &bytes, err, sizeof(err));
-		else
-			r = cache_evict_match(c, NULL,
-			    strtoull(req + 13, NULL, 10), &n, &bytes, err,
-			    sizeof(err));
-		cache_close(c);
-		if (r != 0) {
-			fprintf(stderr, "feedfs-cache: %s: %s\n", dir, err);
-			return EXIT_DAMAGE;
-		}
+	} else if (run_offline(dir, req, reply, sizeof(reply)) != 0)
+		return EXIT_DAMAGE;
+	if (strncmp(reply, "ok", 2) != 0) {
+		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
+		    strncmp(reply, "error ", 6) == 0 ? reply + 6 : reply);
+		return EXIT_DAMAGE;
 	}
-	if (strcmp(req, "compact") == 0)
+	if (q.op == CACHE_ADMIN_COMPACT) {
 		printf("compacted\n");
-	else
-		printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
-		    strcmp(req, "clear") == 0 ? "cleared" : "evicted", n,
-		    bytes);
+		return 0;
+	}
+	sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
+	printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
+	    q.op == CACHE_ADMIN_CLEAR ? "cleared" : "evicted", n, bytes);
 	return 0;
 }
 
@@ -460,15 +457,20 @@ main(int argc, char **argv)
 		    (prefix && strchr(prefix, '\n'))) {
 			fprintf(stderr, "feedfs-cache: evict needs one of "
 					"--prefix TEXT or --older-than AGE "
-					"(30s, 10m, 2h, 7d)\n");
+					"(30s, 10m, 2h, 7d; at most 100 "
+					"years)\n");
 			ret = EXIT_USAGE;
 		} else {
 			if (prefix)
 				snprintf(req, sizeof(req), "evict-prefix %s",
 				    prefix);
-			else
+			else {
+				/* Older than the epoch: nothing (before 0). */
+				long long now = (long long)time(NULL);
+
 				snprintf(req, sizeof(req), "evict-before %lld",
-				    (long long)time(NULL) - s + 1);
+				    s < now ? now - s + 1 : 0);
+			}
 			ret = cmd_write(dir, req);
 		}
 	} else {

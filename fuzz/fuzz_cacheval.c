@@ -1,49 +1,62 @@
 /*
- * fuzz_cacheval - libFuzzer target: the cache's value and index decoders.
+ * fuzz_cacheval - libFuzzer target: the cache's value and index decoders
+ * (cache/codec.c: codec_val_decode, a stored value's header, length and
+ * checksum; codec_tidx_decode, an insertion-index entry).
  *
- * cache.c keeps them static (parse_val: a stored value's header, length
- * and checksum; parse_tidx: an insertion-index entry), so this target
- * includes cache.c itself.  The first input byte picks the mode: odd, the
- * rest is a value as it comes from RocksDB; even, the rest gets a sound
- * magic, version, key, length and checksum written over it first, so that
- * the fuzzer reaches past the checks into the decoded fields.  A value
- * that parses must hold exactly its payload.
+ * The first input byte picks the mode: odd, the rest is a value as it comes
+ * from RocksDB; even, the rest gets a sound header (magic, version, seq,
+ * key, length and checksum, from codec_val_header) written over it first,
+ * so that the fuzzer reaches past the checks into the decoded fields.  A
+ * value that parses must hold exactly its payload; one sound header must
+ * decode to the shape it was written with.
  */
-#include "cache/cache.c"
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const uint8_t key[CACHE_KEY_LEN] = { 1, 2, 3 };
-	struct cache_val v;
+	static const uint8_t key[CACHE_KEY_LEN] = {1, 2, 3};
+	struct cache_val v, in;
 	struct cache_entry ent;
 	uint8_t *buf;
 	uint64_t seq = 7;
+	size_t n;
 
 	if (size < 1)
 		return 0;
-	if ((buf = malloc(size)) == NULL)
+	n = size - 1;
+	if ((buf = malloc(n ? n : 1)) == NULL)
 		return 0;
-	memcpy(buf, data + 1, size - 1);
-	if (!(data[0] & 1) && size - 1 >= VAL_HDR) {
-		memcpy(buf, VAL_MAGIC, 4);
-		put_le32(buf + 4, CACHE_FORMAT_VERSION);
-		put_le64(buf + 24, seq);
-		put_le64(buf + 32, size - 1 - VAL_HDR);
-		put_le64(buf + 40, xxh64(buf + VAL_HDR, size - 1 - VAL_HDR));
-		memcpy(buf + 48, key, CACHE_KEY_LEN);
-	}
-	if (parse_val(buf, size - 1, key, seq, &v) == 0) {
-		if (v.len != size - 1 - VAL_HDR)
+	memcpy(buf, data + 1, n);
+	if (!(data[0] & 1) && n >= CODEC_VAL_HDR) {
+		in.w = codec_get_le32(buf + 8);
+		in.h = codec_get_le32(buf + 12);
+		in.c = codec_get_le32(buf + 16);
+		in.dtype = codec_get_le32(buf + 20);
+		in.data = buf + CODEC_VAL_HDR;
+		in.len = n - CODEC_VAL_HDR;
+		in.prefix = NULL;
+		codec_val_header(buf, &in, key, seq);
+		if (codec_val_decode(buf, n, key, seq, &v) != 0 ||
+		    v.w != in.w || v.h != in.h || v.c != in.c ||
+		    v.dtype != in.dtype)
 			abort();
-		if (memcmp(buf, VAL_MAGIC, 4) != 0)
+	}
+	if (codec_val_decode(buf, n, key, seq, &v) == 0) {
+		if (v.len != n - CODEC_VAL_HDR)
+			abort();
+		if (memcmp(buf, CODEC_VAL_MAGIC, 4) != 0)
 			abort();
 	}
-	if (size - 1 >= 9 &&
-	    parse_tidx(buf, 9, buf + 9, size - 1 - 9, &ent)) {
-		if (ent.prefix_len != size - 1 - 9 - TIDX_VAL)
+	if (n >= CODEC_SEQ_KEY &&
+	    codec_tidx_decode(buf, CODEC_SEQ_KEY, buf + CODEC_SEQ_KEY,
+		n - CODEC_SEQ_KEY, &ent) == 0) {
+		if (ent.prefix_len != n - CODEC_SEQ_KEY - CODEC_TIDX_LEN)
 			abort();
 	}
 	free(buf);

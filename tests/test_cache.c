@@ -1,8 +1,9 @@
 /*
  * test_cache - the RocksDB store: round trips, keys, digest memos, the
  * lock, persistence, corrupt values, the size bound, a full disk, a
- * damaged store moved aside, the lock probe, the administration functions
- * and the control socket.
+ * damaged store moved aside, the lock probe, the administration functions,
+ * the request executor and the control socket, the value codec, and the
+ * permissions of the cache directory.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache.h"
+#include "cache/codec.h"
 #include "tests/testlib.h"
 
 #define MB (1024u * 1024u)
@@ -170,6 +172,15 @@ test_roundtrip(void)
 	sb2 = sb;
 	sb2.st_ino++;
 	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	/* Rewritten in place with its mtime put back: the ctime tells. */
+	sb2 = sb;
+	sb2.st_ctim.tv_sec++;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	sb2.st_ctim.tv_nsec ^= 1;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
+	sb2 = sb;
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), 0);
 	CHECK_EQ_INT(cache_get_digest(c, "/elsewhere.jpg", &sb, got), -ENOENT);
 
 	/* A second opener of the same directory is refused. */
@@ -312,8 +323,8 @@ test_corrupt(void)
 	r = cache_open(dir, 1024 * MB, 16 * MB, &c, err, sizeof(err));
 	CHECK_EQ_INT(r, 0);
 	CHECK(c != NULL && cache_note(c) != NULL &&
-	    strstr(cache_note(c), "older feedfs (format 1)") != NULL &&
-	    strstr(cache_note(c), ".old-") != NULL);
+	      strstr(cache_note(c), "older feedfs (format 1)") != NULL &&
+	      strstr(cache_note(c), ".old-") != NULL);
 	cache_close(c);
 	c = NULL;
 out:
@@ -454,7 +465,7 @@ test_full(void)
 	path_in(dir, sizeof(dir), "full");
 	mkdir(dir, 0755);
 	snprintf(cmd, sizeof(cmd),
-	    "mount -t tmpfs -o size=1M tmpfs %s 2>/dev/null", dir);
+	    "mount -t tmpfs -o size=1M,mode=0700 tmpfs %s 2>/dev/null", dir);
 	if (getuid() != 0 || system(cmd) != 0) {
 		fprintf(stderr, "note: cannot mount a small tmpfs; "
 				"full-disk part skipped\n");
@@ -651,6 +662,234 @@ test_admin(void)
 	cache_close(c);
 }
 
+/* The codec: round trips, and a damaged value never decodes. */
+static void
+test_codec(void)
+{
+	static const uint8_t key[CACHE_KEY_LEN] = {9, 8, 7}, other[32] = {1};
+	struct cache_val in = val_of(5, 4, 3, 2, 2, 4 * 3 * 2 * 4), out;
+	struct cache_entry ent;
+	uint8_t *buf, tk[CODEC_SEQ_KEY], tv[CODEC_TIDX_LEN + 4];
+	size_t n = CODEC_VAL_HDR + in.len;
+
+	/* XXH3_64bits of nothing, from xxHash's own test vectors. */
+	CHECK(codec_checksum("", 0) == 0x2D06800538D394C2ULL);
+	buf = malloc(n);
+	codec_val_header(buf, &in, key, 42);
+	memcpy(buf + CODEC_VAL_HDR, in.data, in.len);
+	memset(&out, 0xff, sizeof(out));
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	CHECK(out.w == 4 && out.h == 3 && out.c == 2 && out.dtype == 2);
+	CHECK_EQ_INT(out.len, in.len);
+	CHECK(out.data == NULL && out.prefix == NULL);
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 43, &out), -EINVAL);
+	CHECK_EQ_INT(codec_val_decode(buf, n, other, 42, &out), -EINVAL);
+	CHECK_EQ_INT(codec_val_decode(buf, n - 1, key, 42, &out), -EINVAL);
+	CHECK_EQ_INT(
+	    codec_val_decode(buf, CODEC_VAL_HDR - 1, key, 42, &out), -EINVAL);
+	/* One flipped payload byte fails the checksum. */
+	buf[CODEC_VAL_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
+	buf[CODEC_VAL_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	buf[4] ^= 1; /* another format version */
+	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
+	free(buf);
+	free(in.data);
+
+	codec_seq_key('T', 0x0102030405060708ULL, tk);
+	CHECK(tk[0] == 'T' && tk[1] == 1 && tk[8] == 8);
+	codec_tidx_encode(tv, key, 1234, 1700000000, "abcd", 4);
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, sizeof(tv), &ent), 0);
+	CHECK(ent.seq == 0x0102030405060708ULL);
+	CHECK(memcmp(ent.key, key, CACHE_KEY_LEN) == 0);
+	CHECK_EQ_INT(ent.len, 1234);
+	CHECK_EQ_INT(ent.bytes, 1234 + CODEC_VAL_HDR);
+	CHECK_EQ_INT(ent.time, 1700000000);
+	CHECK(ent.prefix_len == 4 && memcmp(ent.prefix, "abcd", 4) == 0);
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, CODEC_TIDX_LEN - 1, &ent),
+	    -EINVAL);
+	CHECK_EQ_INT(codec_tidx_decode(tk, 8, tv, sizeof(tv), &ent), -EINVAL);
+	tk[0] = 'V';
+	CHECK_EQ_INT(
+	    codec_tidx_decode(tk, sizeof(tk), tv, sizeof(tv), &ent), -EINVAL);
+}
+
+/* The parser of control requests. */
+static void
+test_admin_parse(void)
+{
+	static const struct {
+		const char *line;
+		int op;
+	} good[] = {
+	    {"flush", CACHE_ADMIN_FLUSH},
+	    {"compact", CACHE_ADMIN_COMPACT},
+	    {"clear", CACHE_ADMIN_CLEAR},
+	    {"stats", CACHE_ADMIN_STATS},
+	    {"evict-prefix decode resize(256)", CACHE_ADMIN_EVICT_PREFIX},
+	    {"evict-prefix ", CACHE_ADMIN_EVICT_PREFIX},
+	    {"evict-before 1700000000", CACHE_ADMIN_EVICT_BEFORE},
+	    {"evict-before 0", CACHE_ADMIN_EVICT_BEFORE},
+	};
+	static const char *const bad[] = {"", "bogus", "flush ", "flushx",
+	    "stats now", "evict-prefix", "evict-before", "evict-before ",
+	    "evict-before -5", "evict-before 12x", "evict-before +5",
+	    "evict-before 99999999999999999999", "evict-before  5",
+	    "evict-after 5"};
+	struct cache_admin_req q;
+	char err[128];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		memset(&q, 0, sizeof(q));
+		CHECK_EQ_INT(
+		    cache_admin_parse(good[i].line, &q, err, sizeof(err)), 0);
+		CHECK_EQ_INT(q.op, good[i].op);
+	}
+	cache_admin_parse(
+	    "evict-prefix decode resize(256)", &q, err, sizeof(err));
+	CHECK(q.prefix != NULL && strcmp(q.prefix, "decode resize(256)") == 0);
+	cache_admin_parse("evict-prefix ", &q, err, sizeof(err));
+	CHECK(q.prefix != NULL && q.prefix[0] == '\0');
+	cache_admin_parse("evict-before 1700000000", &q, err, sizeof(err));
+	CHECK_EQ_INT(q.before, 1700000000);
+	cache_admin_parse(
+	    "evict-before 18446744073709551615", &q, err, sizeof(err));
+	CHECK(q.before == UINT64_MAX);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK_EQ_INT(
+		    cache_admin_parse(bad[i], &q, err, sizeof(err)), -EINVAL);
+		if (err[0] == '\0')
+			fprintf(stderr, "no message for \"%s\"\n", bad[i]);
+		CHECK(err[0] != '\0');
+	}
+}
+
+/* The executor on an open store, without the socket. */
+static void
+test_admin_run(void)
+{
+	struct cache *c = NULL;
+	char reply[256];
+	int cnt[3] = {0, 0, 0};
+
+	if (open_cache("c-run", 64 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	put_n(c, 0, 3, "p1");
+	put_n(c, 3, 1, "p2");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "bogus", reply, sizeof(reply)), -EINVAL);
+	CHECK_EQ_STR(reply, "error unknown request");
+	CHECK(cache_admin_run(c, "evict-before x", reply, sizeof(reply)) < 0);
+	CHECK(strncmp(reply, "error ", 6) == 0);
+	/* Before 1970: nothing, not everything. */
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-before 0", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 0 0");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-before 1", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 0 0");
+	CHECK_EQ_INT(
+	    cache_admin_run(c, "evict-prefix p2", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 1 848");
+	CHECK_EQ_INT(cache_admin_run(c, "flush", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok");
+	CHECK_EQ_INT(cache_admin_run(c, "compact", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok");
+	CHECK_EQ_INT(cache_admin_run(c, "stats", reply, sizeof(reply)), 0);
+	CHECK(strncmp(reply, "ok hits ", 8) == 0);
+	CHECK_EQ_INT(cache_admin_run(c, "clear", reply, sizeof(reply)), 0);
+	CHECK_EQ_STR(reply, "ok 3 2544");
+	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, NULL, 0), 0);
+	CHECK_EQ_INT(cnt[0], 0);
+	cache_close(c);
+}
+
+static unsigned
+mode_of(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0;
+}
+
+/* cache_open refuses dir with err; returns whether err says want. */
+static bool
+refused(const char *dir, const char *want)
+{
+	struct cache *c = NULL;
+	char err[512] = "";
+	int r = cache_open(dir, 64 * MB, 16 * MB, &c, err, sizeof(err));
+
+	if (r == 0)
+		cache_close(c);
+	if (r != -EACCES || strstr(err, want) == NULL) {
+		fprintf(stderr, "cache_open(%s): %d, %s\n", dir, r, err);
+		return false;
+	}
+	return true;
+}
+
+/* The cache directory is private: made 0700, others' or open ones refused. */
+static void
+test_perms(void)
+{
+	struct cache *c = NULL;
+	struct cache_ctl *ctl = NULL;
+	char dir[128], sub[160], err[512];
+	FILE *f;
+
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	put_n(c, 0, 2, "p1");
+	cache_close(c);
+	path_in(dir, sizeof(dir), "perm/a/c");
+	CHECK_EQ_INT(mode_of(dir), 0700);
+	path_in(sub, sizeof(sub), "perm/a");
+	CHECK_EQ_INT(mode_of(sub), 0700);
+
+	/* One an older feedfs made readable by all is made private. */
+	chmod(dir, 0755);
+	snprintf(sub, sizeof(sub), "%s/CURRENT", dir);
+	chmod(sub, 0644);
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	CHECK_EQ_INT(mode_of(dir), 0700);
+	CHECK_EQ_INT(mode_of(sub), 0600);
+
+	/* Only a socket is replaced at the control socket's name. */
+	snprintf(sub, sizeof(sub), "%s/control.sock", dir);
+	if ((f = fopen(sub, "w")) != NULL)
+		fclose(f);
+	err[0] = '\0';
+	CHECK(cache_ctl_start(c, dir, &ctl, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "not a socket") != NULL);
+	CHECK_EQ_INT(access(sub, F_OK), 0);
+	unlink(sub);
+	CHECK_EQ_INT(cache_ctl_start(c, dir, &ctl, err, sizeof(err)), 0);
+	CHECK(ctl != NULL);
+	cache_ctl_stop(ctl);
+	cache_close(c);
+
+	chmod(dir, 0777);
+	CHECK(refused(dir, "writable by group or others (mode 0777)"));
+	chmod(dir, 0720);
+	CHECK(refused(dir, "writable by group or others"));
+	chmod(dir, 0700);
+	if (geteuid() != 0) {
+		fprintf(stderr, "note: not root; the owner check is skipped\n");
+		return;
+	}
+	CHECK_EQ_INT(chown(dir, 65534, 65534), 0); /* nobody */
+	CHECK(refused(dir, "owned by uid 65534"));
+	CHECK_EQ_INT(chown(dir, 0, 0), 0);
+	CHECK(open_cache("perm/a/c", 64 * MB, &c) == 0);
+	cache_close(c);
+}
+
 int
 main(void)
 {
@@ -669,6 +908,10 @@ main(void)
 	test_full();
 	test_damaged_store();
 	test_admin();
+	test_codec();
+	test_admin_parse();
+	test_admin_run();
+	test_perms();
 	cache_close(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)

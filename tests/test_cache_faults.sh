@@ -73,9 +73,11 @@ ff_umount "$M"
 ff_log "damaged store moved aside to $aside"
 
 # ---- read-only and full: tmpfs -------------------------------------------------
+# (mode 0700: cache_open refuses a cache_dir that others can write, as a
+# tmpfs root is by default.)
 FS=$T/fs
 mkdir -p "$FS"
-if ! mount -t tmpfs -o ro,size=1M feedfs-test "$FS" 2>"$T/mount.err"; then
+if ! mount -t tmpfs -o ro,size=1M,mode=0700 feedfs-test "$FS" 2>"$T/mount.err"; then
 	ff_log "SKIP read-only and full cache_dir: $(cat "$T/mount.err")"
 	exit 0
 fi

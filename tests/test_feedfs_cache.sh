@@ -4,7 +4,8 @@
 # cache_dir that a running mount holds (reads through a secondary instance,
 # writes through the daemon's control socket: the mount keeps serving the
 # reference's bytes), then against one that no mount holds; verify finds
-# damage (bytes flipped inside a table file) and exits 1.
+# damage (bytes flipped inside a table file) and exits 1; an age too large
+# for evict --older-than is a usage error; the directory is 0700.
 . "$(dirname "$0")/lib.sh"
 
 FC=$FF_BUILDDIR/feedfs-cache
@@ -98,6 +99,9 @@ ff_log "every command with the mount running"
 
 # ---- without a mount -------------------------------------------------------------
 fc -c "$CFG" stats
+# The cache is private to its owner (issue 12 item 8).
+[ "$(stat -c %a "$C")" = 700 ] || ff_fail "$C is mode $(stat -c %a "$C"), expected 700"
+[ "$(stat -c %a "$C/CURRENT")" = 600 ] || ff_fail "$C/CURRENT is mode $(stat -c %a "$C/CURRENT"), expected 600"
 [ "$(field "$T/fc.out" entries)" = $N ] || { cat "$T/fc.out"; ff_fail "stats (unmounted): expected $N entries"; }
 grep -q "^hits	n/a" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "stats (unmounted): hits should be n/a"; }
 fc -c "$CFG" ls
@@ -106,6 +110,19 @@ fc --cache-dir "$C" verify
 grep -q "^verified $N entries: 0 damaged$" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "verify (unmounted)"; }
 fc -c "$CFG" evict --prefix "$P96"
 grep -q "^evicted 0 entries" "$T/fc.out" || ff_fail "evict --prefix (unmounted): expected nothing"
+# An age that overflows (issue 12 item 12) is a usage error and drops
+# nothing; one past the epoch, but under the limit, drops nothing either.
+rc=0
+"$FC" -c "$CFG" evict --older-than 99999999999d >"$T/fc.out" 2>"$T/fc.err" || rc=$?
+[ "$rc" -eq 2 ] || { cat "$T/fc.out" "$T/fc.err"; ff_fail "evict --older-than 99999999999d exited $rc, expected 2"; }
+grep -q "at most 100 years" "$T/fc.err" || { cat "$T/fc.err"; ff_fail "evict --older-than 99999999999d: no usage message"; }
+rc=0
+"$FC" -c "$CFG" evict --older-than 9223372036854775807s >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || ff_fail "evict --older-than 9223372036854775807s exited $rc, expected 2"
+fc -c "$CFG" evict --older-than 36500d
+grep -q "^evicted 0 entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 36500d: expected nothing"; }
+fc -c "$CFG" stats
+[ "$(field "$T/fc.out" entries)" = $N ] || { cat "$T/fc.out"; ff_fail "huge ages evicted entries"; }
 fc -c "$CFG" compact
 fc -c "$CFG" evict --older-than 0s
 grep -q "^evicted $N entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 0s (unmounted)"; }

@@ -1,0 +1,94 @@
+/*
+ * cache_int.h - what the files of cache/ share; nothing outside cache/
+ * includes it.
+ *
+ * One RocksDB database, default column family, keys told apart by their
+ * first byte (the bytes of each record: codec.h):
+ *
+ *	"feedfs-cache-format"	CACHE_FORMAT_VERSION, decimal text
+ *	'D' SHA-256(path)	digest memo: digest[32] size mtime.sec
+ *				mtime.nsec ctime.sec ctime.nsec ino dev
+ *				(7 x u64 LE)
+ *	'K' key[32]		seq (u64 BE): where the value lives
+ *	'V' seq (u64 BE)	value: header + payload
+ *	'T' seq (u64 BE)	key[32] + payload length (u64 LE) +
+ *				insertion time (u64 LE, Unix seconds) +
+ *				the prefix text (the rest: no NUL)
+ *
+ * Values are numbered in insertion order (seq), so the oldest ones are one
+ * contiguous key range: eviction deletes a prefix of the 'V' and 'T'
+ * ranges with range deletions and drops or compacts the files that held
+ * them.  'T' is the small index that tells eviction which 'K' entries to
+ * remove and how many bytes it frees without reading the values; it also
+ * tells feedfs-cache the prefix and age of each entry (ls, evict).
+ *
+ * Files: open.c (open, close, options, permissions, moving a store
+ * aside), digest.c (hashes, digest memos), store.c (get, put, eviction),
+ * admin.c (scan, verify, evict, clear, compact, flush, and the one
+ * executor of control requests), ctl.c (the control socket), codec.c.
+ */
+#ifndef FEEDFS_CACHE_INT_H
+#define FEEDFS_CACHE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rocksdb/c.h>
+
+#include "cache/cache.h"
+#include "cache/codec.h"
+
+#define CACHE_FORMAT_KEY "feedfs-cache-format"
+/* Stored bytes of a value besides its payload: header, index keys, slack. */
+#define CACHE_VAL_OVERHEAD (CODEC_VAL_HDR + 9 + 41 + 33 + 64)
+
+/*
+ * Lock order: none; the mutable state is atomics, and err is written once,
+ * under errlock, before the disabled flag is set.
+ */
+struct cache {
+	rocksdb_t *db;
+	rocksdb_options_t *opts;
+	rocksdb_block_based_table_options_t *topts;
+	rocksdb_cache_t *bcache;
+	rocksdb_filterpolicy_t *filter; /* owned by topts once set */
+	rocksdb_readoptions_t *ropts;
+	rocksdb_writeoptions_t *wopts;
+
+	uint64_t size_bound;
+	uint64_t check_every; /* bytes put between checks of the size */
+
+	atomic_uint_least64_t seq; /* next value's sequence number */
+	atomic_uint_least64_t since_check;
+	atomic_flag evicting;
+
+	atomic_uint_least64_t hits, misses, bytes_read, bytes_written;
+	atomic_uint_least64_t insert_failures, corrupt, evicted;
+
+	atomic_bool disabled;
+	pthread_mutex_t errlock;
+	char err[256];
+	char note[4800];    /* what cache_open did besides opening, or "" */
+	char secondary[64]; /* cache_open_secondary's own dir, removed */
+};
+
+/* Record the first failure (what failed: msg); from then on the cache is off.
+ */
+void cache_fail(struct cache *c, const char *what, const char *msg);
+/* Whether n bytes at p are all zero (an unknown digest or key). */
+bool cache_is_zero(const uint8_t *p, size_t n);
+
+/* store.c */
+/* The seq that the 'K' entry of key points at: 0 or -ENOENT. */
+int cache_lookup_seq(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t *seq);
+/* Bytes the store holds now: live files plus memtables (approximate). */
+uint64_t cache_store_bytes(struct cache *c);
+/* Delete the oldest values until about want bytes are freed. */
+void cache_evict_oldest(struct cache *c, uint64_t want);
+/* The next sequence number: one past the newest 'T' entry. */
+void cache_load_seq(struct cache *c);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * codec.h - the bytes of the cache's records, without RocksDB.
+ *
+ * Keys are told apart by their first byte (see cache_int.h for the whole
+ * layout).  This module only turns values and index entries into bytes and
+ * back; it allocates nothing, keeps no state and may be called from any
+ * thread.  Decoders take untrusted bytes (a damaged store, the fuzzer):
+ * they check every length before they read.
+ */
+#ifndef FEEDFS_CACHE_CODEC_H
+#define FEEDFS_CACHE_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "cache/cache.h"
+
+#define CODEC_VAL_MAGIC "FFCV"
+/* A value: magic version w h c dtype seq len checksum key, then payload. */
+#define CODEC_VAL_HDR 80
+/* An index ('T') value: key len time, then the prefix text (no NUL). */
+#define CODEC_TIDX_LEN 48
+#define CODEC_SEQ_KEY 9			    /* 'V' or 'T', seq (u64 BE) */
+#define CODEC_INDEX_KEY (1 + CACHE_KEY_LEN) /* 'K', key */
+#define CODEC_MEMO_KEY 33		    /* 'D', SHA-256(path) */
+/* A digest memo: digest[32], size mtime(2) ctime(2) ino dev (7 x u64 LE). */
+#define CODEC_MEMO_STAT 56
+#define CODEC_MEMO_VAL (32 + CODEC_MEMO_STAT)
+
+static inline void
+codec_put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t
+codec_get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline void
+codec_put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t
+codec_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline void
+codec_put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static inline uint64_t
+codec_get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* The payload checksum: XXH3_64bits (seed 0) of len bytes. */
+uint64_t codec_checksum(const void *data, size_t len);
+
+/* Key of kind ('V' or 'T') and seq: seq big-endian, so keys sort by it. */
+void codec_seq_key(int kind, uint64_t seq, uint8_t k[CODEC_SEQ_KEY]);
+/* 'K' key: where the value of key lives. */
+void codec_index_key(
+    const uint8_t key[CACHE_KEY_LEN], uint8_t k[CODEC_INDEX_KEY]);
+
+/*
+ * Write the header of value v (stored under seq for key) into hdr,
+ * checksum of v->data included; the payload (v->len bytes) follows it.
+ */
+void codec_val_header(uint8_t hdr[CODEC_VAL_HDR], const struct cache_val *v,
+    const uint8_t key[CACHE_KEY_LEN], uint64_t seq);
+/*
+ * Is v (vlen bytes) a sound value of key and seq: magic, version, seq,
+ * key, length and checksum?  0 and out's shape and len filled (out->data
+ * and out->prefix NULL: the payload is v + CODEC_VAL_HDR), else -EINVAL.
+ */
+int codec_val_decode(const uint8_t *v, size_t vlen,
+    const uint8_t key[CACHE_KEY_LEN], uint64_t seq, struct cache_val *out);
+
+/*
+ * Write the 'T' value of an entry into buf (CODEC_TIDX_LEN + plen bytes):
+ * key, payload length, insertion time, prefix.
+ */
+void codec_tidx_encode(uint8_t *buf, const uint8_t key[CACHE_KEY_LEN],
+    uint64_t len, uint64_t time, const char *prefix, size_t plen);
+/*
+ * Decode the 'T' entry with key k (kl bytes) and value v (vl bytes): 0 and
+ * ent filled (ent->prefix points into v), or -EINVAL.
+ */
+int codec_tidx_decode(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+    struct cache_entry *ent);
+
+/* The stat fields a digest memo holds for: size, mtime, ctime, ino, dev. */
+void codec_memo_stat(const struct stat *st, uint8_t s[CODEC_MEMO_STAT]);
+
+#endif

@@ -1,0 +1,543 @@
+/*
+ * open.c - opening and closing the store: options, the directory and its
+ * permissions, the format marker, the lock probe, a damaged or old store
+ * moved aside, the read-only secondary instance of feedfs-cache.
+ *
+ * Writes skip the WAL: everything here can be recomputed, the WAL would
+ * double the bytes written, and a batch is applied atomically to the
+ * memtable either way.  A crash loses the unflushed memtable (misses, never
+ * wrong data); cache_close flushes so a clean unmount keeps everything.
+ */
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "cache/cache_int.h"
+
+void
+cache_fail(struct cache *c, const char *what, const char *msg)
+{
+	pthread_mutex_lock(&c->errlock);
+	if (!atomic_load(&c->disabled)) {
+		snprintf(c->err, sizeof(c->err), "%s failed: %s", what, msg);
+		atomic_store(&c->disabled, true);
+	}
+	pthread_mutex_unlock(&c->errlock);
+}
+
+const char *
+cache_error(struct cache *c)
+{
+	if (c == NULL || !atomic_load(&c->disabled))
+		return NULL;
+	return c->err;
+}
+
+/* mkdir -p: the directories it makes are 0700. */
+static int
+mkdir_p(const char *dir)
+{
+	char buf[4096];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, dir, len + 1);
+	for (char *p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Make the files in dir 0600 (best effort): RocksDB creates them 0644 less
+ * the umask, and a library cannot change the umask of the process.  Files
+ * it makes later keep that mode; the 0700 directory is what keeps them
+ * from other users.
+ */
+static void
+private_files(const char *dir)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd, f;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		/*
+		 * Not LOCK: closing a descriptor of it would drop this
+		 * process's fcntl lock, RocksDB's, on it (and it is empty).
+		 */
+		if (strcmp(de->d_name, "LOCK") == 0)
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || (st.st_mode & 077) == 0)
+			continue;
+		f = openat(fd, de->d_name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		if (fstat(f, &st) == 0 && S_ISREG(st.st_mode))
+			(void)fchmod(f, st.st_mode & 0600);
+		close(f);
+	}
+	closedir(d); /* closes fd */
+}
+
+/*
+ * Make dir (0700, and the parents it lacks) or check the one there: it must
+ * be a directory of this user that nobody else can write, else -EACCES
+ * and why.  One that others can read or enter (made by an older feedfs)
+ * is made 0700 where the file system lets us.
+ */
+static int
+private_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, r;
+
+	if ((r = mkdir_p(dir)) != 0) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(-r));
+		return r;
+	}
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fstat(fd, &st) != 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+		    "%s is owned by uid %lu, not by this user (uid %lu): "
+		    "refusing a cache that another user controls",
+		    dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
+		r = -EACCES;
+	} else if ((st.st_mode & 022) != 0) {
+		snprintf(err, errlen,
+		    "%s is writable by group or others (mode %04o): refusing "
+		    "it (chmod 700 %s)",
+		    dir, (unsigned)(st.st_mode & 07777), dir);
+		r = -EACCES;
+	} else if ((st.st_mode & 077) != 0)
+		(void)fchmod(fd, 0700);
+out:
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static uint64_t
+clamp64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void
+free_handles(struct cache *c)
+{
+	if (c->db != NULL)
+		rocksdb_close(c->db);
+	if (c->ropts != NULL)
+		rocksdb_readoptions_destroy(c->ropts);
+	if (c->wopts != NULL)
+		rocksdb_writeoptions_destroy(c->wopts);
+	if (c->opts != NULL)
+		rocksdb_options_destroy(c->opts);
+	if (c->topts != NULL)
+		rocksdb_block_based_options_destroy(c->topts);
+	if (c->bcache != NULL)
+		rocksdb_cache_destroy(c->bcache);
+}
+
+/*
+ * Options from the bounds: half of mem_bound to the block cache, a quarter
+ * to the two write buffers; no compression (preprocessed pixels hardly
+ * compress, and every hit would pay for it).
+ *
+ * Values stay in the SSTs, not in BlobDB's blob files, by measurement
+ * (RocksDB 7.8, 2-core VM, values of 200 KB, 3000 of them (586 MB), WAL
+ * off, 32M memtables, no compression, reads of every key in a shuffled
+ * order after a reopen, files in the page cache; two runs each):
+ *
+ *			insert		point reads
+ *	plain SST	682-745 MB/s	2674-2731 MB/s (13700-14000 values/s)
+ *	BlobDB (64K)	501-515 MB/s	 873-888 MB/s  ( 4470-4540 values/s)
+ *
+ * A blob read copies the value out of the file on every get, where a
+ * block-based read pins it in the block cache; hits, the warm epoch's
+ * work, are 3x slower with blobs.  What BlobDB would save, compactions
+ * rewriting values, matters less here: eviction drops whole ranges.
+ */
+static void
+set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
+{
+	uint64_t bc = clamp64(mem_bound / 2, 8u << 20, UINT64_MAX);
+	uint64_t wb = clamp64(mem_bound / 8, 1u << 20, 64u << 20);
+	uint64_t wbmax = clamp64(size_bound / 8, 1u << 20, UINT64_MAX);
+
+	if (wb > wbmax)
+		wb = wbmax; /* a flush writes files well under the bound */
+	c->opts = rocksdb_options_create();
+	c->topts = rocksdb_block_based_options_create();
+	c->bcache = rocksdb_cache_create_lru(bc);
+	c->filter = rocksdb_filterpolicy_create_bloom(10);
+	rocksdb_block_based_options_set_block_cache(c->topts, c->bcache);
+	rocksdb_block_based_options_set_filter_policy(c->topts, c->filter);
+	rocksdb_options_set_block_based_table_factory(c->opts, c->topts);
+	rocksdb_options_set_create_if_missing(c->opts, 1);
+	rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
+	rocksdb_options_set_write_buffer_size(c->opts, wb);
+	rocksdb_options_set_max_write_buffer_number(c->opts, 2);
+	rocksdb_options_set_target_file_size_base(c->opts, wb);
+	rocksdb_options_set_max_bytes_for_level_base(c->opts, wb * 8);
+	rocksdb_options_set_max_open_files(c->opts, 512);
+	rocksdb_options_set_max_background_jobs(c->opts, 2);
+	rocksdb_options_set_keep_log_file_num(c->opts, 2);
+	rocksdb_options_set_max_log_file_size(c->opts, 1u << 20);
+	rocksdb_options_set_info_log_level(c->opts, 2); /* warnings */
+	c->ropts = rocksdb_readoptions_create();
+	c->wopts = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(c->wopts, 1);
+	c->size_bound = size_bound;
+	c->check_every = clamp64(size_bound / 32, 64u << 10, 64u << 20);
+}
+
+static bool
+is_decimal(const char *s, size_t len)
+{
+	if (len == 0 || len > 9)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+/* The format marker: written in a new store, checked in an old one. */
+static int
+check_format(struct cache *c, const char *dir, char *err, size_t errlen)
+{
+	char *e = NULL, *v, want[16];
+	size_t vlen;
+	int r = 0;
+
+	snprintf(want, sizeof(want), "%d", CACHE_FORMAT_VERSION);
+	v = rocksdb_get(c->db, c->ropts, CACHE_FORMAT_KEY,
+	    strlen(CACHE_FORMAT_KEY), &vlen, &e);
+	if (e != NULL) {
+		snprintf(err, errlen, "%s: %s", dir, e);
+		r = -EIO;
+	} else if (v == NULL) {
+		rocksdb_put(c->db, c->wopts, CACHE_FORMAT_KEY,
+		    strlen(CACHE_FORMAT_KEY), want, strlen(want), &e);
+		if (e != NULL) {
+			snprintf(err, errlen, "%s: %s", dir, e);
+			r = -EIO;
+		}
+	} else if (!is_decimal(v, vlen)) {
+		snprintf(
+		    err, errlen, "%s: unreadable cache format marker", dir);
+		r = -EBADMSG; /* garbage: cache_open moves the store aside */
+	} else if (vlen < strlen(want) ||
+		   (vlen == strlen(want) && memcmp(v, want, vlen) < 0)) {
+		/* An older feedfs's store: cache_open moves it aside. */
+		snprintf(err, errlen,
+		    "written by an older feedfs (format %.*s)",
+		    (int)(vlen < 16 ? vlen : 16), v);
+		r = -ESTALE;
+	} else if (vlen != strlen(want) || memcmp(v, want, vlen) != 0) {
+		/* A newer feedfs's store: leave it alone. */
+		snprintf(err, errlen,
+		    "%s: cache format version %.*s, this feedfs writes "
+		    "version %s (clear the directory or use another "
+		    "cache_dir)",
+		    dir, (int)(vlen < 16 ? vlen : 16), v, want);
+		r = -EINVAL;
+	}
+	rocksdb_free(e);
+	rocksdb_free(v);
+	return r;
+}
+
+static int
+is_lock_error(const char *e)
+{
+	return strstr(e, "lock") != NULL &&
+	       (strstr(e, "Resource temporarily unavailable") != NULL ||
+		   strstr(e, "No locks available") != NULL);
+}
+
+int
+cache_probe_lock(const char *dir, char *err, size_t errlen)
+{
+	struct flock fl = {0};
+	char path[4096];
+	int fd, r = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/LOCK", dir) >=
+	    sizeof(path))
+		return 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0; /* no store yet, or cache_open will say why */
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) {
+		snprintf(err, errlen,
+		    "%s is in use by another feedfs (pid %ld)", dir,
+		    (long)fl.l_pid);
+		r = -EBUSY;
+	}
+	close(fd);
+	return r;
+}
+
+/* RocksDB's message for a damaged database ("Corruption: ..."). */
+static bool
+is_corruption(const char *e)
+{
+	return strncmp(e, "Corruption", 10) == 0 ||
+	       strstr(e, "Corruption:") != NULL;
+}
+
+/*
+ * Rename a damaged store dir to dir.corrupt-YYYYmmdd-HHMMSS (-N when that
+ * exists) and say so in note.
+ */
+static int
+move_aside(const char *dir, const char *tag, const char *why, char *note,
+    size_t notelen)
+{
+	char to[4096], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	size_t n;
+
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	n = (size_t)snprintf(to, sizeof(to), "%s.%s-%s", dir, tag, stamp);
+	for (int i = 1; n < sizeof(to) && access(to, F_OK) == 0 && i < 100; i++)
+		n = (size_t)snprintf(
+		    to, sizeof(to), "%s.%s-%s-%d", dir, tag, stamp, i);
+	if (n >= sizeof(to) || access(to, F_OK) == 0)
+		return -EEXIST;
+	if (rename(dir, to) != 0)
+		return -errno;
+	snprintf(note, notelen,
+	    "%s %s (%s): moved it aside to %s and made a "
+	    "new cache",
+	    dir, strcmp(tag, "corrupt") == 0 ? "was damaged" : "is old", why,
+	    to);
+	return 0;
+}
+
+/* One attempt at opening dir: 0, or -EBADMSG when the store is damaged. */
+static int
+open_store(struct cache *c, const char *dir, char *err, size_t errlen)
+{
+	char *e = NULL;
+	int r;
+
+	if ((r = private_dir(dir, err, errlen)) != 0)
+		return r;
+	c->db = rocksdb_open(c->opts, dir, &e);
+	if (e != NULL) {
+		if (is_lock_error(e)) {
+			snprintf(err, errlen,
+			    "%s is in use by another feedfs (cache lock held)",
+			    dir);
+			r = -EBUSY;
+		} else {
+			snprintf(err, errlen, "%s", e);
+			r = is_corruption(e) ? -EBADMSG : -EIO;
+		}
+		rocksdb_free(e);
+		c->db = NULL;
+		return r;
+	}
+	if ((r = check_format(c, dir, err, errlen)) != 0) {
+		rocksdb_close(c->db);
+		c->db = NULL;
+		return r;
+	}
+	private_files(dir); /* after the open, which rewrites CURRENT */
+	return 0;
+}
+
+int
+cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
+    struct cache **out, char *err, size_t errlen)
+{
+	struct cache *c;
+	char why[512];
+	int r;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->errlock, NULL);
+	atomic_flag_clear(&c->evicting);
+	set_options(c, size_bound, mem_bound);
+	r = open_store(c, dir, why, sizeof(why));
+	if (r == -EBADMSG || r == -ESTALE) {
+		/*
+		 * Damaged, or an older format: keep it (for a post-mortem, or
+		 * a downgrade) and start afresh.
+		 */
+		if ((r = move_aside(dir, r == -ESTALE ? "old" : "corrupt", why,
+			 c->note, sizeof(c->note))) != 0) {
+			snprintf(err, errlen,
+			    "%s is damaged (%s) and cannot be moved aside: %s",
+			    dir, why, strerror(-r));
+			r = -EIO;
+			goto fail;
+		}
+		r = open_store(c, dir, why, sizeof(why));
+	}
+	if (r != 0) {
+		if (r == -EBUSY || r == -EINVAL ||
+		    strncmp(why, dir, strlen(dir)) == 0)
+			snprintf(err, errlen, "%s", why);
+		else
+			snprintf(err, errlen, "%s: %s", dir, why);
+		if (r == -EBADMSG)
+			r = -EIO;
+		goto fail;
+	}
+	cache_load_seq(c);
+	*out = c;
+	return 0;
+fail:
+	free_handles(c);
+	pthread_mutex_destroy(&c->errlock);
+	free(c);
+	return r;
+}
+
+const char *
+cache_note(struct cache *c)
+{
+	return c != NULL && c->note[0] != '\0' ? c->note : NULL;
+}
+
+/* rm -r of a secondary instance's dir: plain files in one directory. */
+static void
+remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[4096];
+
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d != NULL)
+		closedir(d);
+	rmdir(dir);
+}
+
+void
+cache_close(struct cache *c)
+{
+	rocksdb_flushoptions_t *fo;
+	char *e = NULL;
+
+	if (c == NULL)
+		return;
+	/* Without the WAL, unflushed puts live only in the memtable. */
+	if (!atomic_load(&c->disabled) && c->db != NULL &&
+	    c->secondary[0] == '\0') {
+		fo = rocksdb_flushoptions_create();
+		rocksdb_flushoptions_set_wait(fo, 1);
+		rocksdb_flush(c->db, fo, &e);
+		rocksdb_free(e);
+		e = NULL;
+		/* What the last puts brought over the bound goes now. */
+		if (cache_store_bytes(c) > c->size_bound) {
+			cache_evict_oldest(
+			    c, cache_store_bytes(c) - c->size_bound / 10 * 9);
+			rocksdb_flush(c->db, fo, &e);
+			rocksdb_free(e);
+		}
+		rocksdb_flushoptions_destroy(fo);
+	}
+	free_handles(c);
+	if (c->secondary[0] != '\0')
+		remove_tree(c->secondary);
+	pthread_mutex_destroy(&c->errlock);
+	free(c);
+}
+
+int
+cache_open_secondary(
+    const char *dir, struct cache **out, char *err, size_t errlen)
+{
+	char tmpl[] = "/tmp/feedfs-cache.XXXXXX", *e = NULL;
+	struct cache *c;
+	struct stat st;
+	int r;
+
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: %s", dir,
+		    errno ? strerror(errno) : "not a directory");
+		return -ENOENT;
+	}
+	if (mkdtemp(tmpl) == NULL) {
+		snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+		return -errno;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		rmdir(tmpl);
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->errlock, NULL);
+	atomic_flag_clear(&c->evicting);
+	set_options(c, UINT64_MAX / 2, 16u << 20);
+	rocksdb_options_set_create_if_missing(c->opts, 0);
+	rocksdb_options_set_max_open_files(c->opts, -1); /* secondary needs */
+	snprintf(c->secondary, sizeof(c->secondary), "%s", tmpl);
+	c->db = rocksdb_open_as_secondary(c->opts, dir, tmpl, &e);
+	if (e != NULL) {
+		snprintf(err, errlen, "%s: %s", dir, e);
+		rocksdb_free(e);
+		c->db = NULL;
+		r = -EIO;
+		goto fail;
+	}
+	if ((r = check_format(c, dir, err, errlen)) != 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	cache_close(c);
+	return r;
+}
