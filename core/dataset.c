@@ -35,17 +35,25 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-#if defined(__linux__) && defined(SYS_openat2) && defined(__has_include)
-#if __has_include(<linux/openat2.h>)
-#include <linux/openat2.h>
+/*
+ * openat2(2) (Linux 5.6), called by number: its struct open_how and
+ * RESOLVE_ flags are a fixed ABI, declared here so that older kernel
+ * headers (no <linux/openat2.h>) still build.
+ */
+#ifdef SYS_openat2
 #define HAVE_OPENAT2 1
-#endif
+struct ds_open_how {
+	uint64_t flags, mode, resolve;
+};
+#define DS_RESOLVE_NO_SYMLINKS 0x04
+#define DS_RESOLVE_BENEATH 0x08
 #endif
 
 #include "core/dataset.h"
@@ -338,11 +346,11 @@ open_beneath(int dirfd, const char *rel, int flags)
 	const char *no = getenv("FEEDFS_DS_NO_OPENAT2");
 
 	if (no == NULL || *no == '\0' || strcmp(no, "0") == 0) {
-		struct open_how how;
+		struct ds_open_how how;
 
 		memset(&how, 0, sizeof(how));
 		how.flags = (uint64_t)(flags | O_NOFOLLOW);
-		how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+		how.resolve = DS_RESOLVE_BENEATH | DS_RESOLVE_NO_SYMLINKS;
 		fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 		/* ENOSYS: before Linux 5.6; EPERM: a seccomp filter. */
 		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
