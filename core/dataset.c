@@ -4,15 +4,30 @@
  *
  * The scan reads directories only (readdir's d_type, fstatat where it is
  * unknown or a symlink), never the files, and sorts once at the end, so
- * 1.3M files (ImageNet) take about as long as listing them.  Symbolic links
- * are followed, to files and to directories, also out of the root; a link
- * that points back into its own ancestry, the root included, is skipped
- * (so a link to the root does not list every class again under one).  A broken link is skipped; an unreadable
- * directory is an error.  A class directory without images stays a class
- * (labels do not move).  Manifest entries are taken as they are: whether
- * the files exist is found out when they are read.
+ * 1.3M files (ImageNet) take about as long as listing them.
+ *
+ * Symbolic links (issue 12 item 9: the daemon runs as root, and the
+ * dataset may be writable by others) are followed, to files and to
+ * directories, class directories included, only where realpath() of the
+ * link stays inside realpath(root); links leading out of the root, broken
+ * links and loops are skipped.  A sample reached through a link keeps its
+ * path (the link's) and gets the resolved one as open_path, so that
+ * ds_sample_open follows no link.  Directories are bounded against link
+ * fans (a chain of directories each linking twice to the next would take
+ * exponential time): the real tree is read once, and a directory reached
+ * through a link (or below one) is read at most once more over the whole
+ * scan, whichever link reaches it first in the order of names; a link back
+ * into its own ancestry, the root included, is skipped.  So the scan is
+ * linear in the size of the tree, and the samples do not depend on
+ * readdir's order.  An unreadable directory is an error.  A class
+ * directory without images stays a class (labels do not move).
+ *
+ * Manifest entries are taken as they are, except that a path must not be
+ * absolute or have a ".." component: whether the files exist is found out
+ * when they are read.
  */
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <ctype.h>
 #include <dirent.h>
@@ -20,20 +35,42 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+/*
+ * openat2(2) (Linux 5.6), called by number: its struct open_how and
+ * RESOLVE_ flags are a fixed ABI, declared here so that older kernel
+ * headers (no <linux/openat2.h>) still build.
+ */
+#ifdef SYS_openat2
+#define HAVE_OPENAT2 1
+struct ds_open_how {
+	uint64_t flags, mode, resolve;
+};
+#define DS_RESOLVE_NO_SYMLINKS 0x04
+#define DS_RESOLVE_BENEATH 0x08
+#endif
+
 #include "core/dataset.h"
 
 #define PROGRESS_EVERY 1000
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
 
-struct ancestor {
+struct dirid {
 	dev_t dev;
 	ino_t ino;
+};
+
+/* The directories read through links: an open-addressing hash set. */
+struct dirset {
+	struct dirid *v;
+	bool *used;
+	size_t cap, n;
 };
 
 struct scan {
@@ -41,12 +78,23 @@ struct scan {
 	size_t n, cap;
 	ds_progress_fn progress;
 	void *arg;
-	const char *root;    /* as given, for messages */
-	char rel[PATH_MAX];  /* path of the directory being read, from root */
-	struct ancestor *up; /* the directories from the class dir down */
+	const char *root;     /* as given, for messages */
+	const char *realroot; /* realpath of root */
+	size_t rootlen;	      /* of realroot; 0 when it is "/" */
+	char rel[PATH_MAX];   /* path of the directory being read, from root */
+	char phys[PATH_MAX];  /* the same through no link (rel if none) */
+	struct dirid *up;     /* the directories from the root down */
 	size_t depth, upcap;
+	struct dirset linked; /* directories read through a link */
+	int rootfd;	      /* the root, open */
 	char *err;
 	size_t errlen;
+};
+
+/* A subdirectory to read once its parent is listed. */
+struct subdir {
+	char *name;
+	char *target; /* a link's target, relative to the root; NULL: none */
 };
 
 static int
@@ -58,9 +106,11 @@ by_path(const void *a, const void *b)
 }
 
 static int
-by_name(const void *a, const void *b)
+by_subdir(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const struct subdir *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
 }
 
 static bool
@@ -75,14 +125,16 @@ is_jpeg(const char *name)
 static void
 free_samples(struct ds_sample *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(v[i].path);
+		free(v[i].open_path);
+	}
 	free(v);
 }
 
-/* Append a sample (path is taken). */
+/* Append a sample (path and open_path, which may be NULL, are taken). */
 static int
-add_sample(struct scan *s, char *path, int64_t label)
+add_sample(struct scan *s, char *path, char *open_path, int64_t label)
 {
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 4096;
@@ -90,12 +142,14 @@ add_sample(struct scan *s, char *path, int64_t label)
 
 		if (v == NULL) {
 			free(path);
+			free(open_path);
 			return -ENOMEM;
 		}
 		s->v = v;
 		s->cap = cap;
 	}
 	s->v[s->n].path = path; /* transferred */
+	s->v[s->n].open_path = open_path; /* transferred */
 	s->v[s->n].label = label;
 	s->n++;
 	if (s->progress != NULL && s->n % PROGRESS_EVERY == 0)
@@ -113,66 +167,305 @@ scan_error(struct scan *s, const char *name, int r)
 	return r;
 }
 
+static size_t
+dirid_hash(const struct dirid *d, size_t cap)
+{
+	uint64_t h = (uint64_t)d->ino * 0x9e3779b97f4a7c15ULL ^
+		     (uint64_t)d->dev * 0xbf58476d1ce4e5b9ULL;
+
+	return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* Add d to the set: 1 if it was there, 0 if added, -ENOMEM. */
+static int
+dirset_add(struct dirset *set, const struct dirid *d)
+{
+	size_t i;
+
+	if (2 * (set->n + 1) > set->cap) {
+		struct dirset big = {0};
+
+		big.cap = set->cap ? 2 * set->cap : 64;
+		big.v = malloc(big.cap * sizeof(*big.v));
+		big.used = calloc(big.cap, sizeof(*big.used));
+		if (big.v == NULL || big.used == NULL) {
+			free(big.v);
+			free(big.used);
+			return -ENOMEM;
+		}
+		for (size_t k = 0; k < set->cap; k++)
+			if (set->used[k])
+				(void)dirset_add(&big, &set->v[k]);
+		free(set->v);
+		free(set->used);
+		*set = big;
+	}
+	for (i = dirid_hash(d, set->cap); set->used[i];
+	     i = (i + 1) & (set->cap - 1))
+		if (set->v[i].dev == d->dev && set->v[i].ino == d->ino)
+			return 1;
+	set->used[i] = true;
+	set->v[i] = *d;
+	set->n++;
+	return 0;
+}
+
 /*
- * The type of entry de of directory fd: DT_DIR, DT_REG or DT_UNKNOWN
- * (anything else, or a broken link), symlinks followed.
+ * realpath of ROOT/PHYS/NAME (a link in directory s->phys) when it stays
+ * inside the root and is not the root itself: *target gets it, relative
+ * to the root (malloc'd).  Returns DT_DIR or DT_REG, or DT_UNKNOWN when
+ * the link is to be skipped (broken, a loop, out of the root, anything
+ * but a file or a directory).
  */
 static int
-entry_type(int fd, const struct dirent *de)
+resolve_link(struct scan *s, const char *name, char **target)
+{
+	char path[PATH_MAX], *res;
+	struct stat st;
+	size_t n;
+	int t = DT_UNKNOWN;
+
+	n = (size_t)snprintf(path, sizeof(path), "%s/%s%s%s",
+	    s->rootlen ? s->realroot : "", s->phys, s->phys[0] ? "/" : "",
+	    name);
+	if (n >= sizeof(path) || (res = realpath(path, NULL)) == NULL)
+		return DT_UNKNOWN;
+	if (strncmp(res, s->realroot, s->rootlen) == 0 &&
+	    res[s->rootlen] == '/' && res[s->rootlen + 1] != '\0' &&
+	    stat(res, &st) == 0) {
+		t = S_ISDIR(st.st_mode)	  ? DT_DIR
+		    : S_ISREG(st.st_mode) ? DT_REG
+					  : DT_UNKNOWN;
+	}
+	if (t != DT_UNKNOWN) {
+		memmove(res, res + s->rootlen + 1,
+		    strlen(res + s->rootlen + 1) + 1);
+		*target = res; /* transferred */
+	} else
+		free(res);
+	return t;
+}
+
+/*
+ * The type of entry de of directory fd: DT_DIR, DT_REG or DT_UNKNOWN
+ * (anything else: skipped).  A symbolic link gets its target's type, and
+ * the target in *target (relative to the root), when resolve_link allows
+ * it; else *target stays NULL.  -ENOMEM.
+ */
+static int
+entry_type(struct scan *s, int fd, const struct dirent *de, char **target)
 {
 	struct stat st;
 
+	*target = NULL;
 	if (de->d_type == DT_DIR || de->d_type == DT_REG)
 		return de->d_type;
 	if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
 		return DT_UNKNOWN;
-	if (fstatat(fd, de->d_name, &st, 0) != 0)
+	if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return DT_UNKNOWN;
+	if (S_ISLNK(st.st_mode))
+		return resolve_link(s, de->d_name, target);
 	return S_ISDIR(st.st_mode)   ? DT_DIR
 	       : S_ISREG(st.st_mode) ? DT_REG
 				     : DT_UNKNOWN;
 }
 
-/* Is the directory open as fd one of the ones being read?  Else push it. */
+/*
+ * Is the directory open as fd to be skipped (*skip): one being read (an
+ * ancestor), or, read through a link (linked), one already read through
+ * one?  Else it is pushed on the ancestors.
+ */
 static int
-push_dir(struct scan *s, int fd, bool *loop)
+push_dir(struct scan *s, int fd, bool linked, bool *skip)
 {
+	struct dirid id;
 	struct stat st;
+	int r;
 
-	*loop = false;
+	*skip = false;
 	if (fstat(fd, &st) != 0)
 		return -errno;
+	id.dev = st.st_dev;
+	id.ino = st.st_ino;
 	for (size_t i = 0; i < s->depth; i++)
-		if (s->up[i].dev == st.st_dev && s->up[i].ino == st.st_ino) {
-			*loop = true;
+		if (s->up[i].dev == id.dev && s->up[i].ino == id.ino) {
+			*skip = true;
 			return 0;
 		}
+	if (linked) {
+		if ((r = dirset_add(&s->linked, &id)) < 0)
+			return r;
+		if (r == 1) {
+			*skip = true;
+			return 0;
+		}
+	}
 	if (s->depth == s->upcap) {
 		size_t cap = s->upcap ? s->upcap * 2 : 16;
-		struct ancestor *up = realloc(s->up, cap * sizeof(*up));
+		struct dirid *up = realloc(s->up, cap * sizeof(*up));
 
 		if (up == NULL)
 			return -ENOMEM;
 		s->up = up;
 		s->upcap = cap;
 	}
-	s->up[s->depth].dev = st.st_dev;
-	s->up[s->depth].ino = st.st_ino;
-	s->depth++;
+	s->up[s->depth++] = id;
 	return 0;
 }
 
-/* Add the JPEG files at any depth under fd (taken), s->rel, with label. */
+/* Append "/" name to the path in buf (of size len; just name when it
+ * is empty); -ENAMETOOLONG, buf unchanged. */
 static int
-scan_dir(struct scan *s, int fd, int64_t label)
+append(char *buf, size_t len, const char *name)
 {
-	size_t len = strlen(s->rel);
+	size_t n = strlen(buf), nlen = strlen(name);
+
+	if (n + 1 + nlen >= len)
+		return -ENAMETOOLONG;
+	if (n > 0)
+		buf[n++] = '/';
+	memcpy(buf + n, name, nlen + 1);
+	return 0;
+}
+
+/*
+ * openat(dirfd, rel, flags) following no symbolic link and never leaving
+ * dirfd: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS where the kernel
+ * has it (and FEEDFS_DS_NO_OPENAT2 is not set: the tests try both), else
+ * component by component with O_NOFOLLOW.  A link anywhere gives ELOOP
+ * (or ENOTDIR for one in place of a directory), ".." gives EXDEV.
+ * Returns the descriptor, or -1 with errno set.
+ */
+static int
+open_beneath(int dirfd, const char *rel, int flags)
+{
+	char buf[PATH_MAX], *p, *slash;
+	int cur, next, fd, e;
+#ifdef HAVE_OPENAT2
+	const char *no = getenv("FEEDFS_DS_NO_OPENAT2");
+
+	if (no == NULL || *no == '\0' || strcmp(no, "0") == 0) {
+		struct ds_open_how how;
+
+		memset(&how, 0, sizeof(how));
+		how.flags = (uint64_t)(flags | O_NOFOLLOW);
+		how.resolve = DS_RESOLVE_BENEATH | DS_RESOLVE_NO_SYMLINKS;
+		fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+		/* ENOSYS: before Linux 5.6; EPERM: a seccomp filter. */
+		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+			return fd;
+	}
+#endif
+	if (strlen(rel) >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, rel, strlen(rel) + 1);
+	cur = dirfd;
+	for (p = buf; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+		*slash = '\0';
+		if (p[0] == '\0' || strcmp(p, ".") == 0)
+			continue;
+		if (strcmp(p, "..") == 0) {
+			errno = EXDEV;
+			next = -1;
+		} else
+			next = openat(cur, p,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e = errno;
+		if (cur != dirfd)
+			close(cur);
+		if (next < 0) {
+			errno = e;
+			return -1;
+		}
+		cur = next;
+	}
+	if (strcmp(p, "..") == 0) {
+		errno = EXDEV;
+		fd = -1;
+	} else
+		fd = openat(cur, p, flags | O_NOFOLLOW);
+	e = errno;
+	if (cur != dirfd)
+		close(cur);
+	errno = e;
+	return fd;
+}
+
+static int scan_dir(struct scan *s, int fd, int64_t label, bool linked);
+
+/*
+ * Read subdirectory sd of directory fd (s->rel, s->phys): a real one by
+ * name, a link's target from the root through no further link.  s->rel
+ * and s->phys are as they were on return.  (Nothing of PATH_MAX on the
+ * stack: the recursion is as deep as the tree.)
+ */
+static int
+scan_sub(
+    struct scan *s, int fd, const struct subdir *sd, int64_t label, bool linked)
+{
+	size_t rlen = strlen(s->rel), plen = strlen(s->phys);
+	char *saved = NULL;
+	int sub, r;
+
+	if (sd->target != NULL) {
+		if ((saved = strdup(s->phys)) == NULL) {
+			snprintf(s->err, s->errlen, "%s", strerror(ENOMEM));
+			return -ENOMEM;
+		}
+		s->phys[0] = '\0';
+	}
+	if ((r = append(s->rel, sizeof(s->rel), sd->name)) != 0 ||
+	    (r = append(s->phys, sizeof(s->phys),
+		 sd->target ? sd->target : sd->name)) != 0)
+		goto out;
+	if (sd->target != NULL)
+		sub = open_beneath(
+		    s->rootfd, sd->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else
+		sub = openat(fd, sd->name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = scan_dir(s, sub, label, linked || sd->target != NULL);
+	if (r != 0) {
+		/* scan_dir's message stands */
+		s->rel[rlen] = '\0';
+		goto restore;
+	}
+out:
+	s->rel[rlen] = '\0';
+	if (r != 0)
+		r = scan_error(s, sd->name, r);
+restore:
+	if (saved != NULL) {
+		memcpy(s->phys, saved, strlen(saved) + 1);
+		free(saved);
+	} else
+		s->phys[plen] = '\0';
+	return r;
+}
+
+/*
+ * Add the JPEG files at any depth under fd (taken), s->rel, with label;
+ * linked: reached through a link.  Subdirectories are read after the
+ * listing, in the order of their names.
+ */
+static int
+scan_dir(struct scan *s, int fd, int64_t label, bool linked)
+{
+	size_t len = strlen(s->rel), nsub = 0, subcap = 0;
+	bool same = strcmp(s->rel, s->phys) == 0, skip;
+	struct subdir *subs = NULL;
 	struct dirent *de;
-	bool loop;
 	DIR *d;
 	int r;
 
-	if ((r = push_dir(s, fd, &loop)) != 0 || loop) {
+	if ((r = push_dir(s, fd, linked, &skip)) != 0 || skip) {
 		close(fd);
 		return r != 0 ? scan_error(s, NULL, r) : 0;
 	}
@@ -183,9 +476,9 @@ scan_dir(struct scan *s, int fd, int64_t label)
 	}
 	for (;;) {
 		const char *name;
+		char *path, *open_path, *target;
 		size_t nlen;
-		char *path;
-		int t, sub;
+		int t;
 
 		errno = 0;
 		if ((de = readdir(d)) == NULL) {
@@ -197,37 +490,76 @@ scan_dir(struct scan *s, int fd, int64_t label)
 		name = de->d_name;
 		if (name[0] == '.')
 			continue;
-		t = entry_type(dirfd(d), de);
+		if ((t = entry_type(s, dirfd(d), de, &target)) == DT_UNKNOWN)
+			continue;
 		nlen = strlen(name);
 		if (len + 1 + nlen >= sizeof(s->rel)) {
+			free(target);
 			r = scan_error(s, name, -ENAMETOOLONG);
 			break;
 		}
 		if (t == DT_REG && is_jpeg(name)) {
+			open_path = target;
 			if ((path = malloc(len + 1 + nlen + 1)) == NULL) {
+				free(open_path);
 				r = -ENOMEM;
 				break;
 			}
 			memcpy(path, s->rel, len);
 			path[len] = '/';
 			memcpy(path + len + 1, name, nlen + 1);
-			if ((r = add_sample(s, path, label)) != 0)
+			if (open_path == NULL && !same) {
+				size_t plen = strlen(s->phys);
+
+				if ((open_path = malloc(plen + 1 + nlen + 1)) ==
+				    NULL) {
+					free(path);
+					r = -ENOMEM;
+					break;
+				}
+				memcpy(open_path, s->phys, plen);
+				open_path[plen] = '/';
+				memcpy(open_path + plen + 1, name, nlen + 1);
+			}
+			if (open_path != NULL && strcmp(open_path, path) == 0) {
+				free(open_path);
+				open_path = NULL;
+			}
+			if ((r = add_sample(s, path, open_path, label)) != 0)
 				break;
 		} else if (t == DT_DIR) {
-			sub = openat(
-			    dirfd(d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (sub < 0) {
-				r = scan_error(s, name, -errno);
+			if (nsub == subcap) {
+				size_t cap = subcap ? 2 * subcap : 16;
+				struct subdir *v =
+				    realloc(subs, cap * sizeof(*v));
+
+				if (v == NULL) {
+					free(target);
+					r = -ENOMEM;
+					break;
+				}
+				subs = v;
+				subcap = cap;
+			}
+			subs[nsub].target = target;
+			if ((subs[nsub].name = strdup(name)) == NULL) {
+				free(target);
+				r = -ENOMEM;
 				break;
 			}
-			s->rel[len] = '/';
-			memcpy(s->rel + len + 1, name, nlen + 1);
-			r = scan_dir(s, sub, label);
-			s->rel[len] = '\0';
-			if (r != 0)
-				break;
-		}
+			nsub++;
+		} else
+			free(target);
 	}
+	if (r == 0 && nsub > 0)
+		qsort(subs, nsub, sizeof(*subs), by_subdir);
+	for (size_t i = 0; r == 0 && i < nsub; i++)
+		r = scan_sub(s, dirfd(d), &subs[i], label, linked);
+	for (size_t i = 0; i < nsub; i++) {
+		free(subs[i].name);
+		free(subs[i].target);
+	}
+	free(subs);
 	closedir(d);
 out:
 	s->depth--;
@@ -236,13 +568,27 @@ out:
 	return r;
 }
 
-/* The class directories of root (fd): sorted names, hidden ones left out. */
-static int
-list_classes(struct scan *s, int fd, char ***out, size_t *nout)
+static void
+free_subdirs(struct subdir *v, size_t n)
 {
-	char **v = NULL, **nv;
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].target);
+	}
+	free(v);
+}
+
+/*
+ * The class directories of root (fd, s->rel and s->phys empty), sorted by
+ * name, hidden ones and links out of the root left out.
+ */
+static int
+list_classes(struct scan *s, int fd, struct subdir **out, size_t *nout)
+{
+	struct subdir *v = NULL, *nv;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
+	char *target;
 	DIR *d;
 	int r = 0, dfd;
 
@@ -259,17 +605,24 @@ list_classes(struct scan *s, int fd, char ***out, size_t *nout)
 				r = scan_error(s, NULL, -errno);
 			break;
 		}
-		if (de->d_name[0] == '.' || entry_type(fd, de) != DT_DIR)
+		if (de->d_name[0] == '.')
 			continue;
+		if (entry_type(s, fd, de, &target) != DT_DIR) {
+			free(target);
+			continue;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			if ((nv = realloc(v, cap * sizeof(*v))) == NULL) {
+				free(target);
 				r = -ENOMEM;
 				break;
 			}
 			v = nv;
 		}
-		if ((v[n] = strdup(de->d_name)) == NULL) {
+		v[n].target = target;
+		if ((v[n].name = strdup(de->d_name)) == NULL) {
+			free(target);
 			r = -ENOMEM;
 			break;
 		}
@@ -279,13 +632,11 @@ list_classes(struct scan *s, int fd, char ***out, size_t *nout)
 	if (r != 0) {
 		if (r == -ENOMEM)
 			snprintf(s->err, s->errlen, "%s", strerror(ENOMEM));
-		while (n > 0)
-			free(v[--n]);
-		free(v);
+		free_subdirs(v, n);
 		return r;
 	}
 	if (n > 0)
-		qsort(v, n, sizeof(*v), by_name);
+		qsort(v, n, sizeof(*v), by_subdir);
 	*out = v;
 	*nout = n;
 	return 0;
@@ -294,39 +645,46 @@ list_classes(struct scan *s, int fd, char ***out, size_t *nout)
 static int
 scan_tree(struct scan *s, struct dataset *ds)
 {
-	int fd, sub, r;
-	bool loop;
+	struct subdir *cls = NULL;
+	size_t ncls = 0;
+	int fd, r;
+	bool skip;
 
 	fd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return scan_error(s, NULL, -errno);
+	s->rootfd = fd;
 	/* The root is the first ancestor of every class directory. */
-	if ((r = push_dir(s, fd, &loop)) != 0) {
+	if ((r = push_dir(s, fd, false, &skip)) != 0) {
 		r = scan_error(s, NULL, r);
 		goto out;
 	}
-	if ((r = list_classes(s, fd, &ds->classes, &ds->nclasses)) != 0)
+	if ((r = list_classes(s, fd, &cls, &ncls)) != 0)
 		goto out;
-	for (size_t i = 0; i < ds->nclasses; i++) {
-		const char *name = ds->classes[i];
-
-		if (strlen(name) >= sizeof(s->rel)) {
-			r = scan_error(s, name, -ENAMETOOLONG);
-			goto out;
-		}
-		s->rel[0] = '\0';
-		sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (sub < 0) {
-			r = scan_error(s, name, -errno);
-			goto out;
-		}
-		memcpy(s->rel, name, strlen(name) + 1);
+	if (ncls > 0 &&
+	    (ds->classes = calloc(ncls, sizeof(*ds->classes))) == NULL) {
+		snprintf(s->err, s->errlen, "%s", strerror(ENOMEM));
+		r = -ENOMEM;
+		goto out;
+	}
+	ds->nclasses = ncls;
+	for (size_t i = 0; i < ncls; i++)
+		ds->classes[i] = cls[i].name; /* transferred below */
+	for (size_t i = 0; i < ncls; i++) {
+		s->rel[0] = s->phys[0] = '\0';
 		s->depth = 1; /* the root */
-		if ((r = scan_dir(s, sub, (int64_t)i)) != 0)
+		if ((r = scan_sub(s, fd, &cls[i], (int64_t)i, false)) != 0)
 			goto out;
 	}
 out:
+	for (size_t i = 0; i < ncls; i++) {
+		if (ds->classes == NULL)
+			free(cls[i].name);
+		free(cls[i].target);
+	}
+	free(cls);
 	close(fd);
+	s->rootfd = -1;
 	return r;
 }
 
@@ -344,6 +702,19 @@ by_mpath(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
+/* Has path a ".." component (one that may leave the root)? */
+static bool
+has_dotdot(const char *path)
+{
+	for (const char *p = path; p != NULL; p = strchr(p, '/')) {
+		if (*p == '/')
+			p++;
+		if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
+			return true;
+	}
+	return false;
+}
+
 /* Parse "path<TAB>label" in line (changed in place): 0 or an error text. */
 static const char *
 parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
@@ -359,6 +730,9 @@ parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
 		return "empty path";
 	if (line[0] == '/')
 		return "path must be relative to the dataset root";
+	if (has_dotdot(line))
+		return "path must not have a '..' component (it would leave "
+		       "the dataset root)";
 	errno = 0;
 	v = strtoll(l, &end, 10);
 	while (end != l && (*end == ' ' || *end == '\t'))
@@ -525,6 +899,10 @@ ds_open(const char *name, const char *root, const char *manifest,
 		snprintf(err, errlen, "%s: %s", root, strerror(ENOTDIR));
 		goto fail;
 	}
+	s.realroot = ds->root;
+	s.rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
+	s.rootfd = -1;
+	ds->manifest = manifest != NULL;
 	if (manifest != NULL) {
 		if ((r = read_manifest(manifest, &s, ds)) != 0)
 			goto fail;
@@ -545,10 +923,14 @@ ds_open(const char *name, const char *root, const char *manifest,
 		ds->n = s.n;
 	}
 	free(s.up);
+	free(s.linked.v);
+	free(s.linked.used);
 	*out = ds;
 	return 0;
 fail:
 	free(s.up);
+	free(s.linked.v);
+	free(s.linked.used);
 	ds_free(ds);
 	return r;
 }
@@ -565,4 +947,96 @@ ds_free(struct dataset *ds)
 	free(ds->root);
 	free(ds->name);
 	free(ds);
+}
+
+/* "ROOT/PATH: why" into err; returns r. */
+static int
+open_error(const struct dataset *ds, const struct ds_sample *sm, int r,
+    const char *why, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
+	    why ? why : strerror(-r));
+	return r;
+}
+
+/*
+ * A manifest's path through links: resolved, and opened (through no link)
+ * only if it stays inside the root.  -1 with errno set, ELOOP when it
+ * leaves the root.
+ */
+static int
+open_resolved(const struct dataset *ds, int rootfd, const char *rel, int flags)
+{
+	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
+	char path[PATH_MAX], *res;
+	int fd, e;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+		rootlen ? ds->root : "", rel) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((res = realpath(path, NULL)) == NULL)
+		return -1;
+	if (strncmp(res, ds->root, rootlen) != 0 || res[rootlen] != '/' ||
+	    res[rootlen + 1] == '\0') {
+		free(res);
+		errno = ELOOP;
+		return -1;
+	}
+	fd = open_beneath(rootfd, res + rootlen + 1, flags);
+	e = errno;
+	free(res);
+	errno = e;
+	return fd;
+}
+
+int
+ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
+    char *err, size_t errlen)
+{
+	const int flags =
+	    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+	const struct ds_sample *sm;
+	struct stat sb;
+	int rootfd, f, fl, r;
+
+	if (id >= ds->n) {
+		snprintf(err, errlen, "%s: no sample %zu", ds->root, id);
+		return -EINVAL;
+	}
+	sm = &ds->samples[id];
+	/* Opened per call: a root moved away is reported, not read. */
+	if ((rootfd = open(ds->root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return open_error(ds, sm, -errno, NULL, err, errlen);
+	f = open_beneath(
+	    rootfd, sm->open_path ? sm->open_path : sm->path, flags);
+	if (f < 0 && ds->manifest && (errno == ELOOP || errno == ENOTDIR))
+		f = open_resolved(ds, rootfd, sm->path, flags);
+	r = f < 0 ? -errno : 0;
+	close(rootfd);
+	if (r == -ELOOP)
+		return open_error(
+		    ds, sm, r, "a symbolic link (not followed)", err, errlen);
+	if (r == -EXDEV)
+		return open_error(
+		    ds, sm, r, "path leaves the dataset root", err, errlen);
+	if (r != 0)
+		return open_error(ds, sm, r, NULL, err, errlen);
+	if (fstat(f, &sb) != 0) {
+		r = -errno;
+		close(f);
+		return open_error(ds, sm, r, NULL, err, errlen);
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(f);
+		return open_error(
+		    ds, sm, -EINVAL, "not a regular file", err, errlen);
+	}
+	/* O_NONBLOCK was for FIFOs and devices; reads of the file block. */
+	if ((fl = fcntl(f, F_GETFL)) >= 0)
+		(void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+	*fd = f;
+	*st = sb;
+	return 0;
 }

@@ -3,12 +3,16 @@
  * skipped, error messages, progress.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/dataset.h"
@@ -124,6 +128,11 @@ test_folder(void)
 	for (size_t i = 0; i < ds->n && i < 6; i++) {
 		CHECK_EQ_STR(ds->samples[i].path, want[i]);
 		CHECK_EQ_INT(ds->samples[i].label, labels[i]);
+		/* The link (absolute, inside the root) is opened resolved. */
+		if (i == 3)
+			CHECK_EQ_STR(ds->samples[i].open_path, "top.jpg");
+		else
+			CHECK(ds->samples[i].open_path == NULL);
 	}
 	ds_free(ds);
 
@@ -195,6 +204,12 @@ test_manifest(void)
 	    {"a.jpg\t3x\n", ":1: bad label '3x'"},
 	    {"\t3\n", ":1: empty path"},
 	    {"/etc/passwd\t3\n", ":1: path must be relative"},
+	    /* issue 12 item 9: nothing that leaves the root */
+	    {"# c\nok.jpg\t0\n/abs.jpg\t1\n", ":3: path must be relative"},
+	    {"../x.jpg\t0\n", ":1: path must not have a '..' component"},
+	    {"a.jpg\t0\n\na/../../x.jpg\t0\n",
+		":3: path must not have a '..' component"},
+	    {"a.jpg\t0\na/..\t1\n", ":2: path must not have a '..' component"},
 	    {"# only comments\n\n", ": no samples"},
 	};
 	struct dataset *ds = NULL;
@@ -242,6 +257,15 @@ test_manifest(void)
 		} else
 			CHECK(1);
 	}
+
+	/* Names that merely start or end with dots stay inside. */
+	write_file("dots.tsv", "..a.jpg\t0\nx/...jpg\t1\nb../c..\t0\n");
+	r = open_ds("mroot", "dots.tsv", &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0)
+		CHECK_EQ_INT(ds->n, 3);
+	ds_free(ds);
+	ds = NULL;
 
 	r = open_ds("mroot", "nofile.tsv", &ds, err, sizeof(err));
 	CHECK_EQ_INT(r, -ENOENT);
@@ -291,6 +315,239 @@ test_progress(void)
 	ds_free(ds);
 }
 
+/* tmp/rel -> target */
+static void
+link_to(const char *target, const char *rel)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	unlink(path);
+	CHECK_EQ_INT(symlink(target, path), 0);
+}
+
+/* The index of path among ds's samples, or ds->n. */
+static size_t
+find(const struct dataset *ds, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < ds->n; i++)
+		if (strcmp(ds->samples[i].path, path) == 0)
+			break;
+	return i;
+}
+
+/* ds_sample_open of path: 0 and the file's text in text, or -errno. */
+static int
+open_sample(const struct dataset *ds, const char *path, char *text, size_t len,
+    char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t n;
+	int fd, r;
+
+	text[0] = '\0';
+	err[0] = '\0';
+	alarm(10); /* a FIFO or a device must not block */
+	r = ds_sample_open(ds, find(ds, path), &fd, &st, err, errlen);
+	alarm(0);
+	if (r != 0)
+		return r;
+	CHECK(S_ISREG(st.st_mode));
+	CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+	CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+	n = read(fd, text, len - 1);
+	text[n > 0 ? n : 0] = '\0';
+	close(fd);
+	return 0;
+}
+
+/*
+ * Issue 12 item 9: links are followed only inside the root, and
+ * ds_sample_open follows none, whatever replaced a file after the scan.
+ * Run with openat2 and with the fallback (noopenat2).
+ */
+static void
+test_links(bool noopenat2)
+{
+	static const char *want[] = {
+	    "c/dirlink/x.jpg", "c/in.jpg", "c/link-in.jpg", "d/x.jpg"};
+	static const char *open_want[] = {"d/x.jpg", NULL, "c/in.jpg", NULL};
+	struct dataset *ds = NULL, *mds = NULL;
+	char err[512], text[64], path[512], want_err[600];
+	char sub[16];
+	int r;
+
+	setenv("FEEDFS_DS_NO_OPENAT2", noopenat2 ? "1" : "0", 1);
+	snprintf(sub, sizeof(sub), "lk%d", (int)noopenat2);
+	snprintf(path, sizeof(path), "%s/c/in.jpg", sub);
+	make(path, 0);
+	write_file(path, "in");
+	snprintf(path, sizeof(path), "%s/d/x.jpg", sub);
+	make(path, 0);
+	write_file(path, "dx");
+	make("outside.jpg", 0);
+	write_file("outside.jpg", "out");
+	make("outdir/x.jpg", 0);
+	write_file("outdir/x.jpg", "outdir");
+	snprintf(path, sizeof(path), "%s/c/link-in.jpg", sub);
+	link_to("in.jpg", path);
+	snprintf(path, sizeof(path), "%s/c/dirlink", sub);
+	link_to("../d", path);
+	/* Out of the root: a file, a directory, a class; all skipped. */
+	snprintf(path, sizeof(path), "%s/c/link-out.jpg", sub);
+	link_to("../../outside.jpg", path);
+	snprintf(path, sizeof(path), "%s/c/outdir", sub);
+	snprintf(want_err, sizeof(want_err), "%s/outdir", tmp);
+	link_to(want_err, path);
+	snprintf(path, sizeof(path), "%s/e", sub);
+	link_to(want_err, path);
+
+	r = open_ds(sub, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r != 0) {
+		fprintf(stderr, "ds_open: %s\n", err);
+		return;
+	}
+	CHECK_EQ_INT(ds->nclasses, 2);
+	CHECK_EQ_INT(ds->n, 4);
+	for (size_t i = 0; i < ds->n && i < 4; i++) {
+		CHECK_EQ_STR(ds->samples[i].path, want[i]);
+		if (open_want[i] != NULL)
+			CHECK_EQ_STR(ds->samples[i].open_path, open_want[i]);
+		else
+			CHECK(ds->samples[i].open_path == NULL);
+	}
+	CHECK_EQ_INT(
+	    open_sample(ds, "c/in.jpg", text, sizeof(text), err, sizeof(err)),
+	    0);
+	CHECK_EQ_STR(text, "in");
+	CHECK_EQ_INT(open_sample(ds, "c/link-in.jpg", text, sizeof(text), err,
+			 sizeof(err)),
+	    0);
+	CHECK_EQ_STR(text, "in");
+	CHECK_EQ_INT(open_sample(ds, "c/dirlink/x.jpg", text, sizeof(text), err,
+			 sizeof(err)),
+	    0);
+	CHECK_EQ_STR(text, "dx");
+	CHECK(ds_sample_open(ds, ds->n, &(int){0}, &(struct stat){0}, err,
+		  sizeof(err)) == -EINVAL);
+
+	/* A manifest's links are resolved at open, inside the root only. */
+	snprintf(path, sizeof(path), "m%d.tsv", (int)noopenat2);
+	write_file(path, "c/link-in.jpg\t0\nc/link-out.jpg\t0\n"
+			 "c/dirlink/x.jpg\t1\n");
+	r = open_ds(sub, path, &mds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT(open_sample(mds, "c/link-in.jpg", text,
+				 sizeof(text), err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(text, "in");
+		CHECK_EQ_INT(open_sample(mds, "c/dirlink/x.jpg", text,
+				 sizeof(text), err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(text, "dx");
+		CHECK_EQ_INT(open_sample(mds, "c/link-out.jpg", text,
+				 sizeof(text), err, sizeof(err)),
+		    -ELOOP);
+		CHECK(strstr(err, "c/link-out.jpg: ") != NULL);
+	}
+	ds_free(mds);
+
+	/* After the scan: a file becomes a link to /dev/null, a FIFO, and a
+	 * directory a link out of the root.  Refused, without blocking. */
+	snprintf(path, sizeof(path), "%s/c/in.jpg", sub);
+	link_to("/dev/null", path);
+	CHECK_EQ_INT(
+	    open_sample(ds, "c/in.jpg", text, sizeof(text), err, sizeof(err)),
+	    -ELOOP);
+	snprintf(want_err, sizeof(want_err), "%s/%s/c/in.jpg: ", tmp, sub);
+	CHECK(strncmp(err, want_err, strlen(want_err)) == 0);
+	CHECK_EQ_INT(open_sample(ds, "c/link-in.jpg", text, sizeof(text), err,
+			 sizeof(err)),
+	    -ELOOP);
+	snprintf(path, sizeof(path), "%s/%s/c/in.jpg", tmp, sub);
+	unlink(path);
+	CHECK_EQ_INT(mkfifo(path, 0644), 0);
+	CHECK_EQ_INT(
+	    open_sample(ds, "c/in.jpg", text, sizeof(text), err, sizeof(err)),
+	    -EINVAL);
+	CHECK(strstr(err, "c/in.jpg: not a regular file") != NULL);
+	snprintf(path, sizeof(path), "%s/%s/d", tmp, sub);
+	snprintf(want_err, sizeof(want_err), "%s/%s/d.old", tmp, sub);
+	CHECK_EQ_INT(rename(path, want_err), 0);
+	snprintf(path, sizeof(path), "%s/d", sub);
+	snprintf(want_err, sizeof(want_err), "%s/outdir", tmp);
+	link_to(want_err, path);
+	r = open_sample(ds, "d/x.jpg", text, sizeof(text), err, sizeof(err));
+	CHECK(r == -ELOOP || r == -ENOTDIR);
+	r = open_sample(
+	    ds, "c/dirlink/x.jpg", text, sizeof(text), err, sizeof(err));
+	CHECK(r == -ELOOP || r == -ENOTDIR);
+	ds_free(ds);
+	unsetenv("FEEDFS_DS_NO_OPENAT2");
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Issue 12 item 9: 31 directories, each of the first 30 with two links to
+ * the next, took 2^30 directory reads.  Now each is read once as itself
+ * and once through the first link chain (61 samples), in well under a
+ * second; in a child, so that a regression fails instead of hanging.
+ */
+static void
+test_fan(void)
+{
+	char path[512], target[64];
+	double t0;
+	pid_t pid;
+	int st;
+
+	for (int i = 0; i <= 30; i++) {
+		snprintf(path, sizeof(path), "fan/c/d%d/x.jpg", i);
+		make(path, 0);
+		if (i == 30)
+			break;
+		snprintf(target, sizeof(target), "../d%d", i + 1);
+		snprintf(path, sizeof(path), "fan/c/d%d/a", i);
+		link_to(target, path);
+		snprintf(path, sizeof(path), "fan/c/d%d/b", i);
+		link_to(target, path);
+	}
+	t0 = now_s();
+	fflush(stderr);
+	if ((pid = fork()) == 0) {
+		struct dataset *ds = NULL;
+		char err[512];
+		int ok;
+
+		alarm(20);
+		ok = open_ds("fan", NULL, &ds, err, sizeof(err)) == 0 &&
+		     ds->n == 61 &&
+		     strcmp(ds->samples[0].path,
+			 "c/d0/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/"
+			 "a/a/a/a/a/a/x.jpg") == 0;
+		if (!ok)
+			fprintf(stderr, "fan: %s, %zu samples\n", err,
+			    ds ? ds->n : 0);
+		ds_free(ds);
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	      WEXITSTATUS(st) == 0);
+	CHECK(now_s() - t0 < 1.0);
+}
+
 int
 main(void)
 {
@@ -305,6 +562,9 @@ main(void)
 	test_errors();
 	test_manifest();
 	test_progress();
+	test_links(false);
+	test_links(true);
+	test_fan();
 	ds_free(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_hostile.sh - the hostile inputs of issue 6 through a real mount:
 #  (a) gen-hostile's set (CMYK, YCCK, arithmetic, 10000x3, PNG named .jpg,
-#      truncations, 12-bit, 65500x65500 bombs, odd names, symlinks ...):
+#      truncations, 12-bit, 65500x65500 bombs, 1x65500 and 65500x1 images
+#      that resize(72) would make gigabytes, 576 progressive scans, odd
+#      names, symlinks, those out of the root skipped ...):
 #      samples.tsv lists exactly the expected samples with their labels;
 #      under on_error = fail each valid image's batch equals feedfs-ref and
 #      each broken one's gives EIO, with exactly one log line naming the

@@ -4,11 +4,15 @@
  * flip, random resized crop parameters, the output conversion, float16,
  * and decoding JPEGs made here with libjpeg's compressor.
  */
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 
@@ -878,6 +882,212 @@ test_run_partial(void)
 	free(j);
 }
 
+/*
+ * A w x h grayscale progressive JPEG of (al + 1) * 64 scans: for each of
+ * the 64 coefficients a first scan of bits al.. and al refinement scans of
+ * one bit each, the most scans a legal script can have per coefficient.
+ */
+static uint8_t *
+make_scans_jpeg(uint32_t w, uint32_t h, int al, int *nscans, unsigned long *len)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr jerr;
+	jpeg_scan_info *si = calloc((size_t)(al + 1) * 64, sizeof(*si));
+	unsigned char *buf = NULL;
+	uint8_t *row = malloc(w);
+	int n = 0;
+
+	for (int k = 0; k < 64; k++)
+		for (int a = al; a >= 0; a--, n++) {
+			si[n].comps_in_scan = 1;
+			si[n].component_index[0] = 0;
+			si[n].Ss = si[n].Se = k;
+			si[n].Ah = a == al ? 0 : a + 1;
+			si[n].Al = a;
+		}
+	c.err = jpeg_std_error(&jerr);
+	jpeg_create_compress(&c);
+	*len = 0;
+	jpeg_mem_dest(&c, &buf, len);
+	c.image_width = w;
+	c.image_height = h;
+	c.input_components = 1;
+	c.in_color_space = JCS_GRAYSCALE;
+	jpeg_set_defaults(&c);
+	c.scan_info = si;
+	c.num_scans = n;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < h) {
+		JSAMPROW r = row;
+
+		for (uint32_t x = 0; x < w; x++)
+			row[x] = (uint8_t)(x * 7 + c.next_scanline * 3);
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	free(row);
+	free(si);
+	*nscans = n;
+	return buf;
+}
+
+/*
+ * Issue 12 item 6: a progressive file of thousands of tiny scans costs a
+ * pass over the coefficients per scan.  Over XF_MAX_SCANS it is refused,
+ * by the full and the partial decoder; at or under it, it decodes.
+ */
+static void
+test_scans(void)
+{
+	struct xf_pipeline *pl = parse_ok("decode random_resized_crop(8)");
+	struct xf_image im;
+	unsigned long len;
+	uint8_t out[8 * 8 * 3], *j;
+	char err[256];
+	int n;
+
+	j = make_scans_jpeg(32, 24, 8, &n, &len);
+	CHECK(n == 576 && n > XF_MAX_SCANS);
+	err[0] = '\0';
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_STR(err, "too many scans (501 > 500)");
+	err[0] = '\0';
+	CHECK_EQ_INT(
+	    xf_run(pl, j, len, 1, XF_UINT8, XF_HWC, out, err, sizeof(err)),
+	    -EINVAL);
+	CHECK_EQ_STR(err, "too many scans (501 > 500)");
+	free(j);
+
+	j = make_scans_jpeg(32, 24, 6, &n, &len);
+	CHECK(n == 448 && n <= XF_MAX_SCANS);
+	CHECK_EQ_INT(xf_decode(j, len, 0, 0, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 32 && im.h == 24);
+	free(im.px);
+	CHECK_EQ_INT(
+	    xf_run(pl, j, len, 1, XF_UINT8, XF_HWC, out, err, sizeof(err)), 0);
+	free(j);
+	xf_pipeline_free(pl);
+}
+
+/* xf_run_prefix of pl on the JPEG j: -EFBIG with a message holding want. */
+static void
+check_efbig(const struct xf_pipeline *pl, const uint8_t *j, unsigned long len,
+    const char *want)
+{
+	struct xf_image im = {0};
+	char err[256] = "";
+
+	CHECK_EQ_INT(xf_run_prefix(pl, j, len, &im, err, sizeof(err)), -EFBIG);
+	if (strstr(err, want) == NULL)
+		fprintf(stderr, "message \"%s\" lacks \"%s\"\n", err, want);
+	CHECK(strstr(err, want) != NULL);
+	CHECK(im.px == NULL);
+}
+
+/*
+ * The thin images of issue 12 item 5, in a child whose address space is
+ * capped at 2 GB: a 1x65500 JPEG (65,500 pixels, far under max_pixels)
+ * made 256x16768000 by resize(256) is 12.9 GB, refused before it is
+ * allocated.  Returns the child's failures.
+ */
+static int
+thin_child(void)
+{
+	static const uint8_t rgb[3] = {10, 20, 30};
+	struct xf_pipeline *pl = parse_ok("decode resize(256) cache "
+					  "center_crop(224)");
+	struct xf_image in;
+	unsigned long len;
+	uint8_t *j, out[4 * 4 * 3];
+#if !defined(__SANITIZE_ADDRESS__)
+	struct rlimit rl = {2ul << 30, 2ul << 30};
+
+	/* ASan reserves terabytes of shadow: no cap there. */
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		perror("setrlimit");
+#endif
+	j = make_jpeg(1, 65500, 3, rgb, &len);
+	check_efbig(pl, j, len,
+	    "resize(256): output 256x16768000 exceeds max_pixels (100000000)");
+	free(j);
+	j = make_jpeg(65500, 1, 3, rgb, &len);
+	check_efbig(pl, j, len,
+	    "resize(256): output 16768000x256 exceeds max_pixels (100000000)");
+	free(j);
+	xf_pipeline_free(pl);
+
+	/* The same in the suffix (a cached 1x65500 prefix): errno only. */
+	pl = parse_ok("decode cache resize(256) center_crop(4)");
+	CHECK((in.px = calloc(1, 65500 * 3)) != NULL);
+	in.w = 1;
+	in.h = 65500;
+	CHECK_EQ_INT(xf_run_suffix(pl, &in, 1, XF_UINT8, XF_HWC, out), -EFBIG);
+	CHECK(in.px == NULL);
+	xf_pipeline_free(pl);
+	return test_failures;
+}
+
+static void
+test_bounds(void)
+{
+	static const uint8_t rgb[3] = {200, 40, 90};
+	struct xf_pipeline *pl;
+	struct xf_image im;
+	unsigned long len;
+	uint8_t *j, out[100 * 100 * 3];
+	char err[256];
+	pid_t pid;
+	int st;
+
+	fflush(stderr);
+	if ((pid = fork()) == 0)
+		_exit(thin_child() == 0 ? 0 : 1);
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	      WEXITSTATUS(st) == 0);
+
+	/* Each op's output and a resize's horizontal pass, in the prefix. */
+	j = make_jpeg(64, 48, 3, rgb, &len);
+	pl = parse_ok("decode resize(200,1) cache center_crop(4)");
+	pl->max_pixels = 64 * 48;
+	check_efbig(pl, j, len,
+	    "resize(200,1): intermediate 200x48 exceeds max_pixels (3072)");
+	xf_pipeline_free(pl);
+	pl = parse_ok("decode center_crop(80) cache center_crop(4)");
+	pl->max_pixels = 64 * 48;
+	check_efbig(pl, j, len,
+	    "center_crop(80,80): output 80x80 exceeds max_pixels (3072)");
+	pl->max_pixels = 80 * 80;
+	CHECK_EQ_INT(xf_run_prefix(pl, j, len, &im, err, sizeof(err)), 0);
+	CHECK(im.w == 80 && im.h == 80);
+	free(im.px);
+	xf_pipeline_free(pl);
+
+	/* In the suffix: the message comes with xf_run. */
+	pl = parse_ok("decode random_resized_crop(100)");
+	pl->max_pixels = 5000;
+	err[0] = '\0';
+	CHECK_EQ_INT(
+	    xf_run(pl, j, len, 1, XF_UINT8, XF_HWC, out, err, sizeof(err)),
+	    -EFBIG);
+	CHECK_EQ_STR(err, "random_resized_crop(100): output 100x100 exceeds "
+			  "max_pixels (5000)");
+	xf_pipeline_free(pl);
+	pl = parse_ok("decode flip(0.5) center_crop(100)");
+	pl->max_pixels = 5000;
+	err[0] = '\0';
+	CHECK_EQ_INT(
+	    xf_run(pl, j, len, 1, XF_UINT8, XF_HWC, out, err, sizeof(err)),
+	    -EFBIG);
+	CHECK_EQ_STR(err, "center_crop(100,100): output 100x100 exceeds "
+			  "max_pixels (5000)");
+	pl->max_pixels = 10000;
+	CHECK_EQ_INT(
+	    xf_run(pl, j, len, 1, XF_UINT8, XF_HWC, out, err, sizeof(err)), 0);
+	xf_pipeline_free(pl);
+	free(j);
+}
+
 int
 main(void)
 {
@@ -892,5 +1102,7 @@ main(void)
 	test_resize_paths();
 	test_convert_paths();
 	test_run_partial();
+	test_bounds();
+	test_scans();
 	return TEST_SUMMARY();
 }

@@ -52,6 +52,29 @@ decode_emit_message(j_common_ptr cinfo, int msg_level)
 }
 
 /*
+ * The scan cap (XF_MAX_SCANS), as djpeg -maxscans: libjpeg calls the
+ * progress monitor before each step of absorbing a multi-scan file in
+ * jpeg_start_decompress, after it has counted the scan it just reached,
+ * so a file is refused on reaching scan XF_MAX_SCANS + 1, before its data
+ * is decoded.
+ */
+static void
+decode_progress(j_common_ptr cinfo)
+{
+	struct decode_err *de = (struct decode_err *)cinfo->err;
+	int n;
+
+	if (!cinfo->is_decompressor)
+		return;
+	n = ((j_decompress_ptr)cinfo)->input_scan_number;
+	if (n > XF_MAX_SCANS) {
+		snprintf(de->err, de->errlen, "too many scans (%d > %d)", n,
+		    XF_MAX_SCANS);
+		longjmp(de->jb, 1);
+	}
+}
+
+/*
  * Pillow's CMYK to RGB on a row libjpeg decoded as JCS_CMYK.  Pillow reads
  * every CMYK JPEG as "CMYK;I" (Adobe's inverted polarity), so its C,M,Y,K
  * are 255 minus the stored bytes, and then convert('RGB') computes
@@ -112,6 +135,7 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
 {
 	struct jpeg_decompress_struct cinfo;
 	struct decode_err de;
+	struct jpeg_progress_mgr pm = {.progress_monitor = decode_progress};
 	uint8_t *volatile px = NULL;
 	uint8_t *volatile row = NULL;
 	volatile int r = -EINVAL;
@@ -131,6 +155,7 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
 	if (setjmp(de.jb) != 0)
 		goto out;
 	jpeg_create_decompress(&cinfo);
+	cinfo.progress = &pm;
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
 	if ((r = header_checked(&cinfo, max_pixels, &cmyk, err, errlen)) != 0)
@@ -216,6 +241,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 {
 	struct jpeg_decompress_struct cinfo;
 	struct decode_err de;
+	struct jpeg_progress_mgr pm = {.progress_monitor = decode_progress};
 	uint8_t *volatile px = NULL;
 	uint8_t *volatile row = NULL;
 	volatile int r = -EINVAL;
@@ -237,6 +263,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 	if (setjmp(de.jb) != 0)
 		goto out;
 	jpeg_create_decompress(&cinfo);
+	cinfo.progress = &pm;
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
 	iw = cinfo.image_width;

@@ -142,6 +142,15 @@ xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
 	*ch = (uint32_t)th;
 }
 
+/* int(s * a / b), saturated at UINT32_MAX (which no bound allows). */
+static uint32_t
+long_side(uint32_t s, uint32_t a, uint32_t b)
+{
+	double v = (double)s * a / b;
+
+	return v >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 /* torchvision's resize(S): the short side to S, int() of the long one. */
 static void
 resize_dims(
@@ -152,10 +161,10 @@ resize_dims(
 		*th = op->h;
 	} else if (w <= h) {
 		*tw = op->w;
-		*th = (uint32_t)((double)op->w * h / w);
+		*th = long_side(op->w, h, w);
 	} else {
 		*th = op->w;
-		*tw = (uint32_t)((double)op->w * w / h);
+		*tw = long_side(op->w, w, h);
 	}
 	/* A very thin image could round its long side to 0. */
 	if (*tw == 0)
@@ -175,6 +184,54 @@ center_offsets(
 		    : (int32_t)py_round(((double)h - ch) / 2.0);
 }
 
+/* The op as written in a pipeline, for messages. */
+static void
+op_label(const struct xf_op *op, char *buf, size_t len)
+{
+	switch (op->kind) {
+	case XF_OP_RESIZE:
+		if (op->h == 0)
+			snprintf(buf, len, "resize(%u)", (unsigned)op->w);
+		else
+			snprintf(buf, len, "resize(%u,%u)", (unsigned)op->w,
+			    (unsigned)op->h);
+		break;
+	case XF_OP_CENTER_CROP:
+		snprintf(buf, len, "center_crop(%u,%u)", (unsigned)op->w,
+		    (unsigned)op->h);
+		break;
+	case XF_OP_RRC:
+		snprintf(buf, len, "random_resized_crop(%u)", (unsigned)op->w);
+		break;
+	default:
+		snprintf(buf, len, "op");
+		break;
+	}
+}
+
+/*
+ * The bound of issue 12 item 5: an image of w x h that op is about to
+ * allocate (what: "output", or "intermediate" for the horizontal pass of
+ * a resize, which is w x the rows it reads) must not exceed max_pixels (0:
+ * no bound), whatever the source's size: a 1x65500 JPEG passes the
+ * decode's bound, and its resize(256) would be 256x16768000 (12.9 GB).
+ * 0, or -EFBIG with a message naming the op and the size.
+ */
+static int
+bound(const struct xf_pipeline *pl, const struct xf_op *op, const char *what,
+    uint64_t w, uint64_t h, char *err, size_t errlen)
+{
+	char name[64];
+
+	if (pl->max_pixels == 0 || w * h <= pl->max_pixels)
+		return 0;
+	op_label(op, name, sizeof(name));
+	snprintf(err, errlen, "%s: %s %llux%llu exceeds max_pixels (%llu)",
+	    name, what, (unsigned long long)w, (unsigned long long)h,
+	    (unsigned long long)pl->max_pixels);
+	return -EFBIG;
+}
+
 /* img takes n's pixels; its old ones are freed. */
 static int
 replace(struct xf_image *img, struct xf_image *n)
@@ -184,10 +241,14 @@ replace(struct xf_image *img, struct xf_image *n)
 	return 0;
 }
 
-/* Op i of pl on img (replaced in place); tw, th: resize target if set. */
+/*
+ * Op i of pl on img (replaced in place); tw, th: resize target if set.
+ * Every size is bounded (bound) before anything is allocated.  On error
+ * err holds a message.
+ */
 static int
 apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
-    uint64_t rngkey, uint32_t tw, uint32_t th)
+    uint64_t rngkey, uint32_t tw, uint32_t th, char *err, size_t errlen)
 {
 	const struct xf_op *op = &pl->ops[i];
 	struct xf_image n;
@@ -201,23 +262,35 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 			resize_dims(img->w, img->h, op, &tw, &th);
 		if (tw == img->w && th == img->h)
 			return 0;
-		if ((r = xf_resize(img, tw, th, &n)) != 0)
+		if ((r = bound(pl, op, "output", tw, th, err, errlen)) != 0 ||
+		    (tw != img->w && (r = bound(pl, op, "intermediate", tw,
+					  img->h, err, errlen)) != 0))
 			return r;
+		if ((r = xf_resize(img, tw, th, &n)) != 0)
+			break;
 		return replace(img, &n);
 	case XF_OP_CENTER_CROP:
 		if (op->w == img->w && op->h == img->h)
 			return 0;
+		if ((r = bound(pl, op, "output", op->w, op->h, err, errlen)) !=
+		    0)
+			return r;
 		center_offsets(img->w, img->h, op->w, op->h, &x, &y);
 		if ((r = xf_crop(img, x, y, op->w, op->h, &n)) != 0)
-			return r;
+			break;
 		return replace(img, &n);
 	case XF_OP_RRC:
 		xf_rrc_params(img->w, img->h, op->scale, op->ratio, rngkey,
 		    (uint64_t)i << 32, &x, &y, &cw, &ch);
+		if ((r = bound(pl, op, "output", op->w, op->h, err, errlen)) !=
+			0 ||
+		    (op->w != cw && (r = bound(pl, op, "intermediate", op->w,
+					 ch, err, errlen)) != 0))
+			return r;
 		/* The box is inside: crop + resize without the copy. */
 		if ((r = xf_resize_box(img, (uint32_t)x, (uint32_t)y, cw, ch,
 			 op->w, op->h, &n)) != 0)
-			return r;
+			break;
 		return replace(img, &n);
 	case XF_OP_FLIP:
 		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
@@ -226,6 +299,8 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	default: /* decode ran first; normalize acts in xf_convert */
 		return 0;
 	}
+	snprintf(err, errlen, "%s", strerror(-r));
+	return r;
 }
 
 /*
@@ -317,10 +392,10 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 		 err, errlen)) != 0)
 		return r;
 	for (size_t i = 1; i < end; i++) {
-		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0);
+		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0,
+		    err, errlen);
 		if (r != 0) {
 			free(img.px);
-			snprintf(err, errlen, "%s", strerror(-r));
 			return r;
 		}
 	}
@@ -328,18 +403,26 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	return 0;
 }
 
-/* Ops start.. of pl on img (consumed), then the output conversion. */
+/*
+ * Ops start.. of pl on img (consumed), then the output conversion.  On
+ * error err holds a message.
+ */
 static int
 run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
-    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst)
+    uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
+    char *err, size_t errlen)
 {
 	int r = 0;
 
 	for (size_t i = start; i < pl->nops && r == 0; i++)
-		r = apply_op(pl, i, img, rngkey, 0, 0);
+		r = apply_op(pl, i, img, rngkey, 0, 0, err, errlen);
 	/* A cached prefix of another shape must not overrun dst. */
-	if (r == 0 && (img->w != pl->out_w || img->h != pl->out_h))
+	if (r == 0 && (img->w != pl->out_w || img->h != pl->out_h)) {
+		snprintf(err, errlen, "image of %ux%u, expected %ux%u",
+		    (unsigned)img->w, (unsigned)img->h, (unsigned)pl->out_w,
+		    (unsigned)pl->out_h);
 		r = -EINVAL;
+	}
 	if (r == 0)
 		xf_convert(
 		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
@@ -352,7 +435,10 @@ int
 xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst)
 {
-	return run_from(pl, prefix_end(pl), img, rngkey, dtype, layout, dst);
+	char err[192]; /* no room for it in this interface: errno only */
+
+	return run_from(pl, prefix_end(pl), img, rngkey, dtype, layout, dst,
+	    err, sizeof(err));
 }
 
 /*
@@ -381,20 +467,26 @@ run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
 		return 1;
 	xf_rrc_params(w, h, op->scale, op->ratio, rngkey, 1ULL << 32, &x, &y,
 	    &cw, &ch);
+	if ((r = bound(pl, op, "output", op->w, op->h, err, errlen)) != 0)
+		return r;
 	r = xf_decode_box(jpeg, len, pl->max_pixels, (uint32_t)x, (uint32_t)y,
 	    cw, ch, op->w, op->h, &img, box, err, errlen);
 	if (r != 0)
 		return r;
-	r = xf_resize_fbox(&img, box, op->w, op->h, &n);
-	if (r == 0)
-		replace(&img, &n);
-	else
+	/* The horizontal pass reads at most img.h rows. */
+	if ((r = bound(pl, op, "intermediate", op->w, img.h, err, errlen)) !=
+	    0) {
 		free(img.px);
-	if (r == 0)
-		r = run_from(pl, 2, &img, rngkey, dtype, layout, dst);
-	if (r != 0)
+		return r;
+	}
+	r = xf_resize_fbox(&img, box, op->w, op->h, &n);
+	if (r != 0) {
+		free(img.px);
 		snprintf(err, errlen, "%s", strerror(-r));
-	return r;
+		return r;
+	}
+	replace(&img, &n);
+	return run_from(pl, 2, &img, rngkey, dtype, layout, dst, err, errlen);
 }
 
 int
@@ -411,7 +503,6 @@ xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 		return r;
 	if ((r = xf_run_prefix(pl, jpeg, len, &img, err, errlen)) != 0)
 		return r;
-	if ((r = xf_run_suffix(pl, &img, rngkey, dtype, layout, dst)) != 0)
-		snprintf(err, errlen, "%s", strerror(-r));
-	return r;
+	return run_from(
+	    pl, prefix_end(pl), &img, rngkey, dtype, layout, dst, err, errlen);
 }

@@ -62,6 +62,16 @@ struct xf_pipeline {
 #define XF_DEFAULT_MAX_PIXELS 100000000u
 
 /*
+ * The most scans a JPEG may have (djpeg's -maxscans; libjpeg-turbo
+ * suggests 500 for untrusted input).  Each scan of a progressive file is
+ * one more pass over all of its coefficients, so a small file of
+ * thousands of tiny refinement scans costs unbounded CPU; a file reaching
+ * scan XF_MAX_SCANS + 1 is refused ("too many scans"), as broken.
+ * jpeg_simple_progression writes 10 scans (6 for grayscale).
+ */
+#define XF_MAX_SCANS 500
+
+/*
  * Parses pipeline text ("decode resize(256) cache random_resized_crop(224)
  * flip(0.5) normalize(imagenet)").  Refuses: unknown ops, bad arguments, no
  * leading decode, a second decode or cache, a random op before cache, an
@@ -94,8 +104,12 @@ size_t xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype);
  * and normalize, which xf_run_suffix does).  DCT scaling is used where the
  * op after decode is a resize or a crop that shrinks the image enough.
  * On success *out holds a new image.  -EINVAL/-ENOMEM with a message on
- * error ("not a JPEG", "corrupt data: ..."), -EFBIG for an image over the
- * pipeline's max_pixels.
+ * error ("not a JPEG", "corrupt data: ...", "too many scans (501 > 500)"),
+ * -EFBIG for an image over the pipeline's max_pixels: the source image,
+ * and every image an op would make, checked before it is allocated
+ * ("resize(256): output 256x16768000 exceeds max_pixels (100000000)";
+ * "intermediate" for the horizontal pass of a resize, its output width x
+ * the rows it reads).
  */
 int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
     size_t len, struct xf_image *out, char *err, size_t errlen);
@@ -104,6 +118,9 @@ int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
  * Run the ops after `cache` on img (consumed: freed or replaced), drawing
  * random numbers from stream rngkey only, then convert to dtype and layout
  * (normalizing if asked) into dst, which holds xf_sample_bytes() bytes.
+ * Every image an op would make is bounded by max_pixels as in
+ * xf_run_prefix: -EFBIG (there is no message here: xf_run gives one).
+ * -EINVAL for an img of a shape the ops do not turn into out_w x out_h.
  */
 int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst);
@@ -128,7 +145,8 @@ int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen);
 /* xf_decode refusing (-EFBIG, "image too large: ...") more than max_pixels
- * (0: no bound); xf_decode uses XF_DEFAULT_MAX_PIXELS. */
+ * (0: no bound); xf_decode uses XF_DEFAULT_MAX_PIXELS.  Both refuse a file
+ * of more than XF_MAX_SCANS scans (-EINVAL, "too many scans"). */
 int xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
     uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
     size_t errlen);
