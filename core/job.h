@@ -39,9 +39,12 @@ struct job {
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */
+	size_t slot_bytes;    /* what a worker makes per sample: raw_bytes
+				 with gpu = on, else sample_bytes */
 	const char *descr;    /* npy dtype of the images */
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
+	atomic_bool source_logged; /* a failure of the dataset was logged */
 	struct job_stats st;
 };
 

@@ -18,45 +18,59 @@
 
 /* Source files larger than this are refused (no JPEG of a sane image is). */
 #define SAMPLE_MAX_FILE (512u << 20)
+/* on_error = substitute tries at most this many samples for one slot. */
+#define SAMPLE_SUBST_MAX 64
+/* A transient failure (out of descriptors, memory) is retried this often. */
+#define SAMPLE_RETRIES 3
 
-/* Read a whole file into a malloc'd buffer; *st gets its fstat. */
+/*
+ * Whether an error of reading a source may go away by itself (the process
+ * is out of descriptors or memory): such a sample is retried or fails its
+ * batch, never substituted, since a substitution changes the batch.
+ */
+static bool
+transient(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS ||
+	       e == EAGAIN || e == EINTR;
+}
+
+/*
+ * Sample id's file, read whole into a malloc'd buffer; *st gets its
+ * fstat.  The open follows no link and refuses anything but a regular file
+ * (ds_sample_open).  -EIO for a broken or missing sample, -EAGAIN for a
+ * transient failure, -ENODEV when the dataset's root itself is gone.
+ */
 static int
-read_file(const char *path, uint8_t **out, size_t *len, struct stat *st,
-    char *err, size_t errlen)
+read_sample(const struct dataset *ds, uint32_t id, uint8_t **out, size_t *len,
+    struct stat *st, char *err, size_t errlen)
 {
 	uint8_t *buf = NULL;
 	size_t got = 0;
 	int fd, r;
 
-	/*
-	 * O_NONBLOCK: a FIFO (or a device) put where a sample was must be
-	 * refused by the S_ISREG check below, not block the worker in open()
-	 * forever.  It changes nothing for regular files.
-	 */
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return r;
-	}
-	if (fstat(fd, st) != 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		r = -EINVAL;
-		goto out;
+	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
+		struct stat rs;
+
+		if (transient(-r))
+			return -EAGAIN;
+		if (stat(ds->root, &rs) != 0 || !S_ISDIR(rs.st_mode)) {
+			snprintf(err, errlen, "dataset root %s: %s", ds->root,
+			    strerror(errno ? errno : ENOTDIR));
+			return -ENODEV;
+		}
+		return -EIO;
 	}
 	if (st->st_size > SAMPLE_MAX_FILE) {
-		snprintf(err, errlen, "%s: file too large (%jd bytes)", path,
-		    (intmax_t)st->st_size);
-		r = -EFBIG;
+		snprintf(err, errlen, "%s/%s: file too large (%jd bytes)",
+		    ds->root, ds->samples[id].path, (intmax_t)st->st_size);
+		r = -EIO;
 		goto out;
 	}
 	if ((buf = malloc(st->st_size ? (size_t)st->st_size : 1)) == NULL) {
-		r = -ENOMEM;
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, errlen, "%s/%s: out of memory", ds->root,
+		    ds->samples[id].path);
+		r = -EAGAIN;
 		goto out;
 	}
 	while (got < (size_t)st->st_size) {
@@ -65,8 +79,9 @@ read_file(const char *path, uint8_t **out, size_t *len, struct stat *st,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			r = -errno;
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			r = transient(errno) ? -EAGAIN : -EIO;
+			snprintf(err, errlen, "%s/%s: %s", ds->root,
+			    ds->samples[id].path, strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -113,7 +128,7 @@ usable(struct cache_val *v)
  * decoded (and stored).  Errors name the file.
  */
 static int
-prefix_image(struct job *j, struct cache *c, const char *path,
+prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
     struct xf_image *img, char *err, size_t errlen)
 {
 	uint8_t digest[32], key[CACHE_KEY_LEN];
@@ -133,8 +148,8 @@ prefix_image(struct job *j, struct cache *c, const char *path,
 		if (cache_get(c, key, &v) == 0 && usable(&v))
 			goto hit;
 	}
-	if ((r = read_file(path, &src, &len, &st, err, errlen)) != 0)
-		return -EIO;
+	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+		return r;
 	if (cached && !have_digest) {
 		cache_sha256(src, len, digest);
 		cache_put_digest(c, path, &st, digest);
@@ -172,8 +187,8 @@ hit:
 
 /* A sample of a pipeline without cache, from the file in one call. */
 static int
-run_whole(struct job *j, const char *path, uint64_t key, bool raw, void *dst,
-    char *err, size_t errlen)
+run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
+    void *dst, char *err, size_t errlen)
 {
 	uint8_t *src = NULL;
 	size_t len = 0;
@@ -181,8 +196,8 @@ run_whole(struct job *j, const char *path, uint64_t key, bool raw, void *dst,
 	char msg[384];
 	int r;
 
-	if ((r = read_file(path, &src, &len, &st, err, errlen)) != 0)
-		return -EIO;
+	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+		return r;
 	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
 	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));
 	free(src);
@@ -198,7 +213,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
     bool raw, void *dst, char *err, size_t errlen)
 {
 	const struct dataset *ds = j->ds;
-	struct xf_image img = { 0 };
+	struct xf_image img = {0};
 	char path[4096];
 	uint64_t t0 = now_ns();
 	int r;
@@ -215,15 +230,16 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		 * on the file's bytes (xf_run decodes only the box of a
 		 * leading random_resized_crop).
 		 */
-		r = run_whole(j, path, rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed,
-		    epoch, id), raw, dst, err, errlen);
+		r = run_whole(j, id, path,
+		    rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, epoch, id), raw,
+		    dst, err, errlen);
 		goto out;
 	}
-	if ((r = prefix_image(j, c, path, &img, err, errlen)) != 0)
+	if ((r = prefix_image(j, c, id, path, &img, err, errlen)) != 0)
 		goto out;
-	r = xf_run_suffix(j->pl, &img, rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed,
-	    epoch, id), raw ? XF_UINT8 : j->cfg->dtype,
-	    raw ? XF_HWC : j->cfg->layout, dst);
+	r = xf_run_suffix(j->pl, &img,
+	    rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, epoch, id),
+	    raw ? XF_UINT8 : j->cfg->dtype, raw ? XF_HWC : j->cfg->layout, dst);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-r));
 		r = -EIO;
@@ -237,36 +253,74 @@ out:
 	return r;
 }
 
+/* sample_make, retrying a transient failure a few times. */
+static int
+make_retrying(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+    bool raw, void *dst, char *err, size_t errlen)
+{
+	int r;
+
+	for (unsigned i = 0;; i++) {
+		r = sample_make(j, c, epoch, id, raw, dst, err, errlen);
+		if (r != -EAGAIN || i == SAMPLE_RETRIES)
+			return r;
+		usleep(10000u << i); /* 10, 20, 40 ms */
+	}
+}
+
 int
 sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
-    const uint32_t *order, uint64_t pos, bool raw, void *dst,
-    uint32_t *id_out, bool log, char *err, size_t errlen)
+    const uint32_t *order, uint64_t pos, bool raw, void *dst, uint32_t *id_out,
+    bool log, char *err, size_t errlen)
 {
-	size_t n = j->ds->n;
+	size_t n = j->ds->n,
+	       tries = n < SAMPLE_SUBST_MAX ? n : SAMPLE_SUBST_MAX;
+	char last[512] = "";
 	int r = -EIO;
 
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; k < tries; k++) {
 		uint32_t id = order[(pos + k) % n];
 		uint8_t bit = (uint8_t)(1u << (id & 7));
 
-		if ((r = sample_make(j, c, epoch, id, raw, dst, err,
-			 errlen)) == 0) {
+		if ((r = make_retrying(
+			 j, c, epoch, id, raw, dst, err, errlen)) == 0) {
 			if (k > 0)
 				atomic_fetch_add(&j->st.substituted, 1);
+			/* Said once per outage: say it ended. */
+			if (log && atomic_load(&j->source_logged) &&
+			    atomic_exchange(&j->source_logged, false))
+				log_info(
+				    "job %s: the dataset can be read again",
+				    j->cfg->name);
 			*id_out = id;
 			return 0;
 		}
 		atomic_fetch_add(&j->st.decode_errors, 1);
+		if (r == -ENODEV || r == -EAGAIN) {
+			/* Not the sample's fault: fail, never substitute. */
+			if (r == -EAGAIN)
+				snprintf(err + strlen(err),
+				    errlen - strlen(err),
+				    " (a transient error: not substituted)");
+			if (log && log_first(&j->source_logged))
+				log_err("job %s: %s", j->cfg->name, err);
+			return -EIO;
+		}
 		if (j->cfg->on_error == CFG_ON_ERROR_FAIL) {
 			if (log)
 				log_err("%s", err);
 			return r;
 		}
 		if (log && !(atomic_fetch_or(&j->logged[id >> 3], bit) & bit))
-			log_warn("%s (substituted by the next good sample)",
-			    err);
+			log_warn(
+			    "%s (substituted by the next good sample)", err);
+		snprintf(last, sizeof(last), "%s", err);
 	}
-	snprintf(err, errlen, "job %s: no sample of the dataset can be read",
-	    j->cfg->name);
-	return r;
+	snprintf(err, errlen,
+	    "job %s: %zu samples in a row cannot be read, "
+	    "giving up on this batch (the last: %s)",
+	    j->cfg->name, tries, last);
+	if (log && log_first(&j->source_logged))
+		log_err("%s", err);
+	return -EIO;
 }
