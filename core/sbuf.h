@@ -20,6 +20,9 @@ void sb_printf(struct sbuf *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* s as a JSON string: quoted, escaped; invalid UTF-8 becomes U+FFFD. */
 void sb_json_str(struct sbuf *sb, const char *s);
+/* s as a field of a tab-separated line: tab, newline, carriage return
+ * and backslash written as \t, \n, \r and \\. */
+void sb_tsv_field(struct sbuf *sb, const char *s);
 /* The text (malloc'd, the caller frees) and its length; NULL after OOM. */
 char *sb_done(struct sbuf *sb, size_t *len);
 

@@ -103,9 +103,11 @@ make_samples_tsv(struct feed *f, size_t ji, size_t *len)
 	const struct dataset *ds = f->jobs[ji].ds;
 	struct sbuf sb = {0};
 
-	for (size_t i = 0; i < ds->n; i++)
-		sb_printf(&sb, "%zu\t%s\t%" PRId64 "\n", i, ds->samples[i].path,
-		    ds->samples[i].label);
+	for (size_t i = 0; i < ds->n; i++) {
+		sb_printf(&sb, "%zu\t", i);
+		sb_tsv_field(&sb, ds->samples[i].path);
+		sb_printf(&sb, "\t%" PRId64 "\n", ds->samples[i].label);
+	}
 	return sb_done(&sb, len);
 }
 
