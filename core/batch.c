@@ -1,11 +1,15 @@
 /*
  * batch.c - the batch table and the memory budget (see engine.h).
  *
- * Batches live in a hash table keyed by (feed_key, raw).  Every byte a
- * batch holds is counted in feed.mem_used when it is made and uncounted
- * when it is destroyed; batch_make_room destroys batches that no open
- * file holds until a new one fits in feed.memory.  Every function is
- * called with feed.lock held.
+ * Batches live in a hash table keyed by feed_key.  Every byte a batch
+ * holds is counted in feed.mem_used while it holds it.  The budget
+ * (feed.memory) bounds what readers can make the daemon hold, whatever
+ * they open: opening a file makes only the batch's struct, and its data
+ * only if it fits; a read makes the data, waiting for room while other
+ * batches are being built or read; batch_make_room gives memory back from
+ * idle batches, dropping the data of those held open (they are built
+ * again, to the same bytes, when read again).  Every function is called
+ * with feed.lock held.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,22 +53,51 @@ feed_mem_sub(struct feed *f, uint64_t bytes)
 }
 
 struct batch *
-batch_find(struct feed *f, const struct feed_key *k, bool raw)
+batch_find(struct feed *f, const struct feed_key *k)
 {
 	struct batch *b;
 
 	for (b = f->table[key_hash(k)]; b; b = b->hnext)
-		if (key_eq(&b->key, k) && b->raw == raw)
+		if (key_eq(&b->key, k))
 			return b;
 	return NULL;
 }
 
-/* Bytes a batch of geometry g holds: its files and its slot positions. */
+/* Bytes of a batch's data: its files (or raw samples) and slot positions. */
 static uint64_t
-batch_bytes(const struct batch_geom *g, bool raw)
+data_bytes(const struct batch *b)
 {
-	return (raw ? g->raw_size : g->size[BK_IMAGES]) + g->size[BK_LABELS] +
-	       g->size[BK_IDS] + (uint64_t)g->len * sizeof(uint64_t);
+	return (b->job->cfg->gpu ? b->g.raw_size : b->g.size[BK_IMAGES]) +
+	       b->g.size[BK_LABELS] + b->g.size[BK_IDS] +
+	       (uint64_t)b->g.len * sizeof(uint64_t);
+}
+
+/* Free b's data (it is idle: ready, or never queued). */
+static void
+drop_data(struct feed *f, struct batch *b)
+{
+	if (b->empty)
+		return;
+	sched_dequeue(f, b);
+	if (b->r.rv)
+		relaxed_detach(f, b);
+	order_put(b->order);
+	b->order = NULL;
+	for (int i = 0; i <= BK_IDS; i++) {
+		free(b->file[i]);
+		b->file[i] = NULL;
+	}
+	free(b->raw);
+	free(b->pos);
+	b->raw = NULL;
+	b->pos = NULL;
+	feed_mem_sub(f, b->mem);
+	b->mem = 0;
+	b->empty = true;
+	b->ready = false;
+	b->err = 0;
+	b->next = 0;
+	b->consumed = false;
 }
 
 void
@@ -77,17 +110,45 @@ batch_destroy(struct feed *f, struct batch *b)
 			*pp = b->hnext;
 			break;
 		}
-	sched_dequeue(f, b);
-	order_put(b->order);
-	if (b->r.rv)
-		relaxed_detach(f, b);
-	feed_mem_sub(f, b->mem);
+	drop_data(f, b);
 	f->nbatches--;
 	pthread_cond_destroy(&b->cv);
-	for (int i = 0; i <= BK_IDS; i++)
-		free(b->file[i]);
-	free(b->pos);
 	free(b);
+}
+
+void
+batch_unref(struct feed *f, struct batch *b)
+{
+	if (b->refs > 0)
+		return;
+	if (b->empty)
+		batch_destroy(f, b);
+	else if (f->mem_used > f->memory)
+		batch_make_room(f, 0, false);
+}
+
+/*
+ * Whether b's data may be given back now: idle (ready, no read in
+ * progress), and, for a relaxed batch, its content chosen, so that it is
+ * built again the same.
+ */
+static bool
+evictable(const struct batch *b)
+{
+	return !b->empty && b->ready && b->active == 0 && !b->converting &&
+	       (!b->r.rv || b->r.fixed || b->err);
+}
+
+/* Preference of victim a over b: unheld before held, read to the end
+ * before not, then least recently used. */
+static bool
+better_victim(const struct batch *a, const struct batch *b)
+{
+	if ((a->refs == 0) != (b->refs == 0))
+		return a->refs == 0;
+	if (a->consumed != b->consumed)
+		return a->consumed;
+	return a->used < b->used;
 }
 
 bool
@@ -98,98 +159,141 @@ batch_make_room(struct feed *f, uint64_t need, bool any)
 
 		for (size_t i = 0; i < FEED_HASH; i++)
 			for (struct batch *b = f->table[i]; b; b = b->hnext) {
-				if (b->refs || !b->ready || b->inflight)
+				if (!evictable(b))
 					continue;
-				if (!b->consumed && !any)
+				if (!any && (b->refs || !b->consumed))
 					continue;
-				if (!victim || b->consumed > victim->consumed ||
-				    (b->consumed == victim->consumed &&
-					b->used < victim->used))
+				if (!victim || better_victim(b, victim))
 					victim = b;
 			}
 		if (!victim)
 			return false;
-		batch_destroy(f, victim);
+		if (victim->refs == 0)
+			batch_destroy(f, victim);
+		else
+			drop_data(f, victim);
 	}
 	return true;
 }
 
-/* A new batch of key k: its files allocated, headers written. */
-static struct batch *
-batch_new(struct feed *f, const struct feed_key *k, bool raw)
+/* Whether a batch other than b is being built or read: memory will come
+ * back when it is done. */
+static bool
+others_busy(struct feed *f, const struct batch *b)
 {
-	struct job *j = &f->jobs[k->job];
+	for (size_t i = 0; i < FEED_HASH; i++)
+		for (struct batch *x = f->table[i]; x; x = x->hnext)
+			if (x != b && !x->empty &&
+			    (!x->ready || x->active || x->converting))
+				return true;
+	return false;
+}
+
+/* The struct of a new batch k, in the table, without data. */
+static struct batch *
+batch_new(struct feed *f, const struct feed_key *k)
+{
 	struct batch *b;
 
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		return NULL;
 	b->key = *k;
-	b->job = j;
-	b->raw = raw;
-	job_batch_geom(j, k->world, k->batch, &b->g);
-	b->file[BK_IMAGES] = malloc(raw ? b->g.raw_size : b->g.size[BK_IMAGES]);
+	b->job = &f->jobs[k->job];
+	b->empty = true;
+	job_batch_geom(b->job, k->world, k->batch, &b->g);
+	pthread_cond_init(&b->cv, NULL);
+	b->hnext = f->table[key_hash(k)];
+	f->table[key_hash(k)] = b;
+	f->nbatches++;
+	return b;
+}
+
+/* Give empty b its data (the room is made) and queue its slots. */
+static int
+fill(struct feed *f, struct batch *b)
+{
+	struct job *j = b->job;
+	bool gpu = j->cfg->gpu;
+
+	if (!gpu)
+		b->file[BK_IMAGES] = malloc(b->g.size[BK_IMAGES]);
+	else
+		b->raw = malloc(b->g.raw_size ? b->g.raw_size : 1);
 	b->file[BK_LABELS] = malloc(b->g.size[BK_LABELS]);
 	b->file[BK_IDS] = malloc(b->g.size[BK_IDS]);
 	b->pos = malloc((b->g.len ? b->g.len : 1) * sizeof(*b->pos));
-	b->order = order_get(f, k->job, k->epoch);
-	if (!b->file[BK_IMAGES] || !b->file[BK_LABELS] || !b->file[BK_IDS] ||
-	    !b->pos || !b->order) {
-		order_put(b->order);
-		for (int i = 0; i <= BK_IDS; i++)
-			free(b->file[i]);
-		free(b->pos);
-		free(b);
-		return NULL;
+	b->order = order_get(f, b->key.job, b->key.epoch);
+	b->empty = false;
+	b->ready = false;
+	b->next = b->inflight = 0;
+	b->mem = data_bytes(b);
+	feed_mem_add(f, b->mem);
+	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
+	    !b->file[BK_LABELS] || !b->file[BK_IDS] || !b->pos || !b->order) {
+		drop_data(f, b);
+		return -ENOMEM;
 	}
-	if (raw)
-		b->g.hdr[BK_IMAGES] = 0; /* samples only, no .npy header */
-	else
+	if (!gpu)
 		job_npy_header(
 		    j, b->g.len, BK_IMAGES, (char *)b->file[BK_IMAGES]);
 	job_npy_header(j, b->g.len, BK_LABELS, (char *)b->file[BK_LABELS]);
 	memcpy(b->file[BK_IDS], b->file[BK_LABELS], b->g.hdr[BK_IDS]);
-	plan_batch_positions(&j->plan, k->rank, k->world, k->batch, b->pos);
-	pthread_cond_init(&b->cv, NULL);
-	return b;
+	plan_batch_positions(
+	    &j->plan, b->key.rank, b->key.world, b->key.batch, b->pos);
+	b->r.quota = b->g.len;
+	b->r.filled = 0;
+	if (j->cfg->order == CFG_ORDER_RELAXED) {
+		if (relaxed_attach(f, b) != 0) {
+			drop_data(f, b);
+			return -ENOMEM;
+		}
+		if (b->r.quota == 0)
+			return 0; /* filled from the ready list */
+	}
+	sched_enqueue(f, b);
+	return 0;
+}
+
+/* Room for need more bytes for b's read: wait while other batches are
+ * being built or read; over the budget only when nothing else can give
+ * memory back (one batch larger than the budget still gets made). */
+static void
+wait_room(struct feed *f, struct batch *b, uint64_t need)
+{
+	while (!batch_make_room(f, need, true) && !f->stopping &&
+	       others_busy(f, b))
+		pthread_cond_wait(&f->room, &f->lock);
 }
 
 struct batch *
-batch_get(struct feed *f, const struct feed_key *k, bool demand, bool raw)
+batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 {
-	struct job *j = &f->jobs[k->job];
-	struct batch *b = batch_find(f, k, raw);
-	struct batch_geom g;
-	uint64_t need;
+	struct batch *b = batch_find(f, k);
+	bool made = false;
 
-	if (b) {
-		if (demand)
-			sched_demand(f, b);
-		b->used = ++f->tick;
+	if (!b) {
+		if ((b = batch_new(f, k)) == NULL)
+			return NULL;
+		made = true;
+	}
+	b->used = ++f->tick;
+	if (need == BN_READ)
+		sched_demand(f, b);
+	if (!b->empty)
+		return b;
+	if (need == BN_READ) {
+		b->active++; /* not destroyed while we wait */
+		wait_room(f, b, data_bytes(b));
+		b->active--;
+		if (b->empty && fill(f, b) != 0)
+			return NULL;
 		return b;
 	}
-	job_batch_geom(j, k->world, k->batch, &g);
-	need = batch_bytes(&g, raw);
-	if (!batch_make_room(f, need, demand) && !demand)
-		return NULL;
-	if ((b = batch_new(f, k, raw)) == NULL)
-		return NULL;
-	b->mem = need;
-	b->demanded = demand;
-	b->used = ++f->tick;
-	b->hnext = f->table[key_hash(k)];
-	f->table[key_hash(k)] = b;
-	f->nbatches++;
-	feed_mem_add(f, need);
-	b->r.quota = b->g.len;
-	if (j->cfg->order == CFG_ORDER_RELAXED && !raw) {
-		if (relaxed_attach(f, b) != 0) {
+	if (!batch_make_room(f, data_bytes(b), false) || fill(f, b) != 0) {
+		if (made && need == BN_AHEAD)
 			batch_destroy(f, b);
-			return NULL;
-		}
-		if (b->r.quota == 0)
-			return b; /* filled from the ready list */
+		return need == BN_OPEN ? b : NULL;
 	}
-	sched_enqueue(f, b);
 	return b;
 }
 
@@ -202,6 +306,40 @@ batch_ready(struct feed *f, struct batch *b)
 	atomic_fetch_add(
 	    b->err ? &b->job->st.batch_errors : &b->job->st.batches, 1);
 	pthread_cond_broadcast(&b->cv);
+	pthread_cond_broadcast(&f->room);
 	if (b->refs == 0 && f->mem_used > f->memory)
 		batch_make_room(f, 0, false);
+}
+
+int
+batch_images(struct feed *f, struct batch *b)
+{
+	struct job *j = b->job;
+	uint8_t *img;
+
+	while (b->converting)
+		pthread_cond_wait(&b->cv, &f->lock);
+	if (b->file[BK_IMAGES] || b->err)
+		return b->err ? -EIO : 0;
+	wait_room(f, b, b->g.size[BK_IMAGES]);
+	if ((img = malloc(b->g.size[BK_IMAGES])) == NULL)
+		return -ENOMEM;
+	b->converting = true;
+	b->mem += b->g.size[BK_IMAGES];
+	feed_mem_add(f, b->g.size[BK_IMAGES]);
+	pthread_mutex_unlock(&f->lock);
+	job_npy_header(j, b->g.len, BK_IMAGES, (char *)img);
+	for (uint32_t s = 0; s < b->g.len; s++) {
+		struct xf_image im = {j->pl->out_w, j->pl->out_h,
+		    b->raw + (size_t)s * j->raw_bytes};
+
+		xf_convert(&im, j->pl->normalize, j->pl->mean, j->pl->std,
+		    j->cfg->dtype, j->cfg->layout,
+		    img + b->g.hdr[BK_IMAGES] + (size_t)s * j->sample_bytes);
+	}
+	pthread_mutex_lock(&f->lock);
+	b->file[BK_IMAGES] = img;
+	b->converting = false;
+	pthread_cond_broadcast(&b->cv);
+	return 0;
 }

@@ -58,15 +58,21 @@ struct rpart {
 };
 
 /*
- * A batch in memory: the three .npy files of (job, rank view, epoch,
- * batch), or with raw the uint8 HWC samples that its .cuda file stages.
+ * A batch: the three .npy files of (job, rank view, epoch, batch).  Its
+ * struct lives while it is in the table; its data (files, slot positions)
+ * only while it is built or ready: an idle batch that a reader holds open
+ * can lose its data under memory pressure (empty) and is built again, to
+ * the same bytes, at its next read.  With gpu = on the slots are uint8
+ * HWC samples (raw), which a .cuda file stages as they are; the .npy
+ * images are converted from them at the first read of the .npy file.
  */
 struct batch {
 	struct feed_key key;
 	struct job *job;
-	bool raw;
 	struct batch_geom g;
-	uint8_t *file[BK_IDS + 1]; /* images (raw: samples), labels, ids */
+	uint8_t *file[BK_IDS + 1]; /* images, labels, ids; images NULL with
+				      gpu = on until the .npy is read */
+	uint8_t *raw;              /* gpu = on: the uint8 HWC samples */
 	uint64_t mem;              /* bytes counted in feed.mem_used */
 	/* The slots: planned positions in the epoch's order. */
 	struct order *order;       /* held until every slot is done */
@@ -74,14 +80,17 @@ struct batch {
 	uint32_t next;             /* next slot to hand out */
 	uint32_t inflight;         /* slots being made */
 	/* State, under feed.lock. */
+	bool empty;                /* no data: not built, or dropped */
 	bool ready;                /* all slots done, or failed */
+	bool converting;           /* gpu = on: images being made from raw */
 	int err;                   /* first failure */
 	char errmsg[512];
 	unsigned refs;             /* open handles */
-	bool queued, demanded;     /* in a queue; opened by a reader */
+	unsigned active;           /* reads in progress: data pinned */
+	bool queued, demanded;     /* in a queue; read by a reader */
 	bool consumed;             /* read to its end */
 	uint64_t used;             /* last use (feed.tick) */
-	pthread_cond_t cv;         /* ready */
+	pthread_cond_t cv;         /* ready, converted */
 	struct batch *hnext;       /* hash chain */
 	struct batch *qnext;       /* queue link */
 	struct rpart r;            /* order = relaxed only */
@@ -134,7 +143,7 @@ struct feed {
 
 /* An open batch file. */
 struct feed_handle {
-	struct batch *b; /* NULL: the file is in data */
+	struct batch *b; /* referenced; NULL: the file is in data */
 	enum batch_kind kind;
 	uint8_t *data;   /* labels or ids made from the plan alone */
 	size_t len;
@@ -151,21 +160,33 @@ void order_put(struct order *o); /* NULL is fine */
 void order_free_all(struct feed *f);
 
 /* batch.c */
-struct batch *batch_find(struct feed *f, const struct feed_key *k, bool raw);
+enum batch_need {
+	BN_AHEAD, /* readahead: only within the budget, else not made */
+	BN_OPEN,  /* an open: the struct always, the data within the budget */
+	BN_READ,  /* a read: the data, waiting for room if need be */
+};
+struct batch *batch_find(struct feed *f, const struct feed_key *k);
 /*
- * Make batch k exist and queue its slots.  demand: a reader opened it (may
- * go over the budget rather than stall); else readahead (only within it).
- * Returns NULL when it cannot (memory, or allocation).  Locked.
+ * Batch k as need asks (see enum batch_need), its slots queued when it
+ * gets data.  NULL when it cannot (BN_AHEAD out of budget, or no memory).
+ * With BN_READ the data is there (being built or ready) when it returns
+ * non-NULL.  Locked; BN_READ may wait for room (unlocking meanwhile).
  */
 struct batch *batch_get(struct feed *f, const struct feed_key *k,
-    bool demand, bool raw);
+    enum batch_need need);
+/* Make the images of a ready gpu = on batch from its raw samples (an
+ * active reader holds b).  Locked; may unlock while converting. */
+int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
+/* No reader holds b any more (refs dropped to 0).  Locked. */
+void batch_unref(struct feed *f, struct batch *b);
 /* Every slot of b is done: wake its readers.  Locked. */
 void batch_ready(struct feed *f, struct batch *b);
 /*
- * Release batches nobody holds until need more bytes fit the budget:
- * those read to their end first, then (when any is allowed) the least
- * recently used ready ones.  Returns whether it fits.  Locked.
+ * Give memory back until need more bytes fit the budget: first batches no
+ * file holds that were read to their end, then (with any) the least
+ * recently used idle ones, held open or not (those keep their struct).
+ * Returns whether it fits.  Locked.
  */
 bool batch_make_room(struct feed *f, uint64_t need, bool any);
 /* Count bytes in or out of the budget.  Locked. */
@@ -178,14 +199,17 @@ void sched_dequeue(struct feed *f, struct batch *b);
 /* b was opened by a reader: its slots go first.  Locked. */
 void sched_demand(struct feed *f, struct batch *b);
 /* Queue the batches after k within the budget (readahead).  Locked. */
-void sched_readahead(struct feed *f, const struct feed_key *k, bool raw);
+void sched_readahead(struct feed *f, const struct feed_key *k);
+/* Where slot s of b's samples goes (raw with gpu = on, else the images). */
+uint8_t *sched_slot(struct batch *b, uint32_t s);
 int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
 
 /* relaxed.c */
-/* Attach new batch b to its relaxed view and take what is ready.  Locked;
- * -ENOMEM when the view cannot be made. */
+/* Attach batch b (getting data) to its relaxed view and take what is
+ * ready.  Locked; -ENOMEM when the view cannot be made. */
 int relaxed_attach(struct feed *f, struct batch *b);
+/* b loses its data: leave the view, handing on the samples it owed. */
 void relaxed_detach(struct feed *f, struct batch *b);
 /* Start the next sample of b's view.  Locked; returns locked. */
 void relaxed_start(struct feed *f, struct batch *b, char *msg,
@@ -197,6 +221,11 @@ int feed_text_init(struct feed *f);
 void feed_text_fini(struct feed *f);
 /* stats.c: .feedfs/stats, malloc'd (NULL: no memory). */
 char *feed_stats(struct feed *f, size_t *len);
+
+/* feed.c: pin h's batch's data for a read (whole: its samples too, and
+ * with gpu = on its images), and unpin it.  Locked. */
+int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
+void feed_unpin(struct feed *f, struct batch *b);
 
 /* stage.c: the read of a .cuda file; its release. */
 int stage_read(struct feed *f, struct feed_handle *h, uint64_t off,

@@ -304,11 +304,11 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	if (kind == BK_CUDA)
 		pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_lock(&f->lock);
-	h->b = batch_get(f, k, true, kind == BK_CUDA);
+	h->b = batch_get(f, k, BN_OPEN);
 	if (h->b) {
 		h->b->refs++;
 		if (kind == BK_IMAGES || kind == BK_CUDA)
-			sched_readahead(f, k, kind == BK_CUDA);
+			sched_readahead(f, k);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!h->b) {
@@ -340,40 +340,69 @@ wait_ready(struct feed *f, struct batch *b)
 }
 
 int
+feed_pin(struct feed *f, struct feed_handle *h, bool whole)
+{
+	struct batch *b = h->b;
+	int r = 0;
+
+	if (batch_get(f, &b->key, BN_READ) != b)
+		return -ENOMEM;
+	b->active++;
+	if (whole) {
+		wait_ready(f, b);
+		if (b->err)
+			r = -EIO;
+		else if (h->kind == BK_IMAGES && b->job->cfg->gpu)
+			r = batch_images(f, b);
+	}
+	if (r != 0)
+		feed_unpin(f, b);
+	return r;
+}
+
+void
+feed_unpin(struct feed *f, struct batch *b)
+{
+	if (--b->active == 0) {
+		pthread_cond_broadcast(&f->room);
+		if (b->refs == 0 || f->mem_used > f->memory)
+			batch_make_room(f, 0, false);
+	}
+}
+
+int
 feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
-    const void **ptr, size_t *len)
+    const void **ptr, size_t *len, struct feed_pin **pin)
 {
 	struct batch *b = h->b;
 	const uint8_t *data;
-	uint64_t total, hdr;
+	uint64_t total;
+	int r;
 
+	*pin = NULL;
 	if (h->kind == BK_CUDA)
 		return stage_read(f, h, off, size, ptr, len);
 	if (!b) {
 		data = h->data;
 		total = h->len;
-		goto give;
-	}
-	total = b->g.size[h->kind];
-	hdr = b->g.hdr[h->kind];
-	data = b->file[h->kind];
-	if (off >= total) {
-		*ptr = data;
-		*len = 0;
-		return 0;
-	}
-	pthread_mutex_lock(&f->lock);
-	if (off + size > hdr)
-		wait_ready(f, b);
-	if (off + size > hdr && b->err) {
+	} else {
+		total = b->g.size[h->kind];
+		pthread_mutex_lock(&f->lock);
+		/* The header alone needs no samples, but the gpu images do. */
+		r = feed_pin(f, h,
+		    off + size > b->g.hdr[h->kind] ||
+			(h->kind == BK_IMAGES && b->job->cfg->gpu));
+		if (r == 0) {
+			if (off + size >= total && h->kind == BK_IMAGES)
+				b->consumed = true;
+			b->used = ++f->tick;
+		}
 		pthread_mutex_unlock(&f->lock);
-		return -EIO;
+		if (r != 0)
+			return r;
+		data = b->file[h->kind];
+		*pin = (struct feed_pin *)b;
 	}
-	if (off + size >= total && h->kind == BK_IMAGES)
-		b->consumed = true;
-	b->used = ++f->tick;
-	pthread_mutex_unlock(&f->lock);
-give:
 	if (off >= total)
 		size = 0;
 	else if (size > total - off)
@@ -384,6 +413,16 @@ give:
 }
 
 void
+feed_read_end(struct feed *f, struct feed_pin *pin)
+{
+	if (pin == NULL)
+		return;
+	pthread_mutex_lock(&f->lock);
+	feed_unpin(f, (struct batch *)pin);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void
 feed_release(struct feed *f, struct feed_handle *h)
 {
 	if (h->kind == BK_CUDA)
@@ -391,8 +430,7 @@ feed_release(struct feed *f, struct feed_handle *h)
 	if (h->b) {
 		pthread_mutex_lock(&f->lock);
 		h->b->refs--;
-		if (h->b->refs == 0 && f->mem_used > f->memory)
-			batch_make_room(f, 0, false);
+		batch_unref(f, h->b);
 		pthread_mutex_unlock(&f->lock);
 	}
 	free(h->data);

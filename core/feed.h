@@ -27,6 +27,7 @@
 
 struct feed;
 struct feed_handle;
+struct feed_pin; /* a read's hold on the bytes it returned */
 
 /* The files of a batch: BK_CUDA (its .cuda descriptor) with gpu = on. */
 enum batch_kind { BK_IMAGES, BK_LABELS, BK_IDS, BK_CUDA, BK_COUNT };
@@ -74,10 +75,15 @@ int feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
     struct feed_handle **out);
 /*
  * Bytes [off, off+size) of the file, clipped at its end: *ptr stays valid
- * until feed_release.  Blocks until the batch is ready; -EIO if it failed.
+ * until feed_read_end(*pin), which the caller calls once it has used them
+ * (after a successful feed_read only; it may come after feed_release).  Blocks until the batch is ready (and
+ * until memory allows it to be made); -EIO if it failed.  Between reads,
+ * an open file pins nothing: under memory pressure an idle batch's data
+ * is given back and made again, to the same bytes, by its next read.
  */
 int feed_read(struct feed *f, struct feed_handle *h, uint64_t off,
-    size_t size, const void **ptr, size_t *len);
+    size_t size, const void **ptr, size_t *len, struct feed_pin **pin);
+void feed_read_end(struct feed *f, struct feed_pin *pin); /* NULL: none */
 void feed_release(struct feed *f, struct feed_handle *h);
 
 /*

@@ -59,6 +59,7 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	}
 	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
 	j->raw_bytes = xf_sample_bytes(j->pl, XF_UINT8);
+	j->slot_bytes = cj->gpu ? j->raw_bytes : j->sample_bytes;
 	j->descr = cj->dtype == XF_UINT8     ? "|u1"
 		   : cj->dtype == XF_FLOAT16 ? "<f2"
 					     : "<f4";

@@ -5,9 +5,16 @@
  * in the view's order, and each finished one goes to the batch that has
  * waited longest for samples (or, with none waiting, to the ready list
  * that the next batch opened takes from first).  A slow image thus lands
- * in a later batch instead of holding back the one being read.  What a
- * batch got is kept (chosen) so that a batch released and opened again
- * holds the same samples.  Every function is called with feed.lock held.
+ * in a later batch instead of holding back the one being read.  A batch
+ * that completes before it started its whole quota (others' samples
+ * filled it) hands the rest on to the batch waiting longest, so the last
+ * batch of a view always fills.
+ *
+ * What a batch got is kept (chosen) for the life of the mount, so that a
+ * batch whose data was given back and that is read again holds the same
+ * samples: 4 bytes per sample of every relaxed view read, counted in the
+ * memory budget.  Once every batch of a view is chosen, the view keeps
+ * only that.  Every function is called with feed.lock held.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,15 +25,14 @@
 #include "core/engine.h"
 #include "core/sample.h"
 
-#define RVIEWS_KEPT 16 /* complete relaxed views whose choices are kept */
-#define RSPARE 16      /* spare sample buffers kept per job (not counted) */
+#define RSPARE 16 /* spare sample buffers kept per job (not counted) */
 
 /* A finished sample waiting for a batch. */
 struct rsample {
 	uint32_t id;
 	int err;
 	char *msg;
-	uint8_t *buf; /* sample_bytes; unused after a failure */
+	uint8_t *buf; /* the job's slot_bytes; unused after a failure */
 	struct rsample *next;
 };
 
@@ -42,6 +48,7 @@ struct rview {
 	struct rsample *ready, *ready_tail;  /* finished, not taken yet */
 	unsigned live;			     /* batches alive that point here */
 	unsigned inflight;		     /* samples being made */
+	uint64_t mem;			     /* bytes counted in the budget */
 	uint64_t used;
 	struct rview *next;
 };
@@ -59,7 +66,7 @@ rsample_get(struct feed *f, uint32_t job)
 	if (x) {
 		f->rfree[job] = x->next;
 		f->nrfree[job]--;
-	} else if ((x = malloc(sizeof(*x) + f->jobs[job].sample_bytes)) == NULL)
+	} else if ((x = malloc(sizeof(*x) + f->jobs[job].slot_bytes)) == NULL)
 		return NULL;
 	x->buf = (uint8_t *)(x + 1);
 	x->msg = NULL;
@@ -88,7 +95,7 @@ rview_free(struct feed *f, struct rview *rv)
 		struct rsample *x = rv->ready;
 
 		rv->ready = x->next;
-		feed_mem_sub(f, f->jobs[rv->job].sample_bytes);
+		feed_mem_sub(f, f->jobs[rv->job].slot_bytes);
 		rsample_put(f, rv->job, x);
 	}
 	for (uint64_t i = 0; rv->chosen && i < rv->nbatches; i++)
@@ -96,35 +103,31 @@ rview_free(struct feed *f, struct rview *rv)
 	free(rv->chosen);
 	free(rv->pos);
 	order_put(rv->order);
+	feed_mem_sub(f, rv->mem);
 	free(rv);
 }
 
-/* Forget the least recently used view that is complete and idle. */
+/*
+ * A view whose batches are all chosen and that nothing uses keeps only the
+ * choices: its positions and its order go.
+ */
 static void
-rview_forget_one(struct feed *f)
+rview_shrink(struct feed *f, struct rview *rv)
 {
-	struct rview *rv, **pp, **victim = NULL;
+	uint64_t bytes = rv->npos * sizeof(*rv->pos);
 
-	for (pp = &f->rviews; *pp; pp = &(*pp)->next) {
-		rv = *pp;
-		if (rv->live == 0 && rv->inflight == 0 &&
-		    rv->nchosen == rv->nbatches &&
-		    (!victim || rv->used < (*victim)->used))
-			victim = pp;
-	}
-	if (victim) {
-		rv = *victim;
-		*victim = rv->next;
-		f->nrviews--;
-		rview_free(f, rv);
-	}
+	if (rv->pos == NULL || rv->live || rv->inflight ||
+	    rv->nchosen < rv->nbatches)
+		return;
+	free(rv->pos);
+	rv->pos = NULL;
+	order_put(rv->order);
+	rv->order = NULL;
+	rv->mem -= bytes;
+	feed_mem_sub(f, bytes);
 }
 
-/*
- * The relaxed view of k, made on first use.  Beyond RVIEWS_KEPT, the least
- * recently used view that is complete and idle is forgotten: a batch of it
- * opened again is then chosen afresh.  NULL when out of memory.
- */
+/* The relaxed view of k, made on first use (NULL when out of memory). */
 static struct rview *
 rview_get(struct feed *f, const struct feed_key *k)
 {
@@ -138,8 +141,6 @@ rview_get(struct feed *f, const struct feed_key *k)
 			rv->used = ++f->tick;
 			return rv;
 		}
-	if (f->nrviews >= RVIEWS_KEPT)
-		rview_forget_one(f);
 	if ((rv = calloc(1, sizeof(*rv))) == NULL)
 		return NULL;
 	rv->job = k->job;
@@ -160,6 +161,9 @@ rview_get(struct feed *f, const struct feed_key *k)
 		at += plan_batch_positions(
 		    &j->plan, k->rank, k->world, b, rv->pos + at);
 	rv->npos = at;
+	rv->mem = rv->npos * sizeof(*rv->pos) +
+		  (rv->nbatches + 1) * sizeof(*rv->chosen);
+	feed_mem_add(f, rv->mem);
 	rv->used = ++f->tick;
 	rv->next = f->rviews;
 	f->rviews = rv;
@@ -182,19 +186,46 @@ rview_unwait(struct rview *rv, struct batch *b)
 		}
 }
 
-/* b is complete: remember what it holds. */
+/* b is complete: remember what it holds (for the life of the mount). */
 static void
-rview_choose(struct rview *rv, struct batch *b)
+rview_choose(struct feed *f, struct rview *rv, struct batch *b)
 {
 	uint32_t len = b->g.len, **c = &rv->chosen[b->key.batch];
 	const int64_t *ids =
 	    (const int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]);
 
-	if (*c || (*c = malloc(len * sizeof(uint32_t))) == NULL)
+	if (*c || (*c = malloc((len ? len : 1) * sizeof(uint32_t))) == NULL)
 		return;
 	for (uint32_t i = 0; i < len; i++)
 		(*c)[i] = (uint32_t)ids[i];
 	rv->nchosen++;
+	rv->mem += len * sizeof(uint32_t);
+	feed_mem_add(f, len * sizeof(uint32_t));
+	b->r.fixed = *c;
+}
+
+/*
+ * Batch b of rv completed before it started its whole quota: the samples
+ * it did not start are owed to the batch that has waited longest.
+ */
+static void
+hand_on(struct feed *f, struct rview *rv, struct batch *b)
+{
+	uint32_t left = b->r.quota - b->next;
+	struct batch *h = rv->wait_head;
+
+	if (left == 0)
+		return;
+	sched_dequeue(f, b);
+	f->queued_slots -= left;
+	b->r.quota = b->next;
+	if (h == NULL)
+		return; /* nobody waits: nothing is owed */
+	h->r.quota += left;
+	if (h->queued)
+		f->queued_slots += left;
+	else
+		sched_enqueue(f, h);
 }
 
 /*
@@ -217,9 +248,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 			    x->msg ? x->msg : strerror(-x->err));
 		}
 	} else
-		memcpy(b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] +
-			   (size_t)s * j->sample_bytes,
-		    x->buf, j->sample_bytes);
+		memcpy(sched_slot(b, s), x->buf, j->slot_bytes);
 	((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
 	    j->ds->samples[x->id].label;
 	((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = x->id;
@@ -227,7 +256,8 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 	if (b->r.filled < b->g.len)
 		return;
 	rview_unwait(rv, b);
-	rview_choose(rv, b);
+	hand_on(f, rv, b);
+	rview_choose(f, rv, b);
 	batch_ready(f, b);
 }
 
@@ -249,7 +279,7 @@ rview_deliver(struct feed *f, struct rview *rv, struct rsample *x)
 	else
 		rv->ready = x;
 	rv->ready_tail = x;
-	feed_mem_add(f, f->jobs[rv->job].sample_bytes);
+	feed_mem_add(f, f->jobs[rv->job].slot_bytes);
 }
 
 int
@@ -277,7 +307,7 @@ relaxed_attach(struct feed *f, struct batch *b)
 
 		if ((rv->ready = x->next) == NULL)
 			rv->ready_tail = NULL;
-		feed_mem_sub(f, b->job->sample_bytes);
+		feed_mem_sub(f, b->job->slot_bytes);
 		rslot_fill(f, b, x);
 	}
 	b->r.quota = b->g.len - b->r.filled;
@@ -287,9 +317,16 @@ relaxed_attach(struct feed *f, struct batch *b)
 void
 relaxed_detach(struct feed *f, struct batch *b)
 {
-	(void)f;
-	rview_unwait(b->r.rv, b);
-	b->r.rv->live--;
+	struct rview *rv = b->r.rv;
+
+	rview_unwait(rv, b);
+	if (!b->r.fixed)
+		hand_on(f, rv, b);
+	rv->live--;
+	b->r.rv = NULL;
+	b->r.fixed = NULL;
+	b->r.rnext = NULL;
+	rview_shrink(f, rv);
 }
 
 void
@@ -306,6 +343,8 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	f->queued_slots--;
 	if (b->next == b->r.quota)
 		sched_dequeue(f, b);
+	if (rv->started >= rv->npos)
+		return; /* every sample of the view is started */
 	p = rv->started++;
 	rv->inflight++;
 	/* Out of memory: wait until some is given back (or we stop). */
@@ -326,13 +365,14 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	}
 	pthread_mutex_unlock(&f->lock);
 	r = sample_make_slot(j, f->cache, rv->epoch, rv->order->ids, rv->pos[p],
-	    false, x->buf, &id, true, msg, msglen);
+	    j->cfg->gpu, x->buf, &id, true, msg, msglen);
 	x->id = id;
 	x->err = r;
 	if (r != 0)
 		x->msg = strdup(msg);
 	pthread_mutex_lock(&f->lock);
 	rview_deliver(f, rv, x);
+	rview_shrink(f, rv);
 }
 
 void

@@ -41,12 +41,12 @@ q_remove(struct queue *q, struct batch *b)
 	}
 }
 
-/* Queue b's quota of slots (a new batch).  Locked. */
+/* Queue b's slots not handed out yet (quota - next).  Locked. */
 void
 sched_enqueue(struct feed *f, struct batch *b)
 {
 	b->queued = true;
-	f->queued_slots += b->r.quota;
+	f->queued_slots += b->r.quota - b->next;
 	q_push(b->demanded ? &f->demand : &f->ahead, b);
 	pthread_cond_broadcast(&f->work);
 }
@@ -87,14 +87,14 @@ next_key(struct feed *f, struct feed_key *k)
 }
 
 void
-sched_readahead(struct feed *f, const struct feed_key *k, bool raw)
+sched_readahead(struct feed *f, const struct feed_key *k)
 {
 	struct feed_key n = *k;
 
 	for (uint64_t i = 0; i < f->cfg->mount.readahead; i++) {
 		if (!next_key(f, &n))
 			return;
-		if (!batch_get(f, &n, false, raw))
+		if (!batch_get(f, &n, BN_AHEAD))
 			return; /* out of budget: the reader catches up first */
 	}
 }
@@ -124,21 +124,30 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 		batch_ready(f, b);
 }
 
-/* Make slot s of b (unlocked): its sample into the images file. */
+uint8_t *
+sched_slot(struct batch *b, uint32_t s)
+{
+	const struct job *j = b->job;
+
+	if (j->cfg->gpu)
+		return b->raw + (size_t)s * j->raw_bytes;
+	return b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] +
+	       (size_t)s * j->sample_bytes;
+}
+
+/* Make slot s of b (unlocked). */
 static int
 make_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id, char *msg,
     size_t msglen)
 {
 	struct job *j = b->job;
-	size_t bytes = b->raw ? j->raw_bytes : j->sample_bytes;
-	uint8_t *dst =
-	    b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] + (size_t)s * bytes;
+	bool raw = j->cfg->gpu;
 
 	if (b->r.fixed) /* a relaxed batch rebuilt: its chosen ids */
 		return sample_make(j, f->cache, b->key.epoch,
-		    *id = b->r.fixed[s], false, dst, msg, msglen);
+		    *id = b->r.fixed[s], raw, sched_slot(b, s), msg, msglen);
 	return sample_make_slot(j, f->cache, b->key.epoch, b->order->ids,
-	    b->pos[s], b->raw, dst, id, true, msg, msglen);
+	    b->pos[s], raw, sched_slot(b, s), id, true, msg, msglen);
 }
 
 static void *

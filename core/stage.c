@@ -27,8 +27,8 @@ stage(struct feed *f, struct feed_handle *h)
 
 	memcpy(cv.mean, j->pl->mean, sizeof(cv.mean));
 	memcpy(cv.std, j->pl->std, sizeof(cv.std));
-	if ((r = gpu_stage(f->gpu, &cv, b->file[BK_IMAGES], b->g.len, &h->gbuf,
-		 msg, sizeof(msg))) != 0) {
+	if ((r = gpu_stage(f->gpu, &cv, b->raw, b->g.len, &h->gbuf, msg,
+		 sizeof(msg))) != 0) {
 		log_err("%s/epoch-%04" PRIu32 "/batch-%06" PRIu64 ".cuda: %s",
 		    j->cfg->name, b->key.epoch, b->key.batch, msg);
 		return r == -ENOSPC || r == -E2BIG ? -ENOSPC : -EIO;
@@ -51,14 +51,16 @@ stage_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 	pthread_mutex_lock(&h->lock);
 	if (!h->gbuf && !h->gerr) {
 		pthread_mutex_lock(&f->lock);
-		while (!b->ready)
-			pthread_cond_wait(&b->cv, &f->lock);
-		r = b->err ? -EIO : 0;
+		r = feed_pin(f, h, true);
 		b->used = ++f->tick;
 		pthread_mutex_unlock(&f->lock);
 		h->gerr = r ? r : stage(f, h);
 		pthread_mutex_lock(&f->lock);
-		b->consumed = true; /* on the device now: release it first */
+		if (r == 0) {
+			b->consumed =
+			    true; /* on the device: release it first */
+			feed_unpin(f, b);
+		}
 		pthread_mutex_unlock(&f->lock);
 	}
 	r = h->gerr;

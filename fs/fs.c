@@ -349,6 +349,7 @@ fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct feedfs *fs = fs_from_req(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	struct feed_pin *pin = NULL;
 	const void *p = NULL;
 	size_t len = 0;
 	int r = 0;
@@ -358,7 +359,8 @@ fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (off < 0)
 		r = -EINVAL;
 	else if (of->h)
-		r = feed_read(fs->feed, of->h, (uint64_t)off, size, &p, &len);
+		r = feed_read(
+		    fs->feed, of->h, (uint64_t)off, size, &p, &len, &pin);
 	else if ((uint64_t)off < of->len) {
 		len =
 		    of->len - (size_t)off < size ? of->len - (size_t)off : size;
@@ -366,13 +368,14 @@ fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/*
 	 * The last touch of `of`: once the reply is out, a release may free
-	 * it (the bytes replied are the batch's, which the handle keeps).
+	 * it.  The bytes replied are held by the pin, which outlives it.
 	 */
 	HANDOVER_RELEASE(of);
 	if (r != 0)
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_buf(req, len ? p : NULL, len);
+	feed_read_end(fs->feed, pin); /* the kernel has the bytes */
 }
 
 static void

@@ -14,16 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/ns.h"
 #include "core/sample.h"
 #include "tests/testlib.h"
 
 static char dir[] = "/tmp/test_engine.XXXXXX";
 
 static struct feed *
-start(const char *memory, unsigned readahead, const char *order)
+start_cfg(const char *memory, unsigned readahead, const char *order,
+    const char *jobname, const char *root, unsigned batch)
 {
 	char path[512], err[2048];
 	struct cfg *c = NULL;
@@ -37,11 +40,11 @@ start(const char *memory, unsigned readahead, const char *order)
 	}
 	fprintf(fp,
 	    "[mount]\ncache_size = 0\nthreads = 2\nmemory = %s\n"
-	    "readahead = %u\n[dataset d]\nroot = %s/data\n"
-	    "[job j]\nbatch_size = 6\nepochs = 3\norder = %s\n"
+	    "readahead = %u\n[dataset d]\nroot = %s/%s\n"
+	    "[job %s]\nbatch_size = %u\nepochs = 3\norder = %s\n"
 	    "pipeline = decode resize(40) cache random_resized_crop(32) "
 	    "flip(0.5) normalize(imagenet)\n",
-	    memory, readahead, dir, order);
+	    memory, readahead, dir, root, jobname, batch, order);
 	fclose(fp);
 	if (cfg_load(path, &c, err, sizeof(err)) != 0 ||
 	    feed_new(c, NULL, NULL, &f, err, sizeof(err)) != 0 ||
@@ -50,6 +53,12 @@ start(const char *memory, unsigned readahead, const char *order)
 		exit(99);
 	}
 	return f;
+}
+
+static struct feed *
+start(const char *memory, unsigned readahead, const char *order)
+{
+	return start_cfg(memory, readahead, order, "j", "data", 6);
 }
 
 /* The bytes mem_used holds with no batch and no order: the text files. */
@@ -74,13 +83,17 @@ read_all(
 
 	CHECK_EQ_INT(feed_open(f, k, kind, &h), 0);
 	while (off < size) {
+		struct feed_pin *pin;
 		const void *p;
 		size_t n;
 
-		CHECK_EQ_INT(feed_read(f, h, off, 100000, &p, &n), 0);
-		if (n == 0)
+		CHECK_EQ_INT(feed_read(f, h, off, 100000, &p, &n, &pin), 0);
+		if (n == 0) {
+			feed_read_end(f, pin);
 			break;
+		}
 		memcpy(buf + off, p, n);
+		feed_read_end(f, pin);
 		off += n;
 	}
 	feed_release(f, h);
@@ -126,7 +139,7 @@ test_bytes_and_budget(void)
 	for (uint64_t b = 2; b < 6; b++) {
 		struct feed_key n = {0, 0, 1, 1, b};
 
-		CHECK(batch_find(f, &n, false) != NULL);
+		CHECK(batch_find(f, &n) != NULL);
 	}
 	CHECK(f->mem_used <= f->memory);
 	pthread_mutex_unlock(&f->lock);
@@ -213,6 +226,236 @@ test_relaxed(void)
 	feed_free(f);
 }
 
+/*
+ * Issue 12 item 4: opening batch files escapes no budget.  200 opens
+ * without a read hold no data beyond the budget; reading each of them in
+ * turn, all still open, keeps the budget too (idle open batches give their
+ * data back and are made again, to the same bytes, when read again).
+ */
+static void
+test_opens_bounded(void)
+{
+	struct feed *f = start_cfg("16M", 2, "strict", "j", "data", 2);
+	struct job *j = &f->jobs[0];
+	uint64_t nb = plan_nbatches(&j->plan, 1), per;
+	struct feed_handle *h[200];
+	struct batch_geom g;
+	size_t n = 0, len1, len2;
+	uint8_t *first, *again;
+	struct feed_key k0 = {0, 0, 1, 0, 0};
+
+	job_batch_geom(j, 1, 0, &g);
+	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
+	f->memory = f->mem_used + 4 * per; /* four batches */
+	first = read_all(f, &k0, BK_IMAGES, &len1);
+	for (uint32_t e = 0; e < 3 && n < 200; e++)
+		for (uint64_t b = 0; b < nb && n < 200; b++) {
+			struct feed_key k = {0, 0, 1, e, b};
+
+			CHECK_EQ_INT(feed_open(f, &k, BK_IMAGES, &h[n]), 0);
+			n++;
+		}
+	CHECK(n == 3 * nb);
+	pthread_mutex_lock(&f->lock);
+	CHECK(f->mem_used <= f->memory);
+	pthread_mutex_unlock(&f->lock);
+	/* Read every open file, all of them held open. */
+	for (size_t i = 0; i < n; i++) {
+		struct feed_pin *pin;
+		const void *p;
+		size_t got;
+
+		CHECK_EQ_INT(feed_read(f, h[i], 0, 1 << 20, &p, &got, &pin), 0);
+		feed_read_end(f, pin);
+		pthread_mutex_lock(&f->lock);
+		CHECK(f->mem_used <= f->memory + per);
+		pthread_mutex_unlock(&f->lock);
+	}
+	/* Batch 0 of epoch 0 was given back and is made again the same. */
+	again = read_all(f, &k0, BK_IMAGES, &len2);
+	CHECK(len1 == len2 && memcmp(first, again, len1) == 0);
+	for (size_t i = 0; i < n; i++)
+		feed_release(f, h[i]);
+	free(first);
+	free(again);
+	feed_free(f);
+}
+
+/*
+ * Issue 12 item 2: relaxed order, a small budget, readahead 4, batches
+ * opened out of order (8, 0, 16, 4, ...): every batch fills (no reader
+ * waits forever) and every sample comes once.
+ */
+static void
+test_relaxed_out_of_order(void)
+{
+	struct feed *f = start_cfg("16M", 4, "relaxed", "j", "data", 2);
+	struct job *j = &f->jobs[0];
+	uint64_t nb = plan_nbatches(&j->plan, 1), per;
+	size_t n = j->ds->n;
+	unsigned *seen = calloc(n, sizeof(*seen));
+	static const uint64_t first[] = {8, 0, 16, 4, 12, 1};
+	bool *done = calloc(nb, sizeof(*done));
+	struct batch_geom g;
+
+	job_batch_geom(j, 1, 0, &g);
+	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
+	f->memory = f->mem_used + 5 * per;
+	for (uint64_t i = 0; i < nb + 6; i++) {
+		uint64_t b = i < 6 ? first[i] : i - 6;
+		struct feed_key k = {0, 0, 1, 0, b};
+		size_t ilen;
+		uint8_t *ids;
+		uint32_t len;
+
+		if (b >= nb || done[b])
+			continue;
+		done[b] = true;
+		ids = read_all(f, &k, BK_IDS, &ilen);
+		len = plan_batch_len(&j->plan, 1, b);
+		for (uint32_t s = 0; s < len; s++) {
+			int64_t id =
+			    ((const int64_t *)(ids + ilen - len * 8))[s];
+
+			if (id >= 0 && (size_t)id < n)
+				seen[id]++;
+		}
+		free(ids);
+	}
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ_INT(seen[i], 1);
+	free(seen);
+	free(done);
+	feed_free(f);
+}
+
+/*
+ * Issue 12 item 3: a relaxed batch's content stays fixed for the life of
+ * the mount, also after its data was given back and after many other
+ * views (more than the 16 once kept) were read.
+ */
+static void
+test_relaxed_fixed(void)
+{
+	struct feed *f = start_cfg("16M", 0, "relaxed", "j", "data", 8);
+	struct job *j = &f->jobs[0];
+	struct feed_key k = {0, 0, 1, 0, 1};
+	size_t l1, l2, l;
+	uint8_t *a = read_all(f, &k, BK_IDS, &l1), *b;
+
+	for (uint32_t w = 2; w < 22; w++) {
+		struct feed_key o = {0, 0, w, 1, 0};
+
+		free(read_all(f, &o, BK_IMAGES, &l));
+	}
+	pthread_mutex_lock(&f->lock);
+	f->memory = 0; /* everything idle must go */
+	batch_make_room(f, 1, true);
+	CHECK(batch_find(f, &k) == NULL);
+	f->memory = 64u << 20;
+	pthread_mutex_unlock(&f->lock);
+	b = read_all(f, &k, BK_IDS, &l2);
+	CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
+	free(a);
+	free(b);
+	(void)j;
+	feed_free(f);
+}
+
+/*
+ * Issue 12 item 1: with gpu = on, a batch's .cuda samples (raw), .npy
+ * images, labels and ids are one batch, also in relaxed order: each raw
+ * slot is the sample its id names, and the .npy is its conversion.  (No
+ * device here: the job is switched to gpu = on after its setup, which is
+ * all the engine looks at; the staging itself is test_gpu's.)
+ */
+static void
+test_gpu_batches(const char *order)
+{
+	struct feed *f = start_cfg("64M", 1, order, "j", "data", 6);
+	struct job *j = &f->jobs[0];
+	uint8_t *raw = malloc(j->raw_bytes), *img = malloc(j->sample_bytes);
+	char err[512];
+
+	((struct cfg_job *)j->cfg)->gpu = true;
+	j->slot_bytes = j->raw_bytes;
+	for (uint64_t b = 0; b < 3; b++) {
+		struct feed_key k = {0, 0, 1, 2, (b * 5) % 7};
+		size_t ilen, llen, len;
+		uint8_t *ids = read_all(f, &k, BK_IDS, &ilen);
+		uint8_t *labels = read_all(f, &k, BK_LABELS, &llen);
+		uint8_t *imgs = read_all(f, &k, BK_IMAGES, &len);
+		uint32_t n = plan_batch_len(&j->plan, 1, k.batch);
+		struct batch *bt;
+
+		pthread_mutex_lock(&f->lock);
+		bt = batch_find(f, &k);
+		CHECK(bt != NULL && bt->raw != NULL);
+		pthread_mutex_unlock(&f->lock);
+		for (uint32_t s = 0; bt && s < n; s++) {
+			int64_t id = ((const int64_t *)(ids + ilen - n * 8))[s];
+
+			CHECK_EQ_INT(
+			    ((const int64_t *)(labels + llen - n * 8))[s],
+			    j->ds->samples[id].label);
+			CHECK_EQ_INT(sample_make(j, NULL, 2, (uint32_t)id, true,
+					 raw, err, sizeof(err)),
+			    0);
+			CHECK(memcmp(bt->raw + s * j->raw_bytes, raw,
+				  j->raw_bytes) == 0);
+			CHECK_EQ_INT(sample_make(j, NULL, 2, (uint32_t)id,
+					 false, img, err, sizeof(err)),
+			    0);
+			CHECK(memcmp(imgs + len - (n - s) * j->sample_bytes,
+				  img, j->sample_bytes) == 0);
+		}
+		free(ids);
+		free(labels);
+		free(imgs);
+	}
+	free(raw);
+	free(img);
+	feed_free(f);
+}
+
+/* Issue 12 item 14: odd names in samples.tsv and info.json; a job name of
+ * 128 characters is listed whole and found. */
+static void
+test_names(void)
+{
+	char name[129], path[1024], ent[NS_NAME_MAX];
+	const char *text;
+	size_t len;
+	char *owned;
+	struct ns_key root, c;
+	struct feed *f;
+	FILE *fp;
+
+	memset(name, 'n', 128);
+	name[128] = '\0';
+	snprintf(path, sizeof(path), "%s/odd/cl\xff", dir);
+	if (mkdir(path, 0700) != 0)
+		perror(path);
+	snprintf(path, sizeof(path), "%s/odd/cl\xff/a\tb\nc\\.jpg", dir);
+	snprintf(
+	    ent, sizeof(ent), "cp %s/data/class000/*000.jpg '%s'", dir, path);
+	if ((fp = fopen(path, "w")) != NULL)
+		fclose(fp);
+	CHECK(system(ent) == 0);
+	f = start_cfg("64M", 0, "strict", name, "odd", 2);
+	CHECK_EQ_INT(feed_text(f, FT_SAMPLES, 0, &text, &len, &owned), 0);
+	CHECK(len > 0 &&
+	      strstr(text, "0\tcl\xff/a\\tb\\nc\\\\.jpg\t0\n") == text);
+	CHECK_EQ_INT(feed_text(f, FT_INFO, 0, &text, &len, &owned), 0);
+	CHECK(strstr(text, "\"cl\\ufffd\"") != NULL);
+	ns_root(&root);
+	CHECK(ns_entry(f, &root, 2, ent, sizeof(ent), &c));
+	CHECK_EQ_STR(ent, name);
+	CHECK_EQ_INT(ns_child(f, &root, name, &c), 0);
+	CHECK_EQ_INT(c.type, NS_JOB);
+	feed_free(f);
+}
+
 int
 main(void)
 {
@@ -234,6 +477,14 @@ main(void)
 	test_bytes_and_budget();
 	test_small_budget();
 	test_relaxed();
+	test_opens_bounded();
+	test_relaxed_out_of_order();
+	test_relaxed_fixed();
+	test_gpu_batches("strict");
+	test_gpu_batches("relaxed");
+	snprintf(cmd, sizeof(cmd), "mkdir %s/odd", dir);
+	CHECK(system(cmd) == 0);
+	test_names();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
