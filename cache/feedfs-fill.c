@@ -155,10 +155,9 @@ worker(void *arg)
 	struct fill *fl = arg;
 	char err[1024];
 	size_t i;
-	int r;
 
 	while ((i = atomic_fetch_add(&fl->next, 1)) < fl->n) {
-		r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
+		int r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
 		if (r == 1)
 			atomic_fetch_add(&fl->present, 1);
 		else if (r == 0)

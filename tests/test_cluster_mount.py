@@ -14,7 +14,9 @@ feedfs-fill, against three memcached servers started here on free
     succeeds with feedfs-ref's bytes, the failure is logged once and
     counted;
   - no memcached at all (cluster names a closed port): the mount starts
-    and serves feedfs-ref's bytes.
+    and serves feedfs-ref's bytes;
+  - cluster_auth naming a file that others can read: the mount says so
+    and serves without the tier, feedfs-fill exits 2.
 
 Exits 77 without /usr/bin/memcached."""
 
@@ -242,4 +244,26 @@ with fflib.Mount(t, cfg, t.path("mnt-E"), "-o",
     check(m.stats()["feedfs_cluster_errors_total"] > 0,
           "mount E: no cluster errors counted")
     log("mount E (no server): served epoch 0, %d misses" % miss)
+
+# ---- an auth file that others can read: refused, the mount serves -----------
+auth = t.path("mc.auth")
+with open(auth, "w") as f:
+    f.write("user secret\n")
+os.chmod(auth, 0o644)
+with fflib.Mount(t, cfg, t.path("mnt-F"), "-o",
+                 "cache_dir=%s,cluster=127.0.0.1:%d,cluster_auth=%s"
+                 % (t.path("cache-F"), closed, auth)) as m:
+    read_epoch(m, "c", 0, ref_c)
+    check(m.stats()["feedfs_cluster_enabled"] == 0,
+          "mount F: the cluster tier is on with a world-readable auth file")
+    check("serving without the cluster tier" in m.log(),
+          "mount F does not say why the tier is off:\n" + m.log())
+r = subprocess.run([FILL, "-o", "cluster=127.0.0.1:%d,cluster_auth=%s"
+                    % (closed, auth), cfg, "c"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+check(r.returncode == 2 and b"cluster:" in r.stderr,
+      "feedfs-fill with a world-readable auth file: exit %d, %r"
+      % (r.returncode, r.stderr))
+log("auth file of mode 0644: the mount serves without the tier, "
+    "feedfs-fill exits 2")
 log("ok")
