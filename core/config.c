@@ -88,6 +88,8 @@ cfg_free(struct cfg *c)
 	free(c->datasets);
 	free(c->jobs);
 	free(c->mount.cache_dir);
+	free(c->mount.cluster);
+	free(c->mount.cluster_auth);
 	free(c->path);
 	free(c);
 }

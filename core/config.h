@@ -37,6 +37,8 @@ struct cfg_mount {
 	uint64_t memory;     /* bytes */
 	uint64_t readahead;  /* batches ahead of each sequential reader */
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
+	char *cluster;       /* memcached servers "H:P,...", or NULL */
+	char *cluster_auth;  /* absolute: SASL user and password, or NULL */
 };
 
 struct cfg_dataset {

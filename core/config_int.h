@@ -16,6 +16,8 @@ enum ktype {
 	K_COUNT, /* uint64_t in [lo, hi] */
 	K_BOOL,  /* bool */
 	K_ENUM,  /* an enum (int): index into names */
+	K_SERVERS, /* char *, a memcached server list (cluster_check_servers);
+		      empty: NULL, no servers */
 };
 
 struct key {

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cache/cluster.h"
 #include "core/config_int.h"
 
 #define MAX_THREADS 1024
@@ -44,6 +45,10 @@ static const struct key keys[] = {
 	"a count from 0 to 1024"},
     {SEC_MOUNT, "gpu_memory", K_SIZE, M(gpu_memory), -1, MIN_MEMORY, 0, NULL,
 	"like 1G or 512M; at least 16M"},
+    {SEC_MOUNT, "cluster", K_SERVERS, M(cluster), -1, 0, 0, NULL,
+	"HOST:PORT[,HOST:PORT...]"},
+    {SEC_MOUNT, "cluster_auth", K_PATH, M(cluster_auth), -1, 0, 0, NULL,
+	"a file"},
     {SEC_DATASET, "root", K_PATH, D(root), -1, 0, 0, NULL, "a directory"},
     {SEC_DATASET, "manifest", K_PATH, D(manifest), -1, 0, 0, NULL, "a file"},
     {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,
@@ -232,6 +237,24 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 		s = k->type == K_PATH ? cfg_join_path(dir, val) : strdup(val);
 		if (s == NULL)
 			return -ENOMEM;
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case K_SERVERS: {
+		char why[256];
+		char *s = NULL;
+
+		/* Empty: no cluster (-o cluster= turns the config's off). */
+		if (val[0] != '\0') {
+			if (cluster_check_servers(val, why, sizeof(why)) != 0) {
+				snprintf(msg, len, "%s: %s (expected %s)",
+				    k->name, why, k->what);
+				return -EINVAL;
+			}
+			if ((s = strdup(val)) == NULL)
+				return -ENOMEM;
+		}
 		free(*(char **)field);
 		*(char **)field = s;
 		return 0;

@@ -35,6 +35,7 @@
 
 struct cache;
 struct cache_ctl;
+struct cluster;
 struct gpu;
 struct gpu_buf;
 struct rview;
@@ -114,6 +115,7 @@ struct feed {
 	struct job *jobs;
 	size_t njobs;
 	struct cache *cache; /* NULL: serve without */
+	struct cluster *cluster; /* the cluster tier; NULL: none */
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "cache/cluster.h"
 #include "core/engine.h"
 #include "core/log.h"
 #include "gpu/gpu.h"
@@ -114,6 +115,24 @@ open_cache(struct feed *f)
 		log_warn("cache: no control socket for feedfs-cache: %s", msg);
 }
 
+/* The cluster tier; a failure (an auth file refused) serves without. */
+static void
+open_cluster(struct feed *f)
+{
+	const struct cfg_mount *m = &f->cfg->mount;
+	char msg[1024];
+
+	if (m->cluster == NULL)
+		return;
+	if (cluster_open(m->cluster, m->cluster_auth, &f->cluster, msg,
+		sizeof(msg)) != 0) {
+		log_warn("cluster: %s; serving without the cluster tier", msg);
+		return;
+	}
+	for (size_t i = 0; i < f->njobs; i++)
+		f->jobs[i].cluster = f->cluster;
+}
+
 int
 feed_start(struct feed *f)
 {
@@ -121,6 +140,7 @@ feed_start(struct feed *f)
 	int r;
 
 	open_cache(f);
+	open_cluster(f);
 	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
 		if (!f->jobs[i].cfg->gpu)
 			continue;
@@ -153,6 +173,7 @@ feed_free(struct feed *f)
 	cache_ctl_stop(f->ctl);
 	if (f->cache)
 		cache_close(f->cache);
+	cluster_close(f->cluster);
 	gpu_fini(f->gpu);
 	feed_text_fini(f);
 	for (size_t i = 0; i < f->njobs; i++)

@@ -21,7 +21,9 @@
 
 /* Per-job counters, updated atomically by every worker. */
 struct job_stats {
-	atomic_uint_fast64_t cache_hits, cache_misses;
+	atomic_uint_fast64_t cache_hits, cache_misses; /* the local cache */
+	/* The cluster tier: local misses it served, and those it lacked. */
+	atomic_uint_fast64_t cluster_hits, cluster_misses;
 	atomic_uint_fast64_t samples, decode_errors, substituted;
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
@@ -29,6 +31,8 @@ struct job_stats {
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
 };
+
+struct cluster;
 
 struct job {
 	const struct cfg_job *cfg;
@@ -45,6 +49,8 @@ struct job {
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
 	atomic_bool source_logged; /* a failure of the dataset was logged */
+	struct cluster *cluster; /* the cluster tier, or NULL (not owned;
+				    set by feed_start and feedfs-fill) */
 	struct job_stats st;
 };
 

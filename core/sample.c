@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/cluster.h"
 #include "core/log.h"
 #include "core/sample.h"
 #include "transforms/rng.h"
@@ -124,39 +125,177 @@ usable(struct cache_val *v)
 }
 
 /*
- * The prefix image of sample id: from the cache when it holds it, else
- * decoded (and stored).  Errors name the file.
+ * The cluster tier's value (cluster.h keeps the length and checksum): a
+ * 16-byte header, "FFP1" then width, height and channels (3) as 32-bit
+ * little-endian numbers, then the h x w x 3 uint8 pixels.
+ */
+#define TIER_MAGIC 0x31504646u /* "FFP1" read little endian */
+#define TIER_HDR 16
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Say the cluster's first server failure, once per cluster. */
+static void
+tier_warn(struct cluster *cl)
+{
+	char msg[512];
+
+	if (cluster_error_once(cl, msg, sizeof(msg)))
+		log_warn("cluster: %s; values on that server are misses until "
+			 "it answers (said once; counted in "
+			 "feedfs_cluster_errors_total)",
+		    msg);
+}
+
+/* The prefix image under key in the cluster tier: 0, else a miss. */
+static int
+tier_get(
+    struct cluster *cl, const uint8_t key[CACHE_KEY_LEN], struct xf_image *img)
+{
+	uint8_t *d;
+	size_t len, n;
+	uint32_t w, h;
+	int r;
+
+	if ((r = cluster_get(cl, key, &d, &len)) != 0) {
+		if (r == -EIO)
+			tier_warn(cl);
+		return r;
+	}
+	if (len < TIER_HDR || get32(d) != TIER_MAGIC || get32(d + 12) != 3)
+		goto bad;
+	w = get32(d + 4);
+	h = get32(d + 8);
+	if (w == 0 || h == 0 ||
+	    __builtin_mul_overflow((size_t)w, (size_t)h, &n) ||
+	    __builtin_mul_overflow(n, (size_t)3, &n) || len - TIER_HDR != n)
+		goto bad;
+	memmove(d, d + TIER_HDR, n);
+	img->w = w;
+	img->h = h;
+	img->px = d; /* transferred */
+	return 0;
+bad:
+	free(d);
+	return -EBADMSG;
+}
+
+/* Store img under key in the cluster tier (cluster_put's return). */
+static int
+tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
+    const struct xf_image *img)
+{
+	size_t n = (size_t)img->w * img->h * 3;
+	uint8_t *d;
+	int r;
+
+	if ((d = malloc(TIER_HDR + n)) == NULL)
+		return -ENOMEM;
+	put32(d, TIER_MAGIC);
+	put32(d + 4, img->w);
+	put32(d + 8, img->h);
+	put32(d + 12, 3);
+	memcpy(d + TIER_HDR, img->px, n);
+	if ((r = cluster_put(cl, key, d, TIER_HDR + n)) == -EIO)
+		tier_warn(cl);
+	free(d);
+	return r;
+}
+
+/* Keep img in the local cache under key (a failure is only counted). */
+static void
+local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct xf_image *img)
+{
+	struct cache_val v;
+
+	v.w = img->w;
+	v.h = img->h;
+	v.c = 3;
+	v.dtype = 0;
+	v.data = img->px;
+	v.len = (size_t)img->w * img->h * 3;
+	v.prefix = j->prefix;
+	cache_put(c, key, &v);
+}
+
+/*
+ * Look key up in the local cache c (may be NULL), then in the cluster
+ * tier; a value from the cluster is kept locally too.  0 with img filled
+ * on a hit (counted); -ENOENT on a miss of both (counted by the caller
+ * once the sample is made).
+ */
+static int
+lookup(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    struct xf_image *img)
+{
+	struct cache_val v;
+
+	if (c != NULL && cache_get(c, key, &v) == 0 && usable(&v)) {
+		atomic_fetch_add(&j->st.cache_hits, 1);
+		img->w = v.w;
+		img->h = v.h;
+		img->px = v.data; /* transferred */
+		return 0;
+	}
+	if (j->cluster == NULL || tier_get(j->cluster, key, img) != 0)
+		return -ENOENT;
+	if (c != NULL) {
+		atomic_fetch_add(&j->st.cache_misses, 1);
+		local_put(j, c, key, img);
+	}
+	atomic_fetch_add(&j->st.cluster_hits, 1);
+	return 0;
+}
+
+/*
+ * The prefix image of sample id: from the local cache or the cluster tier
+ * when one holds it, else decoded (and stored in both).  Errors name the
+ * file.
  */
 static int
 prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
     struct xf_image *img, char *err, size_t errlen)
 {
 	uint8_t digest[32], key[CACHE_KEY_LEN];
-	struct cache_val v;
 	struct stat st;
 	uint8_t *src = NULL;
 	size_t len = 0;
 	char msg[384];
-	bool cached = c != NULL && j->prefix[0] != '\0';
+	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
 	bool have_digest = false;
 	int r;
 
-	if (cached && stat(path, &st) == 0 &&
+	/* A remembered digest: a hit in either tier reads no source. */
+	if (cached && c != NULL && stat(path, &st) == 0 &&
 	    cache_get_digest(c, path, &st, digest) == 0) {
 		have_digest = true;
 		cache_key(digest, j->prefix, key);
-		if (cache_get(c, key, &v) == 0 && usable(&v))
-			goto hit;
+		if (lookup(j, c, key, img) == 0)
+			return 0;
 	}
 	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
 		return r;
 	if (cached && !have_digest) {
 		cache_sha256(src, len, digest);
-		cache_put_digest(c, path, &st, digest);
+		if (c != NULL)
+			cache_put_digest(c, path, &st, digest);
 		cache_key(digest, j->prefix, key);
-		if (cache_get(c, key, &v) == 0 && usable(&v)) {
+		if (lookup(j, c, key, img) == 0) {
 			free(src);
-			goto hit;
+			return 0;
 		}
 	}
 	r = xf_run_prefix(j->pl, src, len, img, msg, sizeof(msg));
@@ -165,24 +304,78 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;
 	}
-	if (cached) {
+	if (cached && c != NULL) {
 		atomic_fetch_add(&j->st.cache_misses, 1);
-		v.w = img->w;
-		v.h = img->h;
-		v.c = 3;
-		v.dtype = 0;
-		v.data = img->px;
-		v.len = (size_t)img->w * img->h * 3;
-		v.prefix = j->prefix;
-		cache_put(c, key, &v);
+		local_put(j, c, key, img);
+	}
+	if (cached && j->cluster != NULL) {
+		atomic_fetch_add(&j->st.cluster_misses, 1);
+		tier_put(j->cluster, key, img);
 	}
 	return 0;
-hit:
-	atomic_fetch_add(&j->st.cache_hits, 1);
-	img->w = v.w;
-	img->h = v.h;
-	img->px = v.data; /* transferred */
+}
+
+/* The path of sample id in path (PATH_MAX); -EIO and err if too long. */
+static int
+sample_path(const struct job *j, uint32_t id, char *path, size_t len, char *err,
+    size_t errlen)
+{
+	const struct dataset *ds = j->ds;
+
+	if ((size_t)snprintf(
+		path, len, "%s/%s", ds->root, ds->samples[id].path) >= len) {
+		snprintf(err, errlen, "%s/%s: path too long", ds->root,
+		    ds->samples[id].path);
+		return -EIO;
+	}
 	return 0;
+}
+
+int
+sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
+{
+	uint8_t digest[32], key[CACHE_KEY_LEN];
+	struct xf_image img = {0};
+	char path[4096], msg[512];
+	uint8_t *src = NULL;
+	size_t len = 0;
+	struct stat st;
+	int r;
+
+	if (j->cluster == NULL || j->prefix[0] == '\0') {
+		snprintf(err, errlen, "job %s: nothing to fill", j->cfg->name);
+		return -EINVAL;
+	}
+	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
+		return r;
+	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+		return -EIO;
+	cache_sha256(src, len, digest);
+	cache_key(digest, j->prefix, key);
+	/* Already there (and whole): skipped.  A damaged value is redone. */
+	if (tier_get(j->cluster, key, &img) == 0) {
+		free(img.px);
+		free(src);
+		return 1;
+	}
+	r = xf_run_prefix(j->pl, src, len, &img, msg, sizeof(msg));
+	free(src);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", path, msg);
+		return -EIO;
+	}
+	r = tier_put(j->cluster, key, &img);
+	free(img.px);
+	if (r == -EFBIG)
+		snprintf(err, errlen,
+		    "%s: its prefix is too large for the cluster tier", path);
+	else if (r != 0) {
+		cluster_last_error(j->cluster, msg, sizeof(msg));
+		snprintf(err, errlen, "%s: not stored: %s", path,
+		    r == -EIO ? msg : strerror(-r));
+		r = r == -EIO ? -ECOMM : r;
+	}
+	return r;
 }
 
 /* A sample of a pipeline without cache, from the file in one call. */
@@ -212,18 +405,13 @@ int
 sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
     bool raw, void *dst, char *err, size_t errlen)
 {
-	const struct dataset *ds = j->ds;
 	struct xf_image img = {0};
 	char path[4096];
 	uint64_t t0 = now_ns();
 	int r;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", ds->root,
-		ds->samples[id].path) >= sizeof(path)) {
-		snprintf(err, errlen, "%s/%s: path too long", ds->root,
-		    ds->samples[id].path);
-		return -EIO;
-	}
+	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
+		return r;
 	if (j->prefix[0] == '\0') {
 		/*
 		 * No cache op: nothing to store, so the whole pipeline runs

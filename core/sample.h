@@ -1,9 +1,10 @@
 /*
  * sample.h - one sample, from source file to output bytes.
  *
- * The prefix result comes from the cache when it can (a hit reads nothing
- * from the source), else the source is read, digested, decoded and the
- * result stored.  The suffix (random ops, output conversion) always runs.
+ * The prefix result comes from the local cache when it can (a hit reads
+ * nothing from the source), else from the cluster tier (j->cluster, when
+ * set; a hit there is kept locally too), else the source is read,
+ * digested, decoded and the result stored in both.  The suffix (random ops, output conversion) always runs.
  * Thread safe: any number of workers make samples of one job at once.
  */
 #ifndef FEEDFS_SAMPLE_H
@@ -37,5 +38,15 @@ int sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 int sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *order, uint64_t pos, bool raw, void *dst,
     uint32_t *id_out, bool log, char *err, size_t errlen);
+
+/*
+ * feedfs-fill's step: make sure the cluster tier (j->cluster, required)
+ * holds the prefix of sample id, under the key the mount looks up.  1 when
+ * it was already there (whole; nothing decoded), 0 when decoded and
+ * stored.  Else err says why: -EIO the file cannot be read or decoded,
+ * -EFBIG the value is over CLUSTER_MAX_VALUE, -ECOMM a server did not
+ * take it, -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
+ */
+int sample_fill(struct job *j, uint32_t id, char *err, size_t errlen);
 
 #endif

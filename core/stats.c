@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cache/cache.h"
+#include "cache/cluster.h"
 #include "core/engine.h"
 #include "core/sbuf.h"
 
@@ -35,6 +36,44 @@ stats_cache_error(struct feed *f, struct sbuf *sb)
 	sb_printf(sb, "\"} 1\n");
 }
 
+/* The cluster tier's own counters (all jobs together). */
+static void
+stats_cluster(struct feed *f, struct sbuf *sb)
+{
+	struct cluster_stats cs = {0};
+
+	if (f->cluster)
+		cluster_get_stats(f->cluster, &cs);
+	sb_printf(sb,
+	    "# HELP feedfs_cluster_enabled Whether the cluster tier is in "
+	    "use.\n# TYPE feedfs_cluster_enabled gauge\n"
+	    "feedfs_cluster_enabled %d\n"
+	    "# HELP feedfs_cluster_errors_total Cluster gets and puts that a "
+	    "server failed (down, timed out, refused).\n"
+	    "# TYPE feedfs_cluster_errors_total counter\n"
+	    "feedfs_cluster_errors_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_bad_values_total Cluster values refused "
+	    "(checksum, length, lost chunk): misses.\n"
+	    "# TYPE feedfs_cluster_bad_values_total counter\n"
+	    "feedfs_cluster_bad_values_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_bytes_in_total Value bytes of cluster "
+	    "hits.\n# TYPE feedfs_cluster_bytes_in_total counter\n"
+	    "feedfs_cluster_bytes_in_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_bytes_out_total Value bytes stored in the "
+	    "cluster.\n# TYPE feedfs_cluster_bytes_out_total counter\n"
+	    "feedfs_cluster_bytes_out_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_puts_total Values stored in the cluster.\n"
+	    "# TYPE feedfs_cluster_puts_total counter\n"
+	    "feedfs_cluster_puts_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_skipped_total Values not stored: larger "
+	    "than the cluster takes.\n"
+	    "# TYPE feedfs_cluster_skipped_total counter\n"
+	    "feedfs_cluster_skipped_total %" PRIu64 "\n",
+	    f->cluster != NULL, cs.errors + cs.put_errors,
+	    cs.bad_checksum + cs.missing_chunks, cs.bytes_in, cs.bytes_out,
+	    cs.puts, cs.skipped_large);
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -47,7 +86,15 @@ feed_stats(struct feed *f, size_t *len)
 	    C("feedfs_cache_hits_total", cache_hits,
 		"Samples whose cached prefix came from the cache.", false),
 	    C("feedfs_cache_misses_total", cache_misses,
-		"Samples decoded because the cache lacked them.", false),
+		"Samples the local cache lacked (from the cluster tier, or "
+		"decoded).",
+		false),
+	    C("feedfs_cluster_hits_total", cluster_hits,
+		"Samples the local cache lacked and the cluster tier had.",
+		false),
+	    C("feedfs_cluster_misses_total", cluster_misses,
+		"Samples decoded because the cluster tier lacked them too.",
+		false),
 	    C("feedfs_samples_total", samples, "Samples prepared.", false),
 	    C("feedfs_sample_errors_total", decode_errors,
 		"Samples that could not be read or decoded.", false),
@@ -147,5 +194,6 @@ feed_stats(struct feed *f, size_t *len)
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes);
 	stats_cache_error(f, &sb);
+	stats_cluster(f, &sb);
 	return sb_done(&sb, len);
 }

@@ -37,7 +37,8 @@ usage(FILE *fp)
 	    "  -d        debug output (implies -f)\n"
 	    "  -o opt    a [mount] key of feedfs.conf(5) (cache_dir=DIR,\n"
 	    "            cache_size=SIZE, threads=N, memory=SIZE, readahead=N,\n"
-	    "            gpu_memory=SIZE), or a FUSE mount option (allow_other)\n"
+	    "            gpu_memory=SIZE, cluster=HOST:PORT[,HOST:PORT...],\n"
+	    "            cluster_auth=FILE), or a FUSE mount option (allow_other)\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "See feedfs(8) and feedfs.conf(5).\n");
@@ -85,6 +86,24 @@ add_opts(struct opts *o, const char *list)
 		return -ENOMEM;
 	for (tok = strtok_r(dup, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
+		/*
+		 * cluster=h1:11211,h2:11211: a HOST:PORT after cluster= goes
+		 * on its server list (no FUSE option has a colon and no =).
+		 */
+		if (o->nmount_kv > 0 && !strchr(tok, '=') && strchr(tok, ':') &&
+		    strncmp(o->mount_kv[o->nmount_kv - 1], "cluster=", 8) ==
+			0) {
+			char **last = &o->mount_kv[o->nmount_kv - 1];
+			char *s;
+
+			if (asprintf(&s, "%s,%s", *last, tok) < 0) {
+				free(dup);
+				return -ENOMEM;
+			}
+			free(*last);
+			*last = s;
+			continue;
+		}
 		if (cfg_is_mount_key(tok, strcspn(tok, "="))) {
 			char **kv = realloc(o->mount_kv,
 			    (o->nmount_kv + 1) * sizeof(*kv));

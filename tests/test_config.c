@@ -414,6 +414,50 @@ test_absurd(void)
 	bad("[mount]\ncache_size = 99999999999T\n" HEAD, 2, "not a size");
 }
 
+/* The cluster tier's keys: the server list is checked, auth is a path. */
+static void
+test_cluster(void)
+{
+	struct cfg *c;
+	char err[1024], want[300];
+
+	c = good("[mount]\n"
+		 "cluster = h1:11211, 10.0.0.2:11211,[::1]:11212\n"
+		 "cluster_auth = mc.auth\n" HEAD);
+	if (c) {
+		CHECK_EQ_STR(c->mount.cluster,
+		    "h1:11211, 10.0.0.2:11211,[::1]:11212");
+		snprintf(want, sizeof(want), "%s/mc.auth", dir);
+		CHECK_EQ_STR(c->mount.cluster_auth, want);
+		/* -o overrides; an empty list turns the tier off. */
+		CHECK_EQ_INT(cfg_set_mount(c, "cluster", "a:1,b:2", err,
+				 sizeof(err)),
+		    0);
+		CHECK_EQ_STR(c->mount.cluster, "a:1,b:2");
+		CHECK_EQ_INT(cfg_set_mount(c, "cluster", "a:1,a:1", err,
+				 sizeof(err)),
+		    -EINVAL);
+		CHECK(strstr(err, "-o cluster=a:1,a:1: cluster: ") == err);
+		CHECK_EQ_STR(c->mount.cluster, "a:1,b:2");
+		CHECK_EQ_INT(cfg_set_mount(c, "cluster", "", err, sizeof(err)),
+		    0);
+		CHECK(c->mount.cluster == NULL);
+		cfg_free(c);
+	}
+	c = good(HEAD);
+	if (c) {
+		CHECK(c->mount.cluster == NULL);
+		CHECK(c->mount.cluster_auth == NULL);
+		cfg_free(c);
+	}
+	bad("[mount]\ncluster = h1\n" HEAD, 2, "cluster: server 1");
+	bad("[mount]\n\ncluster = h1:1,h2:99999\n" HEAD, 3,
+	    "cluster: server 2");
+	bad("[mount]\ncluster = h1:1\ncluster = h2:1\n" HEAD, 3,
+	    "given twice");
+	bad("[mount]\ncluster_auth =\n" HEAD, 2, "cluster_auth: empty path");
+}
+
 static void
 test_missing_file(void)
 {
@@ -442,6 +486,7 @@ main(void)
 	test_hostile_files();
 	test_absurd();
 	test_missing_file();
+	test_cluster();
 	unlink(path);
 	rmdir(dir);
 	return TEST_SUMMARY();

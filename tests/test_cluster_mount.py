@@ -1,0 +1,269 @@
+#!/usr/bin/python3
+"""test_cluster_mount.py - the cluster tier through real mounts and
+feedfs-fill, against three memcached servers started here on free
+127.0.0.1 ports and killed here by pid (also on failure):
+
+  - mount A (its own cache_dir) reads epoch 0 of job a: every sample a
+    cluster miss, computed and stored in the cluster;
+  - mount B (another cache_dir, the same cluster) reads epoch 0 of job a
+    with >= 95% cluster hits, bytes equal to A's and to feedfs-ref's;
+  - two feedfs-fill processes (--part 0/2 and 1/2, at once) fill for job c
+    (another prefix); mount C's first epoch of c gets >= 95% cluster hits
+    and feedfs-ref's bytes; a second fill run skips everything;
+  - a server killed with -9 while mount D reads an epoch: every read
+    succeeds with feedfs-ref's bytes, the failure is logged once and
+    counted;
+  - no memcached at all (cluster names a closed port): the mount starts
+    and serves feedfs-ref's bytes;
+  - cluster_auth naming a file that others can read: the mount says so
+    and serves without the tier, feedfs-fill exits 2.
+
+Exits 77 without /usr/bin/memcached."""
+
+import atexit
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fflib  # noqa: E402
+from fflib import check, log  # noqa: E402
+
+MEMCACHED = "/usr/bin/memcached"
+FILL = os.path.join(fflib.BUILDDIR, "feedfs-fill")
+N = 64
+
+if not os.access(MEMCACHED, os.X_OK):
+    fflib.skip("%s is missing" % MEMCACHED)
+check(os.access(FILL, os.X_OK), "%s is not built" % FILL)
+t = fflib.Test()
+
+servers = []  # [port, Popen]
+
+
+def kill_servers():
+    for s in servers:
+        if s[1] is not None and s[1].poll() is None:
+            os.kill(s[1].pid, signal.SIGKILL)
+            s[1].wait()
+
+
+atexit.register(kill_servers)  # runs before Test's cleanup (LIFO)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accepts(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def start_server():
+    port = free_port()
+    argv = [MEMCACHED, "-p", str(port), "-l", "127.0.0.1", "-U", "0",
+            "-m", "64", "-t", "2"]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    logf = open(t.path("memcached-%d.log" % port), "wb")
+    p = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT)
+    servers.append([port, p])
+    for _ in range(500):
+        if accepts(port):
+            return port
+        check(p.poll() is None, "memcached on port %d exited" % port)
+        time.sleep(0.01)
+    fflib.fail("memcached on port %d did not start" % port)
+
+
+ports = [start_server() for _ in range(3)]
+cluster = ",".join("127.0.0.1:%d" % p for p in ports)
+log("memcached on ports %s" % ports)
+
+data = t.gen(t.path("data"), n=N, classes=4, seed=13)
+cfg = t.config(t.path("feedfs.conf"), data, {
+    "a": dict(epochs=2, seed=3),
+    # another prefix: nothing of a's serves it
+    "c": dict(epochs=2, seed=5, batch_size=6,
+              pipeline="decode resize(80) cache center_crop(64) flip(0.5)",
+              dtype="uint8", layout="HWC"),
+}, readahead=1)
+ref_a = t.ref(cfg, "a", 0, t.path("ref", "a0"))
+ref_c = t.ref(cfg, "c", 0, t.path("ref", "c0"))
+
+
+def job_stat(m, name, job):
+    key = '%s{job="%s"}' % (name, job)
+    with open(m.p(".feedfs", "stats")) as f:
+        for line in f:
+            if line.startswith(key + " "):
+                return int(line.split()[1])
+    fflib.fail("%s is not in .feedfs/stats" % key)
+
+
+def cluster_rate(m, job):
+    h = job_stat(m, "feedfs_cluster_hits_total", job)
+    miss = job_stat(m, "feedfs_cluster_misses_total", job)
+    check(h + miss > 0, "job %s: no cluster lookups" % job)
+    return h, miss, h / (h + miss)
+
+
+def read_epoch(m, job, epoch, ref, between=None):
+    """Every file of (job, epoch) through m, compared with ref; returns
+    {name: bytes}.  between(i) runs before the i-th file."""
+    d = m.p(job, "epoch-%04d" % epoch)
+    names = sorted(os.listdir(d))
+    check(names == sorted(os.listdir(ref)),
+          "%s lists %s, the reference %s" % (d, names, os.listdir(ref)))
+    got = {}
+    for i, name in enumerate(names):
+        if between:
+            between(i)
+        got[name] = fflib.read_file(os.path.join(d, name))
+        with open(os.path.join(ref, name), "rb") as f:
+            want = f.read()
+        check(got[name] == want, "%s/%s differs from feedfs-ref's"
+              % (d, name))
+    return got
+
+
+def mount(name, *opts):
+    return fflib.Mount(t, cfg, t.path("mnt-" + name), "-o",
+                       "cache_dir=%s,cluster=%s" % (t.path("cache-" + name),
+                                                    cluster), *opts)
+
+
+# ---- A computes, B finds it in the cluster ---------------------------------
+with mount("A") as m:
+    bytes_a = read_epoch(m, "a", 0, ref_a)
+    h, miss, _ = cluster_rate(m, "a")
+    check(h == 0 and miss >= N, "mount A: %d cluster hits, %d misses; "
+          "expected 0 and >= %d" % (h, miss, N))
+    st = m.stats()
+    check(st["feedfs_cluster_enabled"] == 1, "mount A: no cluster tier")
+    check(st["feedfs_cluster_puts_total"] >= N,
+          "mount A stored %d values, expected >= %d"
+          % (st["feedfs_cluster_puts_total"], N))
+    log("mount A: %d misses, %d bytes out" % (miss,
+        st["feedfs_cluster_bytes_out_total"]))
+
+with mount("B") as m:
+    bytes_b = read_epoch(m, "a", 0, ref_a)
+    check(bytes_b == bytes_a, "mount B's bytes differ from mount A's")
+    h, miss, rate = cluster_rate(m, "a")
+    check(rate >= 0.95, "mount B: %d cluster hits, %d misses (%.1f%%), "
+          "expected >= 95%%" % (h, miss, 100 * rate))
+    st = m.stats()
+    check(st["feedfs_cluster_bytes_in_total"] > 0, "mount B: no bytes in")
+    log("mount B: %d cluster hits, %d misses (%.1f%%), %.0f bytes in per hit"
+        % (h, miss, 100 * rate, st["feedfs_cluster_bytes_in_total"] / h))
+
+# ---- two feedfs-fill processes fill for job c ------------------------------
+
+
+def fill(*args):
+    return subprocess.Popen([FILL, "-o", "cluster=%s,threads=2" % cluster,
+                             cfg, "c"] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def summary(p, what):
+    out, err = p.communicate(timeout=120)
+    out, err = out.decode(), err.decode()
+    check(p.returncode == 0, "%s exited %d:\n%s%s"
+          % (what, p.returncode, out, err))
+    m = re.search(r"(\d+) samples, (\d+) computed, (\d+) already there", out)
+    check(m is not None, "%s: no summary in %r" % (what, out))
+    return [int(x) for x in m.groups()]
+
+
+fills = [fill("--part", "%d/2" % k, "--epochs", "0-1") for k in (0, 1)]
+parts = [summary(p, "feedfs-fill --part %d/2" % k)
+         for k, p in enumerate(fills)]
+check(sum(p[0] for p in parts) == N and sum(p[1] for p in parts) == N,
+      "the two parts: %s; expected %d samples computed in all" % (parts, N))
+log("feedfs-fill parts 0/2 and 1/2: %s" % parts)
+again = summary(fill("--part", "0/2"), "feedfs-fill --part 0/2, again")
+check(again[1] == 0 and again[2] == again[0],
+      "a second run of part 0/2 computed %d, skipped %d of %d"
+      % (again[1], again[2], again[0]))
+r = subprocess.run([FILL, cfg, "c"], stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE)
+check(r.returncode == 2 and b"no cluster" in r.stderr,
+      "feedfs-fill without cluster: exit %d, %r" % (r.returncode, r.stderr))
+
+with mount("C") as m:
+    read_epoch(m, "c", 0, ref_c)
+    h, miss, rate = cluster_rate(m, "c")
+    check(rate >= 0.95, "mount C after feedfs-fill: %d cluster hits, %d "
+          "misses (%.1f%%), expected >= 95%%" % (h, miss, 100 * rate))
+    log("mount C: %d cluster hits, %d misses (%.1f%%)"
+        % (h, miss, 100 * rate))
+
+# ---- a server killed mid-epoch ---------------------------------------------
+
+
+def kill_one(i):
+    if i == 2:  # after two batches' files
+        os.kill(servers[0][1].pid, signal.SIGKILL)
+        servers[0][1].wait()
+        log("killed memcached on port %d" % servers[0][0])
+
+
+with mount("D", "-o", "readahead=1") as m:
+    read_epoch(m, "a", 0, ref_a, between=kill_one)
+    read_epoch(m, "c", 0, ref_c)
+    st = m.stats()
+    check(st["feedfs_cluster_errors_total"] > 0,
+          "mount D: no cluster errors counted after a server died")
+    said = m.log().count("warning: cluster:")
+    check(said == 1, "mount D logged %d cluster warnings, expected 1" % said)
+    log("mount D: all reads correct, %d cluster errors, logged once"
+        % st["feedfs_cluster_errors_total"])
+
+# ---- no memcached at all -----------------------------------------------------
+kill_servers()
+closed = free_port()
+with fflib.Mount(t, cfg, t.path("mnt-E"), "-o",
+                 "cache_dir=%s,cluster=127.0.0.1:%d"
+                 % (t.path("cache-E"), closed)) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, _ = cluster_rate(m, "a")
+    check(h == 0, "mount E: %d cluster hits with no server" % h)
+    check(m.stats()["feedfs_cluster_errors_total"] > 0,
+          "mount E: no cluster errors counted")
+    log("mount E (no server): served epoch 0, %d misses" % miss)
+
+# ---- an auth file that others can read: refused, the mount serves -----------
+auth = t.path("mc.auth")
+with open(auth, "w") as f:
+    f.write("user secret\n")
+os.chmod(auth, 0o644)
+with fflib.Mount(t, cfg, t.path("mnt-F"), "-o",
+                 "cache_dir=%s,cluster=127.0.0.1:%d,cluster_auth=%s"
+                 % (t.path("cache-F"), closed, auth)) as m:
+    read_epoch(m, "c", 0, ref_c)
+    check(m.stats()["feedfs_cluster_enabled"] == 0,
+          "mount F: the cluster tier is on with a world-readable auth file")
+    check("serving without the cluster tier" in m.log(),
+          "mount F does not say why the tier is off:\n" + m.log())
+r = subprocess.run([FILL, "-o", "cluster=127.0.0.1:%d,cluster_auth=%s"
+                    % (closed, auth), cfg, "c"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+check(r.returncode == 2 and b"cluster:" in r.stderr,
+      "feedfs-fill with a world-readable auth file: exit %d, %r"
+      % (r.returncode, r.stderr))
+log("auth file of mode 0644: the mount serves without the tier, "
+    "feedfs-fill exits 2")
+log("ok")
