@@ -18,6 +18,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/ns.h"
 #include "fs/fs.h"
 
@@ -312,11 +313,23 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct feed_key fk = ns_feed_key(&k);
 
 		r = feed_open(fs->feed, &fk, k.kind, &of->h);
-		/* A .cuda file's bytes differ per open (its buffer). */
-		if (k.kind == BK_CUDA)
+		/*
+		 * One copy, from the batch to the reader, where the kernel
+		 * still allows mmap then (fs/io.h); else the page cache.  A
+		 * .cuda file's bytes differ per open (its buffer).
+		 */
+		if (k.kind == BK_CUDA || fs_io_direct_mmap(&fs->io))
 			fi->direct_io = 1;
 		else
 			fi->keep_cache = 1;
+		if (log_first(&fs->io_logged))
+			log_info("batch files: %s",
+			    fs_io_direct_mmap(&fs->io)
+				? "direct I/O, one copy to the reader "
+				  "(the kernel allows shared mmap of them)"
+				: "page cache (this kernel cannot map "
+				  "direct I/O files shared: before Linux "
+				  "6.6)");
 	} else if ((t = ns_text(&k)) >= 0) {
 		r = feed_text(fs->feed, (enum feed_text)t, k.job, &of->text,
 		    &of->len, &of->owned);

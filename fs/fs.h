@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/feed.h"
+#include "fs/io.h"
 
 struct node;
 
@@ -18,6 +19,11 @@ struct node;
  * into feed, so there is no order between the two).
  */
 struct feedfs {
+	/*
+	 * First: libfuse hands the custom I/O (fs/io.c) the session's
+	 * userdata, this struct, which io.c reads as its struct fs_io.
+	 */
+	struct fs_io io;
 	struct feed *feed;
 	struct timespec mtime; /* of every node: the mount time */
 	uid_t uid;
@@ -26,6 +32,7 @@ struct feedfs {
 	struct node **by_key, **by_ino; /* hash tables */
 	size_t nbuckets, nnodes;
 	fuse_ino_t ino_next;
+	atomic_bool io_logged; /* which way batch files are served: said */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;

@@ -36,9 +36,11 @@ usage(FILE *fp)
 	    "  -f        stay in the foreground, log to stderr\n"
 	    "  -d        debug output (implies -f)\n"
 	    "  -o opt    a [mount] key of feedfs.conf(5) (cache_dir=DIR,\n"
-	    "            cache_size=SIZE, threads=N, memory=SIZE, readahead=N,\n"
+	    "            cache_size=SIZE, threads=N, memory=SIZE, "
+	    "readahead=N,\n"
 	    "            gpu_memory=SIZE, cluster=HOST:PORT[,HOST:PORT...],\n"
-	    "            cluster_auth=FILE), or a FUSE mount option (allow_other)\n"
+	    "            cluster_auth=FILE), or a FUSE mount option "
+	    "(allow_other)\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "See feedfs(8) and feedfs.conf(5).\n");
@@ -61,7 +63,8 @@ scan_progress(size_t n, void *arg)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (p->shown && (now.tv_sec - p->last.tv_sec) * 1000 +
-		    (now.tv_nsec - p->last.tv_nsec) / 1000000 < 200)
+				(now.tv_nsec - p->last.tv_nsec) / 1000000 <
+			    200)
 		return;
 	p->last = now;
 	p->shown = true;
@@ -105,8 +108,8 @@ add_opts(struct opts *o, const char *list)
 			continue;
 		}
 		if (cfg_is_mount_key(tok, strcspn(tok, "="))) {
-			char **kv = realloc(o->mount_kv,
-			    (o->nmount_kv + 1) * sizeof(*kv));
+			char **kv = realloc(
+			    o->mount_kv, (o->nmount_kv + 1) * sizeof(*kv));
 
 			if (!kv || !(kv[o->nmount_kv] = strdup(tok))) {
 				free(kv);
@@ -116,7 +119,7 @@ add_opts(struct opts *o, const char *list)
 			o->mount_kv = kv;
 			o->nmount_kv++;
 		} else if (strcmp(tok, "defaults") != 0 &&
-		    strcmp(tok, "rw") != 0) {
+			   strcmp(tok, "rw") != 0) {
 			/* rw is what mount(8) adds; feedfs is read-only. */
 			size_t len = o->fuse_opts ? strlen(o->fuse_opts) : 0;
 			char *s = realloc(o->fuse_opts, len + strlen(tok) + 2);
@@ -125,8 +128,8 @@ add_opts(struct opts *o, const char *list)
 				free(dup);
 				return -ENOMEM;
 			}
-			snprintf(s + len, strlen(tok) + 2, "%s%s", len ? "," : "",
-			    tok);
+			snprintf(s + len, strlen(tok) + 2, "%s%s",
+			    len ? "," : "", tok);
 			o->fuse_opts = s;
 		}
 	}
@@ -148,7 +151,7 @@ parse_args(int argc, char **argv, struct opts *o)
 			usage(stdout);
 			exit(0);
 		} else if (strcmp(a, "-V") == 0 ||
-		    strcmp(a, "--version") == 0) {
+			   strcmp(a, "--version") == 0) {
 			printf("feedfs %s\n", PACKAGE_VERSION);
 			exit(0);
 		} else if (strncmp(a, "-o", 2) == 0) {
@@ -213,8 +216,8 @@ raise_readahead(const char *mnt)
 	fclose(fp);
 	if (!found)
 		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-	    maj, min);
+	snprintf(
+	    path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
 	if ((fp = fopen(path, "w")) == NULL)
 		return;
 	fprintf(fp, "%u\n", FS_READAHEAD_KB);
@@ -239,8 +242,8 @@ load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
 		char *kv = o->mount_kv[i], *eq = strchr(kv, '=');
 
 		if (!eq) {
-			snprintf(err, errlen, "-o %s: expected %s=VALUE", kv,
-			    kv);
+			snprintf(
+			    err, errlen, "-o %s: expected %s=VALUE", kv, kv);
 			cfg_free(c);
 			return -EINVAL;
 		}
@@ -259,8 +262,8 @@ load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
 int
 main(int argc, char **argv)
 {
-	struct opts o = { 0 };
-	struct progress prog = { 0 };
+	struct opts o = {0};
+	struct progress prog = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
 	struct fuse_session *se = NULL;
@@ -275,8 +278,8 @@ main(int argc, char **argv)
 		return EXIT_CONFIG;
 	log_init("feedfs", false, o.debug);
 	if (realpath(o.mountpoint, mnt) == NULL) {
-		fprintf(stderr, "feedfs: %s: %s\n", o.mountpoint,
-		    strerror(errno));
+		fprintf(
+		    stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(errno));
 		return 1;
 	}
 	if (load_config(&o, &c, err, sizeof(err)) != 0) {
@@ -301,8 +304,8 @@ main(int argc, char **argv)
 	 * serves without the cache (cache_open says why).
 	 */
 	if (feed_cfg(feed)->mount.cache_size != 0 &&
-	    cache_probe_lock(feed_cfg(feed)->mount.cache_dir, err,
-		sizeof(err)) != 0) {
+	    cache_probe_lock(
+		feed_cfg(feed)->mount.cache_dir, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		ret = EXIT_CONFIG;
 		goto out_feed;
@@ -332,6 +335,8 @@ main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
+	if (fs_io_attach(se, &fs.io) != 0)
+		goto out_unmount;
 	raise_readahead(mnt);
 	if (fuse_daemonize(o.foreground) != 0)
 		goto out_unmount;
