@@ -72,6 +72,13 @@ data_bytes(const struct batch *b)
 	       (uint64_t)b->g.len * sizeof(uint64_t);
 }
 
+/* The size of b's large buffer: its raw samples or its images. */
+static size_t
+main_buf(const struct batch *b)
+{
+	return b->job->cfg->gpu ? b->g.raw_size : b->g.size[BK_IMAGES];
+}
+
 /* Free b's data (it is idle: ready, or never queued). */
 static void
 drop_data(struct feed *f, struct batch *b)
@@ -83,15 +90,15 @@ drop_data(struct feed *f, struct batch *b)
 		relaxed_detach(f, b);
 	order_put(b->order);
 	b->order = NULL;
-	for (int i = 0; i <= BK_IDS; i++) {
+	feed_mem_sub(f, b->mem);
+	bufpool_put(f, b->file[BK_IMAGES], b->g.size[BK_IMAGES]);
+	bufpool_put(f, b->raw, b->g.raw_size);
+	for (int i = BK_LABELS; i <= BK_IDS; i++)
 		free(b->file[i]);
-		b->file[i] = NULL;
-	}
-	free(b->raw);
 	free(b->pos);
+	memset(b->file, 0, sizeof(b->file));
 	b->raw = NULL;
 	b->pos = NULL;
-	feed_mem_sub(f, b->mem);
 	b->mem = 0;
 	b->empty = true;
 	b->ready = false;
@@ -151,10 +158,12 @@ better_victim(const struct batch *a, const struct batch *b)
 	return a->used < b->used;
 }
 
-bool
-batch_make_room(struct feed *f, uint64_t need, bool any)
+/* batch_make_room, sparing a kept buffer of size keep (the new batch's). */
+static bool
+make_room(struct feed *f, uint64_t need, bool any, size_t keep)
 {
-	while (f->mem_used + need > f->memory) {
+	/* Kept buffers are room: batches go only when they are not enough. */
+	while (f->mem_used - f->pool_bytes + need > f->memory) {
 		struct batch *victim = NULL;
 
 		for (size_t i = 0; i < FEED_HASH; i++)
@@ -173,7 +182,14 @@ batch_make_room(struct feed *f, uint64_t need, bool any)
 		else
 			drop_data(f, victim);
 	}
+	bufpool_trim(f, need - keep, keep);
 	return true;
+}
+
+bool
+batch_make_room(struct feed *f, uint64_t need, bool any)
+{
+	return make_room(f, need, any, 0);
 }
 
 /* Whether a batch other than b is being built or read: memory will come
@@ -216,9 +232,9 @@ fill(struct feed *f, struct batch *b)
 	bool gpu = j->cfg->gpu;
 
 	if (!gpu)
-		b->file[BK_IMAGES] = malloc(b->g.size[BK_IMAGES]);
+		b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES]);
 	else
-		b->raw = malloc(b->g.raw_size ? b->g.raw_size : 1);
+		b->raw = bufpool_get(f, b->g.raw_size);
 	b->file[BK_LABELS] = malloc(b->g.size[BK_LABELS]);
 	b->file[BK_IDS] = malloc(b->g.size[BK_IDS]);
 	b->pos = malloc((b->g.len ? b->g.len : 1) * sizeof(*b->pos));
@@ -258,11 +274,15 @@ fill(struct feed *f, struct batch *b)
  * being built or read; over the budget only when nothing else can give
  * memory back (one batch larger than the budget still gets made). */
 static void
-wait_room(struct feed *f, struct batch *b, uint64_t need)
+wait_room(struct feed *f, struct batch *b, uint64_t need, size_t buf)
 {
-	while (!batch_make_room(f, need, true) && !f->stopping &&
-	       others_busy(f, b))
+	size_t keep = bufpool_has(f, buf);
+
+	while (!make_room(f, need, true, keep) && !f->stopping &&
+	       others_busy(f, b)) {
 		pthread_cond_wait(&f->room, &f->lock);
+		keep = bufpool_has(f, buf);
+	}
 }
 
 struct batch *
@@ -283,13 +303,14 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 		return b;
 	if (need == BN_READ) {
 		b->active++; /* not destroyed while we wait */
-		wait_room(f, b, data_bytes(b));
+		wait_room(f, b, data_bytes(b), main_buf(b));
 		b->active--;
 		if (b->empty && fill(f, b) != 0)
 			return NULL;
 		return b;
 	}
-	if (!batch_make_room(f, data_bytes(b), false) || fill(f, b) != 0) {
+	if (!make_room(f, data_bytes(b), false, bufpool_has(f, main_buf(b))) ||
+	    fill(f, b) != 0) {
 		if (made && need == BN_AHEAD)
 			batch_destroy(f, b);
 		return need == BN_OPEN ? b : NULL;
@@ -321,8 +342,8 @@ batch_images(struct feed *f, struct batch *b)
 		pthread_cond_wait(&b->cv, &f->lock);
 	if (b->file[BK_IMAGES] || b->err)
 		return b->err ? -EIO : 0;
-	wait_room(f, b, b->g.size[BK_IMAGES]);
-	if ((img = malloc(b->g.size[BK_IMAGES])) == NULL)
+	wait_room(f, b, b->g.size[BK_IMAGES], b->g.size[BK_IMAGES]);
+	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)
 		return -ENOMEM;
 	b->converting = true;
 	b->mem += b->g.size[BK_IMAGES];

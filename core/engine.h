@@ -102,6 +102,7 @@ struct queue {
 };
 
 struct rsample;
+struct pooled;
 
 /* A generated text file. */
 struct text {
@@ -141,6 +142,10 @@ struct feed {
 	uint64_t queued_slots;
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */
+	struct pooled *pool; /* bufpool.c: buffers kept for reuse */
+	unsigned npool;
+	uint64_t pool_bytes; /* theirs, counted in mem_used */
+	uint64_t pool_reused, pool_allocated; /* bufpool_get's, for stats */
 };
 
 /* An open batch file. */
@@ -194,6 +199,15 @@ bool batch_make_room(struct feed *f, uint64_t need, bool any);
 /* Count bytes in or out of the budget.  Locked. */
 void feed_mem_add(struct feed *f, uint64_t bytes);
 void feed_mem_sub(struct feed *f, uint64_t bytes);
+
+/* bufpool.c: a buffer of size bytes (reused when one was given back);
+ * give one back; whether one of size is kept (size, or 0); free kept ones
+ * (but one of size keep) until need more bytes fit; free all.  Locked. */
+void *bufpool_get(struct feed *f, size_t size);
+void bufpool_put(struct feed *f, void *p, size_t size);
+size_t bufpool_has(struct feed *f, size_t size);
+void bufpool_trim(struct feed *f, uint64_t need, size_t keep);
+void bufpool_free_all(struct feed *f);
 
 /* sched.c */
 void sched_enqueue(struct feed *f, struct batch *b);

@@ -167,6 +167,7 @@ feed_free(struct feed *f)
 			batch_destroy(f, f->table[i]);
 	relaxed_free_all(f);
 	order_free_all(f);
+	bufpool_free_all(f);
 	pthread_mutex_unlock(&f->lock);
 	free(f->rfree);
 	free(f->nrfree);

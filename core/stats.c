@@ -174,6 +174,18 @@ feed_stats(struct feed *f, size_t *len)
 	    "feedfs_memory_limit_bytes %" PRIu64 "\n",
 	    (double)wait_ns / 1e9, waits, queued, f->nthreads, nb, mem, peak,
 	    f->memory);
+	pthread_mutex_lock(&f->lock);
+	sb_printf(&sb,
+	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
+	    "from those kept (no page faults).\n"
+	    "# TYPE feedfs_batch_buffers_reused_total counter\n"
+	    "feedfs_batch_buffers_reused_total %" PRIu64 "\n"
+	    "# HELP feedfs_batch_buffers_allocated_total Batch buffers "
+	    "allocated anew.\n"
+	    "# TYPE feedfs_batch_buffers_allocated_total counter\n"
+	    "feedfs_batch_buffers_allocated_total %" PRIu64 "\n",
+	    f->pool_reused, f->pool_allocated);
+	pthread_mutex_unlock(&f->lock);
 	if (f->cache)
 		cache_get_stats(f->cache, &cs);
 	sb_printf(&sb,

@@ -150,6 +150,13 @@ test_bytes_and_budget(void)
 		while (f->table[i])
 			batch_destroy(f, f->table[i]);
 	order_free_all(f);
+	{
+		uint64_t m = f->memory;
+
+		bufpool_free_all(f);
+		f->memory = m;
+	}
+	CHECK_EQ_INT(f->npool, 0);
 	CHECK_EQ_INT(f->nbatches, 0);
 	CHECK_EQ_INT(f->mem_used, text_bytes(f));
 	pthread_mutex_unlock(&f->lock);
@@ -186,6 +193,12 @@ test_small_budget(void)
 			pthread_mutex_unlock(&f->lock);
 		}
 	CHECK(peak <= f->memory + per);
+	/* Batches given back left their images buffers for the next ones:
+	 * most batches of two epochs took one (allocated: about the first
+	 * four, the budget's, and the last batch's other size). */
+	pthread_mutex_lock(&f->lock);
+	CHECK(f->pool_reused >= 2 * plan_nbatches(&j->plan, 1) - 8);
+	pthread_mutex_unlock(&f->lock);
 	CHECK(atomic_load(&j->st.batches) >= 2 * plan_nbatches(&j->plan, 1));
 	feed_free(f);
 }
