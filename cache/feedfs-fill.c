@@ -197,150 +197,276 @@ progress(struct fill *fl, uint64_t t0, bool tty, bool last)
 	fflush(stderr);
 }
 
-int
-main(int argc, char **argv)
-{
-	const char *config = NULL, *jobname = NULL;
-	const char *opts[64];
-	size_t nopts = 0;
-	uint64_t part = 0, parts = 1, ea = 0, eb = 0;
-	bool have_epochs = false;
-	struct cfg *c = NULL;
-	struct dataset *ds = NULL;
-	struct cluster *cl = NULL;
+/* The command line. */
+struct args {
+	const char *config, *jobname;
+	const char *opts[64]; /* the -o lists, in order */
+	size_t nopts;
+	uint64_t part, parts; /* --part K/N */
+	uint64_t ea, eb;      /* --epochs A-B */
+	bool have_epochs;
+};
+
+/* What main sets up and tears down, in reverse order. */
+struct run {
+	struct cfg *c;
+	const struct cfg_job *cj;
+	struct dataset *ds;
+	struct cluster *cl;
 	struct job job;
-	bool job_ok = false;
-	struct fill fl = {0};
-	const struct cfg_job *cj = NULL;
-	const struct cfg_dataset *d;
-	pthread_t *th = NULL;
-	unsigned nth = 0;
-	uint32_t *perm = NULL;
-	char err[2048];
-	uint64_t t0, last;
-	double secs;
-	bool tty;
-	int ret = 2, r;
+	bool job_ok;
+};
 
+/* Parse argv into a; exits through usage() on a bad one; 0 or 2 (said). */
+static int
+parse_args(int argc, char **argv, struct args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->parts = 1;
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *s = argv[i];
 
-		if (strcmp(a, "-o") == 0 && i + 1 < argc && nopts < 64)
-			opts[nopts++] = argv[++i];
-		else if (strncmp(a, "-o", 2) == 0 && a[2] && nopts < 64)
-			opts[nopts++] = a + 2;
-		else if (strcmp(a, "--part") == 0 && i + 1 < argc) {
-			if (parse_pair(argv[++i], '/', &part, &parts) != 0 ||
-			    parts == 0 || part >= parts) {
+		if (strcmp(s, "-o") == 0 && i + 1 < argc && a->nopts < 64)
+			a->opts[a->nopts++] = argv[++i];
+		else if (strncmp(s, "-o", 2) == 0 && s[2] && a->nopts < 64)
+			a->opts[a->nopts++] = s + 2;
+		else if (strcmp(s, "--part") == 0 && i + 1 < argc) {
+			if (parse_pair(argv[++i], '/', &a->part, &a->parts) !=
+				0 ||
+			    a->parts == 0 || a->part >= a->parts) {
 				fprintf(stderr,
 				    PROG ": --part %s: expected K/N with "
 					 "0 <= K < N\n",
 				    argv[i]);
 				return 2;
 			}
-		} else if (strcmp(a, "--epochs") == 0 && i + 1 < argc) {
-			if (parse_pair(argv[++i], '-', &ea, &eb) != 0 ||
-			    ea > eb) {
+		} else if (strcmp(s, "--epochs") == 0 && i + 1 < argc) {
+			if (parse_pair(argv[++i], '-', &a->ea, &a->eb) != 0 ||
+			    a->ea > a->eb) {
 				fprintf(stderr,
 				    PROG ": --epochs %s: expected A-B with "
 					 "A <= B\n",
 				    argv[i]);
 				return 2;
 			}
-			have_epochs = true;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+			a->have_epochs = true;
+		} else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0)
 			usage();
-		else if (a[0] == '-')
+		else if (s[0] == '-')
 			usage();
-		else if (config == NULL)
-			config = a;
-		else if (jobname == NULL)
-			jobname = a;
+		else if (a->config == NULL)
+			a->config = s;
+		else if (a->jobname == NULL)
+			a->jobname = s;
 		else
 			usage();
 	}
-	if (config == NULL || jobname == NULL)
+	if (a->config == NULL || a->jobname == NULL)
 		usage();
-	log_init(PROG, false, false);
-	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
 
-	if (cfg_load(config, &c, err, sizeof(err)) != 0) {
+/*
+ * Load the config into rn->c (rn->c stays NULL when it does not load),
+ * apply the -o lists and find the job (rn->cj), which must have a cluster
+ * and the epochs asked for.  0 or 2 (said).
+ */
+static int
+load_config(const struct args *a, struct run *rn)
+{
+	struct cfg *c;
+	char err[2048];
+
+	if (cfg_load(a->config, &rn->c, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		return 2;
 	}
-	for (size_t i = 0; i < nopts; i++)
-		if (apply_opts(c, opts[i]) != 0)
-			goto out;
+	c = rn->c;
+	for (size_t i = 0; i < a->nopts; i++)
+		if (apply_opts(c, a->opts[i]) != 0)
+			return 2;
 	for (size_t i = 0; i < c->njobs; i++)
-		if (strcmp(c->jobs[i].name, jobname) == 0)
-			cj = &c->jobs[i];
-	if (cj == NULL) {
-		fprintf(stderr, PROG ": %s: no job '%s'\n", config, jobname);
-		goto out;
+		if (strcmp(c->jobs[i].name, a->jobname) == 0)
+			rn->cj = &c->jobs[i];
+	if (rn->cj == NULL) {
+		fprintf(
+		    stderr, PROG ": %s: no job '%s'\n", a->config, a->jobname);
+		return 2;
 	}
 	if (c->mount.cluster == NULL) {
 		fprintf(stderr,
 		    PROG ": %s: no cluster: set cluster = HOST:PORT,... in "
 			 "[mount] or -o cluster=...\n",
-		    config);
-		goto out;
+		    a->config);
+		return 2;
 	}
-	if (have_epochs && eb >= cj->epochs) {
+	if (a->have_epochs && a->eb >= rn->cj->epochs) {
 		fprintf(stderr,
 		    PROG ": --epochs %" PRIu64 "-%" PRIu64
 			 ": job %s has epochs 0-%" PRIu64 "\n",
-		    ea, eb, cj->name, cj->epochs - 1);
-		goto out;
+		    a->ea, a->eb, rn->cj->name, rn->cj->epochs - 1);
+		return 2;
 	}
+	return 0;
+}
+
+/*
+ * Open the job's dataset, the job (which must cache something) and the
+ * cluster, into rn.  0 or 2 (said); what was opened is in rn either way.
+ */
+static int
+open_job(struct run *rn)
+{
+	const struct cfg_dataset *d;
+	struct cfg *c = rn->c;
+	const struct cfg_job *cj = rn->cj;
+	char err[2048];
+
 	d = &c->datasets[cj->dataset_index];
-	if ((r = ds_open(d->name, d->root, d->manifest, NULL, NULL, &ds, err,
-		 sizeof(err))) != 0) {
+	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &rn->ds, err,
+		sizeof(err)) != 0) {
 		if (d->line > 0)
 			fprintf(stderr, PROG ": %s:%d: dataset %s: %s\n",
 			    c->path, d->line, d->name, err);
 		else
 			fprintf(stderr, PROG ": %s\n", err);
-		goto out;
+		return 2;
 	}
-	if (job_init(&job, c, cj, ds, err, sizeof(err)) != 0) {
+	if (job_init(&rn->job, c, cj, rn->ds, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": %s\n", err);
-		goto out;
+		return 2;
 	}
-	job_ok = true;
-	if (job.prefix[0] == '\0') {
+	rn->job_ok = true;
+	if (rn->job.prefix[0] == '\0') {
 		fprintf(stderr,
 		    PROG ": %s:%d: job %s: its pipeline has no cache op: "
 			 "nothing to fill\n",
 		    c->path, cj->pipeline_line, cj->name);
-		goto out;
+		return 2;
 	}
-	if ((r = cluster_open(c->mount.cluster, c->mount.cluster_auth, &cl, err,
-		 sizeof(err))) != 0) {
+	if (cluster_open(c->mount.cluster, c->mount.cluster_auth, &rn->cl, err,
+		sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": cluster: %s\n", err);
-		goto out;
+		return 2;
 	}
-	job.cluster = cl;
+	rn->job.cluster = rn->cl;
+	return 0;
+}
 
-	/* Part K of N, in the order epoch A reads it. */
-	if ((perm = malloc((ds->n ? ds->n : 1) * sizeof(*perm))) == NULL) {
+/*
+ * The samples of part K of N into fl, in the order epoch A reads them
+ * (fl->ids, malloc'd: the caller frees it).  0, or 1 (said) out of memory.
+ */
+static int
+select_part(const struct args *a, struct run *rn, struct fill *fl)
+{
+	uint32_t *perm;
+	size_t n = rn->ds->n;
+
+	if ((perm = malloc((n ? n : 1) * sizeof(*perm))) == NULL) {
 		fprintf(stderr, PROG ": out of memory\n");
-		ret = 1;
-		goto out;
+		return 1;
 	}
-	plan_permutation(&job.plan, (uint32_t)ea, perm);
-	for (size_t i = 0; i < ds->n; i++)
-		if (perm[i] % parts == part)
-			perm[fl.n++] = perm[i];
-	fl.ids = perm;
-	fl.job = &job;
-	fl.fail_on_bad = cj->on_error == CFG_ON_ERROR_FAIL;
+	plan_permutation(&rn->job.plan, (uint32_t)a->ea, perm);
+	for (size_t i = 0; i < n; i++)
+		if (perm[i] % a->parts == a->part)
+			perm[fl->n++] = perm[i];
+	fl->ids = perm; /* transferred */
+	fl->job = &rn->job;
+	fl->fail_on_bad = rn->cj->on_error == CFG_ON_ERROR_FAIL;
+	return 0;
+}
+
+/* The worker threads: mount.threads, else one per CPU, at most one each. */
+static unsigned
+thread_count(const struct cfg *c, const struct fill *fl)
+{
+	unsigned nth;
 
 	nth = c->mount.threads ? (unsigned)c->mount.threads
 			       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 	if (nth < 1)
 		nth = 1;
-	if (nth > fl.n && fl.n > 0)
-		nth = (unsigned)fl.n;
+	if (nth > fl->n && fl->n > 0)
+		nth = (unsigned)fl->n;
+	return nth;
+}
+
+/*
+ * Run nth workers over fl, with th room for them, printing the progress
+ * from t0 until they are done and joined.
+ */
+static void
+fill_all(struct fill *fl, pthread_t *th, unsigned nth, uint64_t t0, bool tty)
+{
+	uint64_t last = t0;
+	int r;
+
+	for (unsigned i = 0; i < nth; i++)
+		if ((r = pthread_create(&th[i], NULL, worker, fl)) != 0) {
+			fprintf(
+			    stderr, PROG ": pthread_create: %s\n", strerror(r));
+			atomic_store(&fl->next, fl->n); /* stop the others */
+			nth = i;
+			break;
+		}
+	while (nth > 0 && done(fl) < fl->n) {
+		struct timespec ts = {0, 50000000};
+
+		nanosleep(&ts, NULL);
+		if (now_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
+			progress(fl, t0, tty, false);
+			last = now_ns();
+		}
+	}
+	for (unsigned i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	if (tty)
+		progress(fl, t0, true, true);
+}
+
+/* The summary line on stdout; the exit status: 0, or 1 if anything failed. */
+static int
+summary(const struct args *a, const struct cfg_job *cj, struct fill *fl,
+    uint64_t t0)
+{
+	double secs = (double)(now_ns() - t0) / 1e9;
+
+	printf(PROG ": part %" PRIu64 "/%" PRIu64 " of job %s: %zu samples, "
+		    "%" PRIu64 " computed, %" PRIu64 " already there, %" PRIu64
+		    " unreadable, %" PRIu64 " failed, %.1f s, %.1f img/s\n",
+	    a->part, a->parts, cj->name, fl->n, atomic_load(&fl->computed),
+	    atomic_load(&fl->present), atomic_load(&fl->bad),
+	    atomic_load(&fl->failed), secs,
+	    secs > 0 ? (double)atomic_load(&fl->computed) / secs : 0.0);
+	fflush(stdout);
+	return done(fl) < fl->n || atomic_load(&fl->failed) > 0 ||
+		       (fl->fail_on_bad && atomic_load(&fl->bad) > 0)
+		   ? 1
+		   : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a;
+	struct run rn = {0};
+	struct fill fl = {0};
+	pthread_t *th = NULL;
+	unsigned nth;
+	uint64_t t0;
+	bool tty;
+	int ret;
+
+	if ((ret = parse_args(argc, argv, &a)) != 0)
+		return ret;
+	log_init(PROG, false, false);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((ret = load_config(&a, &rn)) != 0 || (ret = open_job(&rn)) != 0 ||
+	    (ret = select_part(&a, &rn, &fl)) != 0)
+		goto out;
+	nth = thread_count(rn.c, &fl);
 	if ((th = calloc(nth, sizeof(*th))) == NULL) {
 		fprintf(stderr, PROG ": out of memory\n");
 		ret = 1;
@@ -351,50 +477,18 @@ main(int argc, char **argv)
 	    PROG ": job %s, prefix \"%s\": part %" PRIu64 "/%" PRIu64
 		 " of %zu samples is %zu, for epochs %" PRIu64 "-%" PRIu64
 		 ", %u threads\n",
-	    cj->name, job.prefix, part, parts, ds->n, fl.n, ea,
-	    have_epochs ? eb : ea, nth);
-	t0 = last = now_ns();
-	for (unsigned i = 0; i < nth; i++)
-		if ((r = pthread_create(&th[i], NULL, worker, &fl)) != 0) {
-			fprintf(
-			    stderr, PROG ": pthread_create: %s\n", strerror(r));
-			atomic_store(&fl.next, fl.n); /* stop the others */
-			nth = i;
-			break;
-		}
-	while (nth > 0 && done(&fl) < fl.n) {
-		struct timespec ts = {0, 50000000};
-
-		nanosleep(&ts, NULL);
-		if (now_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
-			progress(&fl, t0, tty, false);
-			last = now_ns();
-		}
-	}
-	for (unsigned i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
-	if (tty)
-		progress(&fl, t0, true, true);
-	secs = (double)(now_ns() - t0) / 1e9;
-	printf(PROG ": part %" PRIu64 "/%" PRIu64 " of job %s: %zu samples, "
-		    "%" PRIu64 " computed, %" PRIu64 " already there, %" PRIu64
-		    " unreadable, %" PRIu64 " failed, %.1f s, %.1f img/s\n",
-	    part, parts, cj->name, fl.n, atomic_load(&fl.computed),
-	    atomic_load(&fl.present), atomic_load(&fl.bad),
-	    atomic_load(&fl.failed), secs,
-	    secs > 0 ? (double)atomic_load(&fl.computed) / secs : 0.0);
-	fflush(stdout);
-	ret = done(&fl) < fl.n || atomic_load(&fl.failed) > 0 ||
-		      (fl.fail_on_bad && atomic_load(&fl.bad) > 0)
-		  ? 1
-		  : 0;
+	    rn.cj->name, rn.job.prefix, a.part, a.parts, rn.ds->n, fl.n, a.ea,
+	    a.have_epochs ? a.eb : a.ea, nth);
+	t0 = now_ns();
+	fill_all(&fl, th, nth, t0, tty);
+	ret = summary(&a, rn.cj, &fl, t0);
 out:
 	free(th);
-	free(perm);
-	cluster_close(cl);
-	if (job_ok)
-		job_fini(&job);
-	ds_free(ds);
-	cfg_free(c);
+	free(fl.ids);
+	cluster_close(rn.cl);
+	if (rn.job_ok)
+		job_fini(&rn.job);
+	ds_free(rn.ds);
+	cfg_free(rn.c);
 	return ret;
 }

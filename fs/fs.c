@@ -1,12 +1,7 @@
 /*
  * fs.c - the FUSE glue: inodes to namespace nodes (core/ns.h), nodes to
  * feed files, errors to errno replies.  Nothing here knows which names
- * exist or how a batch is made.
- *
- * Inodes are allocated on lookup from a table keyed by what the node is
- * (type, job, rank, world, epoch, batch, kind), counted by the kernel's
- * lookups and dropped on forget, so any number of epochs and rank views
- * can exist without being stored.
+ * exist or how a batch is made.  The inode table is nodes.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,13 +16,7 @@
 #include "core/log.h"
 #include "core/ns.h"
 #include "fs/fs.h"
-
-struct node {
-	struct ns_key k;
-	fuse_ino_t ino;
-	uint64_t nlookup;
-	struct node *knext, *inext;
-};
+#include "fs/nodes.h"
 
 /* An open file: a feed handle, or generated text (owned: ours to free). */
 struct ofile {
@@ -56,130 +45,6 @@ static struct feedfs *
 fs_from_req(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
-}
-
-static bool
-nkey_eq(const struct ns_key *a, const struct ns_key *b)
-{
-	return a->type == b->type && a->job == b->job && a->rank == b->rank &&
-	       a->world == b->world && a->epoch == b->epoch &&
-	       a->batch == b->batch && a->kind == b->kind;
-}
-
-static size_t
-nkey_hash(const struct ns_key *k, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	uint64_t v[] = {
-	    k->type, k->job, k->rank, k->world, k->epoch, k->batch, k->kind};
-
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		h = (h ^ v[i]) * 0x100000001b3ULL;
-	return (size_t)(h ^ (h >> 31)) % n;
-}
-
-int
-fs_init_state(struct feedfs *fs, struct feed *feed)
-{
-	memset(fs, 0, sizeof(*fs));
-	fs->feed = feed;
-	clock_gettime(CLOCK_REALTIME, &fs->mtime);
-	fs->uid = getuid();
-	fs->gid = getgid();
-	fs->nbuckets = 4096;
-	fs->by_key = calloc(fs->nbuckets, sizeof(*fs->by_key));
-	fs->by_ino = calloc(fs->nbuckets, sizeof(*fs->by_ino));
-	fs->ino_next = FUSE_ROOT_ID + 1;
-	pthread_mutex_init(&fs->lock, NULL);
-	return fs->by_key && fs->by_ino ? 0 : -ENOMEM;
-}
-
-void
-fs_fini_state(struct feedfs *fs)
-{
-	for (size_t i = 0; fs->by_key && i < fs->nbuckets; i++)
-		while (fs->by_key[i]) {
-			struct node *n = fs->by_key[i];
-
-			fs->by_key[i] = n->knext;
-			free(n);
-		}
-	free(fs->by_key);
-	free(fs->by_ino);
-	pthread_mutex_destroy(&fs->lock);
-}
-
-/* The node of k, created if new; nlookup incremented.  NULL: no memory. */
-static struct node *
-node_ref(struct feedfs *fs, const struct ns_key *k)
-{
-	size_t h = nkey_hash(k, fs->nbuckets), hi;
-	struct node *n;
-
-	pthread_mutex_lock(&fs->lock);
-	for (n = fs->by_key[h]; n; n = n->knext)
-		if (nkey_eq(&n->k, k))
-			break;
-	if (!n && (n = calloc(1, sizeof(*n))) != NULL) {
-		n->k = *k;
-		n->ino = k->type == NS_ROOT ? FUSE_ROOT_ID : fs->ino_next++;
-		n->knext = fs->by_key[h];
-		fs->by_key[h] = n;
-		hi = n->ino % fs->nbuckets;
-		n->inext = fs->by_ino[hi];
-		fs->by_ino[hi] = n;
-		fs->nnodes++;
-	}
-	if (n)
-		n->nlookup++;
-	pthread_mutex_unlock(&fs->lock);
-	return n;
-}
-
-/* The key of inode ino (false if unknown). */
-static bool
-node_key(struct feedfs *fs, fuse_ino_t ino, struct ns_key *k)
-{
-	struct node *n;
-
-	if (ino == FUSE_ROOT_ID) {
-		ns_root(k);
-		return true;
-	}
-	pthread_mutex_lock(&fs->lock);
-	for (n = fs->by_ino[ino % fs->nbuckets]; n; n = n->inext)
-		if (n->ino == ino)
-			break;
-	if (n)
-		*k = n->k;
-	pthread_mutex_unlock(&fs->lock);
-	return n != NULL;
-}
-
-static void
-node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup)
-{
-	struct node *n, **pp;
-
-	if (ino == FUSE_ROOT_ID)
-		return;
-	pthread_mutex_lock(&fs->lock);
-	for (pp = &fs->by_ino[ino % fs->nbuckets]; (n = *pp); pp = &n->inext)
-		if (n->ino == ino)
-			break;
-	if (n &&
-	    (n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup) == 0) {
-		*pp = n->inext;
-		for (pp = &fs->by_key[nkey_hash(&n->k, fs->nbuckets)]; *pp;
-		     pp = &(*pp)->knext)
-			if (*pp == n) {
-				*pp = n->knext;
-				break;
-			}
-		fs->nnodes--;
-		free(n);
-	}
-	pthread_mutex_unlock(&fs->lock);
 }
 
 static void
@@ -230,10 +95,10 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct feedfs *fs = fs_from_req(req);
 	struct fuse_entry_param e;
 	struct ns_key pk, ck;
-	struct node *n;
+	fuse_ino_t ino;
 	int r;
 
-	if (!node_key(fs, parent, &pk)) {
+	if (!fs_node_key(fs, parent, &pk)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
@@ -241,14 +106,14 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if ((n = node_ref(fs, &ck)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+	if ((r = fs_node_ref(fs, &ck, &ino)) != 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	e.ino = n->ino;
+	e.ino = ino;
 	e.generation = 1;
-	fill_stat(fs, &ck, n->ino, &e.attr);
+	fill_stat(fs, &ck, ino, &e.attr);
 	/* Names and sizes never change while mounted, but stats does. */
 	e.attr_timeout = ck.type == NS_STATS ? 0 : 3600;
 	e.entry_timeout = 3600;
@@ -258,7 +123,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void
 fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	node_forget(fs_from_req(req), ino, nlookup);
+	fs_node_forget(fs_from_req(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -267,7 +132,7 @@ fs_op_forget_multi(
     fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		node_forget(
+		fs_node_forget(
 		    fs_from_req(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
@@ -280,7 +145,7 @@ fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ns_key k;
 
 	(void)fi;
-	if (!node_key(fs, ino, &k)) {
+	if (!fs_node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
@@ -296,7 +161,7 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ns_key k;
 	int r = 0, t;
 
-	if (!node_key(fs, ino, &k)) {
+	if (!fs_node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
@@ -412,7 +277,7 @@ fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct feedfs *fs = fs_from_req(req);
 	struct ns_key k;
 
-	if (!node_key(fs, ino, &k)) {
+	if (!fs_node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
@@ -441,7 +306,7 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct stat st;
 
 	(void)fi;
-	if (!node_key(fs, ino, &k)) {
+	if (!fs_node_key(fs, ino, &k)) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}

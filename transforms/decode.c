@@ -99,8 +99,8 @@ int
 xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen)
 {
-	return xf_decode_max(jpeg, len, min_w, min_h, XF_DEFAULT_MAX_PIXELS,
-	    out, err, errlen);
+	return xf_decode_max(
+	    jpeg, len, min_w, min_h, XF_DEFAULT_MAX_PIXELS, out, err, errlen);
 }
 
 /*
@@ -115,23 +115,23 @@ header_checked(struct jpeg_decompress_struct *cinfo, uint64_t max_pixels,
 {
 	if (max_pixels > 0 &&
 	    (uint64_t)cinfo->image_width * cinfo->image_height > max_pixels) {
-		snprintf(err, errlen, "image too large: %ux%u is more than "
-		    "max_pixels (%llu)", (unsigned)cinfo->image_width,
-		    (unsigned)cinfo->image_height,
+		snprintf(err, errlen,
+		    "image too large: %ux%u is more than "
+		    "max_pixels (%llu)",
+		    (unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
 		    (unsigned long long)max_pixels);
 		return -EFBIG;
 	}
 	*cmyk = cinfo->jpeg_color_space == JCS_CMYK ||
-	    cinfo->jpeg_color_space == JCS_YCCK;
+		cinfo->jpeg_color_space == JCS_YCCK;
 	/* grayscale, YCbCr and RGB all come out as RGB */
 	cinfo->out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
 	return 0;
 }
 
 int
-xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
-    uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
-    size_t errlen)
+xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
+    uint64_t max_pixels, struct xf_image *out, char *err, size_t errlen)
 {
 	struct jpeg_decompress_struct cinfo;
 	struct decode_err de;
@@ -233,11 +233,141 @@ out:
 /* Pixels of context decoded around a box (see xf_decode_box). */
 #define CTX 16
 
-int
-xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
-    uint32_t x, uint32_t y, uint32_t cw, uint32_t ch, uint32_t tw,
-    uint32_t th, struct xf_image *out, float box[4], char *err,
+/*
+ * The box at the decode scale, and the whole pixels [rx0,rx1) x [ry0,ry1)
+ * (rw x rh) that cover it.
+ */
+struct box_region {
+	double x0, y0, x1, y1;
+	uint32_t rx0, ry0, rx1, ry1, rw, rh;
+};
+
+/*
+ * The smallest scale M/8 at which the box cw x ch of an iw x ih image
+ * still gives tw x th, into cinfo.  Only 1/8, 2/8, 4/8 and 8/8:
+ * libjpeg-turbo's other scaled IDCTs have no SIMD, so that 3/8 or 6/8
+ * decode no faster than 4/8 or 8/8 and stray further from a full decode
+ * (measured on the bench dataset: 1.66 ms vs 1.60 ms per image, mean
+ * |diff| 0.68 vs 0.12).
+ */
+static void
+box_scale(struct jpeg_decompress_struct *cinfo, uint32_t iw, uint32_t ih,
+    uint32_t cw, uint32_t ch, uint32_t tw, uint32_t th)
+{
+	cinfo->scale_denom = 8;
+	for (unsigned int num = 1; num <= 8; num *= 2) {
+		cinfo->scale_num = num;
+		jpeg_calc_output_dimensions(cinfo);
+		if ((double)cw * cinfo->output_width / iw >= tw &&
+		    (double)ch * cinfo->output_height / ih >= th)
+			break;
+	}
+}
+
+/*
+ * The box x, y, cw x ch at scale num/8 of a W x H output.  Scaled block b
+ * covers full-size block b: the scale is M/8 (W is rounded up from iw *
+ * M/8).
+ */
+static void
+box_region(uint32_t x, uint32_t y, uint32_t cw, uint32_t ch, unsigned num,
+    uint32_t W, uint32_t H, struct box_region *rg)
+{
+	double sx, sy;
+
+	sx = sy = num / 8.0;
+	rg->x0 = x * sx;
+	rg->x1 = (double)(x + cw) * sx;
+	rg->y0 = y * sy;
+	rg->y1 = (double)(y + ch) * sy;
+	rg->rx0 = (uint32_t)rg->x0;
+	rg->ry0 = (uint32_t)rg->y0;
+	rg->rx1 = (uint32_t)ceil(rg->x1);
+	rg->ry1 = (uint32_t)ceil(rg->y1);
+	if (rg->rx1 > W)
+		rg->rx1 = W;
+	if (rg->ry1 > H)
+		rg->ry1 = H;
+	rg->rw = rg->rx1 - rg->rx0;
+	rg->rh = rg->ry1 - rg->ry0;
+}
+
+/*
+ * Crop the columns decoded to those around the region: libjpeg widens
+ * them to whole iMCUs (the first column decoded, returned, is <= rx0).
+ * Asked for CTX more pixels on each side, so that the box's edges get the
+ * same chroma upsampling context as in a full decode, not that of an
+ * image edge.
+ */
+static JDIMENSION
+box_crop(struct jpeg_decompress_struct *cinfo, const struct box_region *rg,
+    uint32_t W)
+{
+	uint32_t cx0 = rg->rx0 > CTX ? rg->rx0 - CTX : 0;
+	uint32_t cx1 = rg->rx1 + CTX < W ? rg->rx1 + CTX : W;
+	JDIMENSION xoff = cx0, cwid = cx1 - cx0;
+
+	if (cwid < W)
+		jpeg_crop_scanline(cinfo, &xoff, &cwid);
+	else
+		xoff = 0;
+	return xoff;
+}
+
+/*
+ * Decode the rows of the region (and CTX rows above it) into px (rw x rh
+ * RGB), through row (a cropped output row starting at column xoff; CMYK
+ * when cmyk).  0, or -EINVAL with a message when the image ends early.
+ */
+static int
+box_rows(struct jpeg_decompress_struct *cinfo, const struct box_region *rg,
+    JDIMENSION xoff, bool cmyk, uint8_t *row, uint8_t *px, char *err,
     size_t errlen)
+{
+	uint32_t skip = rg->ry0 > CTX ? rg->ry0 - CTX : 0;
+
+	if (skip > 0 && jpeg_skip_scanlines(cinfo, skip) != skip) {
+		snprintf(err, errlen, "corrupt data: image ends early");
+		return -EINVAL;
+	}
+	for (uint32_t yy = cinfo->output_scanline; yy < rg->ry1; yy++) {
+		JSAMPROW rows[1] = {row};
+		uint8_t *d = px + (size_t)(yy - rg->ry0) * rg->rw * 3;
+
+		if (jpeg_read_scanlines(cinfo, rows, 1) != 1) {
+			snprintf(err, errlen, "corrupt data: image ends early");
+			return -EINVAL;
+		}
+		if (yy < rg->ry0)
+			continue;
+		if (cmyk)
+			cmyk_row_to_rgb(
+			    row + (size_t)(rg->rx0 - xoff) * 4, d, rg->rw);
+		else
+			memcpy(d, row + (size_t)(rg->rx0 - xoff) * 3,
+			    (size_t)rg->rw * 3);
+	}
+	return 0;
+}
+
+/* The box in the region's pixels, clamped to them. */
+static void
+box_in_region(const struct box_region *rg, float box[4])
+{
+	box[0] = (float)(rg->x0 - rg->rx0);
+	box[1] = (float)(rg->y0 - rg->ry0);
+	box[2] = (float)(rg->x1 - rg->rx0);
+	box[3] = (float)(rg->y1 - rg->ry0);
+	if (box[2] > (float)rg->rw)
+		box[2] = (float)rg->rw;
+	if (box[3] > (float)rg->rh)
+		box[3] = (float)rg->rh;
+}
+
+int
+xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
+    uint32_t y, uint32_t cw, uint32_t ch, uint32_t tw, uint32_t th,
+    struct xf_image *out, float box[4], char *err, size_t errlen)
 {
 	struct jpeg_decompress_struct cinfo;
 	struct decode_err de;
@@ -245,9 +375,9 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 	uint8_t *volatile px = NULL;
 	uint8_t *volatile row = NULL;
 	volatile int r = -EINVAL;
-	double sx, sy, x0, y0, x1, y1;
-	JDIMENSION xoff, cwid;
-	uint32_t iw, ih, W, H, rx0, rx1, ry0, ry1, rw, rh, bpp;
+	struct box_region rg;
+	JDIMENSION xoff;
+	uint32_t iw, ih, W, H, bpp;
 	bool cmyk;
 
 	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
@@ -277,22 +407,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 		goto out;
 	}
 	bpp = cmyk ? 4 : 3;
-
-	/* The smallest M/8 at which the box still gives tw x th. */
-	/*
-	 * Only 1/8, 2/8, 4/8 and 8/8: libjpeg-turbo's other scaled IDCTs
-	 * have no SIMD, so that 3/8 or 6/8 decode no faster than 4/8 or 8/8
-	 * and stray further from a full decode (measured on the bench
-	 * dataset: 1.66 ms vs 1.60 ms per image, mean |diff| 0.68 vs 0.12).
-	 */
-	cinfo.scale_denom = 8;
-	for (unsigned int num = 1; num <= 8; num *= 2) {
-		cinfo.scale_num = num;
-		jpeg_calc_output_dimensions(&cinfo);
-		if ((double)cw * cinfo.output_width / iw >= tw &&
-		    (double)ch * cinfo.output_height / ih >= th)
-			break;
-	}
+	box_scale(&cinfo, iw, ih, cw, ch, tw, th);
 	jpeg_start_decompress(&cinfo);
 	W = cinfo.output_width;
 	H = cinfo.output_height;
@@ -300,85 +415,23 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
 		snprintf(err, errlen, "corrupt data: empty image");
 		goto out;
 	}
-	/* The box at this scale, and the whole pixels that cover it. */
-	/* Scaled block b covers full-size block b: the scale is M/8 (W is
-	 * rounded up from iw * M/8). */
-	sx = sy = cinfo.scale_num / 8.0;
-	x0 = x * sx;
-	x1 = (double)(x + cw) * sx;
-	y0 = y * sy;
-	y1 = (double)(y + ch) * sy;
-	rx0 = (uint32_t)x0;
-	ry0 = (uint32_t)y0;
-	rx1 = (uint32_t)ceil(x1);
-	ry1 = (uint32_t)ceil(y1);
-	if (rx1 > W)
-		rx1 = W;
-	if (ry1 > H)
-		ry1 = H;
-	rw = rx1 - rx0;
-	rh = ry1 - ry0;
-	/*
-	 * libjpeg widens the columns to whole iMCUs (xoff <= rx0).  Asked
-	 * for CTX more pixels on each side (and rows above), so that the
-	 * box's edges get the same chroma upsampling context as in a full
-	 * decode, not that of an image edge.
-	 */
-	{
-		uint32_t cx0 = rx0 > CTX ? rx0 - CTX : 0;
-		uint32_t cx1 = rx1 + CTX < W ? rx1 + CTX : W;
-
-		xoff = cx0;
-		cwid = cx1 - cx0;
-		if (cwid < W)
-			jpeg_crop_scanline(&cinfo, &xoff, &cwid);
-		else
-			xoff = 0;
-	}
-	if ((px = malloc((size_t)rw * rh * 3)) == NULL ||
+	box_region(x, y, cw, ch, cinfo.scale_num, W, H, &rg);
+	xoff = box_crop(&cinfo, &rg, W);
+	if ((px = malloc((size_t)rg.rw * rg.rh * 3)) == NULL ||
 	    (row = malloc((size_t)cinfo.output_width * bpp)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		r = -ENOMEM;
 		goto out;
 	}
-	{
-		uint32_t skip = ry0 > CTX ? ry0 - CTX : 0;
-
-		if (skip > 0 && jpeg_skip_scanlines(&cinfo, skip) != skip) {
-			snprintf(err, errlen, "corrupt data: image ends early");
-			goto out;
-		}
-	}
-	for (uint32_t yy = cinfo.output_scanline; yy < ry1; yy++) {
-		JSAMPROW rows[1] = {row};
-		uint8_t *d = px + (size_t)(yy - ry0) * rw * 3;
-
-		if (jpeg_read_scanlines(&cinfo, rows, 1) != 1) {
-			snprintf(err, errlen, "corrupt data: image ends early");
-			goto out;
-		}
-		if (yy < ry0)
-			continue;
-		if (cmyk)
-			cmyk_row_to_rgb(row + (size_t)(rx0 - xoff) * 4, d, rw);
-		else
-			memcpy(d, row + (size_t)(rx0 - xoff) * 3,
-			    (size_t)rw * 3);
-	}
+	if ((r = box_rows(&cinfo, &rg, xoff, cmyk, row, px, err, errlen)) != 0)
+		goto out;
 	/* The rows below the box are not decoded. */
 	jpeg_abort_decompress(&cinfo);
-	out->w = rw;
-	out->h = rh;
+	out->w = rg.rw;
+	out->h = rg.rh;
 	out->px = px; /* transferred */
 	px = NULL;
-	box[0] = (float)(x0 - rx0);
-	box[1] = (float)(y0 - ry0);
-	box[2] = (float)(x1 - rx0);
-	box[3] = (float)(y1 - ry0);
-	if (box[2] > (float)rw)
-		box[2] = (float)rw;
-	if (box[3] > (float)rh)
-		box[3] = (float)rh;
+	box_in_region(&rg, box);
 	r = 0;
 out:
 	jpeg_destroy_decompress(&cinfo);

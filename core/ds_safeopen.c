@@ -1,0 +1,181 @@
+/*
+ * ds_safeopen.c - opening a dataset's samples through no symbolic link
+ * (ds_sample_open; see dataset.h for the contract).
+ */
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * openat2(2) (Linux 5.6), called by number: its struct open_how and
+ * RESOLVE_ flags are a fixed ABI, declared here so that older kernel
+ * headers (no <linux/openat2.h>) still build.
+ */
+#ifdef SYS_openat2
+#define HAVE_OPENAT2 1
+struct ds_open_how {
+	uint64_t flags, mode, resolve;
+};
+#define DS_RESOLVE_NO_SYMLINKS 0x04
+#define DS_RESOLVE_BENEATH 0x08
+#endif
+
+#include "core/ds_int.h"
+
+/* See ds_int.h. */
+int
+ds_open_beneath(int dirfd, const char *rel, int flags)
+{
+	char buf[PATH_MAX], *p, *slash;
+	int cur, next, fd, e;
+#ifdef HAVE_OPENAT2
+	const char *no = getenv("FEEDFS_DS_NO_OPENAT2");
+
+	if (no == NULL || *no == '\0' || strcmp(no, "0") == 0) {
+		struct ds_open_how how;
+
+		memset(&how, 0, sizeof(how));
+		how.flags = (uint64_t)(flags | O_NOFOLLOW);
+		how.resolve = DS_RESOLVE_BENEATH | DS_RESOLVE_NO_SYMLINKS;
+		fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+		/* ENOSYS: before Linux 5.6; EPERM: a seccomp filter. */
+		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+			return fd;
+	}
+#endif
+	if (strlen(rel) >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, rel, strlen(rel) + 1);
+	cur = dirfd;
+	for (p = buf; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+		*slash = '\0';
+		if (p[0] == '\0' || strcmp(p, ".") == 0)
+			continue;
+		if (strcmp(p, "..") == 0) {
+			errno = EXDEV;
+			next = -1;
+		} else
+			next = openat(cur, p,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e = errno;
+		if (cur != dirfd)
+			close(cur);
+		if (next < 0) {
+			errno = e;
+			return -1;
+		}
+		cur = next;
+	}
+	if (strcmp(p, "..") == 0) {
+		errno = EXDEV;
+		fd = -1;
+	} else
+		fd = openat(cur, p, flags | O_NOFOLLOW);
+	e = errno;
+	if (cur != dirfd)
+		close(cur);
+	errno = e;
+	return fd;
+}
+
+/* "ROOT/PATH: why" into err; returns r. */
+static int
+open_error(const struct dataset *ds, const struct ds_sample *sm, int r,
+    const char *why, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
+	    why ? why : strerror(-r));
+	return r;
+}
+
+/*
+ * A manifest's path through links: resolved, and opened (through no link)
+ * only if it stays inside the root.  -1 with errno set, ELOOP when it
+ * leaves the root.
+ */
+static int
+open_resolved(const struct dataset *ds, int rootfd, const char *rel, int flags)
+{
+	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
+	char path[PATH_MAX], *res;
+	int fd, e;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+		rootlen ? ds->root : "", rel) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((res = realpath(path, NULL)) == NULL)
+		return -1;
+	if (strncmp(res, ds->root, rootlen) != 0 || res[rootlen] != '/' ||
+	    res[rootlen + 1] == '\0') {
+		free(res);
+		errno = ELOOP;
+		return -1;
+	}
+	fd = ds_open_beneath(rootfd, res + rootlen + 1, flags);
+	e = errno;
+	free(res);
+	errno = e;
+	return fd;
+}
+
+int
+ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
+    char *err, size_t errlen)
+{
+	const int flags =
+	    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+	const struct ds_sample *sm;
+	struct stat sb;
+	int rootfd, f, fl, r;
+
+	if (id >= ds->n) {
+		snprintf(err, errlen, "%s: no sample %zu", ds->root, id);
+		return -EINVAL;
+	}
+	sm = &ds->samples[id];
+	/* Opened per call: a root moved away is reported, not read. */
+	if ((rootfd = open(ds->root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return open_error(ds, sm, -errno, NULL, err, errlen);
+	f = ds_open_beneath(
+	    rootfd, sm->open_path ? sm->open_path : sm->path, flags);
+	if (f < 0 && ds->manifest && (errno == ELOOP || errno == ENOTDIR))
+		f = open_resolved(ds, rootfd, sm->path, flags);
+	r = f < 0 ? -errno : 0;
+	close(rootfd);
+	if (r == -ELOOP)
+		return open_error(
+		    ds, sm, r, "a symbolic link (not followed)", err, errlen);
+	if (r == -EXDEV)
+		return open_error(
+		    ds, sm, r, "path leaves the dataset root", err, errlen);
+	if (r != 0)
+		return open_error(ds, sm, r, NULL, err, errlen);
+	if (fstat(f, &sb) != 0) {
+		r = -errno;
+		close(f);
+		return open_error(ds, sm, r, NULL, err, errlen);
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(f);
+		return open_error(
+		    ds, sm, -EINVAL, "not a regular file", err, errlen);
+	}
+	/* O_NONBLOCK was for FIFOs and devices; reads of the file block. */
+	if ((fl = fcntl(f, F_GETFL)) >= 0)
+		(void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+	*fd = f;
+	*st = sb;
+	return 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * nodes.h - the inode table of a mount (struct feedfs's by_key and by_ino,
+ * under its lock): namespace keys to inode numbers and back.  All three
+ * calls are thread-safe; the root (FUSE_ROOT_ID) always exists.
+ */
+#ifndef FEEDFS_NODES_H
+#define FEEDFS_NODES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/ns.h"
+#include "fs/fs.h"
+
+/*
+ * The inode of k into *ino, its node created if new, and its lookup count
+ * incremented (the kernel's lookup).  0, or -ENOMEM.
+ */
+int fs_node_ref(struct feedfs *fs, const struct ns_key *k, fuse_ino_t *ino);
+
+/* The key of inode ino into *k; false if ino is unknown. */
+bool fs_node_key(struct feedfs *fs, fuse_ino_t ino, struct ns_key *k);
+
+/* The kernel forgets nlookup lookups of ino; the node goes at zero. */
+void fs_node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup);
+
+#endif
