@@ -63,11 +63,13 @@ stage_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
     const void **ptr, size_t *len)
 {
 	struct batch *b = h->b;
-	int r, pin;
+	int r;
 
 	pthread_mutex_lock(&h->lock);
 	r = h->gerr;
 	if (!h->gbuf && !h->gerr) {
+		int pin;
+
 		pthread_mutex_lock(&f->lock);
 		pin = feed_pin(f, h, true);
 		b->used = ++f->tick;
