@@ -169,7 +169,8 @@ bench_synthetic(unsigned nb, uint32_t B, uint32_t S, enum xf_dtype dt)
 		return 1;
 	for (size_t i = 0; i < in; i++)
 		src[i] = (uint8_t)(i * 2654435761u >> 24);
-	if (gpu_init(&g, out + (16u << 20), err, sizeof(err)) != 0) {
+	if (gpu_init(&g, out + (16u << 20), err, sizeof(err)) != 0 ||
+	    gpu_job_pool(g, 0, out + (16u << 20), err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpu-bench: %s\n", err);
 		return 1;
 	}
@@ -177,7 +178,7 @@ bench_synthetic(unsigned nb, uint32_t B, uint32_t S, enum xf_dtype dt)
 	for (unsigned n = 0; n < nb; n++) {
 		struct gpu_buf *b = NULL;
 
-		if (gpu_stage(g, &cv, src, B, &b, err, sizeof(err)) != 0) {
+		if (gpu_stage(g, 0, &cv, src, B, &b, err, sizeof(err)) != 0) {
 			fprintf(stderr, "gpu-bench: %s\n", err);
 			return 1;
 		}

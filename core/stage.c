@@ -12,8 +12,24 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "gpu/gpu.h"
+#include "gpu/pool.h"
 
-/* Stage the ready raw batch of h and make its descriptor. */
+/* The pool of job i: an equal share of gpu_memory among gpu = on jobs. */
+static int
+job_pool(struct feed *f, size_t i, char *msg, size_t len)
+{
+	uint32_t n = 0;
+
+	for (size_t k = 0; k < f->njobs; k++)
+		n += f->jobs[k].cfg->gpu;
+	return gpu_job_pool(f->gpu, (uint32_t)i,
+	    gpu_pool_share(f->cfg->mount.gpu_memory, n), msg, len);
+}
+
+/*
+ * Stage the ready raw batch of h and make its descriptor.  -EAGAIN when
+ * the job's pool is full now: the next read tries again.
+ */
 static int
 stage(struct feed *f, struct feed_handle *h)
 {
@@ -27,11 +43,12 @@ stage(struct feed *f, struct feed_handle *h)
 
 	memcpy(cv.mean, j->pl->mean, sizeof(cv.mean));
 	memcpy(cv.std, j->pl->std, sizeof(cv.std));
-	if ((r = gpu_stage(f->gpu, &cv, b->raw, b->g.len, &h->gbuf, msg,
-		 sizeof(msg))) != 0) {
+	if ((r = job_pool(f, (size_t)(j - f->jobs), msg, sizeof(msg))) != 0 ||
+	    (r = gpu_stage(f->gpu, (uint32_t)(j - f->jobs), &cv, b->raw,
+		 b->g.len, &h->gbuf, msg, sizeof(msg))) != 0) {
 		log_err("%s/epoch-%04" PRIu32 "/batch-%06" PRIu64 ".cuda: %s",
 		    j->cfg->name, b->key.epoch, b->key.batch, msg);
-		return r == -ENOSPC || r == -E2BIG ? -ENOSPC : -EIO;
+		return r == -ENOSPC ? -EAGAIN : r == -E2BIG ? -ENOSPC : -EIO;
 	}
 	gpu_buf_desc(f->gpu, h->gbuf, &d);
 	d.ndim = 4;
@@ -49,21 +66,28 @@ stage_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 	int r;
 
 	pthread_mutex_lock(&h->lock);
+	r = h->gerr;
 	if (!h->gbuf && !h->gerr) {
+		int pin;
+
 		pthread_mutex_lock(&f->lock);
-		r = feed_pin(f, h, true);
+		pin = feed_pin(f, h, true);
 		b->used = ++f->tick;
 		pthread_mutex_unlock(&f->lock);
-		h->gerr = r ? r : stage(f, h);
+		r = pin ? pin : stage(f, h);
 		pthread_mutex_lock(&f->lock);
-		if (r == 0) {
-			b->consumed =
-			    true; /* on the device: release it first */
+		if (pin == 0) {
+			if (r == 0) /* on the device: release it first */
+				b->consumed = true;
 			feed_unpin(f, b);
 		}
 		pthread_mutex_unlock(&f->lock);
+		/* A full pool is not this file's failure: not kept. */
+		if (pin == 0 && r == -EAGAIN)
+			r = -ENOSPC;
+		else
+			h->gerr = r;
 	}
-	r = h->gerr;
 	pthread_mutex_unlock(&h->lock);
 	if (r != 0)
 		return r;

@@ -7,14 +7,32 @@ The job must have `gpu = on` (feedfs built --with-cuda, a device present).
 Each step opens epoch-NNNN/batch-NNNNNN.cuda: reading it makes feedfs stage
 the batch on the device (uint8 over PCIe, converted and normalized there)
 and returns a 160-byte descriptor (feedfs(8), gpu/feedfs_cuda.h).  The
-descriptor's cudaIpcMemHandle_t names feedfs's device pool: it is opened
-once with cudaIpcOpenMemHandle (through ctypes: torch has no public API for
-it), and each batch is that pointer plus the descriptor's offset, wrapped as
-a tensor through __cuda_array_interface__ without a copy.  The bytes are
-valid while the .cuda file is open, so the file is closed only after the
-step that used them.
+descriptor's cudaIpcMemHandle_t names the device pool of the job: it is
+opened once per job with cudaIpcOpenMemHandle (through ctypes: torch has no
+public API for it), and each batch is that pointer plus the descriptor's
+offset, wrapped as a tensor through __cuda_array_interface__ without a copy.
+
+THE TENSOR IS VALID ONLY WHILE THE .cuda FILE IS OPEN.  Closing the file
+gives the device buffer back to feedfs, which stages the next batch into
+it, under a tensor that still points there.  So:
+
+  RIGHT: the file stays open for as long as the tensor is used
+      with staged_batch(path, pools) as (x, desc):  # opens, reads, wraps
+          loss = model(x); loss.backward(); opt.step()
+      # closed here (after a torch.cuda.synchronize()): x is dead now
+  RIGHT: a copy that must outlive the file
+      with staged_batch(path, pools) as (x, desc):
+          keep = x.clone()                   # owned by torch
+
+  WRONG: the file object is closed as soon as the line ends
+      x = tensor_from(open(path, "rb").read())      # DO NOT
+  WRONG: the tensor escapes the with block
+      with staged_batch(path, pools) as (x, desc):
+          pass
+      model(x)                                      # DO NOT
 """
-import argparse, ctypes, ctypes.util, json, os, struct, sys, uuid
+import argparse, contextlib, ctypes, ctypes.util, json, os, struct, sys
+import uuid
 
 DESC = struct.Struct("<8sII64siIQQII4Q16s")  # 160 bytes, little-endian
 assert DESC.size == 160
@@ -69,14 +87,16 @@ def load_cudart():
     fail("libcudart not found (tried %s)" % ", ".join(names))
 
 
-class Pool:
-    """feedfs's device pool, opened once per process."""
+class Pools:
+    """The device pools of feedfs's jobs, each opened once per process."""
 
     def __init__(self, torch):
-        self.torch, self.cudart, self.base, self.handle = torch, None, None, None
+        self.torch, self.cudart, self.device = torch, None, None
+        self.base = {}  # IPC handle bytes -> device pointer
 
     def pointer(self, d):
-        if self.base is None:
+        """The device address of the batch of descriptor d."""
+        if d["handle"] not in self.base:
             torch = self.torch
             dev = d["device"]
             for i in range(torch.cuda.device_count()):  # ordinals differ
@@ -86,9 +106,13 @@ class Pool:
                     break
             torch.cuda.set_device(dev)
             torch.cuda.init()
-            self.cudart = load_cudart()
-            self.cudart.cudaSetDevice(ctypes.c_int(dev))
-            self.cudart.cudaGetErrorString.restype = ctypes.c_char_p
+            if self.cudart is None:
+                self.cudart = load_cudart()
+                self.cudart.cudaGetErrorString.restype = ctypes.c_char_p
+            err = self.cudart.cudaSetDevice(ctypes.c_int(dev))
+            if err != 0:
+                fail("cudaSetDevice(%d): %s" % (
+                    dev, self.cudart.cudaGetErrorString(err).decode()))
             ptr = ctypes.c_void_p()
             h = IpcHandle.from_buffer_copy(d["handle"])  # NULs kept
             err = self.cudart.cudaIpcOpenMemHandle(
@@ -96,15 +120,13 @@ class Pool:
             if err != 0:
                 fail("cudaIpcOpenMemHandle: %s" %
                      self.cudart.cudaGetErrorString(err).decode())
-            self.base, self.handle, self.device = ptr.value, d["handle"], dev
-        elif d["handle"] != self.handle:
-            fail("the pool's handle changed: feedfs was remounted")
-        return self.base + d["offset"]
+            self.base[d["handle"]], self.device = ptr.value, dev
+        return self.base[d["handle"]] + d["offset"]
 
     def close(self):
-        if self.base is not None:
-            self.cudart.cudaIpcCloseMemHandle(ctypes.c_void_p(self.base))
-            self.base = None
+        for base in self.base.values():
+            self.cudart.cudaIpcCloseMemHandle(ctypes.c_void_p(base))
+        self.base = {}
 
 
 class DeviceArray:
@@ -116,6 +138,29 @@ class DeviceArray:
             "strides": None, "version": 3,
             "stream": None,  # feedfs synchronized before answering the read
         }
+
+
+@contextlib.contextmanager
+def staged_batch(path, pools):
+    """Yield the batch of a .cuda file as a CUDA tensor, without a copy.
+
+    The file stays open, and so the tensor valid, until the with block
+    ends; then the device is synchronized and the file closed, and the
+    tensor must not be used again (clone() it inside the block to keep
+    it).  Yields (tensor, descriptor).
+    """
+    torch = pools.torch
+    with open(path, "rb", buffering=0) as f:  # held: the bytes stay
+        desc = decode(f.read(DESC.size))
+        ptr = pools.pointer(desc)
+        x = torch.as_tensor(
+            DeviceArray(ptr, desc["shape"], TYPESTR[desc["dtype"]]),
+            device="cuda:%d" % pools.device)
+        assert x.data_ptr() == ptr, "torch copied the batch"
+        try:
+            yield x, desc
+        finally:
+            torch.cuda.synchronize()  # no kernel may still read x
 
 
 def main():
@@ -152,18 +197,12 @@ def main():
         nn.LazyConv2d(16, 3, stride=2, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LazyLinear(classes)).cuda()
     opt = None
-    pool = Pool(torch)
+    pools = Pools(torch)
     for step in range(a.steps):
         path = os.path.join(d, "batch-%06d.cuda" % step)
         if not os.path.exists(path):
             break
-        with open(path, "rb", buffering=0) as f:  # held: the bytes stay
-            desc = decode(f.read(DESC.size))
-            ptr = pool.pointer(desc)
-            x = torch.as_tensor(
-                DeviceArray(ptr, desc["shape"], TYPESTR[desc["dtype"]]),
-                device="cuda:%d" % pool.device)
-            assert x.data_ptr() == ptr, "torch copied the batch"
+        with staged_batch(path, pools) as (x, desc):  # x dies at the end
             if desc["layout"] == 0:  # NHWC: the model wants NCHW
                 x = x.permute(0, 3, 1, 2)
             x = x.float()
@@ -174,10 +213,9 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
-            torch.cuda.synchronize()  # done with x before the file closes
         print("step %d: batch %s, loss %.4f" %
               (step, tuple(desc["shape"]), loss.item()))
-    pool.close()
+    pools.close()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
  *     0     8  magic "FFSCUDA\0"
  *     8     4  version (1)
  *    12     4  size of the descriptor (160)
- *    16    64  cudaIpcMemHandle_t of the allocation holding the batch
+ *    16    64  cudaIpcMemHandle_t of the job's pool holding the batch
  *    80     4  device ordinal in the feedfs daemon (int32)
  *    84     4  dtype: 0 uint8, 1 float16, 2 float32
  *    88     8  byte offset of the batch within that allocation
@@ -20,10 +20,11 @@
  *   144    16  UUID of the device (cudaDeviceProp.uuid): ordinals differ
  *              between processes with different CUDA_VISIBLE_DEVICES
  *
- * A client opens the handle with cudaIpcOpenMemHandle (once per process:
- * the handle names the whole pool, so keep the pointer it gives and add
- * offset for every batch), and may use the bytes while it holds the .cuda
- * file open; after close they are reused for another batch.
+ * A client opens the handle with cudaIpcOpenMemHandle (once per job: the
+ * handle names the job's whole pool, so keep the pointer it gives and add
+ * offset for every batch of that job), and may use the bytes only while it
+ * holds the .cuda file open; after close they are reused for another
+ * batch.  The handle opens every batch of its job, and no other job's.
  *
  * This header needs no CUDA header: the handle is kept as 64 raw bytes,
  * which is exactly cudaIpcMemHandle_t (memcpy one into the other).

@@ -3,9 +3,16 @@
  *
  * Locking: ring_lock serializes gpu_stage's use of the ring (one batch
  * goes through the ring at a time; its chunks overlap each other);
- * pool_lock protects the pool accounting and is taken alone or inside
- * ring_lock, never the other way round.  Every entry point makes device
- * g->dev current for the calling thread (FUSE threads come and go).
+ * pool_lock protects the job pools (the table and each one's accounting)
+ * and is taken alone or inside ring_lock, never the other way round.
+ * Every entry point makes device g->dev current for the calling thread
+ * (FUSE threads come and go), and fails when it cannot.
+ *
+ * One allocation per job, not per open: cudaMalloc and cudaFree cost
+ * milliseconds and cudaFree synchronizes the device, a client would have
+ * to cudaIpcOpenMemHandle (also milliseconds) for every batch, and a range
+ * freed while a client still has it mapped is undefined behaviour, where
+ * a range given back to a pool only holds another batch of the same job.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,9 +33,17 @@
 
 #define GPU_RING 4                /* pinned staging slots */
 #define GPU_SLOT_BYTES (8u << 20) /* each, unless one sample needs more */
-#define GPU_ALIGN 4096u           /* of batch buffers in the pool */
+#define GPU_MAX_JOBS 65536u       /* job ids gpu_job_pool takes */
+
+/* The pool of one job: its own allocation, so its own IPC handle. */
+struct jpool {
+	uint8_t *base;
+	cudaIpcMemHandle_t handle;
+	struct gpu_pool acct; /* pool_lock */
+};
 
 struct gpu_buf {
+	struct jpool *p;
 	uint64_t off, len;
 	uint32_t dtype, layout;
 };
@@ -45,15 +60,20 @@ struct slot {
 struct gpu {
 	int dev;
 	uint8_t uuid[16];
-	uint8_t *base; /* the pool's allocation */
-	cudaIpcMemHandle_t handle;
+	char name[256];
+	int major, minor;
+	uint64_t budget; /* gpu_memory: every pool together */
 
 	pthread_mutex_t pool_lock;
-	struct gpu_pool pool; /* pool_lock */
+	pthread_cond_t pool_freed; /* a buffer went back to some pool */
+	struct jpool **pools;      /* pool_lock; by job id, NULL: none */
+	uint32_t npools;           /* pool_lock; entries of pools */
+	uint64_t reserved;         /* pool_lock; bytes of every pool */
 
 	pthread_mutex_t ring_lock;
 	struct slot ring[GPU_RING]; /* ring_lock */
 
+	_Atomic int lost; /* the sticky cudaError_t that lost the context */
 	atomic_uint_fast64_t staged, h2d_bytes, stage_ns;
 };
 
@@ -68,6 +88,74 @@ cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e));
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+/*
+ * Errors after which the context cannot be used again (CUDA documents each
+ * as leaving the process in an inconsistent state).
+ */
+static bool
+sticky_code(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorAssert:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorContextIsDestroyed:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A CUDA call failed with e while doing what: clear the thread's error
+ * state when the error can be cleared (so that it does not fail the next
+ * call), or mark the context lost when it cannot.  Returns -errno, err
+ * saying what happened.
+ */
+static int
+gpu_fail(struct gpu *g, cudaError_t e, const char *what, char *err,
+    size_t errlen)
+{
+	int none = 0;
+
+	(void)cudaGetLastError(); /* resets a non-sticky error */
+	if (!sticky_code(e) && cudaPeekAtLastError() == cudaSuccess)
+		return cuda_fail(e, what, err, errlen);
+	if (atomic_compare_exchange_strong(&g->lost, &none, (int)e))
+		snprintf(err, errlen, "%s: %s: CUDA context lost (a sticky "
+		    "error): every later .cuda read fails with EIO until "
+		    "feedfs is mounted again", what, cudaGetErrorString(e));
+	else
+		snprintf(err, errlen, "%s: %s (CUDA context lost earlier)",
+		    what, cudaGetErrorString(e));
+	return -EIO;
+}
+
+/* -EIO at once when the context was lost; else make g->dev current. */
+static int
+gpu_enter(struct gpu *g, char *err, size_t errlen)
+{
+	int lost = atomic_load(&g->lost);
+	cudaError_t e;
+
+	if (lost != 0) {
+		snprintf(err, errlen, "CUDA context lost earlier (%s): .cuda "
+		    "reads fail until feedfs is mounted again",
+		    cudaGetErrorName((cudaError_t)lost));
+		return -EIO;
+	}
+	if ((e = cudaSetDevice(g->dev)) != cudaSuccess)
+		return gpu_fail(g, e, "cudaSetDevice", err, errlen);
+	return 0;
 }
 
 /* Whether this process sees a device; err says why not. */
@@ -87,6 +175,46 @@ have_device(char *err, size_t errlen)
 		return -ENODEV;
 	}
 	return 0;
+}
+
+/*
+ * Whether this build's kernels can run on the current device, whose name
+ * and compute capability are given: every kernel has an image for it.
+ */
+static int
+kernels_usable(const char *name, int major, int minor, char *err,
+    size_t errlen)
+{
+	cudaError_t e = (cudaError_t)gpu_kernels_check();
+
+	if (e == cudaSuccess)
+		return 0;
+	(void)cudaGetLastError();
+	snprintf(err, errlen, "%s (compute capability %d.%d) cannot run "
+	    "feedfs's CUDA kernels: %s; they were built for compute "
+	    "capabilities %s (rebuild with NVCC_ARCH naming sm_%d%d)", name,
+	    major, minor, cudaGetErrorString(e), gpu_kernels_archs(), major,
+	    minor);
+	return -ENOTSUP;
+}
+
+/* The child of gpu_probe: a device, and kernels that run on device 0. */
+static int
+probe_child(char *err, size_t errlen)
+{
+	struct cudaDeviceProp prop;
+	cudaError_t e;
+	int r;
+
+	if ((r = have_device(err, errlen)) != 0)
+		return r;
+	if ((e = cudaSetDevice(0)) != cudaSuccess ||
+	    (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
+		snprintf(err, errlen, "no CUDA device: device 0: %s",
+		    cudaGetErrorString(e));
+		return -ENODEV;
+	}
+	return kernels_usable(prop.name, prop.major, prop.minor, err, errlen);
 }
 
 int
@@ -111,7 +239,7 @@ gpu_probe(char *err, size_t errlen)
 	}
 	if (pid == 0) {
 		close(fd[0]);
-		if (have_device(msg, sizeof(msg)) != 0 &&
+		if (probe_child(msg, sizeof(msg)) != 0 &&
 		    write(fd[1], msg, strlen(msg)) < 0)
 			_exit(2);
 		_exit(0);
@@ -180,13 +308,36 @@ slot_reserve(struct slot *s, size_t cap)
 	return cudaSuccess;
 }
 
+/*
+ * One conversion of a 1 x 1 sample for each kernel, in slot 0: whether
+ * they run here (an image can load yet fail to launch).  Device current.
+ */
+static cudaError_t
+trial_run(struct gpu *g)
+{
+	struct slot *s = &g->ring[0];
+	struct gpu_kconv kc = {1, 1, 0, 1, 1, {0, 0, 0}, {1, 1, 1}};
+	cudaError_t e;
+
+	if ((e = cudaMemsetAsync(s->scratch, 7, 3, s->s)) != cudaSuccess)
+		return e;
+	for (int d = 0; d < 3; d++) {
+		kc.dtype = d;
+		if ((e = (cudaError_t)gpu_launch_convert(s->s, s->scratch,
+			 s->scratch + 256, 1, &kc)) != cudaSuccess)
+			return e;
+	}
+	return cudaStreamSynchronize(s->s);
+}
+
 int
-gpu_init(struct gpu **out, uint64_t pool_bytes, char *err, size_t errlen)
+gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 {
 	struct cudaDeviceProp prop;
+	size_t avail = 0, total = 0;
+	pthread_condattr_t ca;
 	struct gpu *g;
 	cudaError_t e;
-	char what[384];
 	int r;
 
 	if ((r = have_device(err, errlen)) != 0)
@@ -196,30 +347,43 @@ gpu_init(struct gpu **out, uint64_t pool_bytes, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&g->pool_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->pool_freed, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&g->ring_lock, NULL);
 	g->dev = 0;
+	g->budget = budget;
 	if ((e = cudaSetDevice(g->dev)) != cudaSuccess ||
 	    (e = cudaGetDeviceProperties(&prop, g->dev)) != cudaSuccess) {
 		r = cuda_fail(e, "no CUDA device: device 0", err, errlen);
 		goto fail;
 	}
 	memcpy(g->uuid, prop.uuid.bytes, sizeof(g->uuid));
-	if ((r = gpu_pool_init(&g->pool, pool_bytes, GPU_ALIGN)) != 0 ||
-	    g->pool.size == 0) {
+	snprintf(g->name, sizeof(g->name), "%s", prop.name);
+	g->major = prop.major;
+	g->minor = prop.minor;
+	if ((r = kernels_usable(g->name, g->major, g->minor, err, errlen)) !=
+	    0)
+		goto fail;
+	if (gpu_pool_share(budget, 1) == 0) {
 		snprintf(err, errlen, "gpu_memory: %llu bytes is too small",
-		    (unsigned long long)pool_bytes);
+		    (unsigned long long)budget);
 		r = -EINVAL;
 		goto fail;
 	}
-	if ((e = cudaMalloc((void **)&g->base, g->pool.size)) != cudaSuccess) {
-		g->base = NULL;
-		snprintf(what, sizeof(what), "gpu_memory: cudaMalloc of %llu "
-		    "bytes on %s", (unsigned long long)g->pool.size, prop.name);
-		r = cuda_fail(e, what, err, errlen);
+	/* The pools are made at their job's first read: say now if the
+	 * budget cannot be had (another process may still take it later). */
+	if ((e = cudaMemGetInfo(&avail, &total)) != cudaSuccess) {
+		r = cuda_fail(e, "cudaMemGetInfo", err, errlen);
 		goto fail;
 	}
-	if ((e = cudaIpcGetMemHandle(&g->handle, g->base)) != cudaSuccess) {
-		r = cuda_fail(e, "cudaIpcGetMemHandle", err, errlen);
+	if (budget > avail) {
+		snprintf(err, errlen, "gpu_memory: %llu bytes, but %s has %llu "
+		    "bytes free (of %llu)", (unsigned long long)budget,
+		    g->name, (unsigned long long)avail,
+		    (unsigned long long)total);
+		r = -ENOMEM;
 		goto fail;
 	}
 	for (int i = 0; i < GPU_RING; i++) {
@@ -234,6 +398,15 @@ gpu_init(struct gpu **out, uint64_t pool_bytes, char *err, size_t errlen)
 			goto fail;
 		}
 	}
+	if ((e = trial_run(g)) != cudaSuccess) {
+		char what[400];
+
+		snprintf(what, sizeof(what), "a trial conversion on %s "
+		    "(compute capability %d.%d, kernels built for %s)", g->name,
+		    g->major, g->minor, gpu_kernels_archs());
+		r = cuda_fail(e, what, err, errlen);
+		goto fail;
+	}
 	*out = g;
 	return 0;
 fail:
@@ -246,24 +419,115 @@ gpu_fini(struct gpu *g)
 {
 	if (!g)
 		return;
-	cudaSetDevice(g->dev);
-	for (int i = 0; i < GPU_RING; i++) {
-		struct slot *s = &g->ring[i];
+	/* Without the device current the frees would go to another one:
+	 * leave them to the end of the process. */
+	if (cudaSetDevice(g->dev) == cudaSuccess) {
+		for (int i = 0; i < GPU_RING; i++) {
+			struct slot *s = &g->ring[i];
 
-		if (s->s)
-			cudaStreamSynchronize(s->s);
-		slot_free(s);
-		if (s->done)
-			cudaEventDestroy(s->done);
-		if (s->s)
-			cudaStreamDestroy(s->s);
+			if (s->s)
+				cudaStreamSynchronize(s->s);
+			slot_free(s);
+			if (s->done)
+				cudaEventDestroy(s->done);
+			if (s->s)
+				cudaStreamDestroy(s->s);
+		}
+		for (uint32_t i = 0; i < g->npools; i++)
+			if (g->pools[i] && g->pools[i]->base)
+				cudaFree(g->pools[i]->base);
 	}
-	if (g->base)
-		cudaFree(g->base);
-	gpu_pool_fini(&g->pool);
+	for (uint32_t i = 0; i < g->npools; i++)
+		if (g->pools[i]) {
+			gpu_pool_fini(&g->pools[i]->acct);
+			free(g->pools[i]);
+		}
+	free(g->pools);
 	pthread_mutex_destroy(&g->pool_lock);
+	pthread_cond_destroy(&g->pool_freed);
 	pthread_mutex_destroy(&g->ring_lock);
 	free(g);
+}
+
+/* Make the pool of job; pool_lock held, device current. */
+static int
+job_pool_locked(struct gpu *g, uint32_t job, uint64_t bytes, char *err,
+    size_t errlen)
+{
+	struct jpool *p;
+	cudaError_t e;
+	int r;
+
+	if (job >= g->npools) {
+		uint32_t n = job + 1 > 2 * g->npools ? job + 1 : 2 * g->npools;
+		struct jpool **t = realloc(g->pools, n * sizeof(*t));
+
+		if (!t) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		memset(t + g->npools, 0, (n - g->npools) * sizeof(*t));
+		g->pools = t;
+		g->npools = n;
+	}
+	bytes &= ~(uint64_t)(GPU_POOL_ALIGN - 1);
+	if (bytes == 0 || bytes > g->budget - g->reserved) {
+		snprintf(err, errlen, "gpu_memory: a pool of %llu bytes for "
+		    "this job does not fit in the %llu bytes that the other "
+		    "jobs' pools leave", (unsigned long long)bytes,
+		    (unsigned long long)(g->budget - g->reserved));
+		return -E2BIG;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if ((r = gpu_pool_init(&p->acct, bytes, GPU_POOL_ALIGN)) != 0) {
+		snprintf(err, errlen, "gpu_pool_init: %s", strerror(-r));
+		free(p);
+		return r;
+	}
+	if ((e = cudaMalloc((void **)&p->base, bytes)) != cudaSuccess) {
+		char what[400];
+
+		p->base = NULL;
+		snprintf(what, sizeof(what), "gpu_memory: cudaMalloc of the "
+		    "job's pool of %llu bytes on %s", (unsigned long long)bytes,
+		    g->name);
+		r = gpu_fail(g, e, what, err, errlen);
+		goto fail;
+	}
+	if ((e = cudaIpcGetMemHandle(&p->handle, p->base)) != cudaSuccess) {
+		r = gpu_fail(g, e, "cudaIpcGetMemHandle", err, errlen);
+		goto fail;
+	}
+	g->pools[job] = p;
+	g->reserved += bytes;
+	return 0;
+fail:
+	if (p->base)
+		cudaFree(p->base);
+	gpu_pool_fini(&p->acct);
+	free(p);
+	return r;
+}
+
+int
+gpu_job_pool(struct gpu *g, uint32_t job, uint64_t bytes, char *err,
+    size_t errlen)
+{
+	int r = 0;
+
+	if (job >= GPU_MAX_JOBS) {
+		snprintf(err, errlen, "job id %u is too large", job);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&g->pool_lock);
+	if ((job >= g->npools || !g->pools[job]) &&
+	    (r = gpu_enter(g, err, errlen)) == 0)
+		r = job_pool_locked(g, job, bytes, err, errlen);
+	pthread_mutex_unlock(&g->pool_lock);
+	return r;
 }
 
 static unsigned
@@ -297,6 +561,9 @@ stage_locked(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
 	struct gpu_kconv kc;
 	cudaError_t e = cudaSuccess;
 	unsigned k = 0;
+
+	/* An error left by another call must not be taken for ours. */
+	(void)cudaGetLastError();
 
 	kc.w = cv->w;
 	kc.h = cv->h;
@@ -345,45 +612,83 @@ stage_locked(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
 		s->busy = false;
 	}
 	if (e != cudaSuccess)
-		return cuda_fail(e, "staging a batch", err, errlen);
+		return gpu_fail(g, e, "staging a batch", err, errlen);
 	atomic_fetch_add(&g->h2d_bytes, (uint64_t)n * in);
 	return 0;
 }
 
-int
-gpu_stage(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
-    uint32_t n, struct gpu_buf **out, char *err, size_t errlen)
+/*
+ * Hold len bytes of job's pool in *b, waiting up to GPU_FULL_WAIT_MS for
+ * room when it is full now.
+ */
+static int
+hold(struct gpu *g, uint32_t job, uint64_t len, struct gpu_buf *b,
+    char *err, size_t errlen)
 {
-	uint64_t len = (uint64_t)n * cv->w * cv->h * 3 * dtype_size(cv->dtype);
-	uint64_t t0 = now_ns(), off;
-	struct gpu_buf *b;
+	struct timespec until;
+	struct jpool *p;
+	bool late = false;
 	int r;
 
-	if ((b = calloc(1, sizeof(*b))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)GPU_FULL_WAIT_MS * 1000000;
+	until.tv_sec += until.tv_nsec / 1000000000;
+	until.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&g->pool_lock);
-	r = gpu_pool_get(&g->pool, len ? len : 1, &off);
+	if (job >= g->npools || (p = g->pools[job]) == NULL) {
+		pthread_mutex_unlock(&g->pool_lock);
+		snprintf(err, errlen, "job %u has no device pool", job);
+		return -ENOENT;
+	}
+	/* Full now: wait for a buffer to come back, then try again. */
+	while ((r = gpu_pool_get(&p->acct, len, &b->off)) == -ENOSPC &&
+	    !late) {
+		p->acct.fails--; /* counted once, when it gives up */
+		late = pthread_cond_timedwait(&g->pool_freed, &g->pool_lock,
+			   &until) == ETIMEDOUT;
+	}
 	pthread_mutex_unlock(&g->pool_lock);
 	if (r != 0) {
 		snprintf(err, errlen, "gpu_memory: a batch of %llu bytes %s",
 		    (unsigned long long)len, r == -E2BIG
-			? "is larger than the whole pool"
-			: "does not fit while the open .cuda files hold the "
-			  "rest of the pool");
+			? "is larger than the job's whole pool"
+			: "does not fit while the open .cuda files of the job "
+			  "hold the rest of its pool");
+		return r;
+	}
+	b->p = p;
+	return 0;
+}
+
+int
+gpu_stage(struct gpu *g, uint32_t job, const struct gpu_conv *cv,
+    const uint8_t *src, uint32_t n, struct gpu_buf **out, char *err,
+    size_t errlen)
+{
+	uint64_t len = (uint64_t)n * cv->w * cv->h * 3 * dtype_size(cv->dtype);
+	uint64_t t0 = now_ns();
+	struct gpu_buf *b;
+	int r;
+
+	if ((r = gpu_enter(g, err, errlen)) != 0)
+		return r;
+	if ((b = calloc(1, sizeof(*b))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if ((r = hold(g, job, len ? len : 1, b, err, errlen)) != 0) {
 		free(b);
 		return r;
 	}
-	b->off = off;
 	b->len = len;
 	b->dtype = cv->dtype == XF_UINT8 ? FEEDFS_CUDA_UINT8
 	    : cv->dtype == XF_FLOAT16	 ? FEEDFS_CUDA_FLOAT16
 					 : FEEDFS_CUDA_FLOAT32;
 	b->layout = cv->layout == XF_HWC ? FEEDFS_CUDA_NHWC : FEEDFS_CUDA_NCHW;
 	pthread_mutex_lock(&g->ring_lock);
-	cudaSetDevice(g->dev);
-	r = stage_locked(g, cv, src, n, g->base + off, err, errlen);
+	if ((r = gpu_enter(g, err, errlen)) == 0)
+		r = stage_locked(g, cv, src, n, b->p->base + b->off, err,
+		    errlen);
 	pthread_mutex_unlock(&g->ring_lock);
 	if (r != 0) {
 		gpu_put(g, b);
@@ -401,7 +706,8 @@ gpu_put(struct gpu *g, struct gpu_buf *b)
 	if (!b)
 		return;
 	pthread_mutex_lock(&g->pool_lock);
-	gpu_pool_put(&g->pool, b->off);
+	gpu_pool_put(&b->p->acct, b->off);
+	pthread_cond_broadcast(&g->pool_freed);
 	pthread_mutex_unlock(&g->pool_lock);
 	free(b);
 }
@@ -411,7 +717,7 @@ gpu_buf_desc(const struct gpu *g, const struct gpu_buf *b,
     struct feedfs_cuda_desc *d)
 {
 	memset(d, 0, sizeof(*d));
-	memcpy(d->handle, &g->handle, FEEDFS_CUDA_HANDLE_SIZE);
+	memcpy(d->handle, &b->p->handle, FEEDFS_CUDA_HANDLE_SIZE);
 	d->device = g->dev;
 	memcpy(d->uuid, g->uuid, sizeof(d->uuid));
 	d->offset = b->off;
@@ -424,24 +730,39 @@ int
 gpu_buf_read(struct gpu *g, const struct gpu_buf *b, uint64_t off, void *dst,
     size_t len)
 {
+	char err[256];
 	cudaError_t e;
+	int r;
 
 	if (off > b->len || len > b->len - off)
 		return -EINVAL;
-	cudaSetDevice(g->dev);
-	e = cudaMemcpy(dst, g->base + b->off + off, len,
+	if ((r = gpu_enter(g, err, sizeof(err))) != 0)
+		return r;
+	e = cudaMemcpy(dst, b->p->base + b->off + off, len,
 	    cudaMemcpyDeviceToHost);
-	return e == cudaSuccess ? 0 : -EIO;
+	return e == cudaSuccess ? 0
+				: gpu_fail(g, e, "gpu_buf_read", err,
+				      sizeof(err));
 }
 
 void
 gpu_get_stats(struct gpu *g, struct gpu_stats *st)
 {
+	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&g->pool_lock);
-	st->pool_bytes = g->pool.size;
-	st->pool_used = g->pool.used;
-	st->pool_peak = g->pool.peak;
-	st->pool_fails = g->pool.fails;
+	st->budget = g->budget;
+	for (uint32_t i = 0; i < g->npools; i++) {
+		const struct gpu_pool *p;
+
+		if (!g->pools[i])
+			continue;
+		p = &g->pools[i]->acct;
+		st->pools++;
+		st->pool_bytes += p->size;
+		st->pool_used += p->used;
+		st->pool_peak += p->peak;
+		st->pool_fails += p->fails;
+	}
 	pthread_mutex_unlock(&g->pool_lock);
 	st->staged = atomic_load(&g->staged);
 	st->h2d_bytes = atomic_load(&g->h2d_bytes);

@@ -23,10 +23,10 @@ gpu_probe(char *err, size_t errlen)
 }
 
 int
-gpu_init(struct gpu **out, uint64_t pool_bytes, char *err, size_t errlen)
+gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 {
 	(void)out;
-	(void)pool_bytes;
+	(void)budget;
 	snprintf(err, errlen, NO_CUDA);
 	return -ENOTSUP;
 }
@@ -38,10 +38,23 @@ gpu_fini(struct gpu *g)
 }
 
 int
-gpu_stage(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
-    uint32_t n, struct gpu_buf **out, char *err, size_t errlen)
+gpu_job_pool(struct gpu *g, uint32_t job, uint64_t bytes, char *err,
+    size_t errlen)
 {
 	(void)g;
+	(void)job;
+	(void)bytes;
+	snprintf(err, errlen, NO_CUDA);
+	return -ENOTSUP;
+}
+
+int
+gpu_stage(struct gpu *g, uint32_t job, const struct gpu_conv *cv,
+    const uint8_t *src, uint32_t n, struct gpu_buf **out, char *err,
+    size_t errlen)
+{
+	(void)g;
+	(void)job;
 	(void)cv;
 	(void)src;
 	(void)n;

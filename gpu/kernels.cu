@@ -116,3 +116,31 @@ gpu_launch_convert(void *stream, const uint8_t *src, void *dst, uint32_t n,
 	}
 	return (int)cudaGetLastError();
 }
+
+extern "C" int
+gpu_kernels_check(void)
+{
+	cudaFuncAttributes a;
+	cudaError_t e;
+
+	if ((e = cudaFuncGetAttributes(&a, k_convert<float>)) != cudaSuccess ||
+	    (e = cudaFuncGetAttributes(&a, k_convert<uint16_t>)) !=
+		cudaSuccess ||
+	    (e = cudaFuncGetAttributes(&a, k_transpose_u8)) != cudaSuccess)
+		return (int)e;
+	return (int)cudaSuccess;
+}
+
+/* nvcc (11.5 and later) lists the virtual architectures it compiled for. */
+#define FF_STR2(...) #__VA_ARGS__
+#define FF_STR(...) FF_STR2(__VA_ARGS__)
+
+extern "C" const char *
+gpu_kernels_archs(void)
+{
+#ifdef __CUDA_ARCH_LIST__
+	return FF_STR(__CUDA_ARCH_LIST__);
+#else
+	return "(unknown: nvcc older than 11.5)";
+#endif
+}

@@ -29,6 +29,17 @@ struct gpu_kconv {
 int gpu_launch_convert(void *stream, const uint8_t *src, void *dst,
     uint32_t n, const struct gpu_kconv *cv);
 
+/*
+ * Whether every kernel of gpu_launch_convert has an image the current
+ * device can run (a cubin for its compute capability, or PTX it can JIT):
+ * the cudaError_t of cudaFuncGetAttributes on each, cudaSuccess when all
+ * have one (cudaErrorNoKernelImageForDevice or InvalidDeviceFunction when
+ * not).
+ */
+int gpu_kernels_check(void);
+/* The compute capabilities the kernels were built for, e.g. "750,800,900". */
+const char *gpu_kernels_archs(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,3 +89,11 @@ gpu_pool_put(struct gpu_pool *p, uint64_t off)
 		}
 	return -ENOENT;
 }
+
+uint64_t
+gpu_pool_share(uint64_t total, uint32_t njobs)
+{
+	if (njobs == 0)
+		return 0;
+	return total / njobs & ~(uint64_t)(GPU_POOL_ALIGN - 1);
+}

@@ -17,7 +17,7 @@ AC_ARG_WITH([cuda],
   [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
     [stage batches on a CUDA device; DIR holds bin/nvcc (default: guess)])],
   [], [with_cuda=check])
-AC_ARG_VAR([NVCC_ARCH], [nvcc -gencode flags (default: sm_80, sm_90, PTX of compute_90)])
+AC_ARG_VAR([NVCC_ARCH], [nvcc -gencode flags (default: cubins for those of sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 that nvcc knows, and PTX of compute_90)])
 
 ff_have_cuda=no
 ff_cuda_why=""
@@ -78,12 +78,30 @@ AS_IF([test $ff_have_cuda = no && test -z "$ff_cuda_why"],
 AS_IF([test $ff_have_cuda = no && test "x$with_cuda" != xcheck && test "x$with_cuda" != xno],
   [AC_MSG_ERROR([--with-cuda was given but CUDA is not usable ($ff_cuda_why): install the CUDA toolkit (nvcc and libcudart) or give its directory as --with-cuda=DIR])])
 
-AS_IF([test -z "$NVCC_ARCH"],
-  [NVCC_ARCH="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"])
+dnl Cubins for every data-centre and workstation generation that nvcc
+dnl still targets (CUDA 13 dropped sm_70, Volta; CUDA 12 has it), so that
+dnl a V100 or T4 runs the kernels without a JIT, and PTX of compute_90 for
+dnl newer ones (Blackwell JIT-compiles it at the first load, at mount).
+dnl gpu_init refuses a device none of them runs on.
+AS_IF([test -z "$NVCC_ARCH" && test $ff_have_cuda = yes],
+  [AC_MSG_CHECKING([for the GPU architectures nvcc builds])
+   ff_codes=`"$NVCC" --list-gpu-code 2>/dev/null | tr '\n' ' '`
+   ff_arch_list=""
+   for ff_a in 70 75 80 86 89 90; do
+     AS_CASE([" $ff_codes "], [*" sm_$ff_a "*],
+       [NVCC_ARCH="$NVCC_ARCH -gencode arch=compute_$ff_a,code=sm_$ff_a"
+        ff_arch_list="$ff_arch_list sm_$ff_a"])
+   done
+   AS_IF([test -z "$ff_codes"],
+     [NVCC_ARCH="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
+      ff_arch_list=" sm_80 sm_90 (nvcc has no --list-gpu-code)"])
+   NVCC_ARCH="$NVCC_ARCH -gencode arch=compute_90,code=compute_90"
+   ff_arch_list="$ff_arch_list + compute_90 PTX"
+   AC_MSG_RESULT([$ff_arch_list])])
 NVCC_FLAGS="-O3 -std=c++17 -Xcompiler -Wall"
 AS_IF([test $ff_have_cuda = yes],
   [AC_DEFINE([HAVE_CUDA], [1], [Define to 1 when gpu/ is built with CUDA.])
-   ff_cuda_summary="yes, $ff_cuda_version ($NVCC; device tests skip without a device)"],
+   ff_cuda_summary="yes, $ff_cuda_version ($NVCC;${ff_arch_list:- NVCC_ARCH=$NVCC_ARCH}; device tests skip without a device)"],
   [ff_cuda_summary="no ($ff_cuda_why; gpu/ is the no-CUDA stub)"])
 AC_SUBST([NVCC])
 AC_SUBST([NVCC_FLAGS])

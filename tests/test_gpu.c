@@ -6,10 +6,18 @@
  * every dtype, layout and normalization; a held buffer keeps its bytes
  * while others are staged, and its range is reused once given back; the
  * pool bound holds; two consumer processes open the same batch at once
- * through its IPC handle and read the right bytes.
+ * through its IPC handle and read the right bytes.  Issue 12: each job has
+ * its own pool and handle, and the pools stay within the budget; a full
+ * pool waits for a buffer to come back and does not stay full; a CUDA
+ * error left by another call is not taken for the staging's; gpu_init ran
+ * the kernel-image check (a device it cannot run on is refused, which
+ * needs such a device to see).  Not tested: a sticky error (it needs a
+ * kernel that faults, and then this process's context is gone).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +131,7 @@ static void
 consumer_main(int in, int out)
 {
 	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
+	uint8_t handle[FEEDFS_CUDA_HANDLE_SIZE];
 	void *base = NULL;
 	char err[512];
 
@@ -136,6 +145,12 @@ consumer_main(int in, int out)
 		got = malloc(d.nbytes);
 		if (!want || !got || read_all(in, want, d.nbytes) != 0)
 			_exit(3);
+		/* One handle per job's pool: another job, another open. */
+		if (base && memcmp(handle, d.handle, sizeof(handle)) != 0) {
+			gpu_ipc_close(base);
+			base = NULL;
+		}
+		memcpy(handle, d.handle, sizeof(handle));
 		if (!base && gpu_ipc_open(&d, &base, err, sizeof(err)) != 0) {
 			fprintf(stderr, "consumer %d: %s\n", (int)getpid(),
 			    err);
@@ -244,7 +259,7 @@ check_values(struct gpu *g, const uint8_t *src)
 				if (cv.dtype == XF_UINT8 && norm)
 					continue; /* refused by config */
 				want = expected(&cv, src, N);
-				r = gpu_stage(g, &cv, src, N, &b, err,
+				r = gpu_stage(g, 0, &cv, src, N, &b, err,
 				    sizeof(err));
 				if (r != 0)
 					fprintf(stderr, "stage: %s\n", err);
@@ -277,8 +292,8 @@ check_hold_and_reuse(struct gpu *g, struct consumer *c, const uint8_t *src,
 	struct gpu_buf *a = NULL, *b = NULL, *cb = NULL;
 	char err[512];
 
-	CHECK_EQ_INT(gpu_stage(g, &cv, src, N, &a, err, sizeof(err)), 0);
-	CHECK_EQ_INT(gpu_stage(g, &cv, src2, N, &b, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &a, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src2, N, &b, err, sizeof(err)), 0);
 	if (!a || !b)
 		goto out;
 	gpu_buf_desc(g, a, &da);
@@ -294,7 +309,7 @@ check_hold_and_reuse(struct gpu *g, struct consumer *c, const uint8_t *src,
 	/* Given back, a's range is the next one handed out. */
 	gpu_put(g, a);
 	a = NULL;
-	CHECK_EQ_INT(gpu_stage(g, &cv, src2, N, &cb, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src2, N, &cb, err, sizeof(err)), 0);
 	if (cb) {
 		gpu_buf_desc(g, cb, &dc);
 		CHECK(dc.offset == da.offset);
@@ -325,18 +340,20 @@ check_bound(const uint8_t *src)
 	CHECK_EQ_INT(gpu_init(&g, pool, err, sizeof(err)), 0);
 	if (!g)
 		return;
+	CHECK_EQ_INT(gpu_job_pool(g, 0, pool, err, sizeof(err)), 0);
 	while (n < 4096 &&
-	    (r = gpu_stage(g, &cv, src, N, &held[n], err, sizeof(err))) == 0)
+	    (r = gpu_stage(g, 0, &cv, src, N, &held[n], err, sizeof(err))) == 0)
 		n++;
 	CHECK_EQ_INT(r, -ENOSPC);
 	CHECK(strstr(err, "gpu_memory") != NULL);
 	gpu_get_stats(g, &st);
 	CHECK(st.pool_used <= st.pool_bytes && st.pool_bytes == pool);
+	CHECK(st.pools == 1 && st.budget == pool);
 	CHECK(n == pool / ((len + 4095) / 4096 * 4096));
 	CHECK(st.pool_fails == 1);
 	/* One given back makes room for exactly one. */
 	gpu_put(g, held[--n]);
-	CHECK_EQ_INT(gpu_stage(g, &cv, src, N, &held[n], err, sizeof(err)),
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &held[n], err, sizeof(err)),
 	    0);
 	n++;
 	while (n > 0)
@@ -348,13 +365,145 @@ check_bound(const uint8_t *src)
 	if (big) {
 		struct gpu_buf *b = NULL;
 
-		CHECK_EQ_INT(gpu_stage(g, &cv, big, 2, &b, err, sizeof(err)),
+		CHECK_EQ_INT(gpu_stage(g, 0, &cv, big, 2, &b, err, sizeof(err)),
 		    -E2BIG);
 	}
 	free(big);
 	gpu_get_stats(g, &st);
 	CHECK(st.pool_used == 0);
 	gpu_fini(g);
+}
+
+/* Two jobs: a pool and a handle each, within the budget (issue 12). */
+static void
+check_jobs(struct gpu *g, struct consumer *c, const uint8_t *src,
+    const uint8_t *src2)
+{
+	struct gpu_conv cv = conv(XF_FLOAT16, XF_CHW, true);
+	uint8_t *wa = expected(&cv, src, N), *wb = expected(&cv, src2, N);
+	struct feedfs_cuda_desc da, db;
+	struct gpu_buf *a = NULL, *b = NULL;
+	struct gpu_stats st;
+	char err[512];
+
+	CHECK_EQ_INT(gpu_job_pool(g, 1, 32u << 20, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_job_pool(g, 1, 1, err, sizeof(err)), 0); /* made */
+	CHECK_EQ_INT(gpu_job_pool(g, 2, 4096, err, sizeof(err)), -E2BIG);
+	CHECK(strstr(err, "gpu_memory") != NULL);
+	CHECK_EQ_INT(gpu_stage(g, 2, &cv, src, N, &a, err, sizeof(err)),
+	    -ENOENT);
+	gpu_get_stats(g, &st);
+	CHECK(st.pools == 2 && st.pool_bytes == 64u << 20);
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &a, err, sizeof(err)), 0);
+	CHECK_EQ_INT(gpu_stage(g, 1, &cv, src2, N, &b, err, sizeof(err)), 0);
+	if (a && b) {
+		gpu_buf_desc(g, a, &da);
+		gpu_buf_desc(g, b, &db);
+		/* Job 1's handle is not job 0's: it opens job 1 only. */
+		CHECK(memcmp(da.handle, db.handle, sizeof(da.handle)) != 0);
+		CHECK(db.offset + db.nbytes <= 32u << 20);
+		check_consumers(c, g, a, wa, N);
+		check_consumers(c, g, b, wb, N);
+		check_consumers(c, g, a, wa, N);
+	}
+	gpu_put(g, a);
+	gpu_put(g, b);
+	free(wa);
+	free(wb);
+}
+
+struct late_put {
+	struct gpu *g;
+	struct gpu_buf *b;
+};
+
+static void *
+put_later(void *arg)
+{
+	struct late_put *lp = arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+
+	nanosleep(&ts, NULL);
+	gpu_put(lp->g, lp->b);
+	return NULL;
+}
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/*
+ * Job 1's pool full: a stage waits for a buffer given back meanwhile;
+ * with none it fails after GPU_FULL_WAIT_MS, and succeeds once one is
+ * back (the failure does not stick); job 0 is not affected.
+ */
+static void
+check_full(struct gpu *g, const uint8_t *src)
+{
+	struct gpu_conv cv = conv(XF_FLOAT32, XF_HWC, false);
+	static struct gpu_buf *held[4096];
+	struct gpu_buf *x = NULL;
+	struct late_put lp;
+	pthread_t t;
+	char err[512];
+	size_t n = 0;
+	double t0;
+	int r;
+
+	while (n < 4096 && (r = gpu_stage(g, 1, &cv, src, N, &held[n], err,
+				sizeof(err))) == 0)
+		n++;
+	CHECK_EQ_INT(r, -ENOSPC);
+	if (n == 0)
+		return;
+	t0 = now_ms();
+	CHECK_EQ_INT(gpu_stage(g, 1, &cv, src, N, &x, err, sizeof(err)),
+	    -ENOSPC);
+	CHECK(now_ms() - t0 >= GPU_FULL_WAIT_MS * 0.9);
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &x, err, sizeof(err)), 0);
+	gpu_put(g, x);
+	x = NULL;
+	lp.g = g;
+	lp.b = held[--n];
+	CHECK(pthread_create(&t, NULL, put_later, &lp) == 0);
+	CHECK_EQ_INT(gpu_stage(g, 1, &cv, src, N, &held[n], err, sizeof(err)),
+	    0);
+	n++;
+	pthread_join(t, NULL);
+	while (n > 0)
+		gpu_put(g, held[--n]);
+}
+
+/*
+ * A failed CUDA call elsewhere in the process (here: opening a bogus IPC
+ * handle) leaves an error behind; the next staging, which launches a
+ * kernel, must not fail with it, nor may later ones.
+ */
+static void
+check_stale_error(struct gpu *g, const uint8_t *src)
+{
+	struct gpu_conv cv = conv(XF_FLOAT32, XF_CHW, true);
+	struct feedfs_cuda_desc d;
+	struct gpu_buf *b = NULL;
+	void *base = NULL;
+	char err[512];
+
+	memset(&d, 0, sizeof(d));
+	CHECK(gpu_ipc_open(&d, &base, err, sizeof(err)) != 0);
+	for (int i = 0; i < 2; i++) {
+		int r = gpu_stage(g, 0, &cv, src, N, &b, err, sizeof(err));
+
+		if (r != 0)
+			fprintf(stderr, "stage after a stale error: %s\n", err);
+		CHECK_EQ_INT(r, 0);
+		gpu_put(g, b);
+		b = NULL;
+	}
 }
 
 int
@@ -375,8 +524,10 @@ main(void)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	consumers_start(c); /* before this process opens CUDA */
-	if (gpu_init(&g, 64u << 20, err, sizeof(err)) != 0) {
+	if (gpu_init(&g, 64u << 20, err, sizeof(err)) != 0 ||
+	    gpu_job_pool(g, 0, 32u << 20, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gpu_init: %s\n", err);
+		gpu_fini(g);
 		consumers_stop(c);
 		return 1;
 	}
@@ -384,6 +535,9 @@ main(void)
 	pattern(src2, sizeof(src2), 2);
 	check_values(g, src);
 	check_hold_and_reuse(g, c, src, src2);
+	check_jobs(g, c, src, src2);
+	check_full(g, src);
+	check_stale_error(g, src);
 	gpu_fini(g);
 	consumers_stop(c);
 	check_bound(src);

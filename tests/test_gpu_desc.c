@@ -1,7 +1,8 @@
 /*
  * test_gpu_desc - the parts of GPU staging that need no device, run in
- * every build: the .cuda descriptor's bytes, the pool accounting, the
- * stub's message, and the refusal of gpu = on in a config.
+ * every build: the .cuda descriptor's bytes, the pool accounting (one
+ * pool per gpu = on job, each its share of gpu_memory), the stub's
+ * message, and the refusal of gpu = on in a config.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -163,6 +164,58 @@ test_pool(void)
 	gpu_pool_fini(&p);
 }
 
+/*
+ * Per-job pools (issue 12): shares of gpu_memory that never add up to more
+ * than it, and pools whose accounting is independent: one job filling its
+ * pool takes nothing from another's.
+ */
+static void
+test_job_pools(void)
+{
+	uint64_t total = (1ull << 30) + 1234, off[3], x;
+	struct gpu_pool p[3];
+
+	CHECK(gpu_pool_share(total, 0) == 0);
+	CHECK(gpu_pool_share(total, 1) == 1ull << 30);
+	CHECK(gpu_pool_share(4095, 1) == 0);
+	CHECK(gpu_pool_share(3 * 4096, 4) == 0);
+	for (uint32_t n = 1; n <= 7; n++) {
+		uint64_t sh = gpu_pool_share(total, n);
+
+		CHECK(sh % GPU_POOL_ALIGN == 0);
+		CHECK(sh * n <= total);
+		CHECK(total - sh * n < (uint64_t)n * GPU_POOL_ALIGN + n);
+	}
+	CHECK(gpu_pool_share(UINT64_MAX, 3) * 3 <= UINT64_MAX - 2);
+
+	/* Three jobs' pools of one share each. */
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ_INT(gpu_pool_init(&p[i], gpu_pool_share(64 * 4096, 3),
+				 GPU_POOL_ALIGN),
+		    0);
+		CHECK(p[i].size == 21 * 4096);
+	}
+	/* Job 0 fills its pool; jobs 1 and 2 still get theirs whole. */
+	for (int k = 0; k < 21; k++)
+		CHECK_EQ_INT(gpu_pool_get(&p[0], 4096, &x), 0);
+	CHECK_EQ_INT(gpu_pool_get(&p[0], 1, &x), -ENOSPC);
+	CHECK_EQ_INT(gpu_pool_get(&p[1], 21 * 4096, &off[1]), 0);
+	CHECK_EQ_INT(gpu_pool_get(&p[2], 21 * 4096, &off[2]), 0);
+	CHECK(off[1] == 0 && off[2] == 0); /* offsets within each pool */
+	/* A batch larger than a job's share never fits in it. */
+	CHECK_EQ_INT(gpu_pool_get(&p[1], 22 * 4096, &x), -E2BIG);
+	CHECK(p[0].fails == 1 && p[1].fails == 1 && p[2].fails == 0);
+	/* A range given back to job 0 is job 0's again; not job 1's. */
+	CHECK_EQ_INT(gpu_pool_put(&p[1], 5 * 4096), -ENOENT);
+	CHECK_EQ_INT(gpu_pool_put(&p[0], 5 * 4096), 0);
+	CHECK_EQ_INT(gpu_pool_get(&p[1], 1, &x), -ENOSPC);
+	CHECK_EQ_INT(gpu_pool_get(&p[0], 1, &off[0]), 0);
+	CHECK(off[0] == 5 * 4096);
+	CHECK(p[0].used + p[1].used + p[2].used <= 64 * 4096);
+	for (int i = 0; i < 3; i++)
+		gpu_pool_fini(&p[i]);
+}
+
 /* gpu = on in a config: refused, saying why, unless a device is here. */
 static void
 test_refusal(void)
@@ -221,11 +274,19 @@ static void
 test_stub(void)
 {
 	struct gpu *g = NULL;
+	struct gpu_buf *b = NULL;
+	struct gpu_conv cv;
 	char err[512] = "";
 	int r;
 
 	if (gpu_built())
 		return;
+	memset(&cv, 0, sizeof(cv));
+	CHECK_EQ_INT(gpu_job_pool(NULL, 0, 1 << 20, err, sizeof(err)),
+	    -ENOTSUP);
+	CHECK_EQ_INT(gpu_stage(NULL, 0, &cv, NULL, 0, &b, err, sizeof(err)),
+	    -ENOTSUP);
+	CHECK(b == NULL);
 	CHECK_EQ_INT(gpu_probe(err, sizeof(err)), -ENOTSUP);
 	CHECK_EQ_STR(err, "feedfs was built without CUDA");
 	err[0] = '\0';
@@ -240,6 +301,7 @@ main(void)
 {
 	test_desc();
 	test_pool();
+	test_job_pools();
 	test_stub();
 	test_refusal();
 	return TEST_SUMMARY();
