@@ -243,7 +243,9 @@ char *feed_stats(struct feed *f, size_t *len);
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);
 
-/* stage.c: the read of a .cuda file; its release. */
+/* stage.c: every gpu = on job's device pool, made at mount (feed_start);
+ * the read of a .cuda file; its release. */
+int stage_start(struct feed *f);
 int stage_read(struct feed *f, struct feed_handle *h, uint64_t off,
     size_t size, const void **ptr, size_t *len);
 void stage_release(struct feed *f, struct feed_handle *h);

@@ -152,6 +152,8 @@ feed_start(struct feed *f)
 			return r;
 		}
 	}
+	if ((r = stage_start(f)) != 0)
+		return r;
 	return sched_start(f);
 }
 

@@ -26,6 +26,22 @@ job_pool(struct feed *f, size_t i, char *msg, size_t len)
 	    gpu_pool_share(f->cfg->mount.gpu_memory, n), msg, len);
 }
 
+int
+stage_start(struct feed *f)
+{
+	char msg[512];
+	int r;
+
+	for (size_t i = 0; f->gpu && i < f->njobs; i++)
+		if (f->jobs[i].cfg->gpu &&
+		    (r = job_pool(f, i, msg, sizeof(msg))) != 0) {
+			log_err("gpu = on (job %s): %s", f->jobs[i].cfg->name,
+			    msg);
+			return r;
+		}
+	return 0;
+}
+
 /*
  * Stage the ready raw batch of h and make its descriptor.  -EAGAIN when
  * the job's pool is full now: the next read tries again.
