@@ -6,6 +6,7 @@ shuffle, the val order, the partial last batch, and rank views that shard
 as torch's DistributedSampler does."""
 
 import json
+import importlib.util
 import os
 import sys
 
@@ -57,6 +58,15 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(nb == (N + B - 1) // B, "batches_per_epoch %d" % nb)
 
     epoch_ids = {}
+    # examples/pytorch_train.py's reader, loaded from the source tree.
+    spec = importlib.util.spec_from_file_location(
+        "pytorch_train", os.path.join(fflib.SRCDIR, "examples",
+                                      "pytorch_train.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    read_into = example.read_into
+    reuse = {np.dtype(info[j]["dtype"]).str: torch.from_numpy(np.empty(
+        info[j]["shape"], dtype=info[j]["dtype"])) for j in info}
     for (jobname, epoch), ref in sorted(refs.items()):
         inf = info[jobname]
         dtype = np.dtype(inf["dtype"])
@@ -96,6 +106,12 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             check(np.array_equal(np.frombuffer(raw[off:], dtype=dtype)
                                  .reshape(shape), rx),
                   "%s.npy: raw data differs" % base)
+
+            # The README's and the example's reading pattern: into one
+            # reused tensor (examples/pytorch_train.py's own read_into).
+            out = read_into(base + ".npy", reuse[dtype.str])
+            check(np.array_equal(out.numpy(), rx),
+                  "%s.npy: read_into differs" % base)
 
             tx = torch.from_numpy(np.load(base + ".npy"))
             check(tuple(tx.shape) == shape, "torch shape %s" % (tx.shape,))
