@@ -42,6 +42,13 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		goto fail;
 	}
 	xf_prefix_text(j->pl, j->prefix, plen + 1);
+	if (asprintf(&j->key_text, "%s\nmax_pixels %" PRIu64 "\n%s", j->prefix,
+		cj->max_pixels, xf_decoder_id()) < 0) {
+		j->key_text = NULL;
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto fail;
+	}
 	j->plan.n = ds->n;
 	j->plan.batch_size = (uint32_t)cj->batch_size;
 	j->plan.seed = cj->seed;
@@ -83,8 +90,10 @@ void
 job_fini(struct job *j)
 {
 	free(j->prefix);
+	free(j->key_text);
 	free(j->logged);
 	j->prefix = NULL;
+	j->key_text = NULL;
 	j->logged = NULL;
 }
 

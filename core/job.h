@@ -40,6 +40,8 @@ struct job {
 	const struct xf_pipeline *pl; /* cfg's, parsed by cfg_load */
 	struct plan plan;
 	char *prefix;         /* canonical prefix text, "" when nothing cached */
+	char *key_text;       /* what a cached prefix depends on: the prefix,
+				 max_pixels and the decoder (cache_key's) */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */

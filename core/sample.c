@@ -282,7 +282,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 	if (cached && c != NULL && stat(path, &st) == 0 &&
 	    cache_get_digest(c, path, &st, digest) == 0) {
 		have_digest = true;
-		cache_key(digest, j->prefix, key);
+		cache_key(digest, j->key_text, key);
 		if (lookup(j, c, key, img) == 0)
 			return 0;
 	}
@@ -292,7 +292,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 		cache_sha256(src, len, digest);
 		if (c != NULL)
 			cache_put_digest(c, path, &st, digest);
-		cache_key(digest, j->prefix, key);
+		cache_key(digest, j->key_text, key);
 		if (lookup(j, c, key, img) == 0) {
 			free(src);
 			return 0;
@@ -351,7 +351,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	cache_key(digest, j->prefix, key);
+	cache_key(digest, j->key_text, key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
 		free(img.px);

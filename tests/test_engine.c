@@ -431,6 +431,21 @@ test_gpu_batches(const char *order)
 	feed_free(f);
 }
 
+/* Issue 12 item 13: the cache key depends on max_pixels and the decoder. */
+static void
+test_key_text(void)
+{
+	struct feed *f = start("64M", 0, "strict");
+	struct job *j = &f->jobs[0];
+	char want[256];
+
+	snprintf(want, sizeof(want), "decode resize(40)\nmax_pixels %u\n%s",
+	    XF_DEFAULT_MAX_PIXELS, xf_decoder_id());
+	CHECK_EQ_STR(j->key_text, want);
+	CHECK(strncmp(xf_decoder_id(), "libjpeg-turbo ", 14) == 0);
+	feed_free(f);
+}
+
 /* Issue 12 item 14: odd names in samples.tsv and info.json; a job name of
  * 128 characters is listed whole and found. */
 static void
@@ -493,6 +508,7 @@ main(void)
 	test_opens_bounded();
 	test_relaxed_out_of_order();
 	test_relaxed_fixed();
+	test_key_text();
 	test_gpu_batches("strict");
 	test_gpu_batches("relaxed");
 	snprintf(cmd, sizeof(cmd), "mkdir %s/odd", dir);

@@ -19,6 +19,16 @@
 
 #include "transforms/xf.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *
+xf_decoder_id(void)
+{
+	/* Built against; Debian rebuilds dependents when the ABI changes. */
+	return "libjpeg-turbo " STR(LIBJPEG_TURBO_VERSION_NUMBER);
+}
+
 struct decode_err {
 	struct jpeg_error_mgr mgr; /* first: libjpeg casts to it */
 	jmp_buf jb;

@@ -91,6 +91,12 @@ void xf_pipeline_free(struct xf_pipeline *pl);
  */
 size_t xf_prefix_text(const struct xf_pipeline *pl, char *buf, size_t len);
 
+/*
+ * The decoder and its version ("libjpeg-turbo 2001005"): part of what a
+ * cached prefix depends on, so part of its cache key.
+ */
+const char *xf_decoder_id(void);
+
 /* Refuses combinations of pipeline and output (normalize with uint8). */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
