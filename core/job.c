@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/format.h"
 #include "core/job.h"
 #include "core/npy.h"
 #include "gpu/feedfs_cuda.h"
@@ -42,6 +43,17 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		goto fail;
 	}
 	xf_prefix_text(j->pl, j->prefix, plen + 1);
+	{
+		char sfx[64];
+
+		cache_fmt_suffix(cj->cache_format, sfx, sizeof(sfx));
+		if (asprintf(&j->cache_text, "%s%s", j->prefix, sfx) < 0) {
+			j->cache_text = NULL;
+			snprintf(err, errlen, "out of memory");
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
 	j->plan.n = ds->n;
 	j->plan.batch_size = (uint32_t)cj->batch_size;
 	j->plan.seed = cj->seed;
@@ -83,6 +95,8 @@ void
 job_fini(struct job *j)
 {
 	free(j->prefix);
+	free(j->cache_text);
+	j->cache_text = NULL;
 	free(j->logged);
 	j->prefix = NULL;
 	j->logged = NULL;

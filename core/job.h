@@ -18,6 +18,8 @@
 #include "transforms/xf.h"
 
 #define JOB_RATE_SECS 16
+/* Epochs whose cache hits and misses are kept (.feedfs/stats). */
+#define JOB_EPOCH_SLOTS 4
 
 /* Per-job counters, updated atomically by every worker. */
 struct job_stats {
@@ -30,6 +32,15 @@ struct job_stats {
 	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
+	/*
+	 * The local cache's hits and misses of the last JOB_EPOCH_SLOTS
+	 * epochs: slot epoch % JOB_EPOCH_SLOTS, taken over by a newer epoch
+	 * (epoch1 = epoch + 1; 0: unused).  Approximate by a few samples
+	 * when two epochs share a slot at the turn.
+	 */
+	struct {
+		atomic_uint_fast64_t epoch1, hits, misses;
+	} ep[JOB_EPOCH_SLOTS];
 };
 
 struct cluster;
@@ -40,6 +51,8 @@ struct job {
 	const struct xf_pipeline *pl; /* cfg's, parsed by cfg_load */
 	struct plan plan;
 	char *prefix;         /* canonical prefix text, "" when nothing cached */
+	char *cache_text;     /* prefix and cache_format's suffix: the text of
+				 the local cache's keys and index */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */
