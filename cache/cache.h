@@ -122,6 +122,8 @@ void cache_put_digest(struct cache *c, const char *path, const struct stat *st,
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
+/* Whether key has an entry (its index record; the value is not read). */
+bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);

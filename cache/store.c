@@ -114,6 +114,14 @@ cache_lookup_seq(
 	return r;
 }
 
+bool
+cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	uint64_t seq;
+
+	return c != NULL && cache_lookup_seq(c, key, &seq) == 0;
+}
+
 /* Forget a missing or corrupt entry (best effort). */
 static void
 drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
