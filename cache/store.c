@@ -455,7 +455,9 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		return;
 	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
 		return; /* would evict most of the cache: not worth it */
-	if (atomic_load(&c->used) + cost > admit_bytes(c) &&
+	/* stale = 0: no admission, the oldest go when the files pass the
+	 * bound (maybe_evict), as before admission. */
+	if (c->stale != 0 && atomic_load(&c->used) + cost > admit_bytes(c) &&
 	    !make_room(c, cost)) {
 		atomic_fetch_add(&c->denied, 1);
 		return;
