@@ -167,8 +167,10 @@ cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
 		}
 	}
 	rocksdb_writebatch_destroy(x.b);
-	if (r == 0 && x.n > 0)
+	if (r == 0 && x.n > 0) {
 		compact_all(c);
+		cache_load_totals(c);
+	}
 	if (r == 0) {
 		*n = x.n;
 		*bytes = x.bytes;
@@ -210,6 +212,7 @@ cache_clear(
 		return -EIO;
 	}
 	compact_all(c);
+	cache_load_totals(c);
 	*n = nb[0];
 	*bytes = nb[1];
 	return r == -EIO ? 0 : r; /* a damaged index is cleared too */
@@ -249,6 +252,7 @@ static const struct {
     {"compact", CACHE_ADMIN_COMPACT, false},
     {"clear", CACHE_ADMIN_CLEAR, false},
     {"stats", CACHE_ADMIN_STATS, false},
+    {"prefix-stats", CACHE_ADMIN_PREFIX_STATS, false},
     {"evict-prefix", CACHE_ADMIN_EVICT_PREFIX, true},
     {"evict-before", CACHE_ADMIN_EVICT_BEFORE, true},
 };
@@ -329,6 +333,7 @@ admin_exec(struct cache *c, const struct cache_admin_req *req, uint64_t *n,
 		return cache_evict_match(
 		    c, NULL, req->before, n, bytes, err, errlen);
 	case CACHE_ADMIN_STATS:
+	case CACHE_ADMIN_PREFIX_STATS:
 		break;
 	}
 	return 0;
@@ -351,9 +356,32 @@ cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
 	switch (req.op) {
 	case CACHE_ADMIN_STATS:
 		cache_get_stats(c, &st);
-		snprintf(reply, len, "ok hits %" PRIu64 " misses %" PRIu64,
-		    st.hits, st.misses);
+		snprintf(reply, len,
+		    "ok hits %" PRIu64 " misses %" PRIu64 " inserts %" PRIu64
+		    " denied %" PRIu64 " evictions %" PRIu64
+		    " refreshes %" PRIu64,
+		    st.hits, st.misses, st.inserts, st.denied, st.evictions,
+		    st.refreshes);
 		break;
+	case CACHE_ADMIN_PREFIX_STATS: {
+		struct cache_prefix_stat ps[CACHE_PFX_MAX];
+		size_t np = cache_get_prefix_stats(c, ps, CACHE_PFX_MAX), used;
+
+		used = (size_t)snprintf(reply, len, "ok");
+		for (size_t i = 0; i < np; i++) {
+			char rec[320];
+			size_t rl = (size_t)snprintf(rec, sizeof(rec),
+			    "\t%s\t%" PRIu64 "\t%" PRIu64, ps[i].text,
+			    ps[i].hits, ps[i].misses);
+
+			/* Whole records only: the line is bounded. */
+			if (rl < sizeof(rec) && used + rl < len) {
+				memcpy(reply + used, rec, rl + 1);
+				used += rl;
+			}
+		}
+		break;
+	}
 	case CACHE_ADMIN_CLEAR:
 	case CACHE_ADMIN_EVICT_PREFIX:
 	case CACHE_ADMIN_EVICT_BEFORE:

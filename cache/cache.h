@@ -38,10 +38,25 @@ struct cache_val {
 	void *data; /* malloc'd by cache_get; the caller frees */
 	size_t len;
 	const char *prefix; /* cache_put: the prefix text, kept for ls */
+	/*
+	 * How data holds the array (cache/format.h: raw, lossless, jpeg(Q));
+	 * 0 = raw, where len is w * h * c bytes of dtype.  Stored in the
+	 * header beside dtype.
+	 */
+	uint32_t enc;
 };
 
 struct cache_stats {
 	uint64_t hits, misses; /* of cache_get, not of digest lookups */
+	/*
+	 * Admission (cache_put): values stored, values refused because the
+	 * cache was full of entries used within cache_stale, entries
+	 * deleted to make room or keep the bound, entries a hit rewrote as
+	 * new (see cache_set_stale); live entries and their bytes as the
+	 * index counts them, and the bytes admission fills up to.
+	 */
+	uint64_t inserts, denied, evictions, refreshes;
+	uint64_t entries, used_bytes, admit_bytes;
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
@@ -107,11 +122,48 @@ void cache_put_digest(struct cache *c, const char *path, const struct stat *st,
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
+/* Whether key has an entry (its index record; the value is not read). */
+bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);
 
 void cache_get_stats(struct cache *c, struct cache_stats *st);
+
+/*
+ * Admission.  The cache admits every value while its entries take at most
+ * admit_bytes = size_bound - size_bound / 20 (the index's count: payload,
+ * prefix text and CACHE_VAL_OVERHEAD per entry).  Once full, a new value
+ * is admitted only if stale entries can be deleted for it: an entry is
+ * stale when it was put (or refreshed) stale seconds ago or more.  The
+ * oldest entries go first, and only stale ones; when the oldest entry is
+ * not stale the value is refused (counted in denied) and nothing is
+ * written.  A hit on an entry put more than stale / 2 seconds ago
+ * rewrites it as new (a refresh, the only write a hit makes, at most once
+ * per stale / 2 per entry), so an entry used within the last stale / 2
+ * seconds is never deleted for admission, and one unused for stale
+ * seconds can be.  stale = 0: every entry is stale (oldest first, no
+ * refresh: a scan larger than the cache evicts what it needs next).
+ * Independently the disk bound holds: when the store's files pass
+ * size_bound, the oldest entries go whatever their age.
+ * Default CACHE_STALE_DEFAULT; call before the first put.
+ */
+#define CACHE_STALE_DEFAULT 86400
+void cache_set_stale(struct cache *c, uint64_t seconds);
+
+/*
+ * Count a hit or miss of the entries of prefix (the text given to
+ * cache_put: prefix and format) for cache_get_prefix_stats; the first
+ * CACHE_PFX_MAX (32) texts are counted, the rest are not.
+ */
+void cache_note_use(struct cache *c, const char *prefix, bool hit);
+struct cache_prefix_stat {
+	char text[256];
+	uint64_t hits, misses;
+};
+/* The counted prefixes (at most max): how many were written to out. */
+size_t cache_get_prefix_stats(
+    struct cache *c, struct cache_prefix_stat *out, size_t max);
 
 /*
  * NULL while the cache works; once it has failed (and feedfs serves without
@@ -172,11 +224,14 @@ int cache_flush(struct cache *c, char *err, size_t errlen);
 /*
  * Control requests, one line each (no newline):
  *
- *	flush | compact | clear | stats | evict-prefix TEXT |
- *	evict-before UNIXTIME
+ *	flush | compact | clear | stats | prefix-stats |
+ *	evict-prefix TEXT | evict-before UNIXTIME
  *	-> "ok[ WORDS]" or "error MESSAGE"
  *
- * stats answers "ok hits H misses M"; evict-* and clear "ok N BYTES".
+ * stats answers "ok hits H misses M inserts I denied D evictions E
+ * refreshes R"; prefix-stats "ok" and, per prefix counted since the
+ * holder opened the store, a tab, its text, a tab, its hits, a tab, its
+ * misses; evict-* and clear "ok N BYTES".
  * evict-prefix drops the entries whose prefix text is TEXT (the rest of the
  * line, possibly empty), evict-before those put before UNIXTIME (decimal
  * digits; 0 drops nothing).
@@ -186,6 +241,7 @@ enum cache_admin_op {
 	CACHE_ADMIN_COMPACT,
 	CACHE_ADMIN_CLEAR,
 	CACHE_ADMIN_STATS,
+	CACHE_ADMIN_PREFIX_STATS,
 	CACHE_ADMIN_EVICT_PREFIX,
 	CACHE_ADMIN_EVICT_BEFORE,
 };

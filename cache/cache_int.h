@@ -43,6 +43,8 @@
 #define CACHE_FORMAT_KEY "feedfs-cache-format"
 /* Stored bytes of a value besides its payload: header, index keys, slack. */
 #define CACHE_VAL_OVERHEAD (CODEC_VAL_HDR + 9 + 41 + 33 + 64)
+/* Prefixes (with their format) whose hits and misses are counted. */
+#define CACHE_PFX_MAX 32
 
 /*
  * Lock order: none; the mutable state is atomics, and err is written once,
@@ -67,6 +69,27 @@ struct cache {
 	atomic_uint_least64_t hits, misses, bytes_read, bytes_written;
 	atomic_uint_least64_t insert_failures, corrupt, evicted;
 
+	/*
+	 * Admission (store.c): the live entries as the 'T' index counts
+	 * them (payload, prefix text and CACHE_VAL_OVERHEAD each), loaded
+	 * at open and kept by put, refresh and eviction; the insertion time
+	 * of the oldest entry (a hint: eviction corrects it).
+	 */
+	uint64_t stale;		      /* seconds; 0: every entry is stale */
+	atomic_uint_least64_t used, entries, oldest_time;
+	atomic_uint_least64_t inserts, denied, refreshed;
+	/*
+	 * Hits and misses per prefix text (cache_note_use): a slot is
+	 * claimed by one CAS of state 0 -> 1, its text written, then state
+	 * 2 (readable).  Two threads may claim two slots for one text:
+	 * readers add them up.
+	 */
+	struct cache_pfx_stat {
+		atomic_uint state;
+		char text[256];
+		atomic_uint_least64_t hits, misses;
+	} pfx[CACHE_PFX_MAX];
+
 	atomic_bool disabled;
 	pthread_mutex_t errlock;
 	char err[256];
@@ -88,7 +111,13 @@ int cache_lookup_seq(
 uint64_t cache_store_bytes(struct cache *c);
 /* Delete the oldest values until about want bytes are freed. */
 void cache_evict_oldest(struct cache *c, uint64_t want);
-/* The next sequence number: one past the newest 'T' entry. */
+/*
+ * The next sequence number (one past the newest 'T' entry) and the
+ * admission totals (used, entries, oldest_time), from a scan of 'T'; the
+ * staleness defaults to CACHE_STALE_DEFAULT.  Called at open; admin.c
+ * calls cache_load_totals after it deletes entries.
+ */
 void cache_load_seq(struct cache *c);
+void cache_load_totals(struct cache *c);
 
 #endif

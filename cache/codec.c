@@ -5,7 +5,9 @@
  *
  *	0	"FFCV"
  *	4	CACHE_FORMAT_VERSION	u32 LE
- *	8	w h c dtype		4 x u32 LE
+ *	8	w h c dtype|enc<<8	4 x u32 LE (dtype: the low byte,
+ *				enc: how the payload holds the array, see
+ *				format.h; 0 = raw, as before formats)
  *	24	seq			u64 LE (the key it is stored under)
  *	32	payload length		u64 LE
  *	40	XXH3_64bits(payload)	u64 LE
@@ -50,7 +52,7 @@ codec_val_header(uint8_t hdr[CODEC_VAL_HDR], const struct cache_val *v,
 	codec_put_le32(hdr + 8, v->w);
 	codec_put_le32(hdr + 12, v->h);
 	codec_put_le32(hdr + 16, v->c);
-	codec_put_le32(hdr + 20, v->dtype);
+	codec_put_le32(hdr + 20, (v->dtype & 0xff) | v->enc << 8);
 	codec_put_le64(hdr + 24, seq);
 	codec_put_le64(hdr + 32, v->len);
 	codec_put_le64(hdr + 40, codec_checksum(v->data, v->len));
@@ -75,7 +77,8 @@ codec_val_decode(const uint8_t *v, size_t vlen,
 	out->w = codec_get_le32(v + 8);
 	out->h = codec_get_le32(v + 12);
 	out->c = codec_get_le32(v + 16);
-	out->dtype = codec_get_le32(v + 20);
+	out->dtype = codec_get_le32(v + 20) & 0xff;
+	out->enc = codec_get_le32(v + 20) >> 8;
 	out->data = NULL;
 	out->len = len;
 	out->prefix = NULL;

@@ -24,7 +24,9 @@
 
 #include "config.h"
 #include "cache/cache.h"
+#include "cache/format.h"
 #include "core/config.h"
+#include "core/dataset.h"
 #include "transforms/xf.h"
 
 #define EXIT_DAMAGE 1
@@ -145,22 +147,147 @@ human(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, *u == 'B' ? "%.0f%c" : "%.1f%c", v, *u);
 }
 
+/* The key text of job j: its prefix and cache_format ("" on error). */
+static void
+job_text(const struct cfg_job *j, char *text, size_t len)
+{
+	struct xf_pipeline *pl;
+	char err[512], sfx[64];
+	size_t n;
+
+	text[0] = '\0';
+	if (xf_pipeline_parse(j->pipeline, &pl, err, sizeof(err)) != 0)
+		return;
+	xf_prefix_text(pl, text, len);
+	xf_pipeline_free(pl);
+	n = strlen(text);
+	if (n == 0)
+		return; /* nothing cached */
+	cache_fmt_suffix(j->cache_format, sfx, sizeof(sfx));
+	snprintf(text + n, len - n, "%s", sfx);
+}
+
+/*
+ * How many samples of job j's dataset have an entry of text: those whose
+ * content digest the cache remembers (for the file as it is now) and whose
+ * key has an entry.  -1 when the dataset cannot be read.
+ */
+static long
+job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
+    const char *text, size_t *nsamples)
+{
+	const struct cfg_dataset *d = &cfg->datasets[j->dataset_index];
+	struct dataset *ds;
+	char err[1024], path[4096];
+	long n = 0;
+
+	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &ds, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
+		return -1;
+	}
+	for (size_t i = 0; i < ds->n; i++) {
+		uint8_t digest[32], key[CACHE_KEY_LEN];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/%s", ds->root,
+		    ds->samples[i].path);
+		if (stat(path, &st) != 0 ||
+		    cache_get_digest(c, path, &st, digest) != 0)
+			continue;
+		cache_key(digest, text, key);
+		n += cache_has(c, key);
+	}
+	*nsamples = ds->n;
+	ds_free(ds);
+	return n;
+}
+
+/*
+ * Per prefix and format: entries, bytes, the hits and misses counted by
+ * the feedfs that holds the store since it opened it, and with -c, per
+ * job of that prefix and format, the fraction of its dataset cached.
+ */
+static void
+print_prefixes(
+    struct cache *c, const struct tally *t, const char *dir,
+    const struct cfg *cfg)
+{
+	char reply[4096], who[1024];
+	bool live = held(dir, who, sizeof(who)) &&
+		    cache_ctl_request(dir, "prefix-stats", reply,
+			sizeof(reply)) == 0 &&
+		    strncmp(reply, "ok", 2) == 0;
+
+	for (struct pfx *p = t->list; p; p = p->next) {
+		char *fmt = strstr(p->text, "|format=");
+		uint64_t h = 0, m = 0;
+		bool counted = false;
+
+		if (live) {
+			/* Records: TAB text TAB hits TAB misses. */
+			char cp[sizeof(reply)], *q = cp + 2, *f[3];
+
+			memcpy(cp, reply, sizeof(cp));
+			while (q != NULL && *q == '\t') {
+				q++;
+				for (int k = 0; k < 3; k++)
+					f[k] = strsep(&q, "\t");
+				if (f[1] == NULL || f[2] == NULL)
+					break;
+				if (q != NULL)
+					*--q = '\t'; /* the next record's */
+				if (strcmp(f[0], p->text) == 0) {
+					h = strtoull(f[1], NULL, 10);
+					m = strtoull(f[2], NULL, 10);
+					counted = true;
+				}
+			}
+		}
+		printf("prefix\t%.*s\t%" PRIu64 " entries\t%" PRIu64
+		       " bytes\tformat %s",
+		    fmt ? (int)(fmt - p->text) : (int)strlen(p->text),
+		    p->text, p->n, p->bytes, fmt ? fmt + 8 : "raw");
+		if (counted && h + m > 0)
+			printf("\thits %" PRIu64 " misses %" PRIu64
+			       " (%.1f%% since the mount started)",
+			    h, m, 100.0 * (double)h / (double)(h + m));
+		else
+			printf("\thits n/a");
+		for (size_t i = 0; cfg && i < cfg->njobs; i++) {
+			char text[4096];
+			size_t ns = 0;
+			long k;
+
+			job_text(&cfg->jobs[i], text, sizeof(text));
+			if (strcmp(text, p->text) != 0 ||
+			    (k = job_cached(c, cfg, &cfg->jobs[i], text, &ns)) <
+				0)
+				continue;
+			printf("\tjob %s: %ld of %zu samples cached (%.1f%%)",
+			    cfg->jobs[i].name, k, ns,
+			    ns ? 100.0 * (double)k / (double)ns : 0.0);
+		}
+		printf("\n");
+	}
+}
+
 static int
-cmd_stats(const char *dir)
+cmd_stats(const char *dir, const struct cfg *cfg)
 {
 	struct cache *c;
 	struct tally t = {0};
 	struct cache_stats st;
 	char err[512], reply[512], who[1024], hb[32];
-	uint64_t hits, misses;
+	uint64_t hits, misses, ins, den, ev, rf;
 	int r;
 
 	if (open_read(dir, &c) != 0)
 		return EXIT_DAMAGE;
 	r = cache_scan(c, tally_one, &t, err, sizeof(err));
 	cache_get_stats(c, &st);
-	cache_close(c);
 	if (r != 0) {
+		cache_close(c);
 		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
 		    t.oom ? "out of memory" : err);
 		tally_free(&t);
@@ -177,13 +304,22 @@ cmd_stats(const char *dir)
 		&misses) == 2) {
 		printf("hits\t%" PRIu64 "\n", hits);
 		printf("misses\t%" PRIu64 "\n", misses);
+		if (sscanf(reply,
+			"ok hits %*u misses %*u inserts %" SCNu64
+			" denied %" SCNu64 " evictions %" SCNu64
+			" refreshes %" SCNu64,
+			&ins, &den, &ev, &rf) == 4) {
+			printf("inserts\t%" PRIu64 "\n", ins);
+			printf("admission_denied\t%" PRIu64 "\n", den);
+			printf("evictions\t%" PRIu64 "\n", ev);
+			printf("refreshes\t%" PRIu64 "\n", rf);
+		}
 	} else {
 		printf("hits\tn/a (no running feedfs holds it)\n");
 		printf("misses\tn/a\n");
 	}
-	for (struct pfx *p = t.list; p; p = p->next)
-		printf("prefix\t%s\t%" PRIu64 " entries\t%" PRIu64 " bytes\n",
-		    p->text, p->n, p->bytes);
+	print_prefixes(c, &t, dir, cfg);
+	cache_close(c);
 	tally_free(&t);
 	return 0;
 }
@@ -213,14 +349,9 @@ cmd_ls(const char *dir, const struct cfg *cfg)
 		human(p->bytes, hb, sizeof(hb));
 		printf("%" PRIu64 "\t%s\t%s\t", p->n, hb, p->text);
 		for (size_t i = 0; cfg && i < cfg->njobs; i++) {
-			struct xf_pipeline *pl;
 			char text[4096];
 
-			if (xf_pipeline_parse(cfg->jobs[i].pipeline, &pl, err,
-				sizeof(err)) != 0)
-				continue;
-			xf_prefix_text(pl, text, sizeof(text));
-			xf_pipeline_free(pl);
+			job_text(&cfg->jobs[i], text, sizeof(text));
 			if (strcmp(text, p->text) == 0)
 				printf("%s%s", njobs++ ? "," : "",
 				    cfg->jobs[i].name);
@@ -443,7 +574,7 @@ main(int argc, char **argv)
 				"options of evict\n");
 		ret = EXIT_USAGE;
 	} else if (strcmp(cmd, "stats") == 0)
-		ret = cmd_stats(dir);
+		ret = cmd_stats(dir, cfg);
 	else if (strcmp(cmd, "ls") == 0)
 		ret = cmd_ls(dir, cfg);
 	else if (strcmp(cmd, "verify") == 0)

@@ -31,6 +31,67 @@ cache_load_seq(struct cache *c)
 	}
 	rocksdb_iter_destroy(it);
 	atomic_store(&c->seq, seq);
+	c->stale = CACHE_STALE_DEFAULT;
+	cache_load_totals(c);
+}
+
+/* What an entry counts against admit_bytes. */
+static uint64_t
+entry_cost(uint64_t len, size_t plen)
+{
+	return len + plen + CACHE_VAL_OVERHEAD;
+}
+
+void
+cache_load_totals(struct cache *c)
+{
+	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
+	uint8_t t0[CODEC_SEQ_KEY];
+	uint64_t used = 0, n = 0, oldest = (uint64_t)time(NULL);
+
+	codec_seq_key('T', 0, t0);
+	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		struct cache_entry ent;
+		size_t kl, vl;
+		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
+		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
+
+		if (kl < 1 || k[0] != 'T')
+			break;
+		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
+			continue;
+		if (n++ == 0)
+			oldest = ent.time;
+		used += entry_cost(ent.len, ent.prefix_len);
+	}
+	rocksdb_iter_destroy(it);
+	atomic_store(&c->used, used);
+	atomic_store(&c->entries, n);
+	atomic_store(&c->oldest_time, oldest);
+}
+
+void
+cache_set_stale(struct cache *c, uint64_t seconds)
+{
+	if (c != NULL)
+		c->stale = seconds;
+}
+
+/* The bytes admission fills the store up to. */
+static uint64_t
+admit_bytes(const struct cache *c)
+{
+	return c->size_bound - c->size_bound / 20;
+}
+
+static void
+sub_sat(atomic_uint_least64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load(a);
+
+	while (!atomic_compare_exchange_weak(a, &cur, cur > v ? cur - v : 0))
+		;
 }
 
 int
@@ -53,6 +114,14 @@ cache_lookup_seq(
 	return r;
 }
 
+bool
+cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	uint64_t seq;
+
+	return c != NULL && cache_lookup_seq(c, key, &seq) == 0;
+}
+
 /* Forget a missing or corrupt entry (best effort). */
 static void
 drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
@@ -68,6 +137,41 @@ drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_free(e);
 	rocksdb_writebatch_destroy(b);
+}
+
+static int put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v, const char *prefix, size_t plen,
+    uint64_t old_seq);
+
+/*
+ * A hit on an entry put more than stale / 2 seconds ago: rewrite it as
+ * new (cache_set_stale).  v is the value read, its payload in v->data.
+ */
+static void
+maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
+    const struct cache_val *v)
+{
+	struct cache_entry ent;
+	uint8_t tk[CODEC_SEQ_KEY];
+	char *e = NULL, *t;
+	size_t tl;
+	uint64_t now = (uint64_t)time(NULL);
+
+	if (c->stale == 0 || c->secondary[0] != '\0')
+		return;
+	codec_seq_key('T', seq, tk);
+	t = rocksdb_get(c->db, c->ropts, (const char *)tk, sizeof(tk), &tl, &e);
+	if (e == NULL && t != NULL &&
+	    codec_tidx_decode(tk, sizeof(tk), (const uint8_t *)t, tl, &ent) ==
+		0 &&
+	    now > ent.time && now - ent.time > c->stale / 2) {
+		struct cache_val nv = *v;
+
+		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq) == 0)
+			atomic_fetch_add(&c->refreshed, 1);
+	}
+	rocksdb_free(e);
+	rocksdb_free(t);
 }
 
 int
@@ -112,6 +216,7 @@ cache_get(
 	}
 	memcpy(tmp.data, data + CODEC_VAL_HDR, tmp.len);
 	rocksdb_pinnableslice_destroy(ps);
+	maybe_refresh(c, key, seq, &tmp);
 	atomic_fetch_add(&c->hits, 1);
 	atomic_fetch_add(&c->bytes_read, vlen);
 	*v = tmp;
@@ -132,32 +237,43 @@ cache_store_bytes(struct cache *c)
 }
 
 /*
- * Delete the oldest values until about want bytes are freed, then give the
- * space back (drop whole files in the range, compact the rest).
+ * Delete the oldest values until about want bytes are freed, stopping at
+ * the first entry put at or after before; then give the space back (drop
+ * whole files in the range, compact the rest).  Returns the bytes freed
+ * (as admission counts them).
  */
-void
-cache_evict_oldest(struct cache *c, uint64_t want)
+static uint64_t
+evict_range(struct cache *c, uint64_t want, uint64_t before)
 {
 	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
 	rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 	uint8_t t0[CODEC_SEQ_KEY], t1[CODEC_SEQ_KEY], v0[CODEC_SEQ_KEY],
 	    v1[CODEC_SEQ_KEY], vlast[CODEC_SEQ_KEY];
-	uint64_t freed = 0, last = 0, n = 0, seq;
+	uint64_t freed = 0, cost = 0, last = 0, n = 0, seq;
+	uint64_t next_time = (uint64_t)time(NULL);
 	char *e = NULL;
 
 	codec_seq_key('T', 0, t0);
 	rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
-	for (; rocksdb_iter_valid(it) && freed < want; rocksdb_iter_next(it)) {
+	for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
 		size_t kl, vl;
 		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
 		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
 
 		if (kl != CODEC_SEQ_KEY || k[0] != 'T')
 			break;
+		if (vl >= CODEC_TIDX_LEN &&
+		    (freed >= want ||
+			codec_get_le64(v + CACHE_KEY_LEN + 8) >= before)) {
+			next_time = codec_get_le64(v + CACHE_KEY_LEN + 8);
+			break;
+		}
 		last = codec_get_be64(k + 1);
 		n++;
 		if (vl < CODEC_TIDX_LEN)
 			continue;
+		cost += entry_cost(codec_get_le64(v + CACHE_KEY_LEN),
+		    vl - CODEC_TIDX_LEN);
 		/* A newer put of the same key keeps its 'K' entry. */
 		if (cache_lookup_seq(c, v, &seq) == 0 && seq == last) {
 			uint8_t ik[CODEC_INDEX_KEY];
@@ -169,9 +285,10 @@ cache_evict_oldest(struct cache *c, uint64_t want)
 		freed += codec_get_le64(v + CACHE_KEY_LEN) + CACHE_VAL_OVERHEAD;
 	}
 	rocksdb_iter_destroy(it);
+	atomic_store(&c->oldest_time, next_time);
 	if (n == 0) {
 		rocksdb_writebatch_destroy(b);
-		return;
+		return 0;
 	}
 	codec_seq_key('T', last + 1, t1);
 	codec_seq_key('V', 0, v0);
@@ -186,15 +303,53 @@ cache_evict_oldest(struct cache *c, uint64_t want)
 	if (e != NULL) {
 		cache_fail(c, "eviction", e);
 		rocksdb_free(e);
-		return;
+		return 0;
 	}
 	atomic_fetch_add(&c->evicted, n);
+	sub_sat(&c->used, cost);
+	sub_sat(&c->entries, n);
 	/* The limit of delete_file_in_range is inclusive. */
 	rocksdb_delete_file_in_range(c->db, (const char *)v0, sizeof(v0),
 	    (const char *)vlast, sizeof(vlast), &e);
 	rocksdb_free(e);
 	rocksdb_compact_range(
 	    c->db, (const char *)t0, sizeof(t0), (const char *)v1, sizeof(v1));
+	return cost;
+}
+
+void
+cache_evict_oldest(struct cache *c, uint64_t want)
+{
+	evict_range(c, want, UINT64_MAX);
+}
+
+/*
+ * Make room for an entry of cost bytes when the store is full: delete
+ * stale entries, oldest first (a batch of admit_bytes / 32 at least, so
+ * that one compaction serves many puts).  Whether there is room now.
+ */
+static bool
+make_room(struct cache *c, uint64_t cost)
+{
+	uint64_t now = (uint64_t)time(NULL), before, want, used, budget;
+	bool ok;
+
+	budget = admit_bytes(c);
+	before = c->stale == 0 ? UINT64_MAX
+		 : now > c->stale ? now - c->stale + 1
+				   : 0;
+	if (atomic_load(&c->oldest_time) >= before)
+		return false; /* the oldest entry is in use */
+	if (atomic_flag_test_and_set(&c->evicting))
+		return false;
+	used = atomic_load(&c->used);
+	want = used + cost > budget ? used + cost - budget : 0;
+	if (want < budget / 32)
+		want = budget / 32;
+	evict_range(c, want, before);
+	ok = atomic_load(&c->used) + cost <= budget;
+	atomic_flag_clear(&c->evicting);
+	return ok;
 }
 
 /* Every check_every bytes put, one thread checks the size against the bound. */
@@ -219,28 +374,27 @@ maybe_evict(struct cache *c, uint64_t added)
 	atomic_flag_clear(&c->evicting);
 }
 
-void
-cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-    const struct cache_val *v)
+/*
+ * Write v under key as the newest entry, with prefix (plen bytes) in its
+ * index record; old_seq nonzero: a refresh, which deletes the entry at
+ * old_seq in the same write.  0, or -ENOMEM / -EIO (counted).
+ */
+static int
+put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v, const char *prefix, size_t plen,
+    uint64_t old_seq)
 {
 	rocksdb_writebatch_t *b;
 	uint8_t ik[CODEC_INDEX_KEY], vk[CODEC_SEQ_KEY], tk[CODEC_SEQ_KEY],
 	    sb[8];
 	uint8_t *buf, *tv;
-	const char *prefix = v->prefix != NULL ? v->prefix : "";
-	size_t plen = strlen(prefix);
 	uint64_t seq;
 	char *e = NULL;
 
-	if (c == NULL || atomic_load(&c->disabled) ||
-	    cache_is_zero(key, CACHE_KEY_LEN))
-		return;
-	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
-		return; /* would evict most of the cache: not worth it */
 	if ((buf = malloc(CODEC_VAL_HDR + v->len + CODEC_TIDX_LEN + plen)) ==
 	    NULL) {
 		atomic_fetch_add(&c->insert_failures, 1);
-		return;
+		return -ENOMEM;
 	}
 	tv = buf + CODEC_VAL_HDR + v->len;
 	seq = atomic_fetch_add(&c->seq, 1);
@@ -260,6 +414,12 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    (const char *)tv, CODEC_TIDX_LEN + plen);
 	rocksdb_writebatch_put(
 	    b, (const char *)ik, sizeof(ik), (const char *)sb, sizeof(sb));
+	if (old_seq != 0) {
+		codec_seq_key('V', old_seq, vk);
+		rocksdb_writebatch_delete(b, (const char *)vk, sizeof(vk));
+		codec_seq_key('T', old_seq, tk);
+		rocksdb_writebatch_delete(b, (const char *)tk, sizeof(tk));
+	}
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_writebatch_destroy(b);
 	free(buf);
@@ -267,10 +427,43 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		atomic_fetch_add(&c->insert_failures, 1);
 		cache_fail(c, "write", e);
 		rocksdb_free(e);
-		return;
+		return -EIO;
+	}
+	/*
+	 * Two threads refreshing one entry at once leave one of the two new
+	 * records unreferenced; eviction takes it like any other.
+	 */
+	if (old_seq == 0) {
+		atomic_fetch_add(&c->used, entry_cost(v->len, plen));
+		atomic_fetch_add(&c->entries, 1);
 	}
 	atomic_fetch_add(&c->bytes_written, CODEC_VAL_HDR + v->len);
 	maybe_evict(c, CODEC_VAL_HDR + v->len);
+	return 0;
+}
+
+void
+cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v)
+{
+	const char *prefix = v->prefix != NULL ? v->prefix : "";
+	size_t plen = strlen(prefix);
+	uint64_t cost = entry_cost(v->len, plen);
+
+	if (c == NULL || atomic_load(&c->disabled) ||
+	    cache_is_zero(key, CACHE_KEY_LEN))
+		return;
+	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
+		return; /* would evict most of the cache: not worth it */
+	/* stale = 0: no admission, the oldest go when the files pass the
+	 * bound (maybe_evict), as before admission. */
+	if (c->stale != 0 && atomic_load(&c->used) + cost > admit_bytes(c) &&
+	    !make_room(c, cost)) {
+		atomic_fetch_add(&c->denied, 1);
+		return;
+	}
+	if (put_at(c, key, v, prefix, plen, 0) == 0)
+		atomic_fetch_add(&c->inserts, 1);
 }
 
 void
@@ -286,8 +479,70 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->bytes_read = atomic_load(&c->bytes_read);
 	st->bytes_written = atomic_load(&c->bytes_written);
 	st->insert_failures = atomic_load(&c->insert_failures);
+	st->inserts = atomic_load(&c->inserts);
+	st->denied = atomic_load(&c->denied);
+	st->evictions = atomic_load(&c->evicted);
+	st->refreshes = atomic_load(&c->refreshed);
+	st->entries = atomic_load(&c->entries);
+	st->used_bytes = atomic_load(&c->used);
+	st->admit_bytes = admit_bytes(c);
 	if (rocksdb_property_int(c->db, "rocksdb.total-sst-files-size", &sst) ==
 	    0)
 		st->disk_bytes = sst;
 	st->disabled = atomic_load(&c->disabled);
+}
+
+void
+cache_note_use(struct cache *c, const char *prefix, bool hit)
+{
+	struct cache_pfx_stat *p;
+	size_t i;
+
+	if (c == NULL)
+		return;
+	for (i = 0; i < CACHE_PFX_MAX; i++) {
+		unsigned st = atomic_load(&c->pfx[i].state);
+
+		p = &c->pfx[i];
+		if (st == 2 && strcmp(p->text, prefix) == 0)
+			break;
+		if (st == 0 &&
+		    atomic_compare_exchange_strong(&p->state, &st, 1)) {
+			snprintf(p->text, sizeof(p->text), "%s", prefix);
+			atomic_store(&p->state, 2);
+			break;
+		}
+	}
+	if (i == CACHE_PFX_MAX)
+		return;
+	atomic_fetch_add(hit ? &p->hits : &p->misses, 1);
+}
+
+size_t
+cache_get_prefix_stats(
+    struct cache *c, struct cache_prefix_stat *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; c != NULL && i < CACHE_PFX_MAX; i++) {
+		struct cache_pfx_stat *p = &c->pfx[i];
+		size_t k;
+
+		if (atomic_load(&p->state) != 2)
+			continue;
+		for (k = 0; k < n; k++)
+			if (strcmp(out[k].text, p->text) == 0)
+				break;
+		if (k == n) {
+			if (n == max)
+				continue;
+			snprintf(out[n].text, sizeof(out[n].text), "%s",
+			    p->text);
+			out[n].hits = out[n].misses = 0;
+			n++;
+		}
+		out[k].hits += atomic_load(&p->hits);
+		out[k].misses += atomic_load(&p->misses);
+	}
+	return n;
 }

@@ -39,6 +39,8 @@ struct cfg_mount {
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 	char *cluster;       /* memcached servers "H:P,...", or NULL */
 	char *cluster_auth;  /* absolute: SASL user and password, or NULL */
+	uint64_t cache_stale; /* seconds unused before an entry may go for a
+				 new one (0: any entry may) */
 };
 
 struct cfg_dataset {
@@ -64,6 +66,7 @@ struct cfg_job {
 	enum cfg_on_error on_error;
 	bool gpu;
 	uint64_t max_pixels; /* bound on every decoded or intermediate image */
+	uint32_t cache_format; /* cache/format.h's enc: raw, lossless, jpeg */
 	int line;          /* of the [job NAME] header */
 	int pipeline_line; /* of its pipeline key (or the header) */
 	int dataset_line;  /* of its dataset key (or the header) */

@@ -18,6 +18,7 @@ enum ktype {
 	K_ENUM,  /* an enum (int): index into names */
 	K_SERVERS, /* char *, a memcached server list (cluster_check_servers);
 		      empty: NULL, no servers */
+	K_CACHEFMT, /* uint32_t, cache_fmt_parse: raw | lossless | jpeg(Q) */
 };
 
 struct key {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cache/cluster.h"
+#include "cache/format.h"
 #include "core/config_int.h"
 
 #define MAX_THREADS 1024
@@ -37,6 +38,8 @@ static const struct key keys[] = {
 	"a directory"},
     {SEC_MOUNT, "cache_size", K_SIZE, M(cache_size), -1, MIN_MEMORY, 1, NULL,
 	"like 50G, 512M or 0; 0 for no cache, else at least 16M"},
+    {SEC_MOUNT, "cache_stale", K_COUNT, M(cache_stale), -1, 0, UINT64_MAX,
+	NULL, "a count of seconds (0: any entry may make room)"},
     {SEC_MOUNT, "threads", K_COUNT, M(threads), -1, 0, MAX_THREADS, NULL,
 	"a count from 0 to 1024 (0 = one per core)"},
     {SEC_MOUNT, "memory", K_SIZE, M(memory), -1, MIN_MEMORY, 0, NULL,
@@ -70,6 +73,8 @@ static const struct key keys[] = {
     {SEC_JOB, "gpu", K_BOOL, J(gpu), -1, 0, 0, NULL, "yes or no"},
     {SEC_JOB, "max_pixels", K_COUNT, J(max_pixels), -1, 1, UINT64_MAX, NULL,
 	"a count of pixels from 1 up"},
+    {SEC_JOB, "cache_format", K_CACHEFMT, J(cache_format), -1, 0, 0, NULL,
+	"raw, lossless or jpeg(Q) with Q from 1 to 100"},
 };
 #undef M
 #undef D
@@ -288,6 +293,13 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 		}
 		*(bool *)field = b;
 		return 0;
+	case K_CACHEFMT:
+		if (cache_fmt_parse(val, (uint32_t *)field) != 0) {
+			snprintf(msg, len, "%s: '%s' is not %s", k->name, val,
+			    k->what);
+			return -EINVAL;
+		}
+		return 0;
 	case K_ENUM:
 		for (e = 0; k->names[e]; e++)
 			if (strcasecmp(val, k->names[e]) == 0) {
@@ -320,12 +332,14 @@ cfg_job_defaults(struct cfg_job *j)
 	j->on_error = CFG_ON_ERROR_FAIL;
 	j->gpu = false;
 	j->max_pixels = XF_DEFAULT_MAX_PIXELS;
+	j->cache_format = CACHE_FMT_ENC(CACHE_FMT_RAW, 0);
 }
 
 int
 cfg_mount_defaults(struct cfg_mount *m)
 {
 	m->cache_size = 50ull << 30;
+	m->cache_stale = 86400;
 	m->threads = 0;
 	m->memory = 2ull << 30;
 	m->readahead = 4;

@@ -108,6 +108,7 @@ open_cache(struct feed *f)
 		f->cache = NULL;
 		return;
 	}
+	cache_set_stale(f->cache, m->cache_stale);
 	if (cache_note(f->cache) != NULL)
 		log_warn("cache: %s", cache_note(f->cache));
 	if (cache_ctl_start(

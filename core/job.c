@@ -2,16 +2,49 @@
  * job.c - jobs: setup, batch geometry, counters (see job.h).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cache/format.h"
 #include "core/job.h"
 #include "core/npy.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
+
+/* asprintf, with *out NULL on failure. */
+static int __attribute__((format(printf, 2, 3)))
+strf(char **out, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(out, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		*out = NULL;
+	return n < 0 ? -ENOMEM : 0;
+}
+
+/* The texts of the job's cache keys (see job.h). */
+static int
+key_texts(struct job *j, const struct cfg_job *cj)
+{
+	char sfx[64];
+
+	cache_fmt_suffix(cj->cache_format, sfx, sizeof(sfx));
+	if (strf(&j->cache_text, "%s%s", j->prefix, sfx) != 0 ||
+	    strf(&j->key_text, "%s\nmax_pixels %" PRIu64 "\n%s",
+		j->cache_text, cj->max_pixels, xf_decoder_id()) != 0 ||
+	    strf(&j->tier_text, "%s\nmax_pixels %" PRIu64 "\n%s", j->prefix,
+		cj->max_pixels, xf_decoder_id()) != 0)
+		return -ENOMEM;
+	return 0;
+}
 
 int
 job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
@@ -42,11 +75,8 @@ job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		goto fail;
 	}
 	xf_prefix_text(j->pl, j->prefix, plen + 1);
-	if (asprintf(&j->key_text, "%s\nmax_pixels %" PRIu64 "\n%s", j->prefix,
-		cj->max_pixels, xf_decoder_id()) < 0) {
-		j->key_text = NULL;
+	if ((r = key_texts(j, cj)) != 0) {
 		snprintf(err, errlen, "out of memory");
-		r = -ENOMEM;
 		goto fail;
 	}
 	j->plan.n = ds->n;
@@ -90,10 +120,12 @@ void
 job_fini(struct job *j)
 {
 	free(j->prefix);
+	free(j->cache_text);
 	free(j->key_text);
+	free(j->tier_text);
+	j->cache_text = j->key_text = j->tier_text = NULL;
 	free(j->logged);
 	j->prefix = NULL;
-	j->key_text = NULL;
 	j->logged = NULL;
 }
 

@@ -18,6 +18,8 @@
 #include "transforms/xf.h"
 
 #define JOB_RATE_SECS 16
+/* Epochs whose cache hits and misses are kept (.feedfs/stats). */
+#define JOB_EPOCH_SLOTS 4
 
 /* Per-job counters, updated atomically by every worker. */
 struct job_stats {
@@ -30,6 +32,15 @@ struct job_stats {
 	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
+	/*
+	 * The local cache's hits and misses of the last JOB_EPOCH_SLOTS
+	 * epochs: slot epoch % JOB_EPOCH_SLOTS, taken over by a newer epoch
+	 * (epoch1 = epoch + 1; 0: unused).  Approximate by a few samples
+	 * when two epochs share a slot at the turn.
+	 */
+	struct {
+		atomic_uint_fast64_t epoch1, hits, misses;
+	} ep[JOB_EPOCH_SLOTS];
 };
 
 struct cluster;
@@ -40,8 +51,13 @@ struct job {
 	const struct xf_pipeline *pl; /* cfg's, parsed by cfg_load */
 	struct plan plan;
 	char *prefix;         /* canonical prefix text, "" when nothing cached */
-	char *key_text;       /* what a cached prefix depends on: the prefix,
-				 max_pixels and the decoder (cache_key's) */
+	char *cache_text;     /* prefix and cache_format's suffix: the text of
+				 the local cache's index and per-prefix stats */
+	char *key_text;       /* what a cached value depends on, hashed into
+				 its local key: cache_text, max_pixels and
+				 the decoder's version */
+	char *tier_text;      /* the same for the cluster tier, which keeps
+				 raw pixels: without the format's suffix */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */

@@ -13,6 +13,7 @@
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
+#include "cache/format.h"
 #include "core/log.h"
 #include "core/sample.h"
 #include "transforms/rng.h"
@@ -108,20 +109,67 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A cached value this version can use (else freed: a miss). */
+/*
+ * A cached value this version can use, decoded from its cache_format into
+ * v->data (else freed: a miss).
+ */
 static bool
 usable(struct cache_val *v)
 {
+	uint8_t *px;
 	size_t n;
 
+	if (v->c != 3 || v->dtype != 0)
+		goto bad;
+	if (v->enc != 0) {
+		/* cache_fmt_decode checks w x h against the bytes. */
+		if (cache_fmt_decode(v->enc, v->w, v->h, v->data, v->len, &px) !=
+		    0)
+			goto bad;
+		free(v->data);
+		v->data = px;
+		v->len = (size_t)v->w * v->h * 3;
+		v->enc = 0;
+		return true;
+	}
 	/* w * h * 3 must not wrap: a damaged (or forged) entry claiming
 	 * 2^32-1 x 2^32-1 would else pass with a few bytes of payload. */
-	if (v->c == 3 && v->dtype == 0 && v->w > 0 && v->h > 0 &&
+	if (v->w > 0 && v->h > 0 &&
 	    !__builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) &&
 	    !__builtin_mul_overflow(n, (size_t)3, &n) && v->len == n)
 		return true;
+bad:
 	free(v->data);
 	return false;
+}
+
+/* Count a local hit or miss of epoch (job.h's per-epoch slots). */
+static void
+epoch_count(struct job *j, uint32_t epoch, bool hit)
+{
+	uint64_t e1 = (uint64_t)epoch + 1, cur;
+	__typeof__(j->st.ep[0]) *s = &j->st.ep[epoch % JOB_EPOCH_SLOTS];
+
+	cur = atomic_load(&s->epoch1);
+	while (cur < e1) {
+		if (atomic_compare_exchange_weak(&s->epoch1, &cur, e1)) {
+			atomic_store(&s->hits, 0);
+			atomic_store(&s->misses, 0);
+			cur = e1;
+		}
+	}
+	if (cur != e1)
+		return; /* a late sample of an epoch whose slot went on */
+	atomic_fetch_add(hit ? &s->hits : &s->misses, 1);
+}
+
+/* A miss of the local cache c (counted per job, epoch and prefix). */
+static void
+count_miss(struct job *j, struct cache *c, uint32_t epoch)
+{
+	atomic_fetch_add(&j->st.cache_misses, 1);
+	epoch_count(j, epoch, false);
+	cache_note_use(c, j->cache_text, false);
 }
 
 /*
@@ -214,12 +262,16 @@ tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
 	return r;
 }
 
-/* Keep img in the local cache under key (a failure is only counted). */
+/*
+ * Keep img in the local cache under key, in the job's cache_format (a
+ * failure is only counted).
+ */
 static void
 local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct xf_image *img)
 {
 	struct cache_val v;
+	uint8_t *enc = NULL;
 
 	v.w = img->w;
 	v.h = img->h;
@@ -227,33 +279,60 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	v.dtype = 0;
 	v.data = img->px;
 	v.len = (size_t)img->w * img->h * 3;
-	v.prefix = j->prefix;
+	v.prefix = j->cache_text;
+	v.enc = j->cfg->cache_format;
+	if (v.enc != 0) {
+		if (cache_fmt_encode(
+			v.enc, img->w, img->h, img->px, &enc, &v.len) != 0)
+			return;
+		v.data = enc;
+	}
 	cache_put(c, key, &v);
+	free(enc);
 }
 
 /*
- * Look key up in the local cache c (may be NULL), then in the cluster
- * tier; a value from the cluster is kept locally too.  0 with img filled
- * on a hit (counted); -ENOENT on a miss of both (counted by the caller
- * once the sample is made).
+ * The keys of digest: key for the local cache (the prefix and its
+ * cache_format), tkey for the cluster tier (the prefix: the tier keeps raw
+ * pixels).  Equal for raw.
+ */
+static void
+sample_keys(const struct job *j, const uint8_t digest[32],
+    uint8_t key[CACHE_KEY_LEN], uint8_t tkey[CACHE_KEY_LEN])
+{
+	cache_key(digest, j->key_text, key);
+	if (j->cfg->cache_format == 0)
+		memcpy(tkey, key, CACHE_KEY_LEN);
+	else
+		cache_key(digest, j->tier_text, tkey);
+}
+
+/*
+ * Look key up in the local cache c (may be NULL), then tkey in the
+ * cluster tier; a value from the cluster is kept locally too.  0 with img
+ * filled on a hit (counted); -ENOENT on a miss of both (counted by the
+ * caller once the sample is made).
  */
 static int
-lookup(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+lookup(struct job *j, struct cache *c, uint32_t epoch,
+    const uint8_t key[CACHE_KEY_LEN], const uint8_t tkey[CACHE_KEY_LEN],
     struct xf_image *img)
 {
 	struct cache_val v;
 
 	if (c != NULL && cache_get(c, key, &v) == 0 && usable(&v)) {
 		atomic_fetch_add(&j->st.cache_hits, 1);
+		epoch_count(j, epoch, true);
+		cache_note_use(c, j->cache_text, true);
 		img->w = v.w;
 		img->h = v.h;
 		img->px = v.data; /* transferred */
 		return 0;
 	}
-	if (j->cluster == NULL || tier_get(j->cluster, key, img) != 0)
+	if (j->cluster == NULL || tier_get(j->cluster, tkey, img) != 0)
 		return -ENOENT;
 	if (c != NULL) {
-		atomic_fetch_add(&j->st.cache_misses, 1);
+		count_miss(j, c, epoch);
 		local_put(j, c, key, img);
 	}
 	atomic_fetch_add(&j->st.cluster_hits, 1);
@@ -266,10 +345,10 @@ lookup(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
  * file.
  */
 static int
-prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
-    struct xf_image *img, char *err, size_t errlen)
+prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
+    const char *path, struct xf_image *img, char *err, size_t errlen)
 {
-	uint8_t digest[32], key[CACHE_KEY_LEN];
+	uint8_t digest[32], key[CACHE_KEY_LEN], tkey[CACHE_KEY_LEN];
 	struct stat st;
 	uint8_t *src = NULL;
 	size_t len = 0;
@@ -282,8 +361,8 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 	if (cached && c != NULL && stat(path, &st) == 0 &&
 	    cache_get_digest(c, path, &st, digest) == 0) {
 		have_digest = true;
-		cache_key(digest, j->key_text, key);
-		if (lookup(j, c, key, img) == 0)
+		sample_keys(j, digest, key, tkey);
+		if (lookup(j, c, epoch, key, tkey, img) == 0)
 			return 0;
 	}
 	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
@@ -292,8 +371,8 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 		cache_sha256(src, len, digest);
 		if (c != NULL)
 			cache_put_digest(c, path, &st, digest);
-		cache_key(digest, j->key_text, key);
-		if (lookup(j, c, key, img) == 0) {
+		sample_keys(j, digest, key, tkey);
+		if (lookup(j, c, epoch, key, tkey, img) == 0) {
 			free(src);
 			return 0;
 		}
@@ -305,12 +384,12 @@ prefix_image(struct job *j, struct cache *c, uint32_t id, const char *path,
 		return -EIO;
 	}
 	if (cached && c != NULL) {
-		atomic_fetch_add(&j->st.cache_misses, 1);
+		count_miss(j, c, epoch);
 		local_put(j, c, key, img);
 	}
 	if (cached && j->cluster != NULL) {
 		atomic_fetch_add(&j->st.cluster_misses, 1);
-		tier_put(j->cluster, key, img);
+		tier_put(j->cluster, tkey, img);
 	}
 	return 0;
 }
@@ -351,7 +430,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	cache_key(digest, j->key_text, key);
+	cache_key(digest, j->tier_text, key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
 		free(img.px);
@@ -423,7 +502,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		    dst, err, errlen);
 		goto out;
 	}
-	if ((r = prefix_image(j, c, id, path, &img, err, errlen)) != 0)
+	if ((r = prefix_image(j, c, epoch, id, path, &img, err, errlen)) != 0)
 		goto out;
 	r = xf_run_suffix(j->pl, &img,
 	    rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, epoch, id),

@@ -74,6 +74,73 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    cs.puts, cs.skipped_large);
 }
 
+/*
+ * Admission (cache.h, cache_set_stale) and the hit rate of the last
+ * JOB_EPOCH_SLOTS epochs of each job.
+ */
+static void
+stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
+{
+	sb_printf(sb,
+	    "# HELP feedfs_cache_inserts_total Values stored in the cache.\n"
+	    "# TYPE feedfs_cache_inserts_total counter\n"
+	    "feedfs_cache_inserts_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_admission_denied_total Values not stored: "
+	    "the cache was full of entries used within cache_stale.\n"
+	    "# TYPE feedfs_cache_admission_denied_total counter\n"
+	    "feedfs_cache_admission_denied_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_evictions_total Entries deleted to make "
+	    "room or keep cache_size.\n"
+	    "# TYPE feedfs_cache_evictions_total counter\n"
+	    "feedfs_cache_evictions_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_refreshes_total Entries a hit rewrote as new "
+	    "(older than cache_stale / 2).\n"
+	    "# TYPE feedfs_cache_refreshes_total counter\n"
+	    "feedfs_cache_refreshes_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_entries Entries in the cache.\n"
+	    "# TYPE feedfs_cache_entries gauge\n"
+	    "feedfs_cache_entries %" PRIu64 "\n"
+	    "# HELP feedfs_cache_used_bytes Bytes the entries take, as "
+	    "admission counts them.\n"
+	    "# TYPE feedfs_cache_used_bytes gauge\n"
+	    "feedfs_cache_used_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_cache_admit_bytes Bytes admission fills the cache "
+	    "up to (95%% of cache_size).\n"
+	    "# TYPE feedfs_cache_admit_bytes gauge\n"
+	    "feedfs_cache_admit_bytes %" PRIu64 "\n",
+	    cs->inserts, cs->denied, cs->evictions, cs->refreshes, cs->entries,
+	    cs->used_bytes, cs->admit_bytes);
+	sb_printf(sb,
+	    "# HELP feedfs_epoch_cache_hits_total Local cache hits of an "
+	    "epoch (the last %d epochs of each job).\n"
+	    "# TYPE feedfs_epoch_cache_hits_total counter\n",
+	    JOB_EPOCH_SLOTS);
+	for (int m = 0; m < 2; m++) {
+		if (m == 1)
+			sb_printf(sb,
+			    "# HELP feedfs_epoch_cache_misses_total Local "
+			    "cache misses of an epoch.\n"
+			    "# TYPE feedfs_epoch_cache_misses_total "
+			    "counter\n");
+		for (size_t i = 0; i < f->njobs; i++)
+			for (int k = 0; k < JOB_EPOCH_SLOTS; k++) {
+				uint64_t e1 = atomic_load(
+				    &f->jobs[i].st.ep[k].epoch1);
+
+				if (e1 == 0)
+					continue;
+				sb_printf(sb,
+				    "feedfs_epoch_cache_%s_total{job=\"%s\","
+				    "epoch=\"%" PRIu64 "\"} %" PRIu64 "\n",
+				    m ? "misses" : "hits",
+				    f->jobs[i].cfg->name, e1 - 1,
+				    (uint64_t)atomic_load(
+					m ? &f->jobs[i].st.ep[k].misses
+					  : &f->jobs[i].st.ep[k].hits));
+			}
+	}
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -205,6 +272,7 @@ feed_stats(struct feed *f, size_t *len)
 	    "feedfs_cache_disk_bytes %" PRIu64 "\n",
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes);
+	stats_admission(f, &cs, &sb);
 	stats_cache_error(f, &sb);
 	stats_cluster(f, &sb);
 	return sb_done(&sb, len);

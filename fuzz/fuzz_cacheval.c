@@ -37,14 +37,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		in.w = codec_get_le32(buf + 8);
 		in.h = codec_get_le32(buf + 12);
 		in.c = codec_get_le32(buf + 16);
-		in.dtype = codec_get_le32(buf + 20);
+		in.dtype = codec_get_le32(buf + 20) & 0xff;
+		in.enc = codec_get_le32(buf + 20) >> 8;
 		in.data = buf + CODEC_VAL_HDR;
 		in.len = n - CODEC_VAL_HDR;
 		in.prefix = NULL;
 		codec_val_header(buf, &in, key, seq);
 		if (codec_val_decode(buf, n, key, seq, &v) != 0 ||
 		    v.w != in.w || v.h != in.h || v.c != in.c ||
-		    v.dtype != in.dtype)
+		    v.dtype != in.dtype || v.enc != in.enc)
 			abort();
 	}
 	if (codec_val_decode(buf, n, key, seq, &v) == 0) {

@@ -49,7 +49,7 @@ key_of(int i, uint8_t key[CACHE_KEY_LEN])
 static struct cache_val
 val_of(int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
 {
-	struct cache_val v = {w, h, c, dtype, NULL, len, NULL};
+	struct cache_val v = {w, h, c, dtype, NULL, len, NULL, 0};
 	uint8_t *p = malloc(len ? len : 1);
 
 	for (size_t k = 0; k < len; k++)
@@ -354,6 +354,7 @@ test_bound(void)
 		CHECK(0);
 		return;
 	}
+	cache_set_stale(c, 0); /* oldest first, whatever their use */
 	for (int i = 0; i < n; i++) {
 		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
 		key_of(1000 + i, key);
@@ -392,6 +393,99 @@ test_bound(void)
 			CHECK(!"newest entry evicted");
 	}
 	CHECK(kept >= 4 && kept <= 16);
+	cache_close(c);
+}
+
+/* Whether key_of(i) is in c (the value freed). */
+static bool
+has(struct cache *c, int i)
+{
+	struct cache_val out;
+	uint8_t key[CACHE_KEY_LEN];
+
+	key_of(i, key);
+	if (cache_get(c, key, &out) != 0)
+		return false;
+	free(out.data);
+	return true;
+}
+
+/*
+ * Admission: a cache full of entries in use keeps them and refuses new
+ * values without writing; entries unused for the staleness make room,
+ * oldest first; a hit on an old entry refreshes it, so it stays.
+ */
+static void
+test_admission(void)
+{
+	const uint64_t bound = 4 * MB;
+	const int n = 40;
+	struct cache *c = NULL;
+	struct cache_val in;
+	struct cache_stats st, st2;
+	uint8_t key[CACHE_KEY_LEN];
+	int kept = 0, first_denied = -1, fit;
+
+	if (open_cache("c-admit", bound, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	cache_set_stale(c, 2);
+	cache_get_stats(c, &st);
+	/* 95% of 4 MB, values of 256 KB and < 256 bytes of index: 15. */
+	fit = (int)(st.admit_bytes / (256 * 1024 + 256));
+	CHECK_EQ_INT(fit, 15);
+	for (int i = 0; i < n; i++) {
+		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+		key_of(2000 + i, key);
+		cache_get_stats(c, &st);
+		cache_put(c, key, &in);
+		cache_get_stats(c, &st2);
+		if (st2.denied > st.denied && first_denied < 0)
+			first_denied = i;
+		free(in.data);
+	}
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.inserts, fit);
+	CHECK_EQ_INT(first_denied, fit);
+	CHECK_EQ_INT(st.denied, n - fit);
+	CHECK_EQ_INT(st.evictions, 0);
+	CHECK_EQ_INT(st.entries, fit);
+	CHECK(st.used_bytes <= st.admit_bytes);
+	for (int i = 0; i < n; i++)
+		if (has(c, 2000 + i)) {
+			kept++;
+			CHECK(i < fit); /* the first stay; the rest: refused */
+		}
+	CHECK_EQ_INT(kept, fit);
+	/* Unused for 2 s: stale, except entry 5, hit (refreshed) now. */
+	sleep(3);
+	CHECK(has(c, 2005));
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.refreshes, 1);
+	for (int i = 0; i < 4; i++) {
+		in = val_of(100 + i, 256, 256, 4, 0, 256 * 1024);
+		key_of(3000 + i, key);
+		cache_put(c, key, &in);
+		free(in.data);
+	}
+	cache_get_stats(c, &st2);
+	CHECK_EQ_INT(st2.inserts - st.inserts, 4);
+	CHECK(st2.evictions >= 4);
+	for (int i = 0; i < 4; i++)
+		CHECK(has(c, 3000 + i));
+	CHECK(has(c, 2005)); /* in use: kept */
+	CHECK(!has(c, 2000)); /* the oldest unused went first */
+	CHECK(st2.used_bytes <= st2.admit_bytes);
+	cache_close(c);
+	/* The totals come back with the store. */
+	if (open_cache("c-admit", bound, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	cache_get_stats(c, &st);
+	CHECK_EQ_INT(st.used_bytes, st2.used_bytes);
+	CHECK_EQ_INT(st.entries, st2.entries);
 	cache_close(c);
 }
 
@@ -904,6 +998,7 @@ main(void)
 	test_roundtrip();
 	test_corrupt();
 	test_bound();
+	test_admission();
 	test_threads();
 	test_full();
 	test_damaged_store();

@@ -7,7 +7,8 @@ accounting read from .feedfs/stats, bytes compared with feedfs-ref:
   - a remount with the same cache_dir: its first epoch has >= 99% hits;
   - a source file rewritten after caching (another image, new mtime) is a
     miss, and the bytes served are feedfs-ref's for the new file;
-  - the size bound under continuous insertion: 16M of cache, ~50M of
+  - the size bound under continuous insertion (cache_stale = 0: every
+    entry may make room): 16M of cache, ~50M of
     values put through a mount; the disk use, polled while it runs and
     measured with du after the unmount, stays under the bound plus the
     slack that cache.h documents."""
@@ -128,7 +129,8 @@ bcfg = t.config(t.path("bound.conf"), big, {
     "v": dict(epochs=1, shuffle="no", batch_size=16,
               pipeline="decode resize(256) cache center_crop(32)",
               dtype="uint8", layout="HWC"),
-}, cache_dir=t.path("bcache"), cache_size="16M", memory="64M")
+}, cache_dir=t.path("bcache"), cache_size="16M", memory="64M",
+   cache_stale=0)  # every entry stale: insertion never stops
 # cache.h: over by at most min(64M, bound/32) plus a memtable (the cache's
 # memory is memory/8 = 8M, a memtable mem/8 = 1M) once flushes settle;
 # while running, the two memtables RocksDB may be flushing at a check
