@@ -18,6 +18,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/ns.h"
 #include "fs/fs.h"
 
@@ -194,7 +195,8 @@ fill_stat(
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
 	st->st_blksize = 1 << 20;
-	st->st_mode = a.dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_mode =
+	    a.dir ? S_IFDIR | 0555 : S_IFREG | (a.writable ? 0644 : 0444);
 	st->st_nlink = a.dir ? 2 : 1;
 	st->st_size = (off_t)a.size;
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -202,6 +204,24 @@ fill_stat(
 
 /* The largest read and readahead request (libfuse's buffer holds 1 MiB). */
 #define FS_MAX_REQUEST (1u << 20)
+
+/*
+ * Whether the caller of req may change JOB/mixture: root or the mount's
+ * owner.  Others get EACCES, and the log says so.
+ */
+static int
+may_write(fuse_req_t req, const struct ns_key *k)
+{
+	struct feedfs *fs = fs_from_req(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0 || ctx->uid == fs->uid)
+		return 0;
+	log_warn("job %s: mixture: uid %u may not change the weights (only "
+		 "root or the mount's owner may)",
+	    feed_job_name(fs->feed, k->job), (unsigned)ctx->uid);
+	return -EACCES;
+}
 
 /* ---- operations ------------------------------------------------------- */
 
@@ -299,8 +319,14 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
-	    (fi->flags & (O_TRUNC | O_CREAT))) {
+	if (k.type == NS_MIXTURE &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		if ((r = may_write(req, &k)) != 0) {
+			fuse_reply_err(req, -r);
+			return;
+		}
+	} else if ((fi->flags & O_ACCMODE) != O_RDONLY ||
+		   (fi->flags & (O_TRUNC | O_CREAT))) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -317,6 +343,13 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fi->direct_io = 1;
 		else
 			fi->keep_cache = 1;
+	} else if (k.type == NS_MIXTURE || k.type == NS_EMIX) {
+		/* Made at the open; the epoch's one opens that epoch. */
+		r = feed_mixture_text(fs->feed, k.job,
+		    k.type == NS_EMIX ? k.epoch : FEED_MIX_NEXT, &of->owned,
+		    &of->len);
+		of->text = of->owned;
+		fi->direct_io = 1;
 	} else if ((t = ns_text(&k)) >= 0) {
 		r = feed_text(fs->feed, (enum feed_text)t, k.job, &of->text,
 		    &of->len, &of->owned);
@@ -480,11 +513,30 @@ fs_op_erofs(fuse_req_t req)
 	fuse_reply_err(req, EROFS);
 }
 
+/* Only JOB/mixture's truncation to 0 (an O_TRUNC open): a no-op. */
 static void
 fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
-	fs_op_erofs(req);
+	struct feedfs *fs = fs_from_req(req);
+	struct ns_key k;
+	struct stat st;
+	int r;
+
+	(void)fi;
+	if (!node_key(fs, ino, &k) || k.type != NS_MIXTURE ||
+	    (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_MTIME_NOW)) ||
+	    !(to_set & FUSE_SET_ATTR_SIZE) || attr->st_size != 0) {
+		fs_op_erofs(req);
+		return;
+	}
+	if ((r = may_write(req, &k)) != 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fill_stat(fs, &k, ino, &st);
+	fuse_reply_attr(req, &st, 0);
 }
 
 static void
@@ -527,11 +579,27 @@ fs_op_link(
 	fs_op_erofs(req);
 }
 
+/* JOB/mixture: each write is one line of weights (the offset is ignored). */
 static void
 fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	fs_op_erofs(req);
+	struct feedfs *fs = fs_from_req(req);
+	struct ns_key k;
+	int r;
+
+	(void)off;
+	(void)fi;
+	if (!node_key(fs, ino, &k) || k.type != NS_MIXTURE) {
+		fs_op_erofs(req);
+		return;
+	}
+	if ((r = may_write(req, &k)) == 0)
+		r = feed_mixture_set(fs->feed, k.job, buf, size);
+	if (r != 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_write(req, size);
 }
 
 static void
