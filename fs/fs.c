@@ -497,13 +497,15 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void
 fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct feedfs *fs = fs_from_req(req);
 	struct statvfs sv;
 
 	(void)ino;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
+	/* Read-write only for a mixture's JOB/mixture. */
+	sv.f_flag = feed_writable(fs->feed) ? 0 : ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
 }
 
