@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/config_int.h"
+#include "core/mix.h"
 
 #define DEFAULT_TRAIN_PIPELINE                                                 \
 	"decode resize(256) cache random_resized_crop(224) flip(0.5) "         \
@@ -84,6 +85,12 @@ cfg_free(struct cfg *c)
 		free(c->jobs[i].dataset);
 		free(c->jobs[i].pipeline);
 		xf_pipeline_free(c->jobs[i].pl);
+		free(c->jobs[i].mixture);
+		free(c->jobs[i].mixture_schedule);
+		free(c->jobs[i].source_index);
+		for (size_t k = 0; k < c->jobs[i].nsteps; k++)
+			free(c->jobs[i].steps[k].w);
+		free(c->jobs[i].steps);
 	}
 	free(c->datasets);
 	free(c->jobs);
@@ -151,6 +158,7 @@ add_named(struct parser *p, enum section sec, const char *name)
 	memset(j, 0, sizeof(*j));
 	cfg_job_defaults(j);
 	j->line = j->pipeline_line = j->dataset_line = p->line;
+	j->mixture_line = j->schedule_line = j->epoch_samples_line = p->line;
 	return (j->name = strdup(name)) ? 0 : -ENOMEM;
 }
 
@@ -304,13 +312,160 @@ parse_line(struct parser *p, char *s)
 }
 
 /* A job's dataset (by name, or the only one) and its parsed pipeline. */
+/* Add the step (epoch, w) to j's schedule, taking w; keeps it sorted. */
+static int
+add_step(struct cfg_job *j, uint32_t epoch, uint64_t *w)
+{
+	struct cfg_mix_step *st;
+	size_t i;
+
+	for (i = 0; i < j->nsteps && j->steps[i].epoch < epoch; i++)
+		;
+	if (i < j->nsteps && j->steps[i].epoch == epoch) {
+		free(j->steps[i].w);
+		j->steps[i].w = w; /* transferred */
+		return 0;
+	}
+	if ((st = realloc(j->steps, (j->nsteps + 1) * sizeof(*st))) == NULL) {
+		free(w);
+		return -ENOMEM;
+	}
+	j->steps = st;
+	memmove(st + i + 1, st + i, (j->nsteps - i) * sizeof(*st));
+	st[i].epoch = epoch;
+	st[i].w = w; /* transferred */
+	j->nsteps++;
+	return 0;
+}
+
+/*
+ * A mixture job's sources (datasets of this file), its weights and its
+ * schedule: "EPOCH:NAME:W[,NAME:W...]" steps separated by blanks, epochs
+ * increasing and below the job's epochs.
+ */
+static int
+check_mixture(struct parser *p, struct cfg_job *j)
+{
+	struct cfg *c = p->c;
+	const char *names[MIX_MAX_SOURCES];
+	struct mix_pair *pv = NULL;
+	char msg[512], *sched = NULL, *save = NULL, *tok;
+	uint64_t *w = NULL;
+	long last = -1;
+	size_t np, k;
+	int r;
+
+	if (j->dataset)
+		return perr(p, j->mixture_line,
+		    "[job %s] has both dataset (line %d) and mixture: "
+		    "a job takes one or the other",
+		    j->name, j->dataset_line);
+	if ((r = mix_split(j->mixture, &pv, &np, msg, sizeof(msg))) != 0) {
+		if (r == -EINVAL)
+			r = perr(p, j->mixture_line, "mixture: %s", msg);
+		return r;
+	}
+	if ((j->source_index = calloc(np, sizeof(*j->source_index))) == NULL ||
+	    (w = calloc(np, sizeof(*w))) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	j->nsources = np;
+	for (size_t i = 0; i < np; i++) {
+		for (k = 0; k < c->ndatasets; k++)
+			if (strcmp(c->datasets[k].name, pv[i].name) == 0)
+				break;
+		if (k == c->ndatasets) {
+			r = perr(p, j->mixture_line,
+			    "mixture: unknown dataset '%s'", pv[i].name);
+			goto out;
+		}
+		j->source_index[i] = k;
+		names[i] = c->datasets[k].name;
+		w[i] = pv[i].w;
+	}
+	/* The sum is checked by mix_weights over the sources' names. */
+	if (mix_weights(j->mixture, names, np, w, msg, sizeof(msg)) != 0) {
+		r = perr(p, j->mixture_line, "mixture: %s", msg);
+		goto out;
+	}
+	j->dataset_index = j->source_index[0];
+	if ((r = add_step(j, 0, w)) != 0) {
+		w = NULL;
+		goto out;
+	}
+	w = NULL;
+	if (j->mixture_schedule &&
+	    (sched = strdup(j->mixture_schedule)) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (tok = sched ? strtok_r(sched, " \t", &save) : NULL; tok;
+	     tok = strtok_r(NULL, " \t", &save)) {
+		char *colon = strchr(tok, ':'), *end;
+		long e;
+
+		errno = 0;
+		e = strtol(tok, &end, 10);
+		if (colon == NULL || end != colon || tok[0] < '0' ||
+		    tok[0] > '9' || errno != 0) {
+			r = perr(p, j->schedule_line,
+			    "mixture_schedule: '%s': expected "
+			    "EPOCH:NAME:W[,NAME:W...]",
+			    tok);
+			goto out;
+		}
+		if (e <= last || (uint64_t)e >= j->epochs) {
+			r = perr(p, j->schedule_line,
+			    "mixture_schedule: epoch %ld %s", e,
+			    e <= last ? "does not follow the step before it"
+				      : "is past the job's last epoch");
+			goto out;
+		}
+		last = e;
+		if ((w = calloc(np, sizeof(*w))) == NULL) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (mix_weights(colon + 1, names, np, w, msg, sizeof(msg)) !=
+		    0) {
+			r = perr(p, j->schedule_line,
+			    "mixture_schedule: epoch %ld: %s", e, msg);
+			goto out;
+		}
+		r = add_step(j, (uint32_t)e, w);
+		w = NULL;
+		if (r != 0)
+			goto out;
+	}
+	r = 0;
+out:
+	free(w);
+	free(pv);
+	free(sched);
+	return r;
+}
+
 static int
 check_job(struct parser *p, struct cfg_job *j)
 {
 	struct cfg *c = p->c;
 	char msg[512];
 	size_t k;
+	int r;
 
+	if (j->mixture) {
+		if ((r = check_mixture(p, j)) != 0)
+			return r;
+		goto pipeline;
+	}
+	if (j->mixture_schedule)
+		return perr(
+		    p, j->schedule_line, "mixture_schedule without mixture");
+	if (j->epoch_samples)
+		return perr(p, j->epoch_samples_line,
+		    "epoch_samples needs a mixture (a job over one dataset "
+		    "serves each of its samples once per epoch)");
 	if (!j->dataset) {
 		if (c->ndatasets > 1)
 			return perr(p, j->line,
@@ -327,6 +482,7 @@ check_job(struct parser *p, struct cfg_job *j)
 		return perr(
 		    p, j->dataset_line, "unknown dataset '%s'", j->dataset);
 	j->dataset_index = k;
+pipeline:
 	if (!j->pipeline && !(j->pipeline = strdup(DEFAULT_TRAIN_PIPELINE)))
 		return -ENOMEM;
 	if (xf_pipeline_parse(j->pipeline, &j->pl, msg, sizeof(msg)) != 0)

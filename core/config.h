@@ -50,10 +50,31 @@ struct cfg_dataset {
 	int line;       /* of the [dataset NAME] header */
 };
 
+/* A step of a mixture's schedule: weights from epoch on. */
+struct cfg_mix_step {
+	uint32_t epoch;
+	uint64_t *w; /* per source, in millionths (core/mix.h) */
+};
+
 struct cfg_job {
 	char *name;
 	char *dataset;
-	size_t dataset_index; /* into cfg.datasets, resolved by the load */
+	size_t dataset_index; /* into cfg.datasets, resolved by the load;
+				 a mixture: its first source */
+	/*
+	 * A mixture (mixture = instead of dataset =): its sources, in the
+	 * order of the mixture line, and its weights by epoch: steps[0] is
+	 * epoch 0 (the mixture line, or the schedule's step 0), then the
+	 * mixture_schedule's steps by increasing epoch.  nsources 0: not a
+	 * mixture.
+	 */
+	char *mixture, *mixture_schedule;
+	size_t nsources;
+	size_t *source_index; /* into cfg.datasets */
+	struct cfg_mix_step *steps;
+	size_t nsteps;
+	uint64_t epoch_samples; /* 0: the sum of the sources' sizes */
+	int mixture_line, schedule_line, epoch_samples_line;
 	uint64_t batch_size;
 	uint64_t epochs;
 	uint64_t seed;

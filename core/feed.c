@@ -14,6 +14,7 @@
 #include "cache/cluster.h"
 #include "core/engine.h"
 #include "core/log.h"
+#include "core/mix.h"
 #include "gpu/gpu.h"
 
 /* Open the datasets of c and make its jobs. */
@@ -41,8 +42,9 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 	for (size_t i = 0; i < c->njobs; i++) {
 		const struct cfg_job *cj = &c->jobs[i];
 
-		if ((r = job_init(&f->jobs[i], c, cj, f->ds[cj->dataset_index],
-			 err, errlen)) != 0)
+		if ((r = job_init_all(&f->jobs[i], c, cj,
+			 (const struct dataset *const *)f->ds, err, errlen)) !=
+		    0)
 			return r;
 		f->njobs++;
 	}
@@ -239,6 +241,92 @@ feed_job_nbatches(const struct feed *f, size_t job, uint32_t world)
 }
 
 bool
+feed_job_mixture(const struct feed *f, size_t job)
+{
+	return job_is_mixture(&f->jobs[job]);
+}
+
+bool
+feed_writable(const struct feed *f)
+{
+	for (size_t i = 0; i < f->njobs; i++)
+		if (job_is_mixture(&f->jobs[i]))
+			return true;
+	return false;
+}
+
+int
+feed_mixture_text(
+    struct feed *f, size_t job, uint32_t epoch, char **text, size_t *len)
+{
+	struct job *j = &f->jobs[job];
+	char *buf;
+	size_t cap;
+	int n;
+
+	if (!job_is_mixture(j))
+		return -ENOENT;
+	cap = j->nsrc * (CFG_MAX_NAME + 32) + 2;
+	if ((buf = malloc(cap)) == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&f->lock);
+	if (epoch == FEED_MIX_NEXT)
+		epoch = j->opened;
+	else if (epoch >= j->opened)
+		j->opened = epoch + 1; /* what is read here is what is served */
+	n = mix_format(j->src_names, job_weights(j, epoch), j->nsrc, buf, cap);
+	pthread_mutex_unlock(&f->lock);
+	*text = buf; /* transferred */
+	*len = (size_t)n < cap ? (size_t)n : cap - 1;
+	return 0;
+}
+
+int
+feed_mixture_set(struct feed *f, size_t job, const char *line, size_t len)
+{
+	struct job *j = &f->jobs[job];
+	uint64_t w[MIX_MAX_SOURCES];
+	char text[4096], msg[512], now[MIX_MAX_SOURCES * (CFG_MAX_NAME + 32)];
+	uint32_t from;
+	int r;
+
+	if (!job_is_mixture(j))
+		return -EROFS;
+	if (len >= sizeof(text) || memchr(line, '\0', len) != NULL) {
+		log_warn("job %s: mixture: a write of %zu bytes refused: %s",
+		    j->cfg->name, len,
+		    len >= sizeof(text) ? "longer than one line of 4095 bytes"
+					: "a NUL byte in it");
+		return -EINVAL;
+	}
+	memcpy(text, line, len);
+	text[len] = '\0';
+	if (mix_weights(text, j->src_names, j->nsrc, w, msg, sizeof(msg)) !=
+	    0) {
+		text[strcspn(text, "\n")] = '\0';
+		log_warn("job %s: mixture: '%.200s' refused: %s (nothing "
+			 "changed)",
+		    j->cfg->name, text, msg);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&f->lock);
+	from = j->opened;
+	r = job_set_weights(j, from, w);
+	pthread_mutex_unlock(&f->lock);
+	if (r != 0)
+		return r;
+	mix_format(j->src_names, w, j->nsrc, now, sizeof(now));
+	now[strcspn(now, "\n")] = '\0';
+	if (from >= j->cfg->epochs)
+		log_info("job %s: mixture %s: every epoch is opened already",
+		    j->cfg->name, now);
+	else
+		log_info("job %s: mixture %s from epoch %" PRIu32, j->cfg->name,
+		    now, from);
+	return 0;
+}
+
+bool
 feed_key_valid(const struct feed *f, const struct feed_key *k)
 {
 	const struct job *j;
@@ -310,6 +398,13 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	if (!feed_key_valid(f, k))
 		return -ENOENT;
 	cj = f->jobs[k->job].cfg;
+	/* A mixture's epoch is opened: its weights are fixed from now on. */
+	if (job_is_mixture(&f->jobs[k->job])) {
+		pthread_mutex_lock(&f->lock);
+		if (k->epoch >= f->jobs[k->job].opened)
+			f->jobs[k->job].opened = k->epoch + 1;
+		pthread_mutex_unlock(&f->lock);
+	}
 	if (kind == BK_CUDA && (!f->gpu || !cj->gpu))
 		return -ENOENT;
 	if ((h = calloc(1, sizeof(*h))) == NULL)

@@ -64,6 +64,33 @@ bool feed_job_cuda(const struct feed *f, size_t job);
 /* Batches per epoch of each rank of world. */
 uint64_t feed_job_nbatches(const struct feed *f, size_t job, uint32_t world);
 
+/*
+ * Mixtures.  An epoch of a mixture job is opened by the first feed_open of
+ * any of its batch files (any rank view) or the first read of its weights
+ * (feed_mixture_text); its weights are fixed from then on, and so are
+ * those of every epoch before the highest one opened.
+ */
+#define FEED_MIX_NEXT UINT32_MAX
+/* Whether the job is a mixture (has JOB/mixture). */
+bool feed_job_mixture(const struct feed *f, size_t job);
+/* Whether any job is: the mount is then read-write (JOB/mixture only). */
+bool feed_writable(const struct feed *f);
+/*
+ * The weights "NAME:W ...\n" of epoch (which this opens), or with
+ * FEED_MIX_NEXT those of the first epoch after the highest opened (what
+ * JOB/mixture reads): *text malloc'd, the caller frees.  -ENOENT (not a
+ * mixture), -ENOMEM.
+ */
+int feed_mixture_text(
+    struct feed *f, size_t job, uint32_t epoch, char **text, size_t *len);
+/*
+ * A write of JOB/mixture: the weights of line (core/mix.h) from the first
+ * epoch after the highest opened on.  A bad line is -EINVAL, logged with
+ * why, and changes nothing; -EROFS for a job that is not a mixture.  The
+ * caller checks who writes.
+ */
+int feed_mixture_set(struct feed *f, size_t job, const char *line, size_t len);
+
 /* Whether key names a batch that exists (epoch, batch, rank < world). */
 bool feed_key_valid(const struct feed *f, const struct feed_key *k);
 /* Size of the file of kind of batch k (header included). */

@@ -45,9 +45,44 @@ struct job_stats {
 
 struct cluster;
 
+/* A source of a job: its dataset and the range of global ids it has. */
+struct job_source {
+	const struct dataset *ds;
+	uint32_t start;		      /* its sample i is global id start + i */
+	atomic_uint_fast64_t samples; /* made (feedfs_source_samples_total) */
+};
+
+/* A step of a mixture's weights: from epoch on (core/mix.h units). */
+struct job_step {
+	uint32_t epoch;
+	uint64_t *w; /* one per source */
+};
+
 struct job {
 	const struct cfg_job *cfg;
+	/*
+	 * The samples by global id: the dataset, or for a mixture the
+	 * concatenation of its sources (owned: merged), each sample's path
+	 * relative to its source's root, its label in the union class list:
+	 * the classes of the first source in their order, then each later
+	 * source's classes not seen before, in its order.  class_src[c] has
+	 * bit s set when source s has class c.
+	 */
 	const struct dataset *ds;
+	struct dataset *merged;
+	uint64_t *class_src;
+	struct job_source *src;
+	size_t nsrc;		/* 1 for a job over one dataset */
+	const char **src_names; /* nsrc dataset names */
+	/*
+	 * A mixture's weights by epoch: steps sorted by epoch, the last one
+	 * at or before an epoch in force for it.  Epochs below `opened` are
+	 * fixed: a change of weights (job_set_weights) applies from opened
+	 * on.  In a mount these three are under feed.lock.
+	 */
+	struct job_step *steps;
+	size_t nsteps;
+	uint32_t opened;
 	const struct xf_pipeline *pl; /* cfg's, parsed by cfg_load */
 	struct plan plan;
 	char *prefix;         /* canonical prefix text, "" when nothing cached */
@@ -87,6 +122,30 @@ struct batch_geom {
 int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);
 void job_fini(struct job *j);
+/*
+ * job_init for any job of c: ds holds one opened dataset per c->datasets
+ * (NULL for those no job uses); a mixture takes its sources from it.
+ */
+int job_init_all(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+    const struct dataset *const *ds, char *err, size_t errlen);
+
+/* Whether j is a mixture (mixture =). */
+bool job_is_mixture(const struct job *j);
+/* The source of global id, and the id within it (*local). */
+struct job_source *job_source_of(
+    const struct job *j, uint32_t id, uint32_t *local);
+/* The weights in force for epoch (a mixture; nsrc entries). */
+const uint64_t *job_weights(const struct job *j, uint32_t epoch);
+/*
+ * Weights w (nsrc, copied) from epoch `from` on, up to the next step of
+ * the schedule after it (a step at `from` itself is replaced).  -ENOMEM.
+ */
+int job_set_weights(struct job *j, uint32_t from, const uint64_t *w);
+/*
+ * The epoch's order into ids (plan.n entries): plan_permutation, or a
+ * mixture's order by the weights of job_weights(epoch).  -ENOMEM.
+ */
+int job_order(const struct job *j, uint32_t epoch, uint32_t *ids);
 
 /* The geometry of batch b of a rank view of world ranks. */
 void job_batch_geom(const struct job *j, uint32_t world, uint64_t b,

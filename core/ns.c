@@ -77,6 +77,11 @@ ns_child(const struct feed *f, const struct ns_key *p, const char *name,
 	case NS_JOB:
 		if (find_fixed(job_fixed, NFIXED(job_fixed), name, &c->type))
 			return 0;
+		if (strcmp(name, "mixture") == 0 &&
+		    feed_job_mixture(f, c->job)) {
+			c->type = NS_MIXTURE;
+			return 0;
+		}
 		if (ns_parse_rank(name, &c->rank, &c->world)) {
 			c->type = NS_RANK;
 			return 0;
@@ -90,6 +95,11 @@ ns_child(const struct feed *f, const struct ns_key *p, const char *name,
 		c->type = NS_EPOCH;
 		return 0;
 	case NS_EPOCH:
+		if (strcmp(name, "mixture") == 0 &&
+		    feed_job_mixture(f, c->job)) {
+			c->type = NS_EMIX;
+			return 0;
+		}
 		if (!ns_parse_batch(name, &c->batch, &c->kind) ||
 		    (unsigned)c->kind >= files_per_batch(f, c->job))
 			return -ENOENT;
@@ -142,6 +152,11 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 			return fixed_entry(
 			    job_fixed, NFIXED(job_fixed), i, name, len, c);
 		i -= NFIXED(job_fixed);
+		if (feed_job_mixture(f, k->job) && i-- == 0) {
+			snprintf(name, len, "mixture");
+			c->type = NS_MIXTURE;
+			return true;
+		}
 		/* FALLTHROUGH */
 	case NS_RANK:
 		if (i >= feed_job_epochs(f, k->job))
@@ -152,6 +167,12 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 		return true;
 	case NS_EPOCH:
 		per = files_per_batch(f, k->job);
+		if (i == per * feed_job_nbatches(f, k->job, k->world) &&
+		    feed_job_mixture(f, k->job)) {
+			snprintf(name, len, "mixture");
+			c->type = NS_EMIX;
+			return true;
+		}
 		if (i >= per * feed_job_nbatches(f, k->job, k->world))
 			return false;
 		c->type = NS_BATCH;
@@ -198,6 +219,12 @@ ns_attr(const struct feed *f, const struct ns_key *k, struct ns_attr *a)
 		break;
 	case NS_STATS:
 		a->live = true; /* its size is only known when read */
+		break;
+	case NS_MIXTURE:
+		a->writable = true;
+		/* FALLTHROUGH */
+	case NS_EMIX:
+		a->live = true; /* made when read (and written) */
 		break;
 	case NS_BATCH:
 		fk = ns_feed_key(k);

@@ -6,6 +6,8 @@
  *	README, .feedfs/stats, JOB/info.json, JOB/samples.tsv,
  *	JOB[/rank-R-of-W]/epoch-NNNN/batch-NNNNNN{.npy,.labels.npy,.ids.npy,
  *	.cuda}
+ *	and for a mixture job JOB/mixture (the one writable file) and
+ *	JOB[/rank-R-of-W]/epoch-NNNN/mixture (listed after the batches)
  *
  * Only the canonical spelling resolves: numbers zero-padded to their width
  * (4 digits for epochs, 6 for batches, none for ranks), no sign, no extra
@@ -30,12 +32,14 @@ enum ns_type {
 	NS_README,
 	NS_DOTDIR,  /* .feedfs */
 	NS_STATS,   /* .feedfs/stats */
-	NS_JOB,     /* JOB */
+	NS_JOB,	    /* JOB */
 	NS_INFO,    /* JOB/info.json */
 	NS_SAMPLES, /* JOB/samples.tsv */
 	NS_RANK,    /* JOB/rank-R-of-W */
 	NS_EPOCH,   /* JOB[/rank-R-of-W]/epoch-NNNN */
 	NS_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda} */
+	NS_MIXTURE, /* JOB/mixture: the next epochs' weights, writable */
+	NS_EMIX,    /* .../epoch-NNNN/mixture: the epoch's weights */
 };
 
 /* What a node is; fields that do not apply are 0 (world 1). */
@@ -49,6 +53,7 @@ struct ns_key {
 struct ns_attr {
 	bool dir;
 	bool live;     /* contents change (stats): no caching, no size */
+	bool writable; /* JOB/mixture: the mount's owner may write it */
 	uint64_t size; /* of a file */
 };
 

@@ -1,8 +1,11 @@
 /*
- * order.c - the epochs' orders (plan_permutation), made once per (job,
- * epoch) and shared by the batches and relaxed views that use them.  A few
- * that nothing uses are kept for the next batches of the same epoch.
- * Every function is called with feed.lock held (engine.h).
+ * order.c - the epochs' orders (job_order), made once per (job, epoch) and
+ * shared by the batches and relaxed views that use them.  A few that
+ * nothing uses are kept for the next batches of the same epoch.  A
+ * mixture's epoch has an order only once it was opened (feed_open): its
+ * weights are fixed from then on, and readahead stops at the first epoch
+ * whose weights may still change.  Every function is called with
+ * feed.lock held (engine.h).
  */
 #include <stdlib.h>
 
@@ -14,7 +17,11 @@ struct order *
 order_get(struct feed *f, uint32_t job, uint32_t epoch)
 {
 	struct order *o, **pp, **victim = NULL;
+	struct job *j = &f->jobs[job];
 	unsigned idle = 0;
+
+	if (job_is_mixture(j) && epoch >= j->opened)
+		return NULL;
 
 	for (o = f->orders; o; o = o->next) {
 		if (o->job == job && o->epoch == epoch) {
@@ -41,8 +48,12 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 		free(o);
 		return NULL;
 	}
+	if (job_order(j, epoch, o->ids) != 0) {
+		free(o->ids);
+		free(o);
+		return NULL;
+	}
 	feed_mem_add(f, f->jobs[job].plan.n * sizeof(*o->ids));
-	plan_permutation(&f->jobs[job].plan, epoch, o->ids);
 	o->job = job;
 	o->epoch = epoch;
 	o->refs = 1;

@@ -38,15 +38,18 @@ transient(int e)
 }
 
 /*
- * Sample id's file, read whole into a malloc'd buffer; *st gets its
- * fstat.  The open follows no link and refuses anything but a regular file
- * (ds_sample_open).  -EIO for a broken or missing sample, -EAGAIN for a
- * transient failure, -ENODEV when the dataset's root itself is gone.
+ * Sample id's file (a global id of j: its source's), read whole into a
+ * malloc'd buffer; *st gets its fstat.  The open follows no link and refuses
+ * anything but a regular file (ds_sample_open).  -EIO for a broken or missing
+ * sample, -EAGAIN for a transient failure, -ENODEV when the dataset's root
+ * itself is gone.
  */
 static int
-read_sample(const struct dataset *ds, uint32_t id, uint8_t **out, size_t *len,
+read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
     struct stat *st, char *err, size_t errlen)
 {
+	uint32_t id;
+	const struct dataset *ds = job_source_of(j, gid, &id)->ds;
 	uint8_t *buf = NULL;
 	size_t got = 0;
 	int fd, r;
@@ -365,7 +368,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		if (lookup(j, c, epoch, key, tkey, img) == 0)
 			return 0;
 	}
-	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
 		return r;
 	if (cached && !have_digest) {
 		cache_sha256(src, len, digest);
@@ -399,8 +402,10 @@ static int
 sample_path(const struct job *j, uint32_t id, char *path, size_t len, char *err,
     size_t errlen)
 {
-	const struct dataset *ds = j->ds;
+	uint32_t local;
+	const struct dataset *ds = job_source_of(j, id, &local)->ds;
 
+	id = local;
 	if ((size_t)snprintf(
 		path, len, "%s/%s", ds->root, ds->samples[id].path) >= len) {
 		snprintf(err, errlen, "%s/%s: path too long", ds->root,
@@ -427,7 +432,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	}
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
-	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
 	cache_key(digest, j->tier_text, key);
@@ -468,7 +473,7 @@ run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
 	char msg[384];
 	int r;
 
-	if ((r = read_sample(j->ds, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
 		return r;
 	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
 	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));
@@ -514,7 +519,10 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 out:
 	atomic_fetch_add(&j->st.busy_ns, now_ns() - t0);
 	if (r == 0) {
+		uint32_t local;
+
 		atomic_fetch_add(&j->st.samples, 1);
+		atomic_fetch_add(&job_source_of(j, id, &local)->samples, 1);
 		job_rate_add(&j->st);
 	}
 	return r;
@@ -540,8 +548,8 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *order, uint64_t pos, bool raw, void *dst, uint32_t *id_out,
     bool log, char *err, size_t errlen)
 {
-	size_t n = j->ds->n,
-	       tries = n < SAMPLE_SUBST_MAX ? n : SAMPLE_SUBST_MAX;
+	size_t n = j->plan.n, /* the order's length */
+	    tries = n < SAMPLE_SUBST_MAX ? n : SAMPLE_SUBST_MAX;
 	char last[512] = "";
 	int r = -EIO;
 

@@ -200,6 +200,16 @@ feed_stats(struct feed *f, size_t *len)
 				    ctr[c].name, f->jobs[i].cfg->name, x);
 		}
 	}
+	sb_printf(&sb, "# HELP feedfs_source_samples_total Samples prepared, "
+		       "by source dataset (a mixture's sources).\n"
+		       "# TYPE feedfs_source_samples_total counter\n");
+	for (size_t i = 0; i < f->njobs; i++)
+		for (size_t s = 0; s < f->jobs[i].nsrc; s++)
+			sb_printf(&sb,
+			    "feedfs_source_samples_total{job=\"%s\","
+			    "source=\"%s\"} %" PRIu64 "\n",
+			    f->jobs[i].cfg->name, f->jobs[i].src_names[s],
+			    (uint64_t)atomic_load(&f->jobs[i].src[s].samples));
 	sb_printf(&sb, "# HELP feedfs_images_per_second Samples prepared per "
 		       "second, over the last 10 s.\n"
 		       "# TYPE feedfs_images_per_second gauge\n");

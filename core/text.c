@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/mix.h"
 #include "core/sbuf.h"
 
 static char *
@@ -24,13 +25,32 @@ make_readme(struct feed *f, size_t *len)
 	for (size_t i = 0; i < f->njobs; i++) {
 		struct job *j = &f->jobs[i];
 
+		if (job_is_mixture(j)) {
+			sb_printf(&sb,
+			    "  %s/  a mixture of %zu samples per epoch from",
+			    j->cfg->name, j->plan.n);
+			for (size_t s = 0; s < j->nsrc; s++)
+				sb_printf(&sb,
+				    "%s %s (%zu samples, ids %" PRIu32
+				    "..%zu, %s)",
+				    s ? "," : "", j->src_names[s],
+				    j->src[s].ds->n, j->src[s].start,
+				    j->src[s].start + j->src[s].ds->n - 1,
+				    j->src[s].ds->root);
+			sb_printf(&sb,
+			    "\n      weights: %s/mixture (writable: "
+			    "from the next epoch not opened yet)\n"
+			    "     ",
+			    j->cfg->name);
+		} else
+			sb_printf(&sb, "  %s/  %zu samples of %s,",
+			    j->cfg->name, j->ds->n, j->ds->root);
 		sb_printf(&sb,
-		    "  %s/  %zu samples of %s, %" PRIu64 " batches of %" PRIu32
-		    " per epoch, %" PRIu64 " epochs\n"
+		    " %" PRIu64 " batches of %" PRIu32 " per epoch, %" PRIu64
+		    " epochs\n"
 		    "      pipeline: %s\n"
 		    "      images: %s %s, shape (B, %" PRIu64 ", %" PRIu64
 		    ", %" PRIu64 ")\n",
-		    j->cfg->name, j->ds->n, j->ds->root,
 		    plan_nbatches(&j->plan, 1), j->plan.batch_size,
 		    j->cfg->epochs, j->cfg->pipeline,
 		    cfg_dtype_name(j->cfg->dtype),
@@ -46,7 +66,11 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
-	    "(1 <= W <= 1024; not listed, but there)\n\n"
+	    "(1 <= W <= 1024; not listed, but there)\n"
+	    "  JOB/mixture, JOB/epoch-NNNN/mixture    a mixture's weights: "
+	    "the next epochs'\n"
+	    "                                         (writable), that "
+	    "epoch's\n\n"
 	    "Reading a batch prepares it and the next ones; the bytes of a "
 	    "batch are the\nsame on every read.  In Python:\n\n"
 	    "  import numpy as np\n"
@@ -54,6 +78,57 @@ make_readme(struct feed *f, size_t *len)
 	    "  y = np.load('JOB/epoch-0000/batch-000000.labels.npy')\n\n"
 	    "Counters: .feedfs/stats (Prometheus text).  See feedfs(8).\n");
 	return sb_done(&sb, len);
+}
+
+/*
+ * A mixture's part of info.json: the sources (name, root, their range of
+ * global ids), the epoch length, the configured weights by epoch (those
+ * in force per epoch, changes included, are in epoch-NNNN/mixture), and
+ * the sources of each class.
+ */
+static void
+mixture_json(const struct job *j, struct sbuf *sb)
+{
+	sb_printf(
+	    sb, ",\n  \"epoch_samples\": %zu,\n  \"sources\": [", j->plan.n);
+	for (size_t s = 0; s < j->nsrc; s++) {
+		sb_printf(sb, "%s\n    {\"name\": ", s ? "," : "");
+		sb_json_str(sb, j->src_names[s]);
+		sb_printf(sb, ", \"root\": ");
+		sb_json_str(sb, j->src[s].ds->root);
+		sb_printf(sb,
+		    ", \"samples\": %zu, \"first_id\": %" PRIu32
+		    ", \"classes\": %zu}",
+		    j->src[s].ds->n, j->src[s].start, j->src[s].ds->nclasses);
+	}
+	sb_printf(sb, "\n  ],\n  \"schedule\": [");
+	for (size_t k = 0; k < j->cfg->nsteps; k++) {
+		sb_printf(sb, "%s\n    {\"epoch\": %" PRIu32 ", \"weights\": {",
+		    k ? "," : "", j->cfg->steps[k].epoch);
+		for (size_t s = 0; s < j->nsrc; s++) {
+			uint64_t w = j->cfg->steps[k].w[s];
+
+			sb_printf(sb, "%s", s ? ", " : "");
+			sb_json_str(sb, j->src_names[s]);
+			sb_printf(sb, ": %" PRIu64 ".%06" PRIu64,
+			    (uint64_t)(w / MIX_ONE), (uint64_t)(w % MIX_ONE));
+		}
+		sb_printf(sb, "}}");
+	}
+	sb_printf(sb, "\n  ],\n  \"class_sources\": [");
+	for (size_t c = 0; c < j->ds->nclasses; c++) {
+		bool first = true;
+
+		sb_printf(sb, "%s[", c ? ", " : "");
+		for (size_t s = 0; s < j->nsrc; s++)
+			if (j->class_src[c] & (1ULL << s)) {
+				sb_printf(sb, "%s", first ? "" : ", ");
+				sb_json_str(sb, j->src_names[s]);
+				first = false;
+			}
+		sb_printf(sb, "]");
+	}
+	sb_printf(sb, "]");
 }
 
 static char *
@@ -65,10 +140,14 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 
 	sb_printf(&sb, "{\n  \"job\": ");
 	sb_json_str(&sb, c->name);
-	sb_printf(&sb, ",\n  \"dataset\": ");
-	sb_json_str(&sb, c->dataset);
-	sb_printf(&sb, ",\n  \"root\": ");
-	sb_json_str(&sb, j->ds->root);
+	if (job_is_mixture(j))
+		sb_printf(&sb, ",\n  \"dataset\": null,\n  \"root\": null");
+	else {
+		sb_printf(&sb, ",\n  \"dataset\": ");
+		sb_json_str(&sb, c->dataset);
+		sb_printf(&sb, ",\n  \"root\": ");
+		sb_json_str(&sb, j->ds->root);
+	}
 	sb_printf(&sb,
 	    ",\n  \"samples\": %zu,\n  \"batch_size\": %" PRIu64
 	    ",\n  \"batches_per_epoch\": %" PRIu64 ",\n  \"epochs\": %" PRIu64
@@ -93,7 +172,10 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 		sb_printf(&sb, i ? ", " : "");
 		sb_json_str(&sb, j->ds->classes[i]);
 	}
-	sb_printf(&sb, "]\n}\n");
+	sb_printf(&sb, "]");
+	if (job_is_mixture(j))
+		mixture_json(j, &sb);
+	sb_printf(&sb, "\n}\n");
 	return sb_done(&sb, len);
 }
 
@@ -103,10 +185,21 @@ make_samples_tsv(struct feed *f, size_t ji, size_t *len)
 	const struct dataset *ds = f->jobs[ji].ds;
 	struct sbuf sb = {0};
 
+	const struct job *j = &f->jobs[ji];
+	size_t src = 0;
+
+	/* A mixture's lines end with a fourth field: the sample's source. */
 	for (size_t i = 0; i < ds->n; i++) {
 		sb_printf(&sb, "%zu\t", i);
 		sb_tsv_field(&sb, ds->samples[i].path);
-		sb_printf(&sb, "\t%" PRId64 "\n", ds->samples[i].label);
+		sb_printf(&sb, "\t%" PRId64, ds->samples[i].label);
+		if (job_is_mixture(j)) {
+			while (src + 1 < j->nsrc && j->src[src + 1].start <= i)
+				src++;
+			sb_printf(&sb, "\t");
+			sb_tsv_field(&sb, j->src_names[src]);
+		}
+		sb_printf(&sb, "\n");
 	}
 	return sb_done(&sb, len);
 }

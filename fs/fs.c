@@ -60,7 +60,8 @@ fill_stat(
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
 	st->st_blksize = 1 << 20;
-	st->st_mode = a.dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_mode =
+	    a.dir ? S_IFDIR | 0555 : S_IFREG | (a.writable ? 0644 : 0444);
 	st->st_nlink = a.dir ? 2 : 1;
 	st->st_size = (off_t)a.size;
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -68,6 +69,24 @@ fill_stat(
 
 /* The largest read and readahead request (libfuse's buffer holds 1 MiB). */
 #define FS_MAX_REQUEST (1u << 20)
+
+/*
+ * Whether the caller of req may change JOB/mixture: root or the mount's
+ * owner.  Others get EACCES, and the log says so.
+ */
+static int
+may_write(fuse_req_t req, const struct ns_key *k)
+{
+	struct feedfs *fs = fs_from_req(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0 || ctx->uid == fs->uid)
+		return 0;
+	log_warn("job %s: mixture: uid %u may not change the weights (only "
+		 "root or the mount's owner may)",
+	    feed_job_name(fs->feed, k->job), (unsigned)ctx->uid);
+	return -EACCES;
+}
 
 /* ---- operations ------------------------------------------------------- */
 
@@ -165,8 +184,14 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
-	    (fi->flags & (O_TRUNC | O_CREAT))) {
+	if (k.type == NS_MIXTURE &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		if ((r = may_write(req, &k)) != 0) {
+			fuse_reply_err(req, -r);
+			return;
+		}
+	} else if ((fi->flags & O_ACCMODE) != O_RDONLY ||
+		   (fi->flags & (O_TRUNC | O_CREAT))) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -195,6 +220,13 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				: "page cache (this kernel cannot map "
 				  "direct I/O files shared: before Linux "
 				  "6.6)");
+	} else if (k.type == NS_MIXTURE || k.type == NS_EMIX) {
+		/* Made at the open; the epoch's one opens that epoch. */
+		r = feed_mixture_text(fs->feed, k.job,
+		    k.type == NS_EMIX ? k.epoch : FEED_MIX_NEXT, &of->owned,
+		    &of->len);
+		of->text = of->owned;
+		fi->direct_io = 1;
 	} else if ((t = ns_text(&k)) >= 0) {
 		r = feed_text(fs->feed, (enum feed_text)t, k.job, &of->text,
 		    &of->len, &of->owned);
@@ -342,13 +374,15 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void
 fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct feedfs *fs = fs_from_req(req);
 	struct statvfs sv;
 
 	(void)ino;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = sv.f_frsize = 4096;
 	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
+	/* Read-write only for a mixture's JOB/mixture. */
+	sv.f_flag = feed_writable(fs->feed) ? 0 : ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -358,11 +392,30 @@ fs_op_erofs(fuse_req_t req)
 	fuse_reply_err(req, EROFS);
 }
 
+/* Only JOB/mixture's truncation to 0 (an O_TRUNC open): a no-op. */
 static void
 fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
-	fs_op_erofs(req);
+	struct feedfs *fs = fs_from_req(req);
+	struct ns_key k;
+	struct stat st;
+	int r;
+
+	(void)fi;
+	if (!fs_node_key(fs, ino, &k) || k.type != NS_MIXTURE ||
+	    (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_MTIME_NOW)) ||
+	    !(to_set & FUSE_SET_ATTR_SIZE) || attr->st_size != 0) {
+		fs_op_erofs(req);
+		return;
+	}
+	if ((r = may_write(req, &k)) != 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fill_stat(fs, &k, ino, &st);
+	fuse_reply_attr(req, &st, 0);
 }
 
 static void
@@ -405,11 +458,27 @@ fs_op_link(
 	fs_op_erofs(req);
 }
 
+/* JOB/mixture: each write is one line of weights (the offset is ignored). */
 static void
 fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	fs_op_erofs(req);
+	struct feedfs *fs = fs_from_req(req);
+	struct ns_key k;
+	int r;
+
+	(void)off;
+	(void)fi;
+	if (!fs_node_key(fs, ino, &k) || k.type != NS_MIXTURE) {
+		fs_op_erofs(req);
+		return;
+	}
+	if ((r = may_write(req, &k)) == 0)
+		r = feed_mixture_set(fs->feed, k.job, buf, size);
+	if (r != 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_write(req, size);
 }
 
 static void

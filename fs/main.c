@@ -316,8 +316,10 @@ main(int argc, char **argv)
 	}
 	state = true;
 
-	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs,ro%s%s",
-	    o.fuse_opts ? "," : "", o.fuse_opts ? o.fuse_opts : "");
+	/* Read-only, unless a mixture's JOB/mixture is to be written. */
+	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs%s%s%s",
+	    feed_writable(feed) ? "" : ",ro", o.fuse_opts ? "," : "",
+	    o.fuse_opts ? o.fuse_opts : "");
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
 	    fuse_opt_add_arg(&args, "-o") != 0 ||
 	    fuse_opt_add_arg(&args, fsname) != 0 ||

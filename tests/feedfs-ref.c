@@ -49,7 +49,7 @@ batch_make(struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
     size_t errlen)
 {
 	uint32_t len = plan_batch_len(&j->plan, world, b);
-	uint32_t *order = malloc(j->ds->n * sizeof(*order));
+	uint32_t *order = malloc(j->plan.n * sizeof(*order));
 	uint64_t *pos = malloc((len ? len : 1) * sizeof(*pos));
 	int r = 0;
 
@@ -58,7 +58,11 @@ batch_make(struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
 		r = -ENOMEM;
 		goto out;
 	}
-	plan_permutation(&j->plan, epoch, order);
+	if (order && job_order(j, epoch, order) != 0) {
+		snprintf(err, errlen, "out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
 	plan_batch_positions(&j->plan, rank, world, b, pos);
 	for (uint32_t s = 0; s < len; s++) {
 		uint32_t id;
@@ -83,7 +87,7 @@ main(int argc, char **argv)
 {
 	unsigned long rank = 0, world = 1;
 	struct cfg *c = NULL;
-	struct dataset *ds = NULL;
+	struct dataset **ds = NULL;
 	struct job j;
 	struct stat st;
 	char err[2048];
@@ -119,11 +123,26 @@ main(int argc, char **argv)
 		fprintf(stderr, "feedfs-ref: no job %s\n", argv[i + 1]);
 		return 1;
 	}
-	cd = &c->datasets[cj->dataset_index];
-	if (!cd || ds_open(cd->name, cd->root, cd->manifest, NULL, NULL, &ds,
-		       err, sizeof(err)) != 0 ||
-	    job_init(&j, c, cj, ds, err, sizeof(err)) != 0) {
-		fprintf(stderr, "feedfs-ref: %s\n", cd ? err : "no dataset");
+	/* The job's datasets: its one, or a mixture's sources. */
+	if ((ds = calloc(c->ndatasets, sizeof(*ds))) == NULL) {
+		fprintf(stderr, "feedfs-ref: out of memory\n");
+		return 1;
+	}
+	for (size_t s = 0; s < (cj->nsources ? cj->nsources : 1); s++) {
+		size_t k =
+		    cj->nsources ? cj->source_index[s] : cj->dataset_index;
+
+		cd = &c->datasets[k];
+		if (ds[k] == NULL &&
+		    ds_open(cd->name, cd->root, cd->manifest, NULL, NULL,
+			&ds[k], err, sizeof(err)) != 0) {
+			fprintf(stderr, "feedfs-ref: %s\n", err);
+			return 1;
+		}
+	}
+	if (job_init_all(&j, c, cj, (const struct dataset *const *)ds, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs-ref: %s\n", err);
 		return 1;
 	}
 	uint32_t epoch = (uint32_t)strtoul(argv[i + 2], NULL, 10);
@@ -162,7 +181,9 @@ main(int argc, char **argv)
 	free(labels);
 	free(ids);
 	job_fini(&j);
-	ds_free(ds);
+	for (size_t k = 0; k < c->ndatasets; k++)
+		ds_free(ds[k]);
+	free(ds);
 	cfg_free(c);
 	return ret;
 }

@@ -292,6 +292,88 @@ test_mistakes(void)
 		 "normalize(imagenet)\n", 6, "");
 }
 
+/* Mixtures (issue 14): sources, weights, schedule; their mistakes. */
+#define MIXHEAD                                                                \
+	"[dataset web]\n" /* 1 */                                              \
+	"root = /tmp\n"	  /* 2 */                                              \
+	"[dataset cur]\n" /* 3 */                                              \
+	"root = /tmp\n"	  /* 4 */                                              \
+	"[job j]\n"	  /* 5 */                                              \
+	"epochs = 20\n"	  /* 6 */
+
+static void
+test_mixture(void)
+{
+	struct cfg *c;
+
+	c = good(MIXHEAD "mixture = web:0.7 cur:0.3\n"
+			 "mixture_schedule = 10:web:0.5,cur:0.5 "
+			 "15:cur:1\nepoch_samples = 100\n");
+	if (c != NULL) {
+		const struct cfg_job *j = &c->jobs[0];
+
+		CHECK_EQ_INT(j->nsources, 2);
+		CHECK_EQ_INT(j->source_index[0], 0);
+		CHECK_EQ_INT(j->source_index[1], 1);
+		CHECK_EQ_INT(j->epoch_samples, 100);
+		CHECK_EQ_INT(j->nsteps, 3);
+		if (j->nsteps == 3) {
+			CHECK(j->steps[0].epoch == 0 &&
+			      j->steps[0].w[0] == 700000 &&
+			      j->steps[0].w[1] == 300000);
+			CHECK(j->steps[1].epoch == 10 &&
+			      j->steps[1].w[0] == 500000 &&
+			      j->steps[1].w[1] == 500000);
+			CHECK(j->steps[2].epoch == 15 &&
+			      j->steps[2].w[0] == 0 &&
+			      j->steps[2].w[1] == 1000000);
+		}
+		cfg_free(c);
+	}
+	/* A schedule step at 0 replaces the mixture line's weights. */
+	c = good(MIXHEAD "mixture = web:1,cur:1\n"
+			 "mixture_schedule = 0:web:2\n");
+	if (c != NULL) {
+		CHECK_EQ_INT(c->jobs[0].nsteps, 1);
+		CHECK(c->jobs[0].steps[0].w[0] == 2000000 &&
+		      c->jobs[0].steps[0].w[1] == 0);
+		CHECK_EQ_INT(c->jobs[0].epoch_samples, 0);
+		cfg_free(c);
+	}
+	bad(MIXHEAD "dataset = web\nmixture = web:1 cur:1\n", 8,
+	    "has both dataset (line 7) and mixture");
+	bad(MIXHEAD "mixture = web:1 cur:1\ndataset = web\n", 7,
+	    "has both dataset (line 8) and mixture");
+	bad(MIXHEAD "mixture = web:1 other:1\n", 7,
+	    "mixture: unknown dataset 'other'");
+	bad(MIXHEAD "mixture = web:-1 cur:1\n", 7, "a negative weight");
+	bad(MIXHEAD "mixture = web:lots cur:1\n", 7, "'lots' is not a weight");
+	bad(MIXHEAD "mixture = web:2000000 cur:1\n", 7, "is not a weight");
+	bad(MIXHEAD "mixture = web cur\n", 7, "expected NAME:WEIGHT");
+	bad(MIXHEAD "mixture = web:0 cur:0\n", 7, "the weights sum to 0");
+	bad(MIXHEAD "mixture = web:1 web:2\n", 7, "web named twice");
+	bad(MIXHEAD "mixture = web:1\nepoch_samples = 0\n", 8,
+	    "epoch_samples: '0'");
+	bad(MIXHEAD "dataset = web\nepoch_samples = 10\n", 8,
+	    "epoch_samples needs a mixture");
+	bad(MIXHEAD "dataset = web\nmixture_schedule = 1:web:1\n", 8,
+	    "mixture_schedule without mixture");
+	bad(MIXHEAD "mixture = web:1 cur:0\n"
+		    "mixture_schedule = 3:cur:0.5,x:1\n",
+	    8, "epoch 3: unknown source 'x'");
+	/* A dataset of the file that is not one of the mixture's sources. */
+	bad(MIXHEAD "mixture = web:1\nmixture_schedule = 3:cur:0.5\n", 8,
+	    "epoch 3: unknown source 'cur'");
+	bad(MIXHEAD "mixture = web:1\nmixture_schedule = 5:web:1 2:cur:1\n", 8,
+	    "epoch 2 does not follow");
+	bad(MIXHEAD "mixture = web:1\nmixture_schedule = 20:web:1\n", 8,
+	    "epoch 20 is past the job's last epoch");
+	bad(MIXHEAD "mixture = web:1\nmixture_schedule = web:1\n", 8,
+	    "expected EPOCH:NAME:W");
+	bad(MIXHEAD "mixture = web:1\nmixture_schedule = 4:web:-1\n", 8,
+	    "epoch 4: web: a negative weight");
+}
+
 /* max_pixels: the default, a value, bad values (issue 6). */
 static void
 test_max_pixels(void)
@@ -483,6 +565,7 @@ main(void)
 	test_defaults();
 	test_mistakes();
 	test_max_pixels();
+	test_mixture();
 	test_hostile_files();
 	test_absurd();
 	test_missing_file();

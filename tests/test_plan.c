@@ -3,11 +3,90 @@
  * epoch, shards disjoint and covering with equal batch counts (as
  * DistributedSampler), determinism per (seed, epoch).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mix.h"
 #include "core/plan.h"
 #include "tests/testlib.h"
+
+/*
+ * Mixtures (issue 14): weights' text, largest-remainder counts, and the
+ * order: each batch's share within one sample of the target, each source
+ * without replacement until it wraps, determinism per (seed, epoch).
+ */
+static void
+test_mixture(void)
+{
+	const char *names[] = {"web", "cur", "x"};
+	uint64_t w[3];
+	uint32_t count[3];
+	size_t size[3] = {5, 7, 30};
+	struct plan p = {.n = 100, .batch_size = 6, .seed = 9, .shuffle = true};
+	uint32_t *a = malloc(p.n * sizeof(*a)), *b = malloc(p.n * sizeof(*b));
+	char buf[128], msg[256];
+
+	CHECK_EQ_INT(
+	    mix_weights("web:0.1234567, cur:2", names, 3, w, msg, sizeof(msg)),
+	    0);
+	CHECK(w[0] == 123457 && w[1] == 2000000 && w[2] == 0);
+	mix_format(names, w, 3, buf, sizeof(buf));
+	CHECK_EQ_STR(buf, "web:0.123457 cur:2 x:0\n");
+	CHECK_EQ_INT(
+	    mix_weights("web:1 y:1", names, 3, w, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "unknown source 'y'") != NULL);
+	CHECK_EQ_INT(
+	    mix_weights("web:.", names, 3, w, msg, sizeof(msg)), -EINVAL);
+	CHECK_EQ_INT(mix_weights("", names, 3, w, msg, sizeof(msg)), -EINVAL);
+	/* Thirds of 10: 3, 3, 4 would be wrong; 4, 3, 3 (ties: earlier). */
+	w[0] = w[1] = w[2] = 1;
+	mix_counts(w, 3, 10, count);
+	CHECK(count[0] == 4 && count[1] == 3 && count[2] == 3);
+	w[0] = 1;
+	w[1] = 2;
+	w[2] = 0;
+	mix_counts(w, 3, 7, count);
+	CHECK(count[0] == 2 && count[1] == 5 && count[2] == 0);
+
+	w[0] = 333333;
+	w[1] = 500000;
+	w[2] = 166667;
+	CHECK_EQ_INT(mix_order(&p, 3, size, w, 3, a), 0);
+	CHECK_EQ_INT(mix_order(&p, 3, size, w, 3, b), 0);
+	CHECK(memcmp(a, b, p.n * sizeof(*a)) == 0);
+	CHECK_EQ_INT(mix_order(&p, 4, size, w, 3, b), 0);
+	CHECK(memcmp(a, b, p.n * sizeof(*a)) != 0);
+	{
+		uint64_t drawn[3] = {0};
+		unsigned seen[42] = {0};
+
+		for (uint64_t k = 0; k * p.batch_size < p.n; k++) {
+			uint32_t L = p.n - k * p.batch_size < p.batch_size
+					 ? (uint32_t)(p.n - k * p.batch_size)
+					 : p.batch_size;
+			uint32_t c[3] = {0};
+
+			for (uint32_t i = 0; i < L; i++) {
+				uint32_t id = a[k * p.batch_size + i];
+				int s = id < 5 ? 0 : id < 12 ? 1 : 2;
+
+				CHECK(id < 42);
+				c[s]++;
+				/* A source's first cycle repeats nothing. */
+				if (drawn[s]++ < size[s] && id < 42)
+					CHECK_EQ_INT(seen[id]++, 0);
+			}
+			for (int s = 0; s < 3; s++) {
+				double want = (double)w[s] * L / 1000000.0;
+
+				CHECK(c[s] + 1 > want && c[s] < want + 1);
+			}
+		}
+	}
+	free(a);
+	free(b);
+}
 
 static void
 check_epoch_once(const struct plan *p, uint32_t epoch)
@@ -105,6 +184,7 @@ main(void)
 		.shuffle = true };
 	uint32_t *a = malloc(p.n * sizeof(*a)), *b = malloc(p.n * sizeof(*b));
 
+	test_mixture();
 	/* Same seed and epoch: same order; another epoch or seed: another. */
 	plan_permutation(&p, 0, a);
 	plan_permutation(&p, 0, b);

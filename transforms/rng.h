@@ -15,6 +15,9 @@
 /* Domains keep the streams of different uses apart. */
 #define RNG_DOMAIN_SHUFFLE 0x53485546464c4531ULL /* "SHUFFLE1" */
 #define RNG_DOMAIN_SAMPLE 0x53414d504c453031ULL  /* "SAMPLE01" */
+/* Mixtures (core/mix.c): each source's shuffle, each batch's interleaving. */
+#define RNG_DOMAIN_MIXSRC 0x4d49585352433031ULL	  /* "MIXSRC01" */
+#define RNG_DOMAIN_MIXBATCH 0x4d49584241543031ULL /* "MIXBAT01" */
 
 static inline uint64_t
 rng_mix(uint64_t x)
