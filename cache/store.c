@@ -141,7 +141,7 @@ drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
 
 static int put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v, const char *prefix, size_t plen,
-    uint64_t old_seq);
+    uint64_t old_seq, bool counted);
 
 /*
  * A hit on an entry put more than stale / 2 seconds ago: rewrite it as
@@ -167,7 +167,8 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	    now > ent.time && now - ent.time > c->stale / 2) {
 		struct cache_val nv = *v;
 
-		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq) == 0)
+		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq,
+			false) == 0)
 			atomic_fetch_add(&c->refreshed, 1);
 	}
 	rocksdb_free(e);
@@ -272,8 +273,8 @@ evict_range(struct cache *c, uint64_t want, uint64_t before)
 		n++;
 		if (vl < CODEC_TIDX_LEN)
 			continue;
-		cost += entry_cost(codec_get_le64(v + CACHE_KEY_LEN),
-		    vl - CODEC_TIDX_LEN);
+		cost += entry_cost(
+		    codec_get_le64(v + CACHE_KEY_LEN), vl - CODEC_TIDX_LEN);
 		/* A newer put of the same key keeps its 'K' entry. */
 		if (cache_lookup_seq(c, v, &seq) == 0 && seq == last) {
 			uint8_t ik[CODEC_INDEX_KEY];
@@ -335,9 +336,9 @@ make_room(struct cache *c, uint64_t cost)
 	bool ok;
 
 	budget = admit_bytes(c);
-	before = c->stale == 0 ? UINT64_MAX
+	before = c->stale == 0	  ? UINT64_MAX
 		 : now > c->stale ? now - c->stale + 1
-				   : 0;
+				  : 0;
 	if (atomic_load(&c->oldest_time) >= before)
 		return false; /* the oldest entry is in use */
 	if (atomic_flag_test_and_set(&c->evicting))
@@ -350,6 +351,30 @@ make_room(struct cache *c, uint64_t cost)
 	ok = atomic_load(&c->used) + cost <= budget;
 	atomic_flag_clear(&c->evicting);
 	return ok;
+}
+
+/*
+ * Count cost bytes against admit_bytes before the put, so that puts on
+ * many threads at once cannot pass the admission level together: making
+ * room once if they do not fit.  Whether they were counted.
+ */
+static bool
+reserve(struct cache *c, uint64_t cost)
+{
+	uint64_t budget = admit_bytes(c), u = atomic_load(&c->used);
+	bool tried = false;
+
+	for (;;) {
+		if (u + cost > budget) {
+			if (tried || !make_room(c, cost))
+				return false;
+			tried = true;
+			u = atomic_load(&c->used);
+			continue;
+		}
+		if (atomic_compare_exchange_weak(&c->used, &u, u + cost))
+			return true;
+	}
 }
 
 /* Every check_every bytes put, one thread checks the size against the bound. */
@@ -382,7 +407,7 @@ maybe_evict(struct cache *c, uint64_t added)
 static int
 put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v, const char *prefix, size_t plen,
-    uint64_t old_seq)
+    uint64_t old_seq, bool counted)
 {
 	rocksdb_writebatch_t *b;
 	uint8_t ik[CODEC_INDEX_KEY], vk[CODEC_SEQ_KEY], tk[CODEC_SEQ_KEY],
@@ -434,7 +459,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	 * records unreferenced; eviction takes it like any other.
 	 */
 	if (old_seq == 0) {
-		atomic_fetch_add(&c->used, entry_cost(v->len, plen));
+		if (!counted)
+			atomic_fetch_add(&c->used, entry_cost(v->len, plen));
 		atomic_fetch_add(&c->entries, 1);
 	}
 	atomic_fetch_add(&c->bytes_written, CODEC_VAL_HDR + v->len);
@@ -457,13 +483,14 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		return; /* would evict most of the cache: not worth it */
 	/* stale = 0: no admission, the oldest go when the files pass the
 	 * bound (maybe_evict), as before admission. */
-	if (c->stale != 0 && atomic_load(&c->used) + cost > admit_bytes(c) &&
-	    !make_room(c, cost)) {
+	if (c->stale != 0 && !reserve(c, cost)) {
 		atomic_fetch_add(&c->denied, 1);
 		return;
 	}
-	if (put_at(c, key, v, prefix, plen, 0) == 0)
+	if (put_at(c, key, v, prefix, plen, 0, c->stale != 0) == 0)
 		atomic_fetch_add(&c->inserts, 1);
+	else if (c->stale != 0)
+		sub_sat(&c->used, cost);
 }
 
 void
@@ -536,8 +563,8 @@ cache_get_prefix_stats(
 		if (k == n) {
 			if (n == max)
 				continue;
-			snprintf(out[n].text, sizeof(out[n].text), "%s",
-			    p->text);
+			snprintf(
+			    out[n].text, sizeof(out[n].text), "%s", p->text);
 			out[n].hits = out[n].misses = 0;
 			n++;
 		}

@@ -124,16 +124,16 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 			    "counter\n");
 		for (size_t i = 0; i < f->njobs; i++)
 			for (int k = 0; k < JOB_EPOCH_SLOTS; k++) {
-				uint64_t e1 = atomic_load(
-				    &f->jobs[i].st.ep[k].epoch1);
+				uint64_t e1 =
+				    atomic_load(&f->jobs[i].st.ep[k].epoch1);
 
 				if (e1 == 0)
 					continue;
 				sb_printf(sb,
 				    "feedfs_epoch_cache_%s_total{job=\"%s\","
 				    "epoch=\"%" PRIu64 "\"} %" PRIu64 "\n",
-				    m ? "misses" : "hits",
-				    f->jobs[i].cfg->name, e1 - 1,
+				    m ? "misses" : "hits", f->jobs[i].cfg->name,
+				    e1 - 1,
 				    (uint64_t)atomic_load(
 					m ? &f->jobs[i].st.ep[k].misses
 					  : &f->jobs[i].st.ep[k].hits));
@@ -141,8 +141,9 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 	}
 }
 
-char *
-feed_stats(struct feed *f, size_t *len)
+/* The per-job counters, one family each. */
+static void
+stats_jobs(struct feed *f, struct sbuf *sb)
 {
 	static const struct {
 		const char *name, *help;
@@ -178,12 +179,9 @@ feed_stats(struct feed *f, size_t *len)
 		"Reads of the job's batches that had to wait.", false),
 #undef C
 	};
-	struct sbuf sb = {0};
-	struct cache_stats cs = {0};
-	uint64_t mem, peak, queued, nb, wait_ns = 0, waits = 0;
 
 	for (size_t c = 0; c < sizeof(ctr) / sizeof(ctr[0]); c++) {
-		sb_printf(&sb, "# HELP %s %s\n# TYPE %s counter\n", ctr[c].name,
+		sb_printf(sb, "# HELP %s %s\n# TYPE %s counter\n", ctr[c].name,
 		    ctr[c].help, ctr[c].name);
 		for (size_t i = 0; i < f->njobs; i++) {
 			atomic_uint_fast64_t *v =
@@ -192,30 +190,38 @@ feed_stats(struct feed *f, size_t *len)
 			uint64_t x = atomic_load(v);
 
 			if (ctr[c].seconds)
-				sb_printf(&sb, "%s{job=\"%s\"} %.6f\n",
+				sb_printf(sb, "%s{job=\"%s\"} %.6f\n",
 				    ctr[c].name, f->jobs[i].cfg->name,
 				    (double)x / 1e9);
 			else
-				sb_printf(&sb, "%s{job=\"%s\"} %" PRIu64 "\n",
+				sb_printf(sb, "%s{job=\"%s\"} %" PRIu64 "\n",
 				    ctr[c].name, f->jobs[i].cfg->name, x);
 		}
 	}
-	sb_printf(&sb, "# HELP feedfs_source_samples_total Samples prepared, "
-		       "by source dataset (a mixture's sources).\n"
-		       "# TYPE feedfs_source_samples_total counter\n");
+	sb_printf(sb, "# HELP feedfs_source_samples_total Samples prepared, "
+		      "by source dataset (a mixture's sources).\n"
+		      "# TYPE feedfs_source_samples_total counter\n");
 	for (size_t i = 0; i < f->njobs; i++)
 		for (size_t s = 0; s < f->jobs[i].nsrc; s++)
-			sb_printf(&sb,
+			sb_printf(sb,
 			    "feedfs_source_samples_total{job=\"%s\","
 			    "source=\"%s\"} %" PRIu64 "\n",
 			    f->jobs[i].cfg->name, f->jobs[i].src_names[s],
 			    (uint64_t)atomic_load(&f->jobs[i].src[s].samples));
-	sb_printf(&sb, "# HELP feedfs_images_per_second Samples prepared per "
-		       "second, over the last 10 s.\n"
-		       "# TYPE feedfs_images_per_second gauge\n");
+	sb_printf(sb, "# HELP feedfs_images_per_second Samples prepared per "
+		      "second, over the last 10 s.\n"
+		      "# TYPE feedfs_images_per_second gauge\n");
 	for (size_t i = 0; i < f->njobs; i++)
-		sb_printf(&sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
+		sb_printf(sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
 		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
+}
+
+/* The mount's gauges: waits, queue, workers, memory, buffers. */
+static void
+stats_mount(struct feed *f, struct sbuf *sb)
+{
+	uint64_t mem, peak, queued, nb, wait_ns = 0, waits = 0;
+
 	/* The mount's waits are its jobs' waits. */
 	for (size_t i = 0; i < f->njobs; i++) {
 		wait_ns += atomic_load(&f->jobs[i].st.read_wait_ns);
@@ -227,7 +233,7 @@ feed_stats(struct feed *f, size_t *len)
 	queued = f->queued_slots;
 	nb = f->nbatches;
 	pthread_mutex_unlock(&f->lock);
-	sb_printf(&sb,
+	sb_printf(sb,
 	    "# HELP feedfs_read_wait_seconds_total Time readers waited for "
 	    "batches.\n# TYPE feedfs_read_wait_seconds_total counter\n"
 	    "feedfs_read_wait_seconds_total %.6f\n"
@@ -252,7 +258,7 @@ feed_stats(struct feed *f, size_t *len)
 	    (double)wait_ns / 1e9, waits, queued, f->nthreads, nb, mem, peak,
 	    f->memory);
 	pthread_mutex_lock(&f->lock);
-	sb_printf(&sb,
+	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"
 	    "# TYPE feedfs_batch_buffers_reused_total counter\n"
@@ -263,9 +269,17 @@ feed_stats(struct feed *f, size_t *len)
 	    "feedfs_batch_buffers_allocated_total %" PRIu64 "\n",
 	    f->pool_reused, f->pool_allocated);
 	pthread_mutex_unlock(&f->lock);
+}
+
+/* The local cache's counters and state. */
+static void
+stats_cache(struct feed *f, struct sbuf *sb)
+{
+	struct cache_stats cs = {0};
+
 	if (f->cache)
 		cache_get_stats(f->cache, &cs);
-	sb_printf(&sb,
+	sb_printf(sb,
 	    "# HELP feedfs_cache_enabled Whether the cache is in use.\n"
 	    "# TYPE feedfs_cache_enabled gauge\nfeedfs_cache_enabled %d\n"
 	    "# HELP feedfs_cache_read_bytes_total Bytes read from the cache.\n"
@@ -282,8 +296,18 @@ feed_stats(struct feed *f, size_t *len)
 	    "feedfs_cache_disk_bytes %" PRIu64 "\n",
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes);
-	stats_admission(f, &cs, &sb);
-	stats_cache_error(f, &sb);
+	stats_admission(f, &cs, sb);
+	stats_cache_error(f, sb);
+}
+
+char *
+feed_stats(struct feed *f, size_t *len)
+{
+	struct sbuf sb = {0};
+
+	stats_jobs(f, &sb);
+	stats_mount(f, &sb);
+	stats_cache(f, &sb);
 	stats_cluster(f, &sb);
 	return sb_done(&sb, len);
 }
