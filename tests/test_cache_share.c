@@ -1,0 +1,225 @@
+/*
+ * test_cache_share - one store shared through cache_open_shared, in one
+ * process (RocksDB refuses a second open of a store in the same process as
+ * it does in another, so the second handle is a client of the first):
+ * round trips of values and digest memos through the data socket, the
+ * mounts table, the cost of a remote get and put of a 270 KB value, and
+ * the takeover when the owner goes.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "tests/testlib.h"
+
+#define MB (1024u * 1024u)
+#define VAL_LEN (256 * 352 * 3) /* decode resize(256) of a 4:3 image */
+
+static char tmp[64];
+
+static void
+key_of(int i, uint8_t key[CACHE_KEY_LEN])
+{
+	uint8_t d[32];
+	char s[32];
+
+	snprintf(s, sizeof(s), "source %d", i);
+	cache_sha256(s, strlen(s), d);
+	cache_key(d, "decode resize(256)", key);
+}
+
+static struct cache_val
+val_of(int i, size_t len)
+{
+	struct cache_val v = {352, 256, 3, 0, NULL, len, "decode resize(256)"};
+	uint8_t *p = malloc(len ? len : 1);
+
+	for (size_t k = 0; k < len; k++)
+		p[k] = (uint8_t)(k * 31 + (size_t)i * 7 + (k >> 8));
+	v.data = p;
+	return v;
+}
+
+static bool
+same_val(const struct cache_val *a, const struct cache_val *b)
+{
+	return a->w == b->w && a->h == b->h && a->c == b->c &&
+	       a->dtype == b->dtype && a->len == b->len &&
+	       memcmp(a->data, b->data, a->len) == 0;
+}
+
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int said_owner;
+
+static void
+say(bool warn, const char *msg)
+{
+	fprintf(stderr, "  [%s] %s\n", warn ? "warn" : "info", msg);
+	if (strstr(msg, "is the owner of") != NULL)
+		said_owner++;
+}
+
+static void
+test_shared(void)
+{
+	struct cache *own = NULL, *cli = NULL;
+	struct cache_val v = val_of(1, VAL_LEN), got;
+	struct cache_stats st;
+	struct stat sb = {0};
+	uint8_t key[CACHE_KEY_LEN], d[32], dgot[32];
+	char dir[128], err[512], *text = NULL;
+	double t0, get_us, put_us, local_us, lput_us;
+	int n = 300, i;
+
+	snprintf(dir, sizeof(dir), "%s/c", tmp);
+	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/one", say,
+			 &own, err, sizeof(err)),
+	    0);
+	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/two", say,
+			 &cli, err, sizeof(err)),
+	    0);
+	if (own == NULL || cli == NULL)
+		goto out;
+	CHECK(cache_is_owner(own));
+	CHECK(!cache_is_owner(cli));
+
+	/* A put through the client is seen by both; a miss is a miss. */
+	key_of(1, key);
+	cache_put(cli, key, &v);
+	CHECK_EQ_INT(cache_get(own, key, &got), 0);
+	CHECK(same_val(&v, &got));
+	free(got.data);
+	memset(&got, 0, sizeof(got));
+	CHECK_EQ_INT(cache_get(cli, key, &got), 0);
+	CHECK(same_val(&v, &got));
+	free(got.data);
+	key_of(2, key);
+	CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+
+	/* Digest memos, with the stat that they hold for. */
+	cache_sha256("img", 3, d);
+	sb.st_size = 1234;
+	sb.st_mtim.tv_sec = 1700000000;
+	sb.st_mtim.tv_nsec = 5;
+	sb.st_ctim.tv_sec = 1700000001;
+	sb.st_ino = 42;
+	sb.st_dev = 7;
+	cache_put_digest(cli, "/data/a.jpg", &sb, d);
+	CHECK_EQ_INT(cache_get_digest(own, "/data/a.jpg", &sb, dgot), 0);
+	CHECK(memcmp(d, dgot, 32) == 0);
+	memset(dgot, 0, sizeof(dgot));
+	CHECK_EQ_INT(cache_get_digest(cli, "/data/a.jpg", &sb, dgot), 0);
+	CHECK(memcmp(d, dgot, 32) == 0);
+	sb.st_ino++;
+	CHECK_EQ_INT(cache_get_digest(cli, "/data/a.jpg", &sb, dgot), -ENOENT);
+
+	/* Each handle counts its own lookups; the mounts table lists both. */
+	cache_get_stats(cli, &st);
+	CHECK_EQ_INT((int)st.hits, 1);
+	CHECK_EQ_INT((int)st.misses, 1);
+	cache_get_stats(own, &st);
+	CHECK_EQ_INT((int)st.hits, 1);
+	CHECK_EQ_INT(cache_mounts(dir, &text), 0);
+	if (text != NULL) {
+		fprintf(stderr, "  mounts:\n%s", text);
+		CHECK(strstr(text, "\towner\t1\t0\t/mnt/one\n") != NULL);
+		CHECK(strstr(text, "\tclient\t1\t1\t/mnt/two\n") != NULL);
+		free(text);
+	}
+
+	/* The cost of a 270 KB value through the socket (and locally). */
+	key_of(1, key);
+	t0 = now_us();
+	for (i = 0; i < n; i++) {
+		if (cache_get(cli, key, &got) == 0)
+			free(got.data);
+	}
+	get_us = (now_us() - t0) / n;
+	t0 = now_us();
+	for (i = 0; i < n; i++) {
+		if (cache_get(own, key, &got) == 0)
+			free(got.data);
+	}
+	local_us = (now_us() - t0) / n;
+	t0 = now_us();
+	for (i = 0; i < 100; i++) {
+		key_of(1000 + i, key);
+		cache_put(cli, key, &v);
+	}
+	put_us = (now_us() - t0) / 100;
+	t0 = now_us();
+	for (i = 0; i < 100; i++) {
+		key_of(2000 + i, key);
+		cache_put(own, key, &v);
+	}
+	lput_us = (now_us() - t0) / 100;
+	fprintf(stderr,
+	    "  %d-byte value: get %.1f us remote, %.1f us local; "
+	    "put %.1f us remote, %.1f us local\n",
+	    VAL_LEN, get_us, local_us, put_us, lput_us);
+	key_of(1099, key);
+	CHECK_EQ_INT(cache_get(own, key, &got), 0);
+	free(got.data);
+
+	/* The owner goes: the client misses, then owns the store itself. */
+	cache_close(own);
+	own = NULL;
+	key_of(1, key);
+	for (i = 0; i < 100 && !cache_is_owner(cli); i++) {
+		if (cache_get(cli, key, &got) == 0)
+			free(got.data);
+		usleep(20000);
+	}
+	CHECK(cache_is_owner(cli));
+	CHECK_EQ_INT(said_owner, 1);
+	CHECK_EQ_INT(cache_get(cli, key, &got), 0);
+	if (got.data != NULL) {
+		CHECK(same_val(&v, &got));
+		free(got.data);
+	}
+	/* And a new handle is its client. */
+	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/three",
+			 say, &own, err, sizeof(err)),
+	    0);
+	CHECK(own != NULL && !cache_is_owner(own));
+	memset(&got, 0, sizeof(got));
+	if (own != NULL)
+		CHECK_EQ_INT(cache_get(own, key, &got), 0);
+	free(got.data);
+out:
+	cache_close(own);
+	cache_close(cli);
+	free(v.data);
+}
+
+int
+main(void)
+{
+	char cmd[128];
+
+	snprintf(tmp, sizeof(tmp), "/tmp/test_cache_share.XXXXXX");
+	if (mkdtemp(tmp) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_shared();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	return TEST_SUMMARY();
+}
