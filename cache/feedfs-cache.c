@@ -145,6 +145,41 @@ human(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, *u == 'B' ? "%.0f%c" : "%.1f%c", v, *u);
 }
 
+/*
+ * The mounts that share the store, from its owner's table: "mount PID
+ * ROLE hits H misses M MOUNTPOINT" (hits and misses above are the
+ * store's, every mount's together).
+ */
+static void
+print_mounts(const char *dir)
+{
+	char *text = NULL, *line, *save = NULL;
+	int n = 0;
+
+	if (cache_mounts(dir, &text) != 0) {
+		printf("mounts\t0\n");
+		return;
+	}
+	for (line = text; (line = strchr(line, '\n')) != NULL; line++)
+		n++;
+	printf("mounts\t%d\n", n);
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char role[16], label[512] = "-";
+		long pid;
+		uint64_t h, m;
+
+		if (sscanf(line,
+			"%ld\t%15[^\t]\t%" SCNu64 "\t%" SCNu64 "\t%511[^\n]",
+			&pid, role, &h, &m, label) < 4)
+			continue;
+		printf("mount\t%ld\t%s\thits %" PRIu64 "\tmisses %" PRIu64
+		       "\t%s\n",
+		    pid, role, h, m, label);
+	}
+	free(text);
+}
+
 static int
 cmd_stats(const char *dir)
 {
@@ -181,6 +216,7 @@ cmd_stats(const char *dir)
 		printf("hits\tn/a (no running feedfs holds it)\n");
 		printf("misses\tn/a\n");
 	}
+	print_mounts(dir);
 	for (struct pfx *p = t.list; p; p = p->next)
 		printf("prefix\t%s\t%" PRIu64 " entries\t%" PRIu64 " bytes\n",
 		    p->text, p->n, p->bytes);
