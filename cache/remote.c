@@ -982,7 +982,8 @@ cache_remote_get(
 	int fd, e;
 
 	if (l != NULL) {
-		e = cache_get(l, key, v);
+		if ((e = cache_get(l, key, v)) == 0)
+			atomic_fetch_add(&r->bytes_read, v->len);
 		goto count;
 	}
 	if (cache_is_zero(key, CACHE_KEY_LEN) ||
