@@ -17,10 +17,13 @@
  *
  *	HELLO		label			-> u32 owner pid
  *	GET		key[32]			-> struct wire_val + payload
+ *						   (-ENOENT: a miss; -EIO: a
+ *						   miss, the store is off)
  *	PUT		key[32] wire_val prefix payload	-> no reply
  *	GET_DIGEST	wire_stat path		-> digest[32]
  *	PUT_DIGEST	wire_stat digest[32] path	-> no reply
- *	STATS		(empty)			-> struct wire_stats
+ *	STATS		(empty)			-> struct wire_stats +
+ *						   cache_error's text
  *	MOUNTS		(empty)			-> text, a line a mount
  *
  * Values are copied through the socket (measured in
@@ -152,6 +155,10 @@ struct cache_remote {
 
 	atomic_uint_least64_t hits, misses, bytes_read, bytes_written;
 	atomic_uint_least64_t insert_failures;
+
+	/* The owner's cache_error, once it said its store is off. */
+	atomic_bool failed;
+	char err[256]; /* written once, under lock, before failed is set */
 };
 
 static void
@@ -441,7 +448,9 @@ serve_one(struct srv_conn *cn)
 			break;
 		}
 		if (cache_get(s->c, body, &v) != 0) {
-			r = reply(cn->fd, -ENOENT, NULL, 0, NULL, 0);
+			/* -EIO: a miss, and the store is off (STATS: why). */
+			r = reply(cn->fd, cache_error(s->c) ? -EIO : -ENOENT,
+			    NULL, 0, NULL, 0);
 			break;
 		}
 		wv.w = v.w;
@@ -523,6 +532,7 @@ serve_one(struct srv_conn *cn)
 	case OP_STATS: {
 		struct cache_stats cs;
 		struct wire_stats ws = {0};
+		const char *e;
 
 		cache_get_stats(s->c, &cs);
 		ws.hits = cs.hits;
@@ -532,7 +542,8 @@ serve_one(struct srv_conn *cn)
 		ws.insert_failures = cs.insert_failures;
 		ws.disk_bytes = cs.disk_bytes;
 		ws.disabled = cs.disabled;
-		r = reply(cn->fd, 0, &ws, sizeof(ws), NULL, 0);
+		e = cache_error(s->c);
+		r = reply(cn->fd, 0, &ws, sizeof(ws), e, e ? strlen(e) : 0);
 		break;
 	}
 	case OP_MOUNTS: {
@@ -969,6 +980,44 @@ local_of(struct cache *c)
 	return atomic_load(&c->remote->local);
 }
 
+/*
+ * The owner's STATS; when its store is off, its reason is kept (once) for
+ * cache_error.  0 or -errno.
+ */
+static int
+owner_stats(struct cache_remote *r, struct wire_stats *ws)
+{
+	struct rep_hdr rep;
+	char why[sizeof(r->err)];
+	size_t n;
+	int fd, e;
+
+	if ((e = rpc(r, OP_STATS, NULL, 0, &rep, &fd)) != 0)
+		return e;
+	if (rep.status != 0 || rep.len < sizeof(*ws) ||
+	    rep.len - sizeof(*ws) >= sizeof(why)) {
+		rpc_done(r, fd, -EPROTO);
+		return -EPROTO;
+	}
+	n = rep.len - sizeof(*ws);
+	if ((e = read_full(fd, ws, sizeof(*ws))) == 0)
+		e = read_full(fd, why, n);
+	rpc_done(r, fd, e);
+	if (e != 0)
+		return e;
+	why[n] = '\0';
+	if (ws->disabled && n > 0) {
+		pthread_mutex_lock(&r->lock);
+		if (!atomic_load(&r->failed)) {
+			snprintf(
+			    r->err, sizeof(r->err), "%.200s (the owner's)", why);
+			atomic_store(&r->failed, true);
+		}
+		pthread_mutex_unlock(&r->lock);
+	}
+	return 0;
+}
+
 int
 cache_remote_get(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
@@ -993,6 +1042,11 @@ cache_remote_get(
 	}
 	if (rep.status != 0) {
 		rpc_done(r, fd, rep.len == 0 ? 0 : -EPROTO);
+		if (rep.status == -EIO && !atomic_load(&r->failed)) {
+			struct wire_stats ws;
+
+			(void)owner_stats(r, &ws); /* why, for cache_error */
+		}
 		e = -ENOENT;
 		goto count;
 	}
@@ -1112,21 +1166,13 @@ cache_remote_get_stats(struct cache *c, struct cache_stats *st)
 	struct cache_remote *r = c->remote;
 	struct cache *l = local_of(c);
 	struct wire_stats ws;
-	struct rep_hdr rep;
-	int fd, e;
 
 	memset(st, 0, sizeof(*st));
 	if (l != NULL) {
 		cache_get_stats(l, st);
-	} else if (rpc(r, OP_STATS, NULL, 0, &rep, &fd) == 0) {
-		e = rep.status == 0 && rep.len == sizeof(ws)
-			? read_full(fd, &ws, sizeof(ws))
-			: -EPROTO;
-		rpc_done(r, fd, e);
-		if (e == 0) {
-			st->disk_bytes = ws.disk_bytes;
-			st->disabled = ws.disabled != 0;
-		}
+	} else if (owner_stats(r, &ws) == 0) {
+		st->disk_bytes = ws.disk_bytes;
+		st->disabled = ws.disabled != 0;
 	}
 	/* This mount's own lookups, not the store's (all mounts'). */
 	st->hits = atomic_load(&r->hits);
@@ -1141,7 +1187,9 @@ cache_remote_error(struct cache *c)
 {
 	struct cache *l = local_of(c);
 
-	return l != NULL ? cache_error(l) : NULL;
+	if (l != NULL)
+		return cache_error(l);
+	return atomic_load(&c->remote->failed) ? c->remote->err : NULL;
 }
 
 const char *
