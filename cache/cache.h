@@ -81,7 +81,10 @@ void cache_close(struct cache *c);
  * store locked is a client: the same functions (cache_get, cache_put,
  * cache_get_digest, cache_put_digest, cache_get_stats, cache_error,
  * cache_note, cache_close) send requests to the owner over a small pool of
- * connections (one per concurrent caller, up to 8 kept idle).  Every put
+ * connections (one per concurrent caller, up to 8 kept idle).  A put is
+ * sent without waiting for an answer: the owner applies it before any
+ * later request on that connection, and another caller may miss it for a
+ * moment.  Every put
  * goes through the owner's store, so its size bound and eviction hold for
  * all mounts; the owner's cache_size and memory apply.
  *

@@ -233,6 +233,60 @@ out:
 	free(v.data);
 }
 
+/*
+ * The owner's bound holds for what clients put: 27 MB of values through a
+ * client into a store bounded to 8 MB, watched while it runs and after.
+ */
+static void
+test_bound_shared(void)
+{
+	struct cache *own = NULL, *cli = NULL, *c = NULL;
+	struct cache_val v = val_of(3, VAL_LEN);
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128], err[512];
+	uint64_t bound = 8 * MB, peak = 0;
+
+	snprintf(dir, sizeof(dir), "%s/bound", tmp);
+	CHECK_EQ_INT(cache_open_shared(dir, bound, 16 * MB, "/mnt/one", NULL,
+			 &own, err, sizeof(err)),
+	    0);
+	CHECK_EQ_INT(cache_open_shared(dir, bound, 16 * MB, "/mnt/two", NULL,
+			 &cli, err, sizeof(err)),
+	    0);
+	if (own == NULL || cli == NULL)
+		goto out;
+	for (int i = 0; i < 100; i++) {
+		key_of(5000 + i, key);
+		cache_put(cli, key, &v);
+		if (i % 10 == 9) {
+			cache_get_stats(
+			    cli, &st); /* after the puts: in order */
+			if (st.disk_bytes > peak)
+				peak = st.disk_bytes;
+		}
+	}
+	fprintf(stderr, "  bound %llu MB: peak disk use %.1f MB\n",
+	    (unsigned long long)(bound / MB), (double)peak / MB);
+	/* cache.h's slack: size_bound/32 and the two memtables (1 MB). */
+	CHECK(peak <= bound + bound / 32 + 2 * MB);
+	cache_close(cli);
+	cache_close(own);
+	cli = own = NULL;
+	CHECK_EQ_INT(cache_open(dir, bound, 16 * MB, &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		cache_get_stats(c, &st);
+		fprintf(stderr, "  after close: %.1f MB\n",
+		    (double)st.disk_bytes / MB);
+		CHECK(st.disk_bytes <= bound);
+		cache_close(c);
+	}
+out:
+	cache_close(cli);
+	cache_close(own);
+	free(v.data);
+}
+
 int
 main(void)
 {
@@ -244,6 +298,7 @@ main(void)
 		return 1;
 	}
 	test_shared();
+	test_bound_shared();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
