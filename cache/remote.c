@@ -39,8 +39,14 @@
  * miss.  A store left by a killed owner recovers as after any crash (no
  * WAL: its unflushed puts are lost, never wrong).
  *
+ * Attempts to open the store are serialized across processes by flock on
+ * dir/open.lock (RocksDB rotates its LOG before it takes its lock), and a
+ * client whose owner merely timed out sees the lock held (cache_probe_lock)
+ * without opening anything.
+ *
  * Lock order: remote.takeover, then remote.lock; srv.lock is a leaf.
  */
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -61,6 +67,7 @@
 #include "cache/cache_int.h"
 
 #define DATA_NAME "data.sock"
+#define OPEN_LOCK "open.lock"
 #define POOL_MAX 8	     /* idle connections a client keeps */
 #define RPC_TIMEOUT_MS 5000  /* an owner that does not answer is gone */
 #define FRAME_MAX (1u << 30) /* no value or path comes near */
@@ -756,18 +763,57 @@ pool_flush(struct cache_remote *r)
 }
 
 /*
- * Become the owner: take the store (cache_open) and start both sockets.
- * Called with takeover held.  0 when this process owns it now.
+ * dir/open.lock, flock'ed: one process at a time tries to open the store.
+ * RocksDB rotates its info log (LOG) before it takes its lock, so two
+ * opens at once can fail for that instead of -EBUSY.  -1 when dir is not
+ * there yet (cache_open makes it) or cannot be locked now (wait false).
  */
 static int
-become_owner(struct cache_remote *r, char *err, size_t errlen)
+open_lock(const char *dir, bool wait)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, OPEN_LOCK);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) <
+	    0)
+		return -1;
+	while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+/*
+ * Become the owner: take the store (cache_open) and start both sockets.
+ * Called with takeover held.  0 when this process owns it now; -EBUSY
+ * when another one does or is taking it.  wait: for another process that
+ * is opening the store (at start), rather than count it as the owner.
+ */
+static int
+become_owner(struct cache_remote *r, bool wait, char *err, size_t errlen)
 {
 	struct cache *c;
 	char msg[1024];
-	int e;
+	int e, lk;
 
-	if ((e = cache_open(
-		 r->dir, r->size_bound, r->mem_bound, &c, err, errlen)) != 0)
+	if ((lk = open_lock(r->dir, wait)) < 0 && !wait &&
+	    errno == EWOULDBLOCK) {
+		snprintf(err, errlen, "another feedfs is opening %s", r->dir);
+		return -EBUSY;
+	}
+	/* A live owner that was slow to answer: leave its LOG alone. */
+	if (cache_probe_lock(r->dir, err, errlen) == -EBUSY)
+		e = -EBUSY;
+	else
+		e = cache_open(
+		    r->dir, r->size_bound, r->mem_bound, &c, err, errlen);
+	if (lk >= 0)
+		close(lk); /* the store's own lock holds from here */
+	if (e != 0)
 		return e;
 	if (cache_note(c) != NULL)
 		say(r, true, "%s", cache_note(c));
@@ -802,7 +848,7 @@ owner_lost(struct cache_remote *r)
 		    "the owner of %s (pid %ld) went away; reads miss the cache "
 		    "until a new owner serves it",
 		    r->dir, (long)atomic_load(&r->owner));
-	if ((e = become_owner(r, err, sizeof(err))) == 0) {
+	if ((e = become_owner(r, false, err, sizeof(err))) == 0) {
 		say(r, false,
 		    "this feedfs (pid %ld) is the owner of %s now, serving "
 		    "the other mounts on %s/%s",
@@ -1009,8 +1055,8 @@ owner_stats(struct cache_remote *r, struct wire_stats *ws)
 	if (ws->disabled && n > 0) {
 		pthread_mutex_lock(&r->lock);
 		if (!atomic_load(&r->failed)) {
-			snprintf(
-			    r->err, sizeof(r->err), "%.200s (the owner's)", why);
+			snprintf(r->err, sizeof(r->err), "%.200s (the owner's)",
+			    why);
 			atomic_store(&r->failed, true);
 		}
 		pthread_mutex_unlock(&r->lock);
@@ -1281,7 +1327,7 @@ cache_open_shared(const char *dir, uint64_t size_bound, uint64_t mem_bound,
 	pthread_mutex_init(&r->lock, NULL);
 
 	pthread_mutex_lock(&r->takeover);
-	e = become_owner(r, err, errlen);
+	e = become_owner(r, true, err, errlen);
 	pthread_mutex_unlock(&r->takeover);
 	if (e == 0) {
 		say(r, false,

@@ -9,8 +9,9 @@
     read of theirs succeeds with the right bytes to the end, one of them
     says in its log that it owns the cache now, and epoch 2 gets >= 90%
     hits on both;
-  - both unmount with exit status 0, and `feedfs-cache verify` finds the
-    store sound (0 damaged)."""
+  - the new owner unmounts (exit status 0): the last mount reads on,
+    takes over and hits >= 90%; it unmounts (exit status 0), and
+    `feedfs-cache verify` finds the store sound (0 damaged)."""
 
 import os
 import signal
@@ -30,11 +31,11 @@ t = fflib.Test()
 data = t.gen(t.path("data"), n=N, classes=4, seed=11)
 C = t.path("cache")
 cfg = t.config(t.path("feedfs.conf"), data, {
-    "a": dict(epochs=3, seed=3,
+    "a": dict(epochs=5, seed=3,
               pipeline="decode resize(96) cache random_resized_crop(64) "
               "flip(0.5) normalize(imagenet)"),
 }, cache_dir=C)
-refs = [t.ref(cfg, "a", e, t.path("ref", "a%d" % e)) for e in range(3)]
+refs = [t.ref(cfg, "a", e, t.path("ref", "a%d" % e)) for e in range(5)]
 
 
 def epoch_files(e):
@@ -91,112 +92,127 @@ def mounts_listed():
 m1 = fflib.Mount(t, cfg, t.path("mnt1")).__enter__()
 check("owns the cache in %s" % C in m1.log(),
       "mount 1 does not say it owns the cache:\n" + m1.log())
-with fflib.Mount(t, cfg, t.path("mnt2")) as m2:
-    check("attached to the cache in %s, owned by feedfs pid %d"
-          % (C, m1.proc.pid) in m2.log(),
-          "mount 2 does not say whose cache it uses:\n" + m2.log())
+m2 = fflib.Mount(t, cfg, t.path("mnt2")).__enter__()
+check("attached to the cache in %s, owned by feedfs pid %d"
+      % (C, m1.proc.pid) in m2.log(),
+      "mount 2 does not say whose cache it uses:\n" + m2.log())
 
-    # ---- mount 1 inserts, mount 2 hits ---------------------------------------
-    # (Hits here are readahead into epoch 1: the same images.)
-    h, miss, _ = hit_rate_of(m1, 0)
-    check(miss == N, "mount 1, cold epoch 0: %d hits %d misses, "
-          "expected %d misses" % (h, miss, N))
-    h, miss, rate = hit_rate_of(m2, 0)
-    log("mount 2, epoch 0 after mount 1's: %d hits, %d misses (%.1f%%)"
-        % (h, miss, 100 * rate))
-    check(rate >= 0.95, "mount 2's epoch 0: %.1f%% hits, expected >= 95%%"
-          % (100 * rate))
+# ---- mount 1 inserts, mount 2 hits -------------------------------------------
+# (Hits here are readahead into epoch 1: the same images.)
+h, miss, _ = hit_rate_of(m1, 0)
+check(miss == N, "mount 1, cold epoch 0: %d hits %d misses, "
+      "expected %d misses" % (h, miss, N))
+h, miss, rate = hit_rate_of(m2, 0)
+log("mount 2, epoch 0 after mount 1's: %d hits, %d misses (%.1f%%)"
+    % (h, miss, 100 * rate))
+check(rate >= 0.95, "mount 2's epoch 0: %.1f%% hits, expected >= 95%%"
+      % (100 * rate))
 
-    with fflib.Mount(t, cfg, t.path("mnt3")) as m3:
-        # ---- feedfs-cache stats lists the three ----------------------------
-        listed, out = mounts_listed()
-        want = {m1.proc.pid: ("owner", m1.mnt), m2.proc.pid: ("client", m2.mnt),
-                m3.proc.pid: ("client", m3.mnt)}
-        check(listed == want, "feedfs-cache stats lists %s, expected %s:\n%s"
-              % (listed, want, out))
-        check("mounts\t3\n" in out, "stats does not count 3 mounts:\n" + out)
-        log("feedfs-cache stats lists the three mounts")
+# ---- mount 3 starts; feedfs-cache stats lists the three ----------------------
+m3 = fflib.Mount(t, cfg, t.path("mnt3")).__enter__()
+listed, out = mounts_listed()
+want = {m1.proc.pid: ("owner", m1.mnt), m2.proc.pid: ("client", m2.mnt),
+        m3.proc.pid: ("client", m3.mnt)}
+check(listed == want, "feedfs-cache stats lists %s, expected %s:\n%s"
+      % (listed, want, out))
+check("mounts\t3\n" in out, "stats does not count 3 mounts:\n" + out)
+log("feedfs-cache stats lists the three mounts")
 
-        # ---- kill -9 the owner while 2 and 3 read epoch 1 -------------------
-        names = epoch_files(1)
-        done = {m2: 0, m3: 0}
-        errors = []
+# ---- kill -9 the owner while 2 and 3 read epoch 1 ----------------------------
+names = epoch_files(1)
+done = {m2: 0, m3: 0}
+errors = []
 
-        def reader(m):
-            try:
-                for name in names:
-                    read_one(m, 1, name)
-                    done[m] += 1
-                    time.sleep(0.05)  # so the kill lands mid-epoch
-            except BaseException as e:  # fflib.fail raises SystemExit
-                errors.append("%s: %r" % (m.mnt, e))
 
-        before = {m: lookups(m) for m in (m2, m3)}
-        th = [threading.Thread(target=reader, args=(m,)) for m in (m2, m3)]
-        for x in th:
-            x.start()
-        deadline = time.monotonic() + 60
-        while min(done.values()) < len(names) // 4 and \
-                time.monotonic() < deadline and not errors:
-            time.sleep(0.01)
-        at_kill = dict(done)
-        os.kill(m1.proc.pid, signal.SIGKILL)
-        m1.proc.wait()
-        fflib._force_umount(m1.mnt)
-        fflib._mounts.remove(m1)
-        m1.logf.close()
-        for x in th:
-            x.join(120)
-        check(not errors, "reads failed after the owner was killed: %s"
-              % errors)
-        check(all(done[m] == len(names) for m in done),
-              "readers stopped early: %s of %d" % (list(done.values()),
-                                                   len(names)))
-        check(all(at_kill[m] < len(names) for m in at_kill),
-              "the owner was killed after a reader finished (%s of %d)"
-              % (list(at_kill.values()), len(names)))
-        log("owner killed with -9 after %s of %d files; both readers "
-            "read epoch 1 to the end with correct bytes"
-            % (list(at_kill.values()), len(names)))
-        for m in (m2, m3):
-            h, miss = lookups(m)
-            log("%s, epoch 1: %d hits, %d misses" % (
-                m.mnt, h - before[m][0], miss - before[m][1]))
+def reader(m):
+    try:
+        for name in names:
+            read_one(m, 1, name)
+            done[m] += 1
+            time.sleep(0.05)  # so the kill lands mid-epoch
+    except BaseException as e:  # fflib.fail raises SystemExit
+        errors.append("%s: %r" % (m.mnt, e))
 
-        # One of them owns the cache now, and says so.
-        deadline = time.monotonic() + 10
-        owners = []
-        while time.monotonic() < deadline:
-            owners = [m for m in (m2, m3) if "is the owner of %s now" % C
-                      in m.log()]
-            if owners:
-                break
-            read_one(m2, 1, names[0])  # a lookup makes them notice
-            read_one(m3, 1, names[0])
-            time.sleep(0.1)
-        check(len(owners) == 1, "expected one new owner, got %d:\n%s\n%s"
-              % (len(owners), m2.log(), m3.log()))
-        new = owners[0]
-        log("pid %d (%s) took over" % (new.proc.pid, new.mnt))
-        for m in (m2, m3):
-            for line in m.log().splitlines():
-                if "cache:" in line:
-                    log("  %s: %s" % (os.path.basename(m.mnt), line))
 
-        # ---- a later epoch hits again, on both -------------------------------
-        for m in (m2, m3):
-            h, miss, rate = hit_rate_of(m, 2)
-            log("%s, epoch 2 after the takeover: %d hits, %d misses "
-                "(%.1f%%)" % (m.mnt, h, miss, 100 * rate))
-            check(rate >= 0.90, "%s: epoch 2 after the takeover: %.1f%% "
-                  "hits, expected >= 90%%" % (m.mnt, 100 * rate))
-        listed, out = mounts_listed()
-        other = m3 if new is m2 else m2
-        want = {new.proc.pid: ("owner", new.mnt),
-                other.proc.pid: ("client", other.mnt)}
-        check(listed == want, "after the takeover, stats lists %s, "
-              "expected %s:\n%s" % (listed, want, out))
-    # m3 unmounted here (exit status 0), then m2
+before = {m: lookups(m) for m in (m2, m3)}
+th = [threading.Thread(target=reader, args=(m,)) for m in (m2, m3)]
+for x in th:
+    x.start()
+deadline = time.monotonic() + 60
+while min(done.values()) < len(names) // 4 and \
+        time.monotonic() < deadline and not errors:
+    time.sleep(0.01)
+at_kill = dict(done)
+os.kill(m1.proc.pid, signal.SIGKILL)
+m1.proc.wait()
+fflib._force_umount(m1.mnt)
+fflib._mounts.remove(m1)
+m1.logf.close()
+for x in th:
+    x.join(120)
+check(not errors, "reads failed after the owner was killed: %s" % errors)
+check(all(done[m] == len(names) for m in done),
+      "readers stopped early: %s of %d" % (list(done.values()), len(names)))
+check(all(at_kill[m] < len(names) for m in at_kill),
+      "the owner was killed after a reader finished (%s of %d)"
+      % (list(at_kill.values()), len(names)))
+log("owner killed with -9 after %s of %d files; both readers read epoch 1 "
+    "to the end with correct bytes" % (list(at_kill.values()), len(names)))
+for m in (m2, m3):
+    h, miss = lookups(m)
+    log("%s, epoch 1: %d hits, %d misses"
+        % (m.mnt, h - before[m][0], miss - before[m][1]))
+
+
+def new_owner(ms, wait=10):
+    """The one of ms whose log says it owns the cache now (lookups through
+    every one of them meanwhile, so that they notice)."""
+    deadline = time.monotonic() + wait
+    owners = []
+    while time.monotonic() < deadline:
+        owners = [m for m in ms if "is the owner of %s now" % C in m.log()]
+        if owners:
+            break
+        for m in ms:
+            read_one(m, 1, names[0])
+        time.sleep(0.1)
+    check(len(owners) == 1, "expected one new owner, got %d:\n%s"
+          % (len(owners), "\n".join(m.log() for m in ms)))
+    return owners[0]
+
+
+new = new_owner((m2, m3))
+other = m3 if new is m2 else m2
+log("pid %d (%s) took over" % (new.proc.pid, new.mnt))
+for m in (m2, m3):
+    for line in m.log().splitlines():
+        if "cache:" in line:
+            log("  %s: %s" % (os.path.basename(m.mnt), line))
+
+# ---- a later epoch hits again, on both ---------------------------------------
+for m in (m2, m3):
+    h, miss, rate = hit_rate_of(m, 2)
+    log("%s, epoch 2 after the takeover: %d hits, %d misses (%.1f%%)"
+        % (m.mnt, h, miss, 100 * rate))
+    check(rate >= 0.90, "%s: epoch 2 after the takeover: %.1f%% hits, "
+          "expected >= 90%%" % (m.mnt, 100 * rate))
+listed, out = mounts_listed()
+want = {new.proc.pid: ("owner", new.mnt),
+        other.proc.pid: ("client", other.mnt)}
+check(listed == want, "after the takeover, stats lists %s, expected %s:\n%s"
+      % (listed, want, out))
+
+# ---- the new owner unmounts: the last one takes over, and hits ---------------
+# (Epochs it has not read: those it has come from the page cache.)
+new.umount()
+read_epoch(other, 3)
+check(new_owner((other,)) is other, "not reached")
+h, miss, rate = hit_rate_of(other, 4)
+log("%s owns the cache after %s unmounted: epoch 4 %d hits, %d misses "
+    "(%.1f%%)" % (other.mnt, new.mnt, h, miss, 100 * rate))
+check(rate >= 0.90, "%s: epoch 4 after the owner unmounted: %.1f%% hits, "
+      "expected >= 90%%" % (other.mnt, 100 * rate))
+other.umount()
 
 # ---- the store is sound afterwards -------------------------------------------
 rc, out, err = fc("verify")
