@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cache/cache.h"
 #include "core/config.h"
 #include "core/feed.h"
 #include "core/log.h"
