@@ -303,8 +303,7 @@ stat_to_wire(const struct stat *st, struct wire_stat *w)
 	w->dev = (uint64_t)st->st_dev;
 }
 
-/* Append one line of the mounts table to *t (cap, n); false when out of memory.
- */
+/* Append a line of the mounts table to *t (cap, n); false: out of memory. */
 static bool
 mounts_line(char **t, size_t *cap, size_t *n, long pid, const char *role,
     uint64_t hits, uint64_t misses, const char *label)
