@@ -87,6 +87,53 @@ int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
 void cache_close(struct cache *c);
 
 /*
+ * One cache for every feedfs of a machine.  RocksDB lets one process write
+ * a store, so the first feedfs to take the store's lock (cache_open) is
+ * its owner: it serves the others on dir/data.sock (remote.c: length-
+ * prefixed binary frames for get, put and the digest memos; values are
+ * copied through the socket, a 270 KB get costs tens of microseconds)
+ * and answers feedfs-cache on dir/control.sock.  A feedfs that finds the
+ * store locked is a client: the same functions (cache_get, cache_put,
+ * cache_get_digest, cache_put_digest, cache_get_stats, cache_error,
+ * cache_note, cache_close) send requests to the owner over a small pool of
+ * connections (one per concurrent caller, up to 8 kept idle).  A put is
+ * sent without waiting for an answer: the owner applies it before any
+ * later request on that connection, and another caller may miss it for a
+ * moment.  Every put
+ * goes through the owner's store, so its size bound and eviction hold for
+ * all mounts; the owner's cache_size and memory apply.
+ *
+ * When the owner goes (unmounted, or killed), a client's request fails
+ * (refused, reset, no reply in 5 s): that get is a miss, that put is
+ * dropped, and the client tries to take the lock; the one that gets it
+ * opens the store and starts both sockets, the others retry with a
+ * backoff (50 ms doubling to 1 s) and miss meanwhile.  Reads never fail
+ * because of the cache.
+ *
+ * cache_open_shared returns such a handle in either role: 0, or what
+ * cache_open returns for a dir that cannot be used (-EACCES, -EINVAL,
+ * -EIO); -EBUSY never (a held store is shared).  label names this mount
+ * in the owner's table (NULL: the last argument of the command line, the
+ * mount point of feedfs); logfn (may be NULL) is told, from any thread,
+ * of the role taken and of every change of owner.  The handle is thread
+ * safe as cache.h says; cache_admin_run and the functions of
+ * administration below are not for it.
+ */
+typedef void (*cache_log_fn)(bool warn, const char *msg);
+int cache_open_shared(const char *dir, uint64_t size_bound, uint64_t mem_bound,
+    const char *label, cache_log_fn logfn, struct cache **out, char *err,
+    size_t errlen);
+/* Whether this process holds the store now (a plain cache_open: true). */
+bool cache_is_owner(struct cache *c);
+/*
+ * The mounts attached to the owner of dir, as text, one line each:
+ * "PID<TAB>owner|client<TAB>HITS<TAB>MISSES<TAB>LABEL" (the owner first;
+ * a client's counts as of its last request).  0 and *text (malloc'd, the
+ * caller frees), or -errno (-ENOENT, -ECONNREFUSED: no owner runs).
+ */
+int cache_mounts(const char *dir, char **text);
+
+/*
  * Whether another process holds the store in dir (RocksDB's lock on
  * dir/LOCK), without taking the lock: -EBUSY and "DIR is in use by another
  * feedfs (pid N)" if so, else 0 (also when dir has no store yet).  Starts

@@ -25,7 +25,9 @@
  * Files: open.c (open, close, options, permissions, moving a store
  * aside), digest.c (hashes, digest memos), store.c (get, put, eviction),
  * admin.c (scan, verify, evict, clear, compact, flush, and the one
- * executor of control requests), ctl.c (the control socket), codec.c.
+ * executor of control requests), ctl.c (the control socket), remote.c
+ * (one store shared by the mounts of a machine: the owner's data socket
+ * and its clients), codec.c.
  */
 #ifndef FEEDFS_CACHE_INT_H
 #define FEEDFS_CACHE_INT_H
@@ -95,6 +97,13 @@ struct cache {
 	char err[256];
 	char note[4800];    /* what cache_open did besides opening, or "" */
 	char secondary[64]; /* cache_open_secondary's own dir, removed */
+
+	/*
+	 * Set in a handle of cache_open_shared (remote.c): the functions of
+	 * cache.h then go through it, to this process's own store once it
+	 * owns one, else to the owner's data socket; db is NULL.
+	 */
+	struct cache_remote *remote;
 };
 
 /* Record the first failure (what failed: msg); from then on the cache is off.
@@ -102,6 +111,20 @@ struct cache {
 void cache_fail(struct cache *c, const char *what, const char *msg);
 /* Whether n bytes at p are all zero (an unknown digest or key). */
 bool cache_is_zero(const uint8_t *p, size_t n);
+
+/* remote.c: what cache.h's functions do on a cache_open_shared handle. */
+int cache_remote_get(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
+void cache_remote_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v);
+int cache_remote_get_digest(struct cache *c, const char *path,
+    const struct stat *st, uint8_t digest[32]);
+void cache_remote_put_digest(struct cache *c, const char *path,
+    const struct stat *st, const uint8_t digest[32]);
+void cache_remote_get_stats(struct cache *c, struct cache_stats *st);
+const char *cache_remote_error(struct cache *c);
+const char *cache_remote_note(struct cache *c);
+void cache_remote_close(struct cache *c);
 
 /* store.c */
 /* The seq that the 'K' entry of key points at: 0 or -ENOENT. */

@@ -27,6 +27,7 @@
 #include "cache/format.h"
 #include "core/config.h"
 #include "core/dataset.h"
+#include "core/job.h"
 #include "transforms/xf.h"
 
 #define EXIT_DAMAGE 1
@@ -151,20 +152,14 @@ human(uint64_t b, char *buf, size_t len)
 static void
 job_text(const struct cfg_job *j, char *text, size_t len)
 {
-	struct xf_pipeline *pl;
-	char err[512], sfx[64];
-	size_t n;
+	char *index, *key;
 
 	text[0] = '\0';
-	if (xf_pipeline_parse(j->pipeline, &pl, err, sizeof(err)) != 0)
+	if (job_cache_texts(j, &index, &key) != 0)
 		return;
-	xf_prefix_text(pl, text, len);
-	xf_pipeline_free(pl);
-	n = strlen(text);
-	if (n == 0)
-		return; /* nothing cached */
-	cache_fmt_suffix(j->cache_format, sfx, sizeof(sfx));
-	snprintf(text + n, len - n, "%s", sfx);
+	snprintf(text, len, "%s", index);
+	free(index);
+	free(key);
 }
 
 /*
@@ -174,16 +169,22 @@ job_text(const struct cfg_job *j, char *text, size_t len)
  */
 static long
 job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
-    const char *text, size_t *nsamples)
+    size_t *nsamples)
 {
 	const struct cfg_dataset *d = &cfg->datasets[j->dataset_index];
 	struct dataset *ds;
-	char err[1024], path[4096];
+	char err[1024], path[4096], *index = NULL, *keytext = NULL;
 	long n = 0;
 
+	if (job_cache_texts(j, &index, &keytext) != 0) {
+		fprintf(stderr, "feedfs-cache: out of memory\n");
+		return -1;
+	}
+	free(index);
 	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &ds, err,
 		sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
+		free(keytext);
 		return -1;
 	}
 	for (size_t i = 0; i < ds->n; i++) {
@@ -195,11 +196,12 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 		if (stat(path, &st) != 0 ||
 		    cache_get_digest(c, path, &st, digest) != 0)
 			continue;
-		cache_key(digest, text, key);
+		cache_key(digest, keytext, key);
 		n += cache_has(c, key);
 	}
 	*nsamples = ds->n;
 	ds_free(ds);
+	free(keytext);
 	return n;
 }
 
@@ -261,7 +263,7 @@ print_prefixes(
 
 			job_text(&cfg->jobs[i], text, sizeof(text));
 			if (strcmp(text, p->text) != 0 ||
-			    (k = job_cached(c, cfg, &cfg->jobs[i], text, &ns)) <
+			    (k = job_cached(c, cfg, &cfg->jobs[i], &ns)) <
 				0)
 				continue;
 			printf("\tjob %s: %ld of %zu samples cached (%.1f%%)",
@@ -270,6 +272,41 @@ print_prefixes(
 		}
 		printf("\n");
 	}
+}
+
+/*
+ * The mounts that share the store, from its owner's table: "mount PID
+ * ROLE hits H misses M MOUNTPOINT" (hits and misses above are the
+ * store's, every mount's together).
+ */
+static void
+print_mounts(const char *dir)
+{
+	char *text = NULL, *line, *save = NULL;
+	int n = 0;
+
+	if (cache_mounts(dir, &text) != 0) {
+		printf("mounts\t0\n");
+		return;
+	}
+	for (line = text; (line = strchr(line, '\n')) != NULL; line++)
+		n++;
+	printf("mounts\t%d\n", n);
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char role[16], label[512] = "-";
+		long pid;
+		uint64_t h, m;
+
+		if (sscanf(line,
+			"%ld\t%15[^\t]\t%" SCNu64 "\t%" SCNu64 "\t%511[^\n]",
+			&pid, role, &h, &m, label) < 4)
+			continue;
+		printf("mount\t%ld\t%s\thits %" PRIu64 "\tmisses %" PRIu64
+		       "\t%s\n",
+		    pid, role, h, m, label);
+	}
+	free(text);
 }
 
 static int
@@ -318,6 +355,7 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 		printf("hits\tn/a (no running feedfs holds it)\n");
 		printf("misses\tn/a\n");
 	}
+	print_mounts(dir);
 	print_prefixes(c, &t, dir, cfg);
 	cache_close(c);
 	tally_free(&t);

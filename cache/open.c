@@ -39,6 +39,8 @@ cache_fail(struct cache *c, const char *what, const char *msg)
 const char *
 cache_error(struct cache *c)
 {
+	if (c != NULL && c->remote != NULL)
+		return cache_remote_error(c);
 	if (c == NULL || !atomic_load(&c->disabled))
 		return NULL;
 	return c->err;
@@ -441,6 +443,8 @@ fail:
 const char *
 cache_note(struct cache *c)
 {
+	if (c != NULL && c->remote != NULL)
+		return cache_remote_note(c);
 	return c != NULL && c->note[0] != '\0' ? c->note : NULL;
 }
 
@@ -472,6 +476,10 @@ cache_close(struct cache *c)
 
 	if (c == NULL)
 		return;
+	if (c->remote != NULL) {
+		cache_remote_close(c);
+		return;
+	}
 	/* Without the WAL, unflushed puts live only in the memtable. */
 	if (!atomic_load(&c->disabled) && c->db != NULL &&
 	    c->secondary[0] == '\0') {

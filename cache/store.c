@@ -189,6 +189,8 @@ cache_get(
 
 	if (c == NULL)
 		return -ENOENT;
+	if (c->remote != NULL) /* a shared handle: remote.c */
+		return cache_remote_get(c, key, v);
 	if (atomic_load(&c->disabled) || cache_is_zero(key, CACHE_KEY_LEN) ||
 	    cache_lookup_seq(c, key, &seq) != 0)
 		goto miss;
@@ -476,6 +478,10 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	size_t plen = strlen(prefix);
 	uint64_t cost = entry_cost(v->len, plen);
 
+	if (c != NULL && c->remote != NULL) {
+		cache_remote_put(c, key, v); /* the owner admits it */
+		return;
+	}
 	if (c == NULL || atomic_load(&c->disabled) ||
 	    cache_is_zero(key, CACHE_KEY_LEN))
 		return;
@@ -501,6 +507,10 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (c == NULL)
 		return;
+	if (c->remote != NULL) {
+		cache_remote_get_stats(c, st);
+		return;
+	}
 	st->hits = atomic_load(&c->hits);
 	st->misses = atomic_load(&c->misses);
 	st->bytes_read = atomic_load(&c->bytes_read);

@@ -92,7 +92,16 @@ fail:
 	return r;
 }
 
-/* The cache and its control socket; failures leave the mount cacheless. */
+static void
+cache_say(bool warn, const char *msg)
+{
+	log_msg(warn ? LOG_LVL_WARN : LOG_LVL_INFO, "cache: %s", msg);
+}
+
+/*
+ * The cache, shared with the other mounts of cache_dir (its owner, or a
+ * client of it: cache.h); failures leave the mount cacheless.
+ */
 static void
 open_cache(struct feed *f)
 {
@@ -103,19 +112,14 @@ open_cache(struct feed *f)
 		log_info("cache_size = 0: serving without a cache");
 		return;
 	}
-	if (cache_open(m->cache_dir, m->cache_size, f->cache_mem, &f->cache,
-		msg, sizeof(msg)) != 0) {
+	if (cache_open_shared(m->cache_dir, m->cache_size, f->cache_mem, NULL,
+		cache_say, &f->cache, msg, sizeof(msg)) != 0) {
 		log_warn("cache: %s; serving without the cache", msg);
 		snprintf(f->cache_err, sizeof(f->cache_err), "%s", msg);
 		f->cache = NULL;
 		return;
 	}
 	cache_set_stale(f->cache, m->cache_stale);
-	if (cache_note(f->cache) != NULL)
-		log_warn("cache: %s", cache_note(f->cache));
-	if (cache_ctl_start(
-		f->cache, m->cache_dir, &f->ctl, msg, sizeof(msg)) != 0)
-		log_warn("cache: no control socket for feedfs-cache: %s", msg);
 }
 
 /* The cluster tier; a failure (an auth file refused) serves without. */

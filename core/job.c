@@ -31,20 +31,44 @@ strf(char **out, const char *fmt, ...)
 	return n < 0 ? -ENOMEM : 0;
 }
 
+/* The text of keys of entries whose index text is text. */
+static int
+key_text(const struct cfg_job *cj, const char *text, char **out)
+{
+	return strf(out, "%s\nmax_pixels %" PRIu64 "\n%s", text,
+	    cj->max_pixels, xf_decoder_id());
+}
+
+int
+job_cache_texts(const struct cfg_job *cj, char **index, char **key)
+{
+	size_t plen = xf_prefix_text(cj->pl, NULL, 0);
+	char sfx[64], *prefix;
+	int r;
+
+	*index = *key = NULL;
+	if ((prefix = malloc(plen + 1)) == NULL)
+		return -ENOMEM;
+	xf_prefix_text(cj->pl, prefix, plen + 1);
+	cache_fmt_suffix(cj->cache_format, sfx, sizeof(sfx));
+	if ((r = strf(index, "%s%s", prefix, sfx)) == 0 &&
+	    (r = key_text(cj, *index, key)) != 0) {
+		free(*index);
+		*index = NULL;
+	}
+	free(prefix);
+	return r;
+}
+
 /* The texts of the job's cache keys (see job.h). */
 static int
 key_texts(struct job *j, const struct cfg_job *cj)
 {
-	char sfx[64];
+	int r;
 
-	cache_fmt_suffix(cj->cache_format, sfx, sizeof(sfx));
-	if (strf(&j->cache_text, "%s%s", j->prefix, sfx) != 0 ||
-	    strf(&j->key_text, "%s\nmax_pixels %" PRIu64 "\n%s",
-		j->cache_text, cj->max_pixels, xf_decoder_id()) != 0 ||
-	    strf(&j->tier_text, "%s\nmax_pixels %" PRIu64 "\n%s", j->prefix,
-		cj->max_pixels, xf_decoder_id()) != 0)
-		return -ENOMEM;
-	return 0;
+	if ((r = job_cache_texts(cj, &j->cache_text, &j->key_text)) != 0)
+		return r;
+	return key_text(cj, j->prefix, &j->tier_text);
 }
 
 /* The part of the setup common to every job, once ds and plan.n are set. */

@@ -123,6 +123,12 @@ int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);
 void job_fini(struct job *j);
 /*
+ * The texts of job cj's cache entries without building the job (for
+ * feedfs-cache): *index, its prefix and cache_format (the text the index
+ * shows), and *key, what its keys hash (job.key_text).  malloc'd.
+ */
+int job_cache_texts(const struct cfg_job *cj, char **index, char **key);
+/*
  * job_init for any job of c: ds holds one opened dataset per c->datasets
  * (NULL for those no job uses); a mixture takes its sources from it.
  */

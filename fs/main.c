@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "cache/cache.h"
 #include "core/config.h"
 #include "core/feed.h"
 #include "core/log.h"
@@ -298,18 +297,9 @@ main(int argc, char **argv)
 		goto out_opts;
 	}
 	/*
-	 * A cache_dir that another feedfs holds is refused before mounting.
-	 * The probe takes no lock and starts no thread; two mounts started
-	 * at the same instant can both pass it, and the later one then
-	 * serves without the cache (cache_open says why).
+	 * A cache_dir that another feedfs holds is shared with it, not
+	 * refused: feed_start attaches to its owner (cache.h).
 	 */
-	if (feed_cfg(feed)->mount.cache_size != 0 &&
-	    cache_probe_lock(
-		feed_cfg(feed)->mount.cache_dir, err, sizeof(err)) != 0) {
-		fprintf(stderr, "feedfs: %s\n", err);
-		ret = EXIT_CONFIG;
-		goto out_feed;
-	}
 	if (fs_init_state(&fs, feed) != 0) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_feed;
