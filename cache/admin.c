@@ -62,8 +62,8 @@ cache_check_entry(
 	int r = 0;
 
 	codec_seq_key('V', ent->seq, sk);
-	ps = rocksdb_get_pinned(
-	    c->db, c->ropts, (const char *)sk, sizeof(sk), &e);
+	ps = rocksdb_get_pinned_cf(
+	    c->db, c->ropts, c->vcf, (const char *)sk, sizeof(sk), &e);
 	if (e != NULL) {
 		snprintf(why, whylen, "%s", e);
 		rocksdb_free(e);
@@ -110,7 +110,7 @@ batch_drop(
 	codec_seq_key('T', ent->seq, sk);
 	rocksdb_writebatch_delete(b, (const char *)sk, sizeof(sk));
 	codec_seq_key('V', ent->seq, sk);
-	rocksdb_writebatch_delete(b, (const char *)sk, sizeof(sk));
+	rocksdb_writebatch_delete_cf(b, c->vcf, (const char *)sk, sizeof(sk));
 }
 
 struct evict_ctx {
@@ -144,7 +144,9 @@ compact_all(struct cache *c)
 {
 	const char lo[1] = {0}, hi[2] = {(char)0xff, (char)0xff};
 
-	rocksdb_compact_range(c->db, lo, 0, hi, sizeof(hi));
+	for (int i = 0; i < 2; i++)
+		rocksdb_compact_range_cf(
+		    c->db, c->cf[i], lo, 0, hi, sizeof(hi));
 	return 0;
 }
 
@@ -202,7 +204,8 @@ cache_clear(
 	for (size_t i = 0; i < sizeof(kinds); i++) {
 		char lo[1] = {kinds[i]}, hi[1] = {(char)(kinds[i] + 1)};
 
-		rocksdb_writebatch_delete_range(b, lo, 1, hi, 1);
+		rocksdb_writebatch_delete_range_cf(
+		    b, kinds[i] == 'V' ? c->vcf : c->cf[0], lo, 1, hi, 1);
 	}
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_writebatch_destroy(b);
@@ -224,6 +227,15 @@ cache_compact(struct cache *c)
 	return compact_all(c);
 }
 
+void
+cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo, char **e)
+{
+	/* The values first: an index entry never names a lost value. */
+	rocksdb_flush_cf(c->db, fo, c->vcf, e);
+	if (*e == NULL)
+		rocksdb_flush_cf(c->db, fo, c->cf[0], e);
+}
+
 int
 cache_flush(struct cache *c, char *err, size_t errlen)
 {
@@ -231,7 +243,7 @@ cache_flush(struct cache *c, char *err, size_t errlen)
 	char *e = NULL;
 
 	rocksdb_flushoptions_set_wait(fo, 1);
-	rocksdb_flush(c->db, fo, &e);
+	cache_flush_cfs(c, fo, &e);
 	rocksdb_flushoptions_destroy(fo);
 	if (e != NULL) {
 		snprintf(err, errlen, "%s", e);

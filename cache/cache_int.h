@@ -54,11 +54,22 @@
  */
 struct cache {
 	rocksdb_t *db;
+	/*
+	 * The values ('V') live in a column family of their own: their keys
+	 * (the insertion seq) only grow, so its files never overlap and
+	 * compaction moves them instead of rewriting them; the small keys
+	 * (random digests and keys) in the default family do not drag the
+	 * values through every compaction.
+	 */
+	rocksdb_column_family_handle_t *cf[2]; /* default, values */
+	rocksdb_column_family_handle_t *vcf;   /* cf[1] */
 	rocksdb_options_t *opts;
 	rocksdb_block_based_table_options_t *topts;
 	rocksdb_cache_t *bcache;
 	rocksdb_filterpolicy_t *filter; /* owned by topts once set */
 	rocksdb_readoptions_t *ropts;
+	rocksdb_readoptions_t *vropts; /* values: XXH3 checks them, and they
+					  bypass the block cache */
 	rocksdb_writeoptions_t *wopts;
 
 	uint64_t size_bound;
@@ -142,5 +153,9 @@ void cache_evict_oldest(struct cache *c, uint64_t want);
  */
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
+
+/* Flush both column families' memtables (the WAL is off); *e on error. */
+void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,
+    char **e);
 
 #endif

@@ -158,13 +158,27 @@ clamp64(uint64_t v, uint64_t lo, uint64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Close the store (its column families first). */
+static void
+close_db(struct cache *c)
+{
+	for (int i = 0; i < 2; i++)
+		if (c->cf[i] != NULL)
+			rocksdb_column_family_handle_destroy(c->cf[i]);
+	c->cf[0] = c->cf[1] = c->vcf = NULL;
+	if (c->db != NULL)
+		rocksdb_close(c->db);
+	c->db = NULL;
+}
+
 static void
 free_handles(struct cache *c)
 {
-	if (c->db != NULL)
-		rocksdb_close(c->db);
+	close_db(c);
 	if (c->ropts != NULL)
 		rocksdb_readoptions_destroy(c->ropts);
+	if (c->vropts != NULL)
+		rocksdb_readoptions_destroy(c->vropts);
 	if (c->wopts != NULL)
 		rocksdb_writeoptions_destroy(c->wopts);
 	if (c->opts != NULL)
@@ -221,7 +235,16 @@ set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 	rocksdb_options_set_keep_log_file_num(c->opts, 2);
 	rocksdb_options_set_max_log_file_size(c->opts, 1u << 20);
 	rocksdb_options_set_info_log_level(c->opts, 2); /* warnings */
+	rocksdb_options_set_create_missing_column_families(c->opts, 1);
 	c->ropts = rocksdb_readoptions_create();
+	/*
+	 * One checksum per value read, the value's own XXH3 (codec.c), not
+	 * RocksDB's block checksum too; and no copy into the block cache,
+	 * which a random scan over values larger than it only churns.
+	 */
+	c->vropts = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_verify_checksums(c->vropts, 0);
+	rocksdb_readoptions_set_fill_cache(c->vropts, 0);
 	c->wopts = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(c->wopts, 1);
 	c->size_bound = size_bound;
@@ -356,6 +379,28 @@ move_aside(const char *dir, const char *tag, const char *why, char *note,
 	return 0;
 }
 
+/* The store in dir with its two column families (secondary: as a
+ * secondary instance whose own files go there); NULL and *e on failure. */
+static rocksdb_t *
+open_cfs(struct cache *c, const char *dir, const char *secondary, char **e)
+{
+	static const char *const names[2] = {"default", "values"};
+	const rocksdb_options_t *opts[2] = {c->opts, c->opts};
+	rocksdb_t *db;
+
+	db = secondary != NULL
+		 ? rocksdb_open_as_secondary_column_families(
+		       c->opts, dir, secondary, 2, names, opts, c->cf, e)
+		 : rocksdb_open_column_families(
+		       c->opts, dir, 2, names, opts, c->cf, e);
+	if (*e != NULL) {
+		c->cf[0] = c->cf[1] = NULL;
+		return NULL;
+	}
+	c->vcf = c->cf[1];
+	return db;
+}
+
 /* One attempt at opening dir: 0, or -EBADMSG when the store is damaged. */
 static int
 open_store(struct cache *c, const char *dir, char *err, size_t errlen)
@@ -365,7 +410,7 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 
 	if ((r = private_dir(dir, err, errlen)) != 0)
 		return r;
-	c->db = rocksdb_open(c->opts, dir, &e);
+	c->db = open_cfs(c, dir, NULL, &e);
 	if (e != NULL) {
 		if (is_lock_error(e)) {
 			snprintf(err, errlen,
@@ -381,8 +426,7 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 		return r;
 	}
 	if ((r = check_format(c, dir, err, errlen)) != 0) {
-		rocksdb_close(c->db);
-		c->db = NULL;
+		close_db(c);
 		return r;
 	}
 	private_files(dir); /* after the open, which rewrites CURRENT */
@@ -485,14 +529,14 @@ cache_close(struct cache *c)
 	    c->secondary[0] == '\0') {
 		fo = rocksdb_flushoptions_create();
 		rocksdb_flushoptions_set_wait(fo, 1);
-		rocksdb_flush(c->db, fo, &e);
+		cache_flush_cfs(c, fo, &e);
 		rocksdb_free(e);
 		e = NULL;
 		/* What the last puts brought over the bound goes now. */
 		if (cache_store_bytes(c) > c->size_bound) {
 			cache_evict_oldest(
 			    c, cache_store_bytes(c) - c->size_bound / 10 * 9);
-			rocksdb_flush(c->db, fo, &e);
+			cache_flush_cfs(c, fo, &e);
 			rocksdb_free(e);
 		}
 		rocksdb_flushoptions_destroy(fo);
@@ -533,7 +577,7 @@ cache_open_secondary(
 	rocksdb_options_set_create_if_missing(c->opts, 0);
 	rocksdb_options_set_max_open_files(c->opts, -1); /* secondary needs */
 	snprintf(c->secondary, sizeof(c->secondary), "%s", tmpl);
-	c->db = rocksdb_open_as_secondary(c->opts, dir, tmpl, &e);
+	c->db = open_cfs(c, dir, tmpl, &e);
 	if (e != NULL) {
 		snprintf(err, errlen, "%s: %s", dir, e);
 		rocksdb_free(e);

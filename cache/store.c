@@ -133,7 +133,7 @@ drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
 	codec_index_key(key, k);
 	rocksdb_writebatch_delete(b, (const char *)k, sizeof(k));
 	codec_seq_key('V', seq, sk);
-	rocksdb_writebatch_delete(b, (const char *)sk, sizeof(sk));
+	rocksdb_writebatch_delete_cf(b, c->vcf, (const char *)sk, sizeof(sk));
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_free(e);
 	rocksdb_writebatch_destroy(b);
@@ -195,8 +195,8 @@ cache_get(
 	    cache_lookup_seq(c, key, &seq) != 0)
 		goto miss;
 	codec_seq_key('V', seq, sk);
-	ps = rocksdb_get_pinned(
-	    c->db, c->ropts, (const char *)sk, sizeof(sk), &e);
+	ps = rocksdb_get_pinned_cf(
+	    c->db, c->vropts, c->vcf, (const char *)sk, sizeof(sk), &e);
 	if (e != NULL) {
 		rocksdb_free(e);
 		goto miss;
@@ -232,11 +232,18 @@ miss:
 uint64_t
 cache_store_bytes(struct cache *c)
 {
-	uint64_t sst = 0, mem = 0;
+	uint64_t total = 0;
 
-	rocksdb_property_int(c->db, "rocksdb.live-sst-files-size", &sst);
-	rocksdb_property_int(c->db, "rocksdb.cur-size-all-mem-tables", &mem);
-	return sst + mem;
+	for (int i = 0; i < 2; i++) {
+		uint64_t sst = 0, mem = 0;
+
+		rocksdb_property_int_cf(
+		    c->db, c->cf[i], "rocksdb.live-sst-files-size", &sst);
+		rocksdb_property_int_cf(
+		    c->db, c->cf[i], "rocksdb.cur-size-all-mem-tables", &mem);
+		total += sst + mem;
+	}
+	return total;
 }
 
 /*
@@ -299,8 +306,8 @@ evict_range(struct cache *c, uint64_t want, uint64_t before)
 	codec_seq_key('V', last, vlast);
 	rocksdb_writebatch_delete_range(
 	    b, (const char *)t0, sizeof(t0), (const char *)t1, sizeof(t1));
-	rocksdb_writebatch_delete_range(
-	    b, (const char *)v0, sizeof(v0), (const char *)v1, sizeof(v1));
+	rocksdb_writebatch_delete_range_cf(b, c->vcf, (const char *)v0,
+	    sizeof(v0), (const char *)v1, sizeof(v1));
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_writebatch_destroy(b);
 	if (e != NULL) {
@@ -311,12 +318,18 @@ evict_range(struct cache *c, uint64_t want, uint64_t before)
 	atomic_fetch_add(&c->evicted, n);
 	sub_sat(&c->used, cost);
 	sub_sat(&c->entries, n);
-	/* The limit of delete_file_in_range is inclusive. */
-	rocksdb_delete_file_in_range(c->db, (const char *)v0, sizeof(v0),
-	    (const char *)vlast, sizeof(vlast), &e);
+	/*
+	 * The values' files that hold only evicted ones go whole (the limit
+	 * of delete_file_in_range is inclusive); compactions give back the
+	 * rest.
+	 */
+	rocksdb_delete_file_in_range_cf(c->db, c->vcf, (const char *)v0,
+	    sizeof(v0), (const char *)vlast, sizeof(vlast), &e);
 	rocksdb_free(e);
+	rocksdb_compact_range_cf(c->db, c->vcf, (const char *)v0, sizeof(v0),
+	    (const char *)v1, sizeof(v1));
 	rocksdb_compact_range(
-	    c->db, (const char *)t0, sizeof(t0), (const char *)v1, sizeof(v1));
+	    c->db, (const char *)t0, sizeof(t0), (const char *)t1, sizeof(t1));
 	return cost;
 }
 
@@ -435,7 +448,7 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	codec_put_be64(sb, seq);
 	codec_tidx_encode(tv, key, v->len, (uint64_t)time(NULL), prefix, plen);
 	b = rocksdb_writebatch_create();
-	rocksdb_writebatch_put(b, (const char *)vk, sizeof(vk),
+	rocksdb_writebatch_put_cf(b, c->vcf, (const char *)vk, sizeof(vk),
 	    (const char *)buf, CODEC_VAL_HDR + v->len);
 	rocksdb_writebatch_put(b, (const char *)tk, sizeof(tk),
 	    (const char *)tv, CODEC_TIDX_LEN + plen);
@@ -443,7 +456,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    b, (const char *)ik, sizeof(ik), (const char *)sb, sizeof(sb));
 	if (old_seq != 0) {
 		codec_seq_key('V', old_seq, vk);
-		rocksdb_writebatch_delete(b, (const char *)vk, sizeof(vk));
+		rocksdb_writebatch_delete_cf(
+		    b, c->vcf, (const char *)vk, sizeof(vk));
 		codec_seq_key('T', old_seq, tk);
 		rocksdb_writebatch_delete(b, (const char *)tk, sizeof(tk));
 	}
@@ -523,9 +537,10 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->entries = atomic_load(&c->entries);
 	st->used_bytes = atomic_load(&c->used);
 	st->admit_bytes = admit_bytes(c);
-	if (rocksdb_property_int(c->db, "rocksdb.total-sst-files-size", &sst) ==
-	    0)
-		st->disk_bytes = sst;
+	for (int i = 0; i < 2; i++)
+		if (rocksdb_property_int_cf(c->db, c->cf[i],
+			"rocksdb.total-sst-files-size", &sst) == 0)
+			st->disk_bytes += sst;
 	st->disabled = atomic_load(&c->disabled);
 }
 

@@ -239,18 +239,22 @@ test_corrupt(void)
 	struct cache_stats st;
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512], *e = NULL;
+	/* The values are in a column family of their own (format 5). */
+	const char *cfn[2] = {"default", "values"};
+	const rocksdb_options_t *cfo[2] = {o, o};
+	rocksdb_column_family_handle_t *cf[2] = {NULL, NULL};
 	rocksdb_t *db;
 	int n = 0, r;
 
 	path_in(dir, sizeof(dir), "sub/dir/c1");
-	db = rocksdb_open(o, dir, &e);
+	db = rocksdb_open_column_families(o, dir, 2, cfn, cfo, cf, &e);
 	CHECK(e == NULL);
 	if (e != NULL) {
 		fprintf(stderr, "rocksdb_open: %s\n", e);
 		rocksdb_free(e);
 		goto out;
 	}
-	it = rocksdb_create_iterator(db, ro);
+	it = rocksdb_create_iterator_cf(db, ro, cf[1]);
 	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
 	     rocksdb_iter_next(it)) {
 		size_t kl, vl;
@@ -265,7 +269,8 @@ test_corrupt(void)
 			continue;
 		memcpy(nv, v, vl);
 		nv[vl - 1] ^= 0x40;
-		rocksdb_put(db, wo, k, kl, nv, n % 2 ? vl / 2 : vl, &e);
+		rocksdb_put_cf(
+		    db, wo, cf[1], k, kl, nv, n % 2 ? vl / 2 : vl, &e);
 		CHECK(e == NULL);
 		rocksdb_free(e);
 		e = NULL;
@@ -274,6 +279,8 @@ test_corrupt(void)
 	}
 	rocksdb_iter_destroy(it);
 	CHECK(n >= 4);
+	rocksdb_column_family_handle_destroy(cf[0]);
+	rocksdb_column_family_handle_destroy(cf[1]);
 	rocksdb_close(db);
 
 	if (open_cache("sub/dir/c1", 1024 * MB, &c) != 0) {
@@ -474,7 +481,7 @@ test_admission(void)
 	CHECK(st2.evictions >= 4);
 	for (int i = 0; i < 4; i++)
 		CHECK(has(c, 3000 + i));
-	CHECK(has(c, 2005)); /* in use: kept */
+	CHECK(has(c, 2005));  /* in use: kept */
 	CHECK(!has(c, 2000)); /* the oldest unused went first */
 	CHECK(st2.used_bytes <= st2.admit_bytes);
 	cache_close(c);
