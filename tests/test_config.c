@@ -540,6 +540,39 @@ test_cluster(void)
 	bad("[mount]\ncluster_auth =\n" HEAD, 2, "cluster_auth: empty path");
 }
 
+/*
+ * Issue 12 item 11: relative paths become absolute at load (the daemon
+ * changes directory to / when it detaches): from -o, from the working
+ * directory; from a config named by a relative path, from its directory.
+ */
+static void
+test_relative_paths(void)
+{
+	char cwd[1024], want[1300], err[512], rel[256];
+	struct cfg *c = NULL;
+
+	if (getcwd(cwd, sizeof(cwd)) == NULL || chdir(dir) != 0) {
+		CHECK(0);
+		return;
+	}
+	write_cfg("[mount]\ncache_dir = cache\n[dataset d]\nroot = data\n"
+		  "[job j]\n");
+	snprintf(rel, sizeof(rel), "./%s", strrchr(path, '/') + 1);
+	CHECK_EQ_INT(cfg_load(rel, &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK(c->mount.cache_dir[0] == '/');
+		CHECK(strstr(c->mount.cache_dir, "/cache") != NULL);
+		CHECK(c->datasets[0].root[0] == '/');
+		CHECK_EQ_INT(cfg_set_mount(c, "cache_dir", "other", err,
+				 sizeof(err)),
+		    0);
+		snprintf(want, sizeof(want), "%s/other", dir);
+		CHECK_EQ_STR(c->mount.cache_dir, want);
+		cfg_free(c);
+	}
+	CHECK(chdir(cwd) == 0);
+}
+
 static void
 test_missing_file(void)
 {
