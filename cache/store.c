@@ -42,33 +42,32 @@ entry_cost(uint64_t len, size_t plen)
 	return len + plen + CACHE_VAL_OVERHEAD;
 }
 
+struct totals {
+	uint64_t used, n, oldest;
+};
+
+static int
+add_entry(const struct cache_entry *ent, void *arg)
+{
+	struct totals *t = arg;
+
+	if (t->n++ == 0)
+		t->oldest = ent->time;
+	t->used += entry_cost(ent->len, ent->prefix_len);
+	return 0;
+}
+
 void
 cache_load_totals(struct cache *c)
 {
-	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
-	uint8_t t0[CODEC_SEQ_KEY];
-	uint64_t used = 0, n = 0, oldest = (uint64_t)time(NULL);
+	struct totals t = {0, 0, (uint64_t)time(NULL)};
+	char err[256];
 
-	codec_seq_key('T', 0, t0);
-	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
-	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-		struct cache_entry ent;
-		size_t kl, vl;
-		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
-		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
-
-		if (kl < 1 || k[0] != 'T')
-			break;
-		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
-			continue;
-		if (n++ == 0)
-			oldest = ent.time;
-		used += entry_cost(ent.len, ent.prefix_len);
-	}
-	rocksdb_iter_destroy(it);
-	atomic_store(&c->used, used);
-	atomic_store(&c->entries, n);
-	atomic_store(&c->oldest_time, oldest);
+	/* A damaged index counts what it could read. */
+	(void)cache_scan(c, add_entry, &t, err, sizeof(err));
+	atomic_store(&c->used, t.used);
+	atomic_store(&c->entries, t.n);
+	atomic_store(&c->oldest_time, t.oldest);
 }
 
 void
