@@ -489,7 +489,7 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 {
 	const char *prefix = v->prefix != NULL ? v->prefix : "";
 	size_t plen = strlen(prefix);
-	uint64_t cost = entry_cost(v->len, plen);
+	uint64_t cost = entry_cost(v->len, plen), seq;
 
 	if (c != NULL && c->remote != NULL) {
 		cache_remote_put(c, key, v); /* the owner admits it */
@@ -500,6 +500,12 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		return;
 	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
 		return; /* would evict most of the cache: not worth it */
+	/*
+	 * Two workers that missed the same sample at once both put it: the
+	 * second would be an entry of its own, counted, never read.
+	 */
+	if (cache_lookup_seq(c, key, &seq) == 0)
+		return;
 	/* stale = 0: no admission, the oldest go when the files pass the
 	 * bound (maybe_evict), as before admission. */
 	if (c->stale != 0 && !reserve(c, cost)) {
