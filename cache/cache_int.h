@@ -53,6 +53,8 @@
  * Lock order: none; the mutable state is atomics, and err is written once,
  * under errlock, before the disabled flag is set.
  */
+#define CACHE_PUTTING 256
+
 struct cache {
 	rocksdb_t *db;
 	/*
@@ -71,6 +73,9 @@ struct cache {
 	rocksdb_readoptions_t *ropts;
 	rocksdb_readoptions_t *vropts; /* values: XXH3 checks them, and they
 					  bypass the block cache */
+	/* Keys being put now (a hash each, 0 = free): a second put of one
+	 * of them is dropped (store.c); zero as calloc leaves it. */
+	atomic_uint_least64_t putting[CACHE_PUTTING];
 	rocksdb_writeoptions_t *wopts;
 
 	uint64_t size_bound;

@@ -489,7 +489,8 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 {
 	const char *prefix = v->prefix != NULL ? v->prefix : "";
 	size_t plen = strlen(prefix);
-	uint64_t cost = entry_cost(v->len, plen), seq;
+	uint64_t cost = entry_cost(v->len, plen), seq, h, cur = 0;
+	atomic_uint_least64_t *slot;
 
 	if (c != NULL && c->remote != NULL) {
 		cache_remote_put(c, key, v); /* the owner admits it */
@@ -501,21 +502,33 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
 		return; /* would evict most of the cache: not worth it */
 	/*
-	 * Two workers that missed the same sample at once both put it: the
-	 * second would be an entry of its own, counted, never read.
+	 * Two workers that missed the same sample at once (its batches of
+	 * two epochs, made together) both put it: the second would be an
+	 * entry of its own, counted, never read.  The first claims the key
+	 * for the time of its put; a second finds it claimed, or stored.
 	 */
+	h = codec_get_le64(key) | 1;
+	slot = &c->putting[h % CACHE_PUTTING];
+	if (!atomic_compare_exchange_strong(slot, &cur, h)) {
+		if (cur == h)
+			return; /* being put by another worker */
+		slot = NULL;	/* another key's slot: go on unclaimed */
+	}
 	if (cache_lookup_seq(c, key, &seq) == 0)
-		return;
+		goto out;
 	/* stale = 0: no admission, the oldest go when the files pass the
 	 * bound (maybe_evict), as before admission. */
 	if (c->stale != 0 && !reserve(c, cost)) {
 		atomic_fetch_add(&c->denied, 1);
-		return;
+		goto out;
 	}
 	if (put_at(c, key, v, prefix, plen, 0, c->stale != 0) == 0)
 		atomic_fetch_add(&c->inserts, 1);
 	else if (c->stale != 0)
 		sub_sat(&c->used, cost);
+out:
+	if (slot != NULL)
+		atomic_store(slot, 0);
 }
 
 void
