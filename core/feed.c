@@ -199,12 +199,6 @@ feed_free(struct feed *f)
 	free(f);
 }
 
-const struct cfg *
-feed_cfg(const struct feed *f)
-{
-	return f->cfg;
-}
-
 size_t
 feed_njobs(const struct feed *f)
 {

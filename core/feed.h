@@ -53,7 +53,6 @@ int feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
 int feed_start(struct feed *f);
 void feed_free(struct feed *f);
 
-const struct cfg *feed_cfg(const struct feed *f);
 size_t feed_njobs(const struct feed *f);
 /* Index of the job called name, or -1. */
 int feed_find_job(const struct feed *f, const char *name);

@@ -1,9 +1,10 @@
 /*
- * fuzz_names - libFuzzer target: the mount's name parser (fs/names.c).
+ * fuzz_names - libFuzzer target: the mount's name parser (core/ns.c).
  *
  * The input is a file name.  Besides not crashing, a name that parses
  * must be the canonical spelling of what it parsed to: printing the parsed
- * numbers back gives the same name (only canonical names resolve).
+ * numbers back with ns's own printers gives the same name (only canonical
+ * names resolve).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -18,8 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const sfx[] = { ".npy", ".labels.npy", ".ids.npy",
-		".cuda" };
 	char name[4200], back[4200];
 	uint32_t r, w, e;
 	uint64_t b;
@@ -32,21 +31,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ns_parse_rank(name, &r, &w)) {
 		if (w < 1 || w > FEED_MAX_WORLD || r >= w)
 			abort();
-		snprintf(back, sizeof(back), "rank-%" PRIu32 "-of-%" PRIu32, r,
-		    w);
+		ns_rank_name(back, sizeof(back), r, w);
 		if (strcmp(back, name) != 0)
 			abort();
 	}
 	if (ns_parse_epoch(name, &e)) {
-		snprintf(back, sizeof(back), "epoch-%04" PRIu32, e);
+		ns_epoch_name(back, sizeof(back), e);
 		if (strcmp(back, name) != 0)
 			abort();
 	}
 	if (ns_parse_batch(name, &b, &k)) {
 		if ((unsigned)k > BK_CUDA)
 			abort();
-		snprintf(back, sizeof(back), "batch-%06" PRIu64 "%s", b,
-		    sfx[k]);
+		ns_batch_name(back, sizeof(back), b, k);
 		if (strcmp(back, name) != 0)
 			abort();
 	}
