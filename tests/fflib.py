@@ -281,6 +281,16 @@ class Mount:
         return out
 
 
+    def job_stat(self, name, job):
+        """The value of counter name for job in .feedfs/stats."""
+        key = '%s{job="%s"}' % (name, job)
+        with open(self.p(".feedfs", "stats")) as f:
+            for line in f:
+                if line.startswith(key + " "):
+                    return int(line.split()[1])
+        fail("%s is not in .feedfs/stats" % key)
+
+
 def read_file(path, bs=1 << 20, drop=False):
     """The bytes of path, read with plain read() calls.  drop: then drop the
     file's pages from the page cache, so that the next read asks feedfs."""

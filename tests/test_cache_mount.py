@@ -49,18 +49,9 @@ def read_epoch(m, job, epoch, ref):
         check(got == want, "%s/%s differs from feedfs-ref's" % (d, name))
 
 
-def job_stat(m, name, job):
-    key = '%s{job="%s"}' % (name, job)
-    with open(m.p(".feedfs", "stats")) as f:
-        for line in f:
-            if line.startswith(key + " "):
-                return int(line.split()[1])
-    fflib.fail("%s is not in .feedfs/stats" % key)
-
-
 def hit_rate(m, job):
-    h = job_stat(m, "feedfs_cache_hits_total", job)
-    miss = job_stat(m, "feedfs_cache_misses_total", job)
+    h = m.job_stat("feedfs_cache_hits_total", job)
+    miss = m.job_stat("feedfs_cache_misses_total", job)
     check(h + miss > 0, "job %s: no cache lookups" % job)
     return h, miss, h / (h + miss)
 

@@ -103,18 +103,9 @@ ref_a = t.ref(cfg, "a", 0, t.path("ref", "a0"))
 ref_c = t.ref(cfg, "c", 0, t.path("ref", "c0"))
 
 
-def job_stat(m, name, job):
-    key = '%s{job="%s"}' % (name, job)
-    with open(m.p(".feedfs", "stats")) as f:
-        for line in f:
-            if line.startswith(key + " "):
-                return int(line.split()[1])
-    fflib.fail("%s is not in .feedfs/stats" % key)
-
-
 def cluster_rate(m, job):
-    h = job_stat(m, "feedfs_cluster_hits_total", job)
-    miss = job_stat(m, "feedfs_cluster_misses_total", job)
+    h = m.job_stat("feedfs_cluster_hits_total", job)
+    miss = m.job_stat("feedfs_cluster_misses_total", job)
     check(h + miss > 0, "job %s: no cluster lookups" % job)
     return h, miss, h / (h + miss)
 
