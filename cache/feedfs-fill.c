@@ -377,16 +377,13 @@ select_part(const struct args *a, struct run *rn, struct fill *fl)
 	return 0;
 }
 
-/* The worker threads: mount.threads, else one per CPU, at most one each. */
+/* The worker threads: cfg_threads, at most one per sample. */
 static unsigned
 thread_count(const struct cfg *c, const struct fill *fl)
 {
 	unsigned nth;
 
-	nth = c->mount.threads ? (unsigned)c->mount.threads
-			       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (nth < 1)
-		nth = 1;
+	nth = cfg_threads(&c->mount);
 	if (nth > fl->n && fl->n > 0)
 		nth = (unsigned)fl->n;
 	return nth;

@@ -619,3 +619,13 @@ nomem:
 	snprintf(err, errlen, "out of memory");
 	return -ENOMEM;
 }
+
+unsigned
+cfg_threads(const struct cfg_mount *m)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (m->threads)
+		return (unsigned)m->threads;
+	return ncpu > 0 ? 2 * (unsigned)ncpu : 2;
+}

@@ -33,7 +33,7 @@ enum cfg_on_error { CFG_ON_ERROR_FAIL, CFG_ON_ERROR_SUBSTITUTE };
 struct cfg_mount {
 	char *cache_dir;     /* absolute */
 	uint64_t cache_size; /* bytes; 0 = no cache */
-	uint64_t threads;    /* 0 = one per online CPU */
+	uint64_t threads;    /* 0 = two per online CPU (cfg_threads) */
 	uint64_t memory;     /* bytes */
 	uint64_t readahead;  /* batches ahead of each sequential reader */
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
@@ -128,6 +128,13 @@ int cfg_set_mount(struct cfg *c, const char *key, const char *value,
  * trailing B or iB) to bytes.  -EINVAL on anything else or overflow.
  */
 int cfg_parse_size(const char *s, uint64_t *out);
+
+/*
+ * The preprocessing workers that m asks for: threads, or for 0 two per
+ * online CPU (a cold epoch's workers also wait on the source disk, and
+ * bench/run measures two per core best).  At least 1.
+ */
+unsigned cfg_threads(const struct cfg_mount *m);
 
 /* Booleans: yes/no, true/false, on/off, 1/0 (any case).  -EINVAL else. */
 int cfg_parse_bool(const char *s, bool *out);

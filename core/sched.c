@@ -194,11 +194,9 @@ worker(void *arg)
 int
 sched_start(struct feed *f)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t n = f->cfg->mount.threads;
 	int r;
 
-	f->nthreads = n ? (unsigned)n : (ncpu > 0 ? (unsigned)ncpu : 1);
+	f->nthreads = cfg_threads(&f->cfg->mount);
 	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
 		return -ENOMEM;
 	for (unsigned i = 0; i < f->nthreads; i++) {
