@@ -54,7 +54,7 @@ cache_check_entry(
 {
 	rocksdb_pinnableslice_t *ps;
 	struct cache_val tmp;
-	const char *data;
+	const char *data, *bad = "";
 	uint8_t sk[CODEC_SEQ_KEY];
 	uint64_t seq;
 	char *e = NULL;
@@ -75,9 +75,9 @@ cache_check_entry(
 		return -ENOENT;
 	}
 	data = rocksdb_pinnableslice_value(ps, &vlen);
-	if (codec_val_decode(
-		(const uint8_t *)data, vlen, ent->key, ent->seq, &tmp) != 0) {
-		snprintf(why, whylen, "bad header, length or checksum");
+	if (codec_env_open((const uint8_t *)data, vlen, ent->key, &tmp, &bad) !=
+	    0) {
+		snprintf(why, whylen, "%s", bad);
 		r = -EIO;
 	} else if (tmp.len != ent->len) {
 		snprintf(why, whylen, "length %zu, the index says %llu",

@@ -26,9 +26,11 @@
  * 2: the index holds prefix text and time; 3: decode uses only the DCT
  * scales 1/8, 2/8, 4/8 and 8/8 (a prefix may give other pixels than in 2);
  * 4: the payload checksum is XXH3_64bits, digest memos hold the ctime;
- * 5: the values live in a column family of their own.
+ * 5: the values live in a column family of their own; 6: values are
+ * envelopes (codec.h): key, shape and payload under one checksum, the
+ * same bytes in the store, on the socket and in the cluster tier.
  */
-#define CACHE_FORMAT_VERSION 5
+#define CACHE_FORMAT_VERSION 6
 #define CACHE_KEY_LEN 32
 
 struct cache;

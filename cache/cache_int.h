@@ -45,7 +45,7 @@
 
 #define CACHE_FORMAT_KEY "feedfs-cache-format"
 /* Stored bytes of a value besides its payload: header, index keys, slack. */
-#define CACHE_VAL_OVERHEAD (CODEC_VAL_HDR + 9 + 41 + 33 + 64)
+#define CACHE_VAL_OVERHEAD (CODEC_ENV_HDR + 9 + 41 + 33 + 64)
 /* Prefixes (with their format) whose hits and misses are counted. */
 #define CACHE_PFX_MAX 32
 

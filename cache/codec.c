@@ -1,27 +1,19 @@
 /*
- * codec.c - the bytes of values, index entries and digest memos.
+ * codec.c - the bytes of values (the envelope, codec.h), index entries
+ * and digest memos.  A layer below everything else in cache/: it calls
+ * nothing of cache/ but format.h's names.
  *
- * A value ('V' seq) is an 80-byte header and the payload:
- *
- *	0	"FFCV"
- *	4	CACHE_FORMAT_VERSION	u32 LE
- *	8	w h c dtype|enc<<8	4 x u32 LE (dtype: the low byte,
- *				enc: how the payload holds the array, see
- *				format.h; 0 = raw, as before formats)
- *	24	seq			u64 LE (the key it is stored under)
- *	32	payload length		u64 LE
- *	40	XXH3_64bits(payload)	u64 LE
- *	48	key[32]			(the cache key it belongs to)
- *
- * seq and key are repeated so that a value read under the wrong key (a
- * stale 'K' entry) is never taken for a hit.
+ * The envelope carries the key, so a value read under the wrong key (a
+ * stale 'K' entry, an item copied in the tier) is never taken for a hit.
  */
 #include <errno.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 #include "cache/codec.h"
+#include "cache/format.h"
 
 uint64_t
 codec_checksum(const void *data, size_t len)
@@ -43,44 +35,103 @@ codec_index_key(const uint8_t key[CACHE_KEY_LEN], uint8_t k[CODEC_INDEX_KEY])
 	memcpy(k + 1, key, CACHE_KEY_LEN);
 }
 
-void
-codec_val_header(uint8_t hdr[CODEC_VAL_HDR], const struct cache_val *v,
-    const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
+static uint64_t
+env_sum(const uint8_t *hdr, const void *payload, size_t len)
 {
-	memcpy(hdr, CODEC_VAL_MAGIC, 4);
+	XXH3_state_t st;
+
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, hdr, 64);
+	XXH3_64bits_update(&st, payload, len);
+	return (uint64_t)XXH3_64bits_digest(&st);
+}
+
+void
+codec_env_seal(uint8_t hdr[CODEC_ENV_HDR], const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v)
+{
+	memcpy(hdr, CODEC_ENV_MAGIC, 4);
 	codec_put_le32(hdr + 4, CACHE_FORMAT_VERSION);
 	codec_put_le32(hdr + 8, v->w);
 	codec_put_le32(hdr + 12, v->h);
 	codec_put_le32(hdr + 16, v->c);
 	codec_put_le32(hdr + 20, (v->dtype & 0xff) | v->enc << 8);
-	codec_put_le64(hdr + 24, seq);
-	codec_put_le64(hdr + 32, v->len);
-	codec_put_le64(hdr + 40, codec_checksum(v->data, v->len));
-	memcpy(hdr + 48, key, CACHE_KEY_LEN);
+	codec_put_le64(hdr + 24, v->len);
+	memcpy(hdr + 32, key, CACHE_KEY_LEN);
+	codec_put_le64(hdr + 64, env_sum(hdr, v->data, v->len));
 }
 
-int
-codec_val_decode(const uint8_t *v, size_t vlen,
-    const uint8_t key[CACHE_KEY_LEN], uint64_t seq, struct cache_val *out)
+/* Is enc a format this build knows (format.h)? */
+static bool
+env_enc_ok(uint32_t enc)
 {
-	uint64_t len;
+	switch (CACHE_FMT_OF(enc)) {
+	case CACHE_FMT_RAW:
+	case CACHE_FMT_LOSSLESS:
+		return enc >> 8 == 0;
+	case CACHE_FMT_JPEG:
+		return enc >> 16 == 0 && CACHE_FMT_Q(enc) >= 1 &&
+		       CACHE_FMT_Q(enc) <= 100;
+	default:
+		return false;
+	}
+}
 
-	if (vlen < CODEC_VAL_HDR || memcmp(v, CODEC_VAL_MAGIC, 4) != 0 ||
-	    codec_get_le32(v + 4) != CACHE_FORMAT_VERSION ||
-	    codec_get_le64(v + 24) != seq ||
-	    memcmp(v + 48, key, CACHE_KEY_LEN) != 0)
-		return -EINVAL;
-	len = codec_get_le64(v + 32);
-	if (len != vlen - CODEC_VAL_HDR ||
-	    codec_checksum(v + CODEC_VAL_HDR, len) != codec_get_le64(v + 40))
-		return -EINVAL;
-	out->w = codec_get_le32(v + 8);
-	out->h = codec_get_le32(v + 12);
-	out->c = codec_get_le32(v + 16);
-	out->dtype = codec_get_le32(v + 20) & 0xff;
-	out->enc = codec_get_le32(v + 20) >> 8;
+#define ENV_FAIL(s)                    \
+	do {                           \
+		if (why != NULL)       \
+			*why = (s);    \
+		return -EINVAL;        \
+	} while (0)
+
+int
+codec_env_open(const uint8_t *env, size_t len,
+    const uint8_t key[CACHE_KEY_LEN], struct cache_val *out,
+    const char **why)
+{
+	uint32_t w, h, c, de, enc;
+	uint64_t plen, raw;
+
+	if (len < CODEC_ENV_HDR)
+		ENV_FAIL("shorter than a header");
+	if (memcmp(env, CODEC_ENV_MAGIC, 4) != 0)
+		ENV_FAIL("bad magic");
+	if (codec_get_le32(env + 4) != CACHE_FORMAT_VERSION)
+		ENV_FAIL("another format version");
+	if (key != NULL && memcmp(env + 32, key, CACHE_KEY_LEN) != 0)
+		ENV_FAIL("the value of another key");
+	w = codec_get_le32(env + 8);
+	h = codec_get_le32(env + 12);
+	c = codec_get_le32(env + 16);
+	de = codec_get_le32(env + 20);
+	enc = de >> 8;
+	if (w == 0 || h == 0 || c == 0 || w > CODEC_ENV_MAX_DIM ||
+	    h > CODEC_ENV_MAX_DIM || c > CODEC_ENV_MAX_C || (de & 0xff) > 2 ||
+	    (enc != 0 && (de & 0xff) != 0))
+		ENV_FAIL("bad shape");
+	if (!env_enc_ok(enc))
+		ENV_FAIL("unknown format");
+	plen = codec_get_le64(env + 24);
+	if (plen != len - CODEC_ENV_HDR)
+		ENV_FAIL("payload length differs from the header's");
+	/* dtype 0, 1, 2: uint8, float16, float32 (xf.h's order). */
+	raw = (uint64_t)w * h * c << (de & 0xff); /* < 2^36: no overflow */
+	/*
+	 * A raw payload is the array; an encoded one (zstd, JPEG) is at
+	 * most a little over it for any real image: a header that says
+	 * otherwise is damaged or forged.
+	 */
+	if (enc == 0 ? plen != raw : plen > 2 * raw + 65536)
+		ENV_FAIL("payload length does not fit the shape");
+	if (env_sum(env, env + CODEC_ENV_HDR, plen) != codec_get_le64(env + 64))
+		ENV_FAIL("checksum mismatch");
+	out->w = w;
+	out->h = h;
+	out->c = c;
+	out->dtype = de & 0xff;
+	out->enc = enc;
 	out->data = NULL;
-	out->len = len;
+	out->len = plen;
 	out->prefix = NULL;
 	return 0;
 }
@@ -109,9 +160,9 @@ codec_tidx_decode(const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
 	ent->prefix = (const char *)v + CODEC_TIDX_LEN;
 	ent->prefix_len = vl - CODEC_TIDX_LEN;
 	/* A damaged length must not wrap the byte counts of ls and evict. */
-	ent->bytes = ent->len > UINT64_MAX - CODEC_VAL_HDR
+	ent->bytes = ent->len > UINT64_MAX - CODEC_ENV_HDR
 			 ? UINT64_MAX
-			 : ent->len + CODEC_VAL_HDR;
+			 : ent->len + CODEC_ENV_HDR;
 	return 0;
 }
 

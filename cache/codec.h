@@ -17,9 +17,29 @@
 
 #include "cache/cache.h"
 
-#define CODEC_VAL_MAGIC "FFCV"
-/* A value: magic version w h c dtype seq len checksum key, then payload. */
-#define CODEC_VAL_HDR 80
+/*
+ * The value envelope: the one form of a cached value in the store ('V'),
+ * on the data socket (GET replies and PUTs) and in the cluster tier.  It
+ * names the key it belongs to and the array's shape, and one checksum
+ * covers them and the payload, so a damaged header, a value copied from
+ * another key or a truncated payload is never taken for a hit:
+ *
+ *	0	"FFEV"
+ *	4	CACHE_FORMAT_VERSION	u32 LE
+ *	8	w h c			3 x u32 LE
+ *	20	dtype | enc << 8	u32 LE (dtype: 0 uint8, 1 float16,
+ *					2 float32; enc: format.h's, 0 = raw,
+ *					the only one for other than uint8)
+ *	24	payload length		u64 LE
+ *	32	key[32]			the cache key it belongs to
+ *	64	XXH3_64bits of bytes 0..63 then the payload	u64 LE
+ *	72	the payload
+ */
+#define CODEC_ENV_MAGIC "FFEV"
+#define CODEC_ENV_HDR 72
+/* Bounds codec_env_open holds every envelope to, whoever sent it. */
+#define CODEC_ENV_MAX_DIM 65535u  /* w and h */
+#define CODEC_ENV_MAX_C 4u
 /* An index ('T') value: key len time, then the prefix text (no NUL). */
 #define CODEC_TIDX_LEN 48
 #define CODEC_SEQ_KEY 9			    /* 'V' or 'T', seq (u64 BE) */
@@ -87,18 +107,25 @@ void codec_index_key(
     const uint8_t key[CACHE_KEY_LEN], uint8_t k[CODEC_INDEX_KEY]);
 
 /*
- * Write the header of value v (stored under seq for key) into hdr,
- * checksum of v->data included; the payload (v->len bytes) follows it.
+ * Seal value v of key: write the envelope's header into hdr, its checksum
+ * over the header's first 64 bytes and v->len bytes of v->data included.
+ * The payload (v->data) follows the header wherever the envelope goes.
  */
-void codec_val_header(uint8_t hdr[CODEC_VAL_HDR], const struct cache_val *v,
-    const uint8_t key[CACHE_KEY_LEN], uint64_t seq);
+void codec_env_seal(uint8_t hdr[CODEC_ENV_HDR],
+    const uint8_t key[CACHE_KEY_LEN], const struct cache_val *v);
 /*
- * Is v (vlen bytes) a sound value of key and seq: magic, version, seq,
- * key, length and checksum?  0 and out's shape and len filled (out->data
- * and out->prefix NULL: the payload is v + CODEC_VAL_HDR), else -EINVAL.
+ * The one check of an envelope, wherever it comes from (the store, the
+ * socket, the tier): is env (len bytes: header and payload) a sound value
+ * of key (NULL: of the key it names, at env + 32)?  Magic, version, key,
+ * a shape within the bounds above whose raw size matches the payload
+ * length (a raw value) or bounds it (an encoded one, whose decoder checks
+ * the rest), a known format, the length and the checksum.  0 and out's
+ * shape and len filled (out->data and out->prefix NULL: the payload is
+ * env + CODEC_ENV_HDR), else -EINVAL and why (may be NULL) says what.
  */
-int codec_val_decode(const uint8_t *v, size_t vlen,
-    const uint8_t key[CACHE_KEY_LEN], uint64_t seq, struct cache_val *out);
+int codec_env_open(const uint8_t *env, size_t len,
+    const uint8_t key[CACHE_KEY_LEN], struct cache_val *out,
+    const char **why);
 
 /*
  * Write the 'T' value of an entry into buf (CODEC_TIDX_LEN + plen bytes):

@@ -205,7 +205,7 @@ cache_get(
 		goto miss;
 	}
 	data = rocksdb_pinnableslice_value(ps, &vlen);
-	if (codec_val_decode((const uint8_t *)data, vlen, key, seq, &tmp) !=
+	if (codec_env_open((const uint8_t *)data, vlen, key, &tmp, NULL) !=
 	    0) {
 		rocksdb_pinnableslice_destroy(ps);
 		atomic_fetch_add(&c->corrupt, 1);
@@ -216,7 +216,7 @@ cache_get(
 		rocksdb_pinnableslice_destroy(ps);
 		goto miss;
 	}
-	memcpy(tmp.data, data + CODEC_VAL_HDR, tmp.len);
+	memcpy(tmp.data, data + CODEC_ENV_HDR, tmp.len);
 	rocksdb_pinnableslice_destroy(ps);
 	maybe_refresh(c, key, seq, &tmp);
 	atomic_fetch_add(&c->hits, 1);
@@ -430,16 +430,16 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	uint64_t seq;
 	char *e = NULL;
 
-	if ((buf = malloc(CODEC_VAL_HDR + v->len + CODEC_TIDX_LEN + plen)) ==
+	if ((buf = malloc(CODEC_ENV_HDR + v->len + CODEC_TIDX_LEN + plen)) ==
 	    NULL) {
 		atomic_fetch_add(&c->insert_failures, 1);
 		return -ENOMEM;
 	}
-	tv = buf + CODEC_VAL_HDR + v->len;
+	tv = buf + CODEC_ENV_HDR + v->len;
 	seq = atomic_fetch_add(&c->seq, 1);
-	codec_val_header(buf, v, key, seq);
+	codec_env_seal(buf, key, v);
 	if (v->len > 0)
-		memcpy(buf + CODEC_VAL_HDR, v->data, v->len);
+		memcpy(buf + CODEC_ENV_HDR, v->data, v->len);
 
 	codec_index_key(key, ik);
 	codec_seq_key('V', seq, vk);
@@ -448,7 +448,7 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	codec_tidx_encode(tv, key, v->len, (uint64_t)time(NULL), prefix, plen);
 	b = rocksdb_writebatch_create();
 	rocksdb_writebatch_put_cf(b, c->vcf, (const char *)vk, sizeof(vk),
-	    (const char *)buf, CODEC_VAL_HDR + v->len);
+	    (const char *)buf, CODEC_ENV_HDR + v->len);
 	rocksdb_writebatch_put(b, (const char *)tk, sizeof(tk),
 	    (const char *)tv, CODEC_TIDX_LEN + plen);
 	rocksdb_writebatch_put(
@@ -478,8 +478,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 			atomic_fetch_add(&c->used, entry_cost(v->len, plen));
 		atomic_fetch_add(&c->entries, 1);
 	}
-	atomic_fetch_add(&c->bytes_written, CODEC_VAL_HDR + v->len);
-	maybe_evict(c, CODEC_VAL_HDR + v->len);
+	atomic_fetch_add(&c->bytes_written, CODEC_ENV_HDR + v->len);
+	maybe_evict(c, CODEC_ENV_HDR + v->len);
 	return 0;
 }
 

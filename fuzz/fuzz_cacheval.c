@@ -1,11 +1,11 @@
 /*
  * fuzz_cacheval - libFuzzer target: the cache's value and index decoders
- * (cache/codec.c: codec_val_decode, a stored value's header, length and
- * checksum; codec_tidx_decode, an insertion-index entry).
+ * (cache/codec.c: codec_env_open, the value envelope of the store, the
+ * socket and the tier; codec_tidx_decode, an insertion-index entry).
  *
  * The first input byte picks the mode: odd, the rest is a value as it comes
- * from RocksDB; even, the rest gets a sound header (magic, version, seq,
- * key, length and checksum, from codec_val_header) written over it first,
+ * from RocksDB; even, the rest gets a sealed header (magic, version,
+ * key, length and checksum, from codec_env_seal) written over it first,
  * so that the fuzzer reaches past the checks into the decoded fields.  A
  * value that parses must hold exactly its payload; one sound header must
  * decode to the shape it was written with.
@@ -24,7 +24,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cache_val v, in;
 	struct cache_entry ent;
 	uint8_t *buf;
-	uint64_t seq = 7;
 	size_t n;
 
 	if (size < 1)
@@ -33,25 +32,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((buf = malloc(n ? n : 1)) == NULL)
 		return 0;
 	memcpy(buf, data + 1, n);
-	if (!(data[0] & 1) && n >= CODEC_VAL_HDR) {
+	if (!(data[0] & 1) && n >= CODEC_ENV_HDR) {
 		in.w = codec_get_le32(buf + 8);
 		in.h = codec_get_le32(buf + 12);
 		in.c = codec_get_le32(buf + 16);
 		in.dtype = codec_get_le32(buf + 20) & 0xff;
 		in.enc = codec_get_le32(buf + 20) >> 8;
-		in.data = buf + CODEC_VAL_HDR;
-		in.len = n - CODEC_VAL_HDR;
+		in.data = buf + CODEC_ENV_HDR;
+		in.len = n - CODEC_ENV_HDR;
 		in.prefix = NULL;
-		codec_val_header(buf, &in, key, seq);
-		if (codec_val_decode(buf, n, key, seq, &v) != 0 ||
-		    v.w != in.w || v.h != in.h || v.c != in.c ||
-		    v.dtype != in.dtype || v.enc != in.enc)
+		codec_env_seal(buf, key, &in);
+		/* A sealed header opens unless its shape is out of bounds. */
+		if (codec_env_open(buf, n, key, &v, NULL) == 0 &&
+		    (v.w != in.w || v.h != in.h || v.c != in.c ||
+			v.dtype != in.dtype || v.enc != in.enc))
 			abort();
 	}
-	if (codec_val_decode(buf, n, key, seq, &v) == 0) {
-		if (v.len != n - CODEC_VAL_HDR)
+	if (codec_env_open(buf, n, key, &v, NULL) == 0) {
+		uint64_t raw = (uint64_t)v.w * v.h * v.c << v.dtype;
+
+		if (v.len != n - CODEC_ENV_HDR)
 			abort();
-		if (memcmp(buf, CODEC_VAL_MAGIC, 4) != 0)
+		if (memcmp(buf, CODEC_ENV_MAGIC, 4) != 0 ||
+		    memcmp(buf + 32, key, CACHE_KEY_LEN) != 0)
+			abort();
+		if (v.w == 0 || v.h == 0 || (v.enc == 0 && v.len != raw))
 			abort();
 	}
 	if (n >= CODEC_SEQ_KEY &&

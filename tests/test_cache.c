@@ -726,7 +726,7 @@ test_admin(void)
 	CHECK_EQ_INT(
 	    cache_evict_match(c, "p2", 0, &n, &bytes, err, sizeof(err)), 0);
 	CHECK_EQ_INT(n, 2);
-	CHECK_EQ_INT(bytes, 2 * (16 * 16 * 3 + 80));
+	CHECK_EQ_INT(bytes, 2 * (16 * 16 * 3 + CODEC_ENV_HDR));
 	key_of(3, key);
 	CHECK_EQ_INT(cache_get(c, key, &out), -ENOENT);
 	key_of(0, key);
@@ -751,7 +751,7 @@ test_admin(void)
 	CHECK(strncmp(reply, "ok hits ", 8) == 0);
 	CHECK_EQ_INT(
 	    cache_ctl_request(dir, "evict-prefix p1", reply, sizeof(reply)), 0);
-	CHECK(strcmp(reply, "ok 1 848") == 0);
+	CHECK(strcmp(reply, "ok 1 840") == 0);
 	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply)), 0);
 	CHECK(strcmp(reply, "ok") == 0);
 	CHECK_EQ_INT(cache_ctl_request(dir, "bogus", reply, sizeof(reply)), 0);
@@ -771,30 +771,53 @@ test_codec(void)
 	struct cache_val in = val_of(5, 4, 3, 2, 2, 4 * 3 * 2 * 4), out;
 	struct cache_entry ent;
 	uint8_t *buf, tk[CODEC_SEQ_KEY], tv[CODEC_TIDX_LEN + 4];
-	size_t n = CODEC_VAL_HDR + in.len;
+	size_t n = CODEC_ENV_HDR + in.len;
+	const char *why = NULL;
 
 	/* XXH3_64bits of nothing, from xxHash's own test vectors. */
 	CHECK(codec_checksum("", 0) == 0x2D06800538D394C2ULL);
 	buf = malloc(n);
-	codec_val_header(buf, &in, key, 42);
-	memcpy(buf + CODEC_VAL_HDR, in.data, in.len);
+	codec_env_seal(buf, key, &in);
+	memcpy(buf + CODEC_ENV_HDR, in.data, in.len);
 	memset(&out, 0xff, sizeof(out));
-	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), 0);
 	CHECK(out.w == 4 && out.h == 3 && out.c == 2 && out.dtype == 2);
 	CHECK_EQ_INT(out.len, in.len);
 	CHECK(out.data == NULL && out.prefix == NULL);
-	CHECK_EQ_INT(codec_val_decode(buf, n, key, 43, &out), -EINVAL);
-	CHECK_EQ_INT(codec_val_decode(buf, n, other, 42, &out), -EINVAL);
-	CHECK_EQ_INT(codec_val_decode(buf, n - 1, key, 42, &out), -EINVAL);
+	CHECK_EQ_INT(codec_env_open(buf, n, NULL, &out, NULL), 0);
+	CHECK_EQ_INT(codec_env_open(buf, n, other, &out, &why), -EINVAL);
+	CHECK(strcmp(why, "the value of another key") == 0);
+	CHECK_EQ_INT(codec_env_open(buf, n - 1, key, &out, NULL), -EINVAL);
 	CHECK_EQ_INT(
-	    codec_val_decode(buf, CODEC_VAL_HDR - 1, key, 42, &out), -EINVAL);
+	    codec_env_open(buf, CODEC_ENV_HDR - 1, key, &out, NULL), -EINVAL);
 	/* One flipped payload byte fails the checksum. */
-	buf[CODEC_VAL_HDR + 17] ^= 0x10;
-	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
-	buf[CODEC_VAL_HDR + 17] ^= 0x10;
-	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), 0);
+	buf[CODEC_ENV_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), -EINVAL);
+	buf[CODEC_ENV_HDR + 17] ^= 0x10;
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), 0);
 	buf[4] ^= 1; /* another format version */
-	CHECK_EQ_INT(codec_val_decode(buf, n, key, 42, &out), -EINVAL);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), -EINVAL);
+	buf[4] ^= 1;
+	/*
+	 * Issue 17 item 10: the shape is under the checksum.  A header whose
+	 * w and h are swapped still has w*h*c matching its length, and must
+	 * not pass.
+	 */
+	codec_put_le32(buf + 8, 3);
+	codec_put_le32(buf + 12, 4);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, &why), -EINVAL);
+	CHECK(strcmp(why, "checksum mismatch") == 0);
+	codec_put_le32(buf + 8, 4);
+	codec_put_le32(buf + 12, 3);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), 0);
+	/* A shape that does not fit the length is refused before the sum. */
+	codec_put_le32(buf + 16, 3);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, &why), -EINVAL);
+	CHECK(strcmp(why, "payload length does not fit the shape") == 0);
+	codec_put_le32(buf + 16, 2);
+	/* A forged length that would wrap is refused, nothing read past. */
+	codec_put_le64(buf + 24, UINT64_MAX - 5);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), -EINVAL);
 	free(buf);
 	free(in.data);
 
@@ -806,7 +829,7 @@ test_codec(void)
 	CHECK(ent.seq == 0x0102030405060708ULL);
 	CHECK(memcmp(ent.key, key, CACHE_KEY_LEN) == 0);
 	CHECK_EQ_INT(ent.len, 1234);
-	CHECK_EQ_INT(ent.bytes, 1234 + CODEC_VAL_HDR);
+	CHECK_EQ_INT(ent.bytes, 1234 + CODEC_ENV_HDR);
 	CHECK_EQ_INT(ent.time, 1700000000);
 	CHECK(ent.prefix_len == 4 && memcmp(ent.prefix, "abcd", 4) == 0);
 	CHECK_EQ_INT(
@@ -897,7 +920,7 @@ test_admin_run(void)
 	CHECK_EQ_STR(reply, "ok 0 0");
 	CHECK_EQ_INT(
 	    cache_admin_run(c, "evict-prefix p2", reply, sizeof(reply)), 0);
-	CHECK_EQ_STR(reply, "ok 1 848");
+	CHECK_EQ_STR(reply, "ok 1 840");
 	CHECK_EQ_INT(cache_admin_run(c, "flush", reply, sizeof(reply)), 0);
 	CHECK_EQ_STR(reply, "ok");
 	CHECK_EQ_INT(cache_admin_run(c, "compact", reply, sizeof(reply)), 0);
@@ -905,7 +928,7 @@ test_admin_run(void)
 	CHECK_EQ_INT(cache_admin_run(c, "stats", reply, sizeof(reply)), 0);
 	CHECK(strncmp(reply, "ok hits ", 8) == 0);
 	CHECK_EQ_INT(cache_admin_run(c, "clear", reply, sizeof(reply)), 0);
-	CHECK_EQ_STR(reply, "ok 3 2544");
+	CHECK_EQ_STR(reply, "ok 3 2520");
 	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, NULL, 0), 0);
 	CHECK_EQ_INT(cnt[0], 0);
 	cache_close(c);

@@ -116,25 +116,36 @@ out:
 	free(dec);
 }
 
-/* The value header carries the format; old headers read as raw. */
+/* The envelope carries the format; a raw float value has its dtype. */
 static void
 test_header(void)
 {
 	static const uint8_t key[CACHE_KEY_LEN] = {9};
-	uint8_t buf[CODEC_VAL_HDR + 4] = {0}, data[4] = {1, 2, 3, 4};
+	uint8_t buf[CODEC_ENV_HDR + 16] = {0}, data[16] = {1, 2, 3, 4};
 	struct cache_val v = {2, 2, 1, 0, data, 4, NULL, 0}, out;
 
 	v.enc = CACHE_FMT_ENC(CACHE_FMT_JPEG, 77);
-	codec_val_header(buf, &v, key, 5);
-	memcpy(buf + CODEC_VAL_HDR, data, 4);
-	CHECK(codec_val_decode(buf, sizeof(buf), key, 5, &out) == 0);
+	codec_env_seal(buf, key, &v);
+	memcpy(buf + CODEC_ENV_HDR, data, 4);
+	CHECK(codec_env_open(buf, CODEC_ENV_HDR + 4, key, &out, NULL) == 0);
 	CHECK(out.enc == v.enc && out.dtype == 0 && out.w == 2);
 	v.enc = 0;
 	v.dtype = 2;
-	codec_val_header(buf, &v, key, 5);
-	CHECK(codec_val_decode(buf, sizeof(buf), key, 5, &out) == 0);
+	v.len = 16;
+	codec_env_seal(buf, key, &v);
+	memcpy(buf + CODEC_ENV_HDR, data, 16);
+	CHECK(codec_env_open(buf, sizeof(buf), key, &out, NULL) == 0);
 	CHECK(out.enc == 0 && out.dtype == 2);
-	CHECK(codec_get_le32(buf + 20) == 2); /* raw: the header of before */
+	CHECK(codec_get_le32(buf + 20) == 2);
+	/* Formats the build does not know are refused. */
+	v.enc = CACHE_FMT_ENC(CACHE_FMT_JPEG, 0);
+	v.dtype = 0;
+	v.len = 4;
+	codec_env_seal(buf, key, &v);
+	CHECK(codec_env_open(buf, CODEC_ENV_HDR + 4, key, &out, NULL) != 0);
+	v.enc = 7;
+	codec_env_seal(buf, key, &v);
+	CHECK(codec_env_open(buf, CODEC_ENV_HDR + 4, key, &out, NULL) != 0);
 }
 
 int

@@ -133,12 +133,13 @@ test_shared(void)
 	CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
 	/* The value's format (cache_format) crosses too, both ways. */
 	key_of(3, key);
-	v.enc = 2;
+	v.enc = 1; /* lossless: any payload the envelope's bounds allow */
 	cache_put(cli, key, &v);
 	memset(&got, 0xff, sizeof(got));
 	CHECK_EQ_INT(cache_get(cli, key, &got), 0);
-	CHECK_EQ_INT(got.enc, 2);
-	free(got.data);
+	CHECK_EQ_INT(got.enc, 1);
+	if (got.enc == 1)
+		free(got.data);
 	v.enc = 0;
 
 	/* Digest memos, with the stat that they hold for. */
