@@ -83,6 +83,38 @@ median(double *v)
 
 static int said_owner;
 
+static int
+open_shared(const char *dir, uint64_t bound, const char *label,
+    cache_log_fn logfn, struct cache **c)
+{
+	struct cache_opts o = {bound, 16 * MB, CACHE_STALE_DEFAULT, label,
+	    logfn};
+	char err[512];
+	int r = cache_open_shared(dir, &o, c, err, sizeof(err));
+
+	if (r != 0)
+		fprintf(stderr, "cache_open_shared: %s\n", err);
+	return r;
+}
+
+/*
+ * The owner queues puts and answers gets first: wait (5 s at most) until
+ * its store has done n inserts.
+ */
+static void
+wait_inserts(struct cache *own, uint64_t n)
+{
+	struct cache_stats st;
+
+	for (int i = 0; i < 500; i++) {
+		cache_get_stats(own, &st);
+		if (st.inserts >= n)
+			return;
+		usleep(10000);
+	}
+	CHECK(st.inserts >= n);
+}
+
 static void
 say(bool warn, const char *msg)
 {
@@ -104,11 +136,9 @@ test_shared(void)
 	int i;
 
 	snprintf(dir, sizeof(dir), "%s/c", tmp);
-	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/one", say,
-			 &own, err, sizeof(err)),
+	CHECK_EQ_INT(open_shared(dir, 1024 * MB, "/mnt/one", say, &own),
 	    0);
-	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/two", say,
-			 &cli, err, sizeof(err)),
+	CHECK_EQ_INT(open_shared(dir, 1024 * MB, "/mnt/two", say, &cli),
 	    0);
 	if (own == NULL || cli == NULL)
 		goto out;
@@ -122,6 +152,7 @@ test_shared(void)
 	 */
 	key_of(1, key);
 	cache_put(cli, key, &v);
+	wait_inserts(own, 1);
 	CHECK_EQ_INT(cache_get(cli, key, &got), 0);
 	CHECK(same_val(&v, &got));
 	free(got.data);
@@ -135,6 +166,7 @@ test_shared(void)
 	key_of(3, key);
 	v.enc = 1; /* lossless: any payload the envelope's bounds allow */
 	cache_put(cli, key, &v);
+	wait_inserts(own, 2);
 	memset(&got, 0xff, sizeof(got));
 	CHECK_EQ_INT(cache_get(cli, key, &got), 0);
 	CHECK_EQ_INT(got.enc, 1);
@@ -151,6 +183,10 @@ test_shared(void)
 	sb.st_ino = 42;
 	sb.st_dev = 7;
 	cache_put_digest(cli, "/data/a.jpg", &sb, d);
+	for (i = 0; i < 500 && cache_get_digest(own, "/data/a.jpg", &sb,
+				   dgot) != 0;
+	     i++)
+		usleep(10000); /* queued by the owner */
 	CHECK_EQ_INT(cache_get_digest(cli, "/data/a.jpg", &sb, dgot), 0);
 	CHECK(memcmp(d, dgot, 32) == 0);
 	memset(dgot, 0, sizeof(dgot));
@@ -206,6 +242,7 @@ test_shared(void)
 	    "local; put %.1f us remote, %.1f us local\n",
 	    VAL_LEN, NT, median(t[0]), median(t[1]), median(t[2]),
 	    median(t[3]));
+	wait_inserts(own, 2 + 2 * NT);
 	key_of(1000 + NT - 1, key);
 	CHECK_EQ_INT(cache_get(cli, key, &got), 0); /* after the puts */
 	free(got.data);
@@ -229,8 +266,7 @@ test_shared(void)
 		free(got.data);
 	}
 	/* And a new handle is its client. */
-	CHECK_EQ_INT(cache_open_shared(dir, 1024 * MB, 16 * MB, "/mnt/three",
-			 say, &own, err, sizeof(err)),
+	CHECK_EQ_INT(open_shared(dir, 1024 * MB, "/mnt/three", say, &own),
 	    0);
 	CHECK(own != NULL && !cache_is_owner(own));
 	memset(&got, 0, sizeof(got));
@@ -258,11 +294,9 @@ test_bound_shared(void)
 	uint64_t bound = 8 * MB, peak = 0;
 
 	snprintf(dir, sizeof(dir), "%s/bound", tmp);
-	CHECK_EQ_INT(cache_open_shared(dir, bound, 16 * MB, "/mnt/one", NULL,
-			 &own, err, sizeof(err)),
+	CHECK_EQ_INT(open_shared(dir, bound, "/mnt/one", NULL, &own),
 	    0);
-	CHECK_EQ_INT(cache_open_shared(dir, bound, 16 * MB, "/mnt/two", NULL,
-			 &cli, err, sizeof(err)),
+	CHECK_EQ_INT(open_shared(dir, bound, "/mnt/two", NULL, &cli),
 	    0);
 	if (own == NULL || cli == NULL)
 		goto out;
