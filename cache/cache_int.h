@@ -127,8 +127,9 @@ struct cache {
 	struct cache_share *share;
 	/*
 	 * Set by the owner's server (srv.c) before it serves, cleared after
-	 * it stopped: puts then leave the size check and its eviction to
-	 * the server's maintenance thread, woken by maint_wake(maint_arg).
+	 * it stopped: its request threads (cache_no_evict) then leave the
+	 * size check and its eviction to the server's maintenance thread,
+	 * woken by maint_wake(maint_arg).
 	 */
 	void (*maint_wake)(void *arg);
 	void *maint_arg;
@@ -169,6 +170,8 @@ uint64_t cache_store_bytes(struct cache *c);
 void cache_evict_oldest(struct cache *c, uint64_t want);
 /* The check of the store's size against its bound, and its eviction. */
 void cache_maintain(struct cache *c);
+/* Set on the owner's request threads (srv.c): their puts never evict. */
+extern _Thread_local bool cache_no_evict;
 /*
  * The next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the

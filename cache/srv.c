@@ -13,10 +13,12 @@
  *     MOUNTS itself.
  *   - PUT and PUT_DIGEST go to a bounded queue (SRV_QUEUE_MAX entries,
  *     SRV_QUEUE_BYTES; a put that does not fit is dropped and counted)
- *     drained by one put thread, so a GET never waits behind a write.
+ *     drained by one put thread, so a GET never waits behind a write;
+ *     the put thread evicts as any putting thread does (admission, the
+ *     size check), and the queue fills meanwhile.
  *   - One maintenance thread checks the store's size and evicts and
- *     compacts (cache_maintain): the store's puts wake it (maint_wake)
- *     instead of evicting themselves.
+ *     compacts (cache_maintain) for the request threads, whose only
+ *     write (a hit's refresh) wakes it (maint_wake) instead.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -437,6 +439,7 @@ conn_thread(void *arg)
 	struct srv_conn *cn = arg;
 	struct cache_srv *s = cn->s;
 
+	cache_no_evict = true; /* a refresh on a hit: the maintenance thread */
 	while (!atomic_load(&s->stopping)) {
 		struct pollfd p = {cn->fd, POLLIN, 0};
 		int ms = cn->pid == 0 ? SRV_HELLO_MS : SRV_IDLE_MS;

@@ -384,17 +384,21 @@ reserve(struct cache *c, uint64_t cost)
 	}
 }
 
+_Thread_local bool cache_no_evict;
+
 /*
  * Every check_every bytes put, one thread checks the size against the
- * bound: the putting thread, or the owner's maintenance thread (srv.c)
- * when it has set maint_wake.
+ * bound: the putting thread (which the eviction slows down, as it
+ * should), or the owner's maintenance thread (srv.c) when the putting
+ * thread is one of its request threads (cache_no_evict: a refresh on a
+ * hit).
  */
 static void
 maybe_evict(struct cache *c, uint64_t added)
 {
 	if (atomic_fetch_add(&c->since_check, added) + added < c->check_every)
 		return;
-	if (c->maint_wake != NULL) {
+	if (cache_no_evict && c->maint_wake != NULL) {
 		c->maint_wake(c->maint_arg);
 		return;
 	}
