@@ -230,6 +230,11 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 	client_counts(sh->cl, &cs);
 	if (l != NULL) {
 		cache_get_stats(l, st);
+		/*
+		 * The clients' puts the owner's queue had no room for (srv
+		 * was set before local, and stays until close).
+		 */
+		st->insert_failures += srv_dropped(sh->srv);
 	} else if (client_owner_stats(sh->cl, &ws) == 0) {
 		st->disk_bytes = ws.disk_bytes;
 		st->disabled = ws.disabled != 0;

@@ -101,6 +101,8 @@ int srv_start(struct cache *c, const struct share_self *self, const char *dir,
     struct cache_srv **out, char *err, size_t errlen);
 /* Stop s (NULL: nothing): its threads, the socket; queued puts are done. */
 void srv_stop(struct cache_srv *s);
+/* Puts dropped because the queue was full (s NULL: 0). */
+uint64_t srv_dropped(struct cache_srv *s);
 
 /* ---- client.c --------------------------------------------------------- */
 

@@ -610,6 +610,12 @@ maint_thread(void *arg)
 	return NULL;
 }
 
+uint64_t
+srv_dropped(struct cache_srv *s)
+{
+	return s != NULL ? atomic_load(&s->dropped) : 0;
+}
+
 void
 srv_stop(struct cache_srv *s)
 {

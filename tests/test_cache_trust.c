@@ -375,6 +375,11 @@ fake_main(const char *dir, const char *mode)
 	if ((lf = open(path, O_RDWR | O_CREAT, 0600)) < 0 ||
 	    fcntl(lf, F_SETLK, &fl) != 0)
 		return 1;
+	/* impostor: the lease here, the socket served by another process
+	 * (a child: fcntl locks are not inherited). */
+	if (strcmp(mode, "impostor") == 0 && fork() != 0)
+		for (;;)
+			pause();
 	if ((ls = owner_listen(dir, DATA_NAME, err, sizeof(err))) < 0)
 		return 1;
 	signal(SIGCHLD, SIG_IGN);
@@ -558,6 +563,38 @@ out:
 	cache_close(own);
 	if (pid > 0)
 		reap(pid);
+}
+
+/* Item 2: a client talks only to the process that holds the lease. */
+static void
+test_impostor(void)
+{
+	struct cache *cli = NULL;
+	struct cache_val got;
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128];
+	pid_t pid;
+
+	snprintf(dir, sizeof(dir), "%s/impostor", tmp);
+	mkdir(dir, 0700);
+	said_owner = 0;
+	pid = spawn(dir, (uid_t)-1, "fake", dir, "impostor");
+	if (open_shared(dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli", &cli) !=
+	    0) {
+		CHECK(0);
+		goto out;
+	}
+	key_of(1, key);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+	cache_get_stats(cli, &st);
+	CHECK_EQ_INT(st.misses, 3);
+	CHECK(!cache_is_owner(cli));
+	CHECK_EQ_INT(said_owner, 0);
+out:
+	cache_close(cli);
+	reap(pid);
 }
 
 /* Item 2: a cache_dir that another user owns or can write. */
@@ -753,6 +790,7 @@ main(int argc, char **argv)
 	/* Children first, while this process has no threads. */
 	test_stopped();
 	test_slow_and_off();
+	test_impostor();
 	test_other_user();
 	test_open_lock();
 	test_frames();
