@@ -554,7 +554,8 @@ test_slow_and_off(void)
 	}
 	CHECK(cache_is_owner(own));
 	for (int i = 0; i < 20 && cache_error(cli) != NULL; i++) {
-		(void)cache_get(cli, key, &got);
+		if (cache_get(cli, key, &got) == 0)
+			free(got.data);
 		usleep(50000);
 	}
 	CHECK(cache_error(cli) == NULL);
@@ -677,7 +678,8 @@ test_open_lock(void)
 
 		key_of(1, key);
 		for (int i = 0; i < 50 && !cache_is_owner(c); i++) {
-			(void)cache_get(c, key, &got);
+			if (cache_get(c, key, &got) == 0)
+				free(got.data);
 			usleep(20000);
 		}
 		CHECK(cache_is_owner(c));
@@ -715,7 +717,8 @@ test_options(void)
 	own = NULL;
 	key_of(300, key);
 	for (int i = 0; i < 50 && !cache_is_owner(cli); i++) {
-		(void)cache_get(cli, key, &got);
+		if (cache_get(cli, key, &got) == 0)
+			free(got.data);
 		usleep(20000);
 	}
 	CHECK(cache_is_owner(cli));
