@@ -45,7 +45,7 @@ struct client {
 	int nidle;
 	long owner; /* the pid of the last HELLO's owner, 0 none */
 	uint64_t open_until, open_ms; /* the breaker: closed when open_ms 0 */
-	bool probing, said_stopped, said_gone;
+	bool probing, said_stopped, said_gone, said_dir;
 
 	atomic_uint_least64_t put_limit, size_bound;
 	atomic_uint_least64_t bytes_read, bytes_written, insert_failures;
@@ -157,8 +157,18 @@ conn_new(struct client *cl)
 	bool changed;
 	int fd, e;
 
-	if (owner_check_dir(cl->dir, why, sizeof(why)) != 0)
+	if (owner_check_dir(cl->dir, why, sizeof(why)) != 0) {
+		bool tell;
+
+		/* Changed since open (a chmod): refused, said once. */
+		pthread_mutex_lock(&cl->lock);
+		tell = !cl->said_dir;
+		cl->said_dir = true;
+		pthread_mutex_unlock(&cl->lock);
+		if (tell)
+			say(cl, true, "%s; reads miss the cache", why);
 		return -EACCES;
+	}
 	switch (holder_state(cl, &pid)) {
 	case HOLDER_NONE:
 		return owner_gone(cl);

@@ -6,16 +6,20 @@
  * dir/control.sock and runs one request per connection, in turn.  A
  * request is one line of at most CTL_LINE bytes; so is the reply.
  *
- * The socket lives in the cache directory, which cache_open made private
+ * Layer: server (beside srv.c; owner.c makes and checks its socket).  The
+ * socket lives in the cache directory, which cache_open made private
  * (0700, this user's): that, not the socket's own mode, keeps other users
- * out, so nothing here changes a mode by path.  cache_ctl_stop wakes the
- * thread with shutdown(2) on the listening socket and joins it.
+ * out, so nothing here changes a mode by path; and both ends check the
+ * other's credentials (owner.c: our user, and for feedfs-cache, the
+ * process that holds the store).  cache_ctl_stop wakes the thread with
+ * shutdown(2) on the listening socket and joins it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/cache.h"
+#include "cache/share_int.h"
 
 #define CTL_NAME "control.sock"
 #define CTL_LINE 4096
@@ -83,24 +87,6 @@ write_all(int fd, const char *s, size_t len)
 	}
 }
 
-/*
- * Remove the socket a killed feedfs left at path: 0 when path is free now,
- * -EEXIST when something other than a socket is there (left alone).
- */
-static int
-unlink_stale(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	if (unlink(path) != 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
 static void *
 ctl_thread(void *arg)
 {
@@ -114,6 +100,10 @@ ctl_thread(void *arg)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			break; /* shut down by cache_ctl_stop */
+		}
+		if (owner_peer_ok(fd, 0, NULL) != 0) { /* not our user */
+			close(fd);
+			continue;
 		}
 		if (read_line(fd, req, sizeof(req), CTL_TIMEOUT_MS) == 0) {
 			cache_admin_run(ctl->c, req, reply, sizeof(reply) - 1);
@@ -144,21 +134,11 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 	}
 	ctl->c = c;
 	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
-	if ((ctl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		goto fail_errno;
-	if ((r = unlink_stale(sa.sun_path)) != 0) {
-		if (r == -EEXIST)
-			snprintf(err, errlen, "%s exists and is not a socket",
-			    sa.sun_path);
-		else
-			snprintf(
-			    err, errlen, "%s: %s", sa.sun_path, strerror(-r));
+	/* owner.c: a stale socket replaced, anything else refused. */
+	if ((ctl->fd = owner_listen(dir, CTL_NAME, err, errlen)) < 0) {
+		r = ctl->fd;
 		goto fail;
 	}
-	/* bind(2) makes the name and never follows a symlink there. */
-	if (bind(ctl->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(ctl->fd, 8) != 0)
-		goto fail_errno;
 	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
 		errno = r;
 		goto fail_errno;
@@ -191,17 +171,19 @@ cache_ctl_stop(struct cache_ctl *ctl)
 int
 cache_ctl_request(const char *dir, const char *req, char *reply, size_t len)
 {
-	struct sockaddr_un sa;
+	long holder;
 	int fd, r;
 
-	if ((r = ctl_addr(dir, &sa)) != 0)
-		return r;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		r = -errno;
-		close(fd);
-		return r;
+	/* owner.c: only to the process that holds the store, of our user. */
+	if ((holder = owner_holder(dir)) <= 0)
+		return holder == 0 ? -ECONNREFUSED : (int)holder;
+	if ((fd = owner_connect(dir, CTL_NAME, holder,
+		 wire_now_ns() + (uint64_t)CTL_TIMEOUT_MS * 1000000u)) < 0)
+		return fd;
+	{
+		int fl = fcntl(fd, F_GETFL);
+
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* as before */
 	}
 	write_all(fd, req, strlen(req));
 	write_all(fd, "\n", 1);

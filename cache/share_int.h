@@ -29,7 +29,6 @@
 #include "cache/wire.h"
 
 #define DATA_NAME "data.sock"
-#define CTL_SOCK_NAME "control.sock"
 #define OPEN_LOCK "open.lock"
 
 /* Client side. */
