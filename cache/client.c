@@ -84,7 +84,7 @@ breaker_open(struct client *cl, long pid, bool stopped)
 	bool tell;
 
 	pthread_mutex_lock(&cl->lock);
-	cl->open_ms = cl->open_ms == 0 ? RPC_TIMEOUT_MS
+	cl->open_ms = cl->open_ms == 0			 ? RPC_TIMEOUT_MS
 		      : cl->open_ms * 2 > BREAKER_MAX_MS ? BREAKER_MAX_MS
 							 : cl->open_ms * 2;
 	cl->open_until = wire_now_ns() + cl->open_ms * 1000000u;
@@ -95,7 +95,8 @@ breaker_open(struct client *cl, long pid, bool stopped)
 	pthread_mutex_unlock(&cl->lock);
 	if (tell)
 		say(cl, true,
-		    "the owner of %s (pid %ld) is stopped: reads miss the cache "
+		    "the owner of %s (pid %ld) is stopped: reads miss the "
+		    "cache "
 		    "until it runs again",
 		    cl->dir, pid);
 }
@@ -147,9 +148,10 @@ conn_new(struct client *cl)
 	uint64_t deadline =
 	    wire_now_ns() + (uint64_t)HELLO_TIMEOUT_MS * 1000000u;
 	size_t llen = strnlen(cl->self->label, WIRE_LABEL_MAX);
-	uint8_t hb[WIRE_REQ_HDR], ver[4], rb[WIRE_REP_HDR], body[WIRE_HELLO_REP];
-	struct iovec iov[3] = {{hb, sizeof(hb)}, {ver, sizeof(ver)},
-	    {cl->self->label, llen}};
+	uint8_t hb[WIRE_REQ_HDR], ver[4], rb[WIRE_REP_HDR],
+	    body[WIRE_HELLO_REP];
+	struct iovec iov[3] = {
+	    {hb, sizeof(hb)}, {ver, sizeof(ver)}, {cl->self->label, llen}};
 	struct wire_rep_hdr rep;
 	struct wire_hello_rep hr;
 	char why[512];
@@ -299,8 +301,8 @@ request_failed(struct client *cl, int e)
  * -ENOENT / -ENOTCONN as the requests return.
  */
 static int
-rpc(struct client *cl, uint32_t op, const struct iovec *body, int n,
-    bool want, struct wire_rep_hdr *rep, int *fdp, uint64_t *deadline)
+rpc(struct client *cl, uint32_t op, const struct iovec *body, int n, bool want,
+    struct wire_rep_hdr *rep, int *fdp, uint64_t *deadline)
 {
 	uint8_t hb[WIRE_REQ_HDR], rb[WIRE_REP_HDR];
 	struct iovec iov[5];
@@ -325,8 +327,8 @@ rpc(struct client *cl, uint32_t op, const struct iovec *body, int n,
 		}
 		if (e == 0 &&
 		    (e = wire_read(fd, rb, sizeof(rb), *deadline)) == 0 &&
-		    (e = wire_dec_rep_hdr(rb, op, atomic_load(&cl->put_limit),
-			 rep)) == 0) {
+		    (e = wire_dec_rep_hdr(
+			 rb, op, atomic_load(&cl->put_limit), rep)) == 0) {
 			*fdp = fd;
 			return 0;
 		}
@@ -350,8 +352,8 @@ rpc_done(struct client *cl, int fd, int e)
 }
 
 int
-client_get(struct client *cl, const uint8_t key[CACHE_KEY_LEN],
-    struct cache_val *v)
+client_get(
+    struct client *cl, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 {
 	struct iovec b = {(void *)key, CACHE_KEY_LEN};
 	struct wire_rep_hdr rep;
@@ -462,8 +464,8 @@ client_put_digest(struct client *cl, const char *path, const struct stat *st,
 {
 	size_t plen = strlen(path);
 	uint8_t sb[WIRE_STAT_LEN];
-	struct iovec b[3] = {{sb, sizeof(sb)}, {(void *)digest, 32},
-	    {(void *)path, plen}};
+	struct iovec b[3] = {
+	    {sb, sizeof(sb)}, {(void *)digest, 32}, {(void *)path, plen}};
 	struct wire_rep_hdr rep;
 	uint64_t deadline;
 	int fd;
@@ -482,8 +484,7 @@ client_owner_stats(struct client *cl, struct wire_stats *ws)
 	uint64_t deadline;
 	int fd, e;
 
-	if ((e = rpc(cl, WIRE_STATS, NULL, 0, true, &rep, &fd, &deadline)) !=
-	    0)
+	if ((e = rpc(cl, WIRE_STATS, NULL, 0, true, &rep, &fd, &deadline)) != 0)
 		return e;
 	if (rep.status != 0) {
 		rpc_done(cl, fd, 0);

@@ -40,7 +40,7 @@ struct cache_share {
 	_Atomic(struct cache *) local;
 	struct cache_srv *srv; /* under takeover; stopped by close */
 	struct cache_ctl *ctl;
-	pthread_mutex_t takeover; /* one attempt at a time */
+	pthread_mutex_t takeover;	/* one attempt at a time */
 	atomic_uint_least64_t retry_at; /* no takeover before (ns) */
 	atomic_uint_least64_t bytes_read, bytes_written;
 };
@@ -128,12 +128,12 @@ try_takeover(struct cache_share *sh)
 		    "the other mounts on %s/%s",
 		    (long)getpid(), sh->dir, sh->dir, DATA_NAME);
 	} else if (e == -EBUSY || e == -ETIMEDOUT) {
-		atomic_store(&sh->retry_at,
-		    now + (uint64_t)RETRY_BUSY_MS * 1000000u);
+		atomic_store(
+		    &sh->retry_at, now + (uint64_t)RETRY_BUSY_MS * 1000000u);
 	} else {
 		say(sh, true, "cannot take over %s: %s", sh->dir, err);
-		atomic_store(&sh->retry_at,
-		    now + (uint64_t)RETRY_FAILED_MS * 1000000u);
+		atomic_store(
+		    &sh->retry_at, now + (uint64_t)RETRY_FAILED_MS * 1000000u);
 	}
 	pthread_mutex_unlock(&sh->takeover);
 }
@@ -209,8 +209,8 @@ h_put_digest(struct cache *c, const char *path, const struct stat *st,
 
 	if (cache_is_zero(digest, 32))
 		return;
-	if (l == NULL && client_put_digest(sh->cl, path, st, digest) ==
-			     -ENOTCONN) {
+	if (l == NULL &&
+	    client_put_digest(sh->cl, path, st, digest) == -ENOTCONN) {
 		try_takeover(sh);
 		l = local_of(c);
 	}
@@ -346,8 +346,8 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 	c->share = sh;
 	snprintf(sh->dir, sizeof(sh->dir), "%s", dir);
 	if (o->label != NULL)
-		snprintf(sh->self.label, sizeof(sh->self.label), "%s",
-		    o->label);
+		snprintf(
+		    sh->self.label, sizeof(sh->self.label), "%s", o->label);
 	else
 		default_label(sh->self.label, sizeof(sh->self.label));
 	sh->o = *o;

@@ -46,8 +46,8 @@ owner_open_lock(const char *dir, int wait_ms)
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, OPEN_LOCK) >=
 	    sizeof(path))
 		return -ENAMETOOLONG;
-	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
-				 O_CLOEXEC,
+	if ((fd = open(path,
+		 O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
 		 0600)) < 0)
 		return -errno;
 	for (;;) {
@@ -197,8 +197,8 @@ owner_connect(const char *dir, const char *name, long pid, uint64_t deadline)
 
 	if ((e = sock_addr(dir, name, &sa)) != 0)
 		return e;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		 0)) < 0)
+	if ((fd = socket(
+		 AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
 		return -errno;
 	/*
 	 * A unix socket whose backlog is full (an owner that does not
@@ -217,8 +217,8 @@ owner_connect(const char *dir, const char *name, long pid, uint64_t deadline)
 			socklen_t el = sizeof(err);
 
 			if (now >= deadline ||
-			    poll(&p, 1, (int)((deadline - now) / 1000000) + 1) <=
-				0) {
+			    poll(&p, 1,
+				(int)((deadline - now) / 1000000) + 1) <= 0) {
 				e = -ETIMEDOUT;
 				goto fail;
 			}

@@ -32,18 +32,19 @@
 #define OPEN_LOCK "open.lock"
 
 /* Client side. */
-#define POOL_MAX 8	       /* idle connections a client keeps */
-#define RPC_TIMEOUT_MS 1000    /* a request's deadline: past it, a miss */
-#define HELLO_TIMEOUT_MS 200   /* connect + HELLO of a new connection */
-#define BREAKER_MAX_MS 30000   /* open time of the breaker: RPC_TIMEOUT_MS
+#define POOL_MAX 8	     /* idle connections a client keeps */
+#define RPC_TIMEOUT_MS 1000  /* a request's deadline: past it, a miss */
+#define HELLO_TIMEOUT_MS 200 /* connect + HELLO of a new connection */
+#define BREAKER_MAX_MS                                                         \
+	30000		       /* open time of the breaker: RPC_TIMEOUT_MS     \
 				  doubling to this */
 #define OPEN_LOCK_WAIT_MS 3000 /* at start, for another feedfs's open */
 /* Owner side. */
-#define SRV_CONN_MAX 64	     /* connections at once; more are closed */
-#define SRV_HELLO_MS 1000    /* for a new connection's HELLO */
-#define SRV_IDLE_MS 120000   /* an idle connection is closed after */
-#define SRV_REQ_MS 2000	     /* for a whole request once it began */
-#define SRV_QUEUE_MAX 256    /* puts waiting for the put thread */
+#define SRV_CONN_MAX 64	   /* connections at once; more are closed */
+#define SRV_HELLO_MS 1000  /* for a new connection's HELLO */
+#define SRV_IDLE_MS 120000 /* an idle connection is closed after */
+#define SRV_REQ_MS 2000	   /* for a whole request once it began */
+#define SRV_QUEUE_MAX 256  /* puts waiting for the put thread */
 #define SRV_QUEUE_BYTES (256u << 20)
 
 /* A mount's own label and lookups, for the owner's mounts table. */
@@ -79,8 +80,8 @@ int owner_listen(const char *dir, const char *name, char *err, size_t errlen);
  * Connect to dir/name by deadline and check the peer (owner_peer_ok with
  * pid): the fd, or -errno (-EPERM: a peer we must not trust).
  */
-int owner_connect(const char *dir, const char *name, long pid,
-    uint64_t deadline);
+int owner_connect(
+    const char *dir, const char *name, long pid, uint64_t deadline);
 /*
  * Whether fd's peer is a process of this user and, pid > 0, is process
  * pid: 0, -EPERM, or -errno.  *peer (may be NULL) gets its pid.
@@ -124,8 +125,8 @@ void client_free(struct client *cl);
  * breaker), -ENOTCONN: nobody holds the store (the caller may take it
  * over).
  */
-int client_get(struct client *cl, const uint8_t key[CACHE_KEY_LEN],
-    struct cache_val *v);
+int client_get(
+    struct client *cl, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
 int client_put(struct client *cl, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);
 int client_get_digest(struct client *cl, const char *path,

@@ -65,9 +65,9 @@ struct put_item {
 };
 
 struct cache_srv {
-	struct cache *c;		/* the store, held by this process */
-	const struct share_self *self;	/* this mount's label and counts */
-	uint64_t put_limit;		/* payload bytes of one value */
+	struct cache *c;	       /* the store, held by this process */
+	const struct share_self *self; /* this mount's label and counts */
+	uint64_t put_limit;	       /* payload bytes of one value */
 	int fd;
 	atomic_bool stopping;
 	pthread_t thread, put_thread, maint_thread;
@@ -86,8 +86,8 @@ struct cache_srv {
 };
 
 static int
-reply(int fd, int status, const void *a, size_t alen, const void *b,
-    size_t blen)
+reply(
+    int fd, int status, const void *a, size_t alen, const void *b, size_t blen)
 {
 	uint8_t h[WIRE_REP_HDR];
 	struct iovec iov[3] = {
@@ -194,8 +194,8 @@ serve_hello(struct srv_conn *cn, const uint8_t *body, size_t len)
 {
 	struct cache_srv *s = cn->s;
 	struct wire_hello h;
-	struct wire_hello_rep hr = {WIRE_VERSION, (uint32_t)getpid(),
-	    s->put_limit, s->c->size_bound};
+	struct wire_hello_rep hr = {
+	    WIRE_VERSION, (uint32_t)getpid(), s->put_limit, s->c->size_bound};
 	uint8_t b[WIRE_HELLO_REP];
 	long pid;
 
@@ -267,8 +267,9 @@ serve_put(struct srv_conn *cn, uint32_t op, uint8_t **body, size_t len)
 
 	if ((it = calloc(1, sizeof(*it))) == NULL)
 		return -ENOMEM;
-	r = op == WIRE_PUT ? wire_dec_put(*body, len, cn->s->put_limit, &it->put)
-			   : wire_dec_put_digest(*body, len, &it->dig);
+	r = op == WIRE_PUT
+		? wire_dec_put(*body, len, cn->s->put_limit, &it->put)
+		: wire_dec_put_digest(*body, len, &it->dig);
 	if (r != 0) {
 		free(it);
 		return r;
@@ -697,8 +698,7 @@ srv_start(struct cache *c, const struct share_self *self, const char *dir,
 	if ((r = -pthread_create(&s->put_thread, NULL, put_thread, s)) != 0)
 		goto fail_fd;
 	started = 1;
-	if ((r = -pthread_create(&s->maint_thread, NULL, maint_thread, s)) !=
-	    0)
+	if ((r = -pthread_create(&s->maint_thread, NULL, maint_thread, s)) != 0)
 		goto fail_fd;
 	started = 2;
 	c->maint_arg = s;

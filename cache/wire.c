@@ -102,8 +102,8 @@ wire_enc_req_hdr(uint8_t b[WIRE_REQ_HDR], uint32_t op, uint32_t len,
 }
 
 int
-wire_dec_req_hdr(const uint8_t b[WIRE_REQ_HDR], uint64_t put_limit,
-    struct wire_req_hdr *h)
+wire_dec_req_hdr(
+    const uint8_t b[WIRE_REQ_HDR], uint64_t put_limit, struct wire_req_hdr *h)
 {
 	struct wire_req_hdr t = {codec_get_le32(b), codec_get_le32(b + 4),
 	    codec_get_le64(b + 8), codec_get_le64(b + 16)};
@@ -189,7 +189,8 @@ wire_enc_stat(const struct stat *st, uint8_t b[WIRE_STAT_LEN])
 }
 
 static int
-dec_digest_req(const uint8_t *b, size_t n, bool put, struct wire_digest_req *out)
+dec_digest_req(
+    const uint8_t *b, size_t n, bool put, struct wire_digest_req *out)
 {
 	struct cur c = {b, n};
 	struct wire_digest_req d = {0};
@@ -225,11 +226,11 @@ wire_enc_rep_hdr(uint8_t b[WIRE_REP_HDR], int32_t status, uint32_t len)
 }
 
 int
-wire_dec_rep_hdr(const uint8_t b[WIRE_REP_HDR], uint32_t op,
-    uint64_t put_limit, struct wire_rep_hdr *h)
+wire_dec_rep_hdr(const uint8_t b[WIRE_REP_HDR], uint32_t op, uint64_t put_limit,
+    struct wire_rep_hdr *h)
 {
-	struct wire_rep_hdr t = {(int32_t)codec_get_le32(b),
-	    codec_get_le32(b + 4)};
+	struct wire_rep_hdr t = {
+	    (int32_t)codec_get_le32(b), codec_get_le32(b + 4)};
 	uint64_t min, max;
 
 	if (put_limit > WIRE_PUT_LIMIT_MAX)

@@ -119,15 +119,17 @@ size_t wire_req_cap(uint32_t op, uint64_t put_limit);
 void wire_enc_req_hdr(uint8_t b[WIRE_REQ_HDR], uint32_t op, uint32_t len,
     uint64_t hits, uint64_t misses);
 /* A known op whose length is within its bounds: 0, else -EPROTO. */
-int wire_dec_req_hdr(const uint8_t b[WIRE_REQ_HDR], uint64_t put_limit,
-    struct wire_req_hdr *h);
+int wire_dec_req_hdr(
+    const uint8_t b[WIRE_REQ_HDR], uint64_t put_limit, struct wire_req_hdr *h);
 int wire_dec_hello(const uint8_t *b, size_t n, struct wire_hello *out);
 int wire_dec_get(const uint8_t *b, size_t n, const uint8_t **key);
 /* A PUT whose envelope opens (codec_env_open, key from the envelope). */
-int wire_dec_put(const uint8_t *b, size_t n, uint64_t put_limit,
-    struct wire_put *out);
-int wire_dec_get_digest(const uint8_t *b, size_t n, struct wire_digest_req *out);
-int wire_dec_put_digest(const uint8_t *b, size_t n, struct wire_digest_req *out);
+int wire_dec_put(
+    const uint8_t *b, size_t n, uint64_t put_limit, struct wire_put *out);
+int wire_dec_get_digest(
+    const uint8_t *b, size_t n, struct wire_digest_req *out);
+int wire_dec_put_digest(
+    const uint8_t *b, size_t n, struct wire_digest_req *out);
 
 void wire_enc_stat(const struct stat *st, uint8_t b[WIRE_STAT_LEN]);
 
@@ -140,7 +142,8 @@ void wire_enc_rep_hdr(uint8_t b[WIRE_REP_HDR], int32_t status, uint32_t len);
  */
 int wire_dec_rep_hdr(const uint8_t b[WIRE_REP_HDR], uint32_t op,
     uint64_t put_limit, struct wire_rep_hdr *h);
-void wire_enc_hello_rep(uint8_t b[WIRE_HELLO_REP], const struct wire_hello_rep *h);
+void wire_enc_hello_rep(
+    uint8_t b[WIRE_HELLO_REP], const struct wire_hello_rep *h);
 int wire_dec_hello_rep(const uint8_t *b, size_t n, struct wire_hello_rep *out);
 /* A GET reply: one envelope of exactly key (codec_env_open). */
 int wire_dec_get_rep(const uint8_t *b, size_t n,

@@ -52,8 +52,8 @@ the_store(void)
 		return store;
 	if (mkdtemp(store_dir) == NULL)
 		return NULL;
-	if (cache_open(store_dir, 64u << 20, 16u << 20, &store, err,
-		sizeof(err)) != 0)
+	if (cache_open(
+		store_dir, 64u << 20, 16u << 20, &store, err, sizeof(err)) != 0)
 		store = NULL;
 	atexit(drop_store);
 	return store;
@@ -109,8 +109,9 @@ serve(uint32_t op, const uint8_t *b, size_t n)
 		break;
 	case WIRE_GET_DIGEST:
 	case WIRE_PUT_DIGEST:
-		if ((op == WIRE_GET_DIGEST ? wire_dec_get_digest(b, n, &d)
-					   : wire_dec_put_digest(b, n, &d)) != 0)
+		if ((op == WIRE_GET_DIGEST
+			    ? wire_dec_get_digest(b, n, &d)
+			    : wire_dec_put_digest(b, n, &d)) != 0)
 			break;
 		if (!inside(d.path, d.path_len, b, n) || d.path_len == 0 ||
 		    d.path_len > WIRE_PATH_MAX)
@@ -161,8 +162,8 @@ reply(uint32_t op, const uint8_t *b, size_t n)
 	struct cache_val v;
 	uint8_t dig[32];
 
-	if (n < WIRE_REP_HDR ||
-	    wire_dec_rep_hdr(b, op, PUT_LIMIT, &h) != 0 || h.status != 0)
+	if (n < WIRE_REP_HDR || wire_dec_rep_hdr(b, op, PUT_LIMIT, &h) != 0 ||
+	    h.status != 0)
 		return;
 	b += WIRE_REP_HDR;
 	n -= WIRE_REP_HDR;
@@ -171,8 +172,8 @@ reply(uint32_t op, const uint8_t *b, size_t n)
 	switch (op) {
 	case WIRE_HELLO:
 		if (wire_dec_hello_rep(b, h.len, &hr) == 0 &&
-		    (hr.version != WIRE_VERSION || hr.put_limit >
-							   WIRE_PUT_LIMIT_MAX))
+		    (hr.version != WIRE_VERSION ||
+			hr.put_limit > WIRE_PUT_LIMIT_MAX))
 			abort();
 		break;
 	case WIRE_GET:

@@ -91,8 +91,9 @@ mutate(uint8_t *b, size_t n)
 			break;
 		case 2:
 			if (n >= 4) {
-				uint32_t v = magic[next() % (sizeof(magic) /
-							     sizeof(magic[0]))];
+				uint32_t v =
+				    magic[next() %
+					  (sizeof(magic) / sizeof(magic[0]))];
 
 				at = next() % (n - 3);
 				memcpy(b + at, &v, 4);
@@ -151,8 +152,8 @@ main(int argc, char **argv)
 			LLVMFuzzerTestOneInput(buf, n);
 		}
 	}
-	printf("replay: %d seeds, %lu runs in %.1f s\n", nseeds, runs,
-	    now() - t0);
+	printf(
+	    "replay: %d seeds, %lu runs in %.1f s\n", nseeds, runs, now() - t0);
 	free(buf);
 	for (int i = 0; i < nseeds; i++)
 		free(seed[i]);

@@ -79,8 +79,8 @@ key_of(int i, uint8_t key[CACHE_KEY_LEN])
 static struct cache_val
 val_of(int i, size_t len)
 {
-	struct cache_val v = {352, 256, 3, 0, NULL, len, "decode resize(256)",
-	    0};
+	struct cache_val v = {
+	    352, 256, 3, 0, NULL, len, "decode resize(256)", 0};
 	uint8_t *p = malloc(len);
 
 	for (size_t k = 0; k < len; k++)
@@ -90,8 +90,8 @@ val_of(int i, size_t len)
 }
 
 static int
-open_shared(const char *dir, uint64_t bound, uint64_t stale,
-    const char *label, struct cache **c)
+open_shared(const char *dir, uint64_t bound, uint64_t stale, const char *label,
+    struct cache **c)
 {
 	struct cache_opts o = {bound, 16 * MB, stale, label, say};
 	char err[512];
@@ -232,8 +232,8 @@ test_frames(void)
 	CHECK(closed_within(fd, 3));
 	close(fd);
 	fd = raw_connect(dir);
-	wire_enc_req_hdr(b + n, WIRE_PUT,
-	    (uint32_t)wire_req_cap(WIRE_PUT, 16 * MB), 0, 0);
+	wire_enc_req_hdr(
+	    b + n, WIRE_PUT, (uint32_t)wire_req_cap(WIRE_PUT, 16 * MB), 0, 0);
 	send_all(fd, b, n + WIRE_REQ_HDR);
 	CHECK(closed_within(fd, 6)); /* the body's deadline */
 	close(fd);
@@ -270,8 +270,8 @@ test_frames(void)
 	    nflood, base, peak);
 	CHECK(peak <= base + SRV_CONN_MAX + 2);
 	ok = 0;
-	if (open_shared(dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli2",
-		&cli2) == 0)
+	if (open_shared(
+		dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli2", &cli2) == 0)
 		for (int i = 0; i < 60 && !ok; i++) {
 			if (cache_get(cli2, key, &got) == 0) {
 				ok = 1;
@@ -332,8 +332,8 @@ fake_conn(int fd, bool slow, pid_t holder)
 			left -= k;
 		}
 		if (rq.op == WIRE_HELLO) {
-			struct wire_hello_rep hr = {WIRE_VERSION,
-			    (uint32_t)holder, 16 * MB, 64 * MB};
+			struct wire_hello_rep hr = {
+			    WIRE_VERSION, (uint32_t)holder, 16 * MB, 64 * MB};
 
 			wire_enc_rep_hdr(r, 0, WIRE_HELLO_REP);
 			wire_enc_hello_rep(r + WIRE_REP_HDR, &hr);
@@ -351,10 +351,10 @@ fake_conn(int fd, bool slow, pid_t holder)
 			wire_enc_rep_hdr(
 			    r, 0, (uint32_t)(WIRE_STATS_FIXED + strlen(e)));
 			wire_enc_stats(r + WIRE_REP_HDR, &ws);
-			memcpy(r + WIRE_REP_HDR + WIRE_STATS_FIXED, e,
-			    strlen(e));
-			send_all(fd, r,
-			    WIRE_REP_HDR + WIRE_STATS_FIXED + strlen(e));
+			memcpy(
+			    r + WIRE_REP_HDR + WIRE_STATS_FIXED, e, strlen(e));
+			send_all(
+			    fd, r, WIRE_REP_HDR + WIRE_STATS_FIXED + strlen(e));
 		} else if (rq.op != WIRE_PUT && rq.op != WIRE_PUT_DIGEST) {
 			wire_enc_rep_hdr(r, -ENOENT, 0);
 			send_all(fd, r, WIRE_REP_HDR);
@@ -399,8 +399,8 @@ fake_main(const char *dir, const char *mode)
 /* Run this program as "ARGS..." in a child (uid: as that user, -1 ours);
  * wait until DIR/data.sock is there. */
 static pid_t
-spawn(const char *dir, uid_t uid, const char *a1, const char *a2,
-    const char *a3)
+spawn(
+    const char *dir, uid_t uid, const char *a1, const char *a2, const char *a3)
 {
 	char sock[256];
 	pid_t pid;
@@ -466,7 +466,8 @@ test_stopped(void)
 	for (int i = 0; i < 300; i++) {
 		double a = now_s(), d;
 
-		CHECK(cache_get(cli, key, &got) == -ENOENT || (free(got.data), 0));
+		CHECK(cache_get(cli, key, &got) == -ENOENT ||
+		      (free(got.data), 0));
 		key_of(100 + i, key);
 		cache_put(cli, key, &v);
 		key_of(1, key);
@@ -606,8 +607,8 @@ test_other_user(void)
 	struct cache_val got;
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512];
-	struct cache_opts o = {64 * MB, 16 * MB, CACHE_STALE_DEFAULT, "/mnt/root",
-	    say};
+	struct cache_opts o = {
+	    64 * MB, 16 * MB, CACHE_STALE_DEFAULT, "/mnt/root", say};
 	uid_t nobody = 65534;
 	pid_t pid;
 	int r;
@@ -638,8 +639,8 @@ test_other_user(void)
 	pid = spawn(dir, (uid_t)-1, "owner", dir, NULL);
 	chmod(dir, 0770);
 	r = cache_open_shared(dir, &o, &c, err, sizeof(err));
-	fprintf(stderr, "  group-writable cache_dir: %d (%s)\n", r,
-	    r ? err : "");
+	fprintf(
+	    stderr, "  group-writable cache_dir: %d (%s)\n", r, r ? err : "");
 	CHECK_EQ_INT(r, -EACCES);
 	if (r == 0)
 		cache_close(c);
