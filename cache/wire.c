@@ -331,7 +331,7 @@ int
 wire_dec_stats_rep(const uint8_t *b, size_t n, struct wire_stats *out)
 {
 	struct cur c = {b, n};
-	struct wire_stats s;
+	struct wire_stats s = {0};
 	const char *err;
 	uint64_t *f[7] = {&s.hits, &s.misses, &s.bytes_read, &s.bytes_written,
 	    &s.insert_failures, &s.disk_bytes, &s.dropped};

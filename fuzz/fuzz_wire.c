@@ -77,7 +77,7 @@ serve(uint32_t op, const uint8_t *b, size_t n)
 	struct cache_val v;
 	const uint8_t *key;
 	uint8_t hdr[CODEC_ENV_HDR], dig[32];
-	char text[WIRE_PATH_MAX + 1];
+	char text[WIRE_PREFIX_MAX + 1]; /* the larger: a prefix or a path */
 
 	switch (op) {
 	case WIRE_HELLO:
