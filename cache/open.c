@@ -1,7 +1,9 @@
 /*
- * open.c - opening and closing the store: options, the directory and its
- * permissions, the format marker, the lock probe, a damaged or old store
- * moved aside, the read-only secondary instance of feedfs-cache.
+ * open.c - layer: store (calls nothing of the sharing layer; owner.c uses
+ * its checks of the directory).  Opening and closing the store: options
+ * (cache_open_opts), the directory and its permissions, the format marker,
+ * the lock probe, a damaged or old store moved aside, the read-only
+ * secondary instance of feedfs-cache.
  *
  * Writes skip the WAL: everything here can be recomputed, the WAL would
  * double the bytes written, and a batch is applied atomically to the
