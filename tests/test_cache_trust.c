@@ -9,7 +9,8 @@
  *   - a stopped owner (item 3): after one deadline every request misses at
  *     once, said once; after SIGCONT the client attaches again;
  *   - a slow owner (item 4): a miss per request, no takeover, no "went
- *     away";
+ *     away"; a GET sent after 100 puts on one connection is answered
+ *     while the owner is still storing them;
  *   - another user's cache_dir (item 2, as root): owned by nobody with a
  *     process of nobody's serving it, or group-writable: refused;
  *   - open.lock held by another process (item 5): start within a bound;
@@ -287,6 +288,83 @@ test_frames(void)
 out:
 	cache_close(cli2);
 	cache_close(cli);
+	cache_close(own);
+	free(v.data);
+}
+
+/*
+ * Item 4: the owner answers a GET ahead of the puts sent before it on the
+ * same connection: they are queued for the put thread, which evicts and
+ * compacts meanwhile (a store of 8 MB, stale 0: every put past the bound
+ * sets off an eviction).
+ */
+static void
+test_get_ahead(void)
+{
+	struct cache *own = NULL;
+	struct cache_val v = val_of(4, VAL_LEN);
+	struct cache_stats st;
+	uint8_t key[CACHE_KEY_LEN], hb[WIRE_REQ_HDR + 64], rb[WIRE_REP_HDR];
+	uint8_t *frame;
+	char dir[128];
+	const char *pfx = "decode resize(256)";
+	size_t plen = strlen(pfx),
+	       flen = WIRE_REQ_HDR + 4 + plen + CODEC_ENV_HDR + VAL_LEN, n;
+	uint64_t before;
+	double t0, t_get = -1, t_done = -1;
+	int fd, nput = 100;
+
+	snprintf(dir, sizeof(dir), "%s/ahead", tmp);
+	if (open_shared(dir, 8 * MB, 0, "/mnt/own", &own) != 0) {
+		CHECK(0);
+		goto out;
+	}
+	key_of(1, key);
+	cache_put(own, key, &v);
+	cache_get_stats(own, &st);
+	before = st.inserts;
+	frame = malloc(flen);
+	fd = raw_connect(dir);
+	n = hello_frame(hb);
+	send_all(fd, hb, n);
+	CHECK(wire_read(fd, rb, sizeof(rb), wire_now_ns() + 2000000000u) == 0);
+	CHECK(wire_read(fd, hb, WIRE_HELLO_REP, wire_now_ns() + 2000000000u) ==
+	      0);
+	t0 = now_s();
+	for (int i = 0; i < nput; i++) {
+		uint8_t k[CACHE_KEY_LEN];
+
+		key_of(700 + i, k);
+		wire_enc_req_hdr(
+		    frame, WIRE_PUT, (uint32_t)(flen - WIRE_REQ_HDR), 0, 0);
+		codec_put_le32(frame + WIRE_REQ_HDR, (uint32_t)plen);
+		memcpy(frame + WIRE_REQ_HDR + 4, pfx, plen);
+		codec_env_seal(frame + WIRE_REQ_HDR + 4 + plen, k, &v);
+		memcpy(frame + WIRE_REQ_HDR + 4 + plen + CODEC_ENV_HDR, v.data,
+		    VAL_LEN);
+		send_all(fd, frame, flen);
+	}
+	wire_enc_req_hdr(hb, WIRE_GET, CACHE_KEY_LEN, 0, 0);
+	memcpy(hb + WIRE_REQ_HDR, key, CACHE_KEY_LEN);
+	send_all(fd, hb, WIRE_REQ_HDR + CACHE_KEY_LEN);
+	if (wire_read(fd, rb, sizeof(rb), wire_now_ns() + 5000000000u) == 0)
+		t_get = now_s() - t0;
+	for (int i = 0; i < 1000; i++) {
+		cache_get_stats(own, &st);
+		if (st.inserts >= before + (uint64_t)nput) {
+			t_done = now_s() - t0;
+			break;
+		}
+		usleep(2000);
+	}
+	fprintf(stderr,
+	    "  %d puts then a GET on one connection: the GET answered "
+	    "after %.3f s, the puts stored after %.3f s\n",
+	    nput, t_get, t_done);
+	CHECK(t_get >= 0 && t_done >= 0 && t_get < t_done);
+	close(fd);
+	free(frame);
+out:
 	cache_close(own);
 	free(v.data);
 }
@@ -798,6 +876,7 @@ main(int argc, char **argv)
 	test_other_user();
 	test_open_lock();
 	test_frames();
+	test_get_ahead();
 	test_options();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)
