@@ -16,9 +16,11 @@
  *   - its holder runs (a slow owner): this request is a miss, nothing more;
  *   - no new connection can be made to a running holder: the breaker opens.
  * While the breaker is open every request misses at once.  It stays open
- * RPC_TIMEOUT_MS, doubling up to BREAKER_MAX_MS while it fails again; past
- * that time one thread (single flight) probes with a new connection while
- * the others go on missing, and closes the breaker when the probe works.
+ * RPC_TIMEOUT_MS (BREAKER_START_MS for a holder that runs but has no
+ * socket yet: it is taking over), doubling up to BREAKER_MAX_MS each time
+ * its probe fails; past that time one thread (single flight) probes with
+ * a new connection while the others go on missing, and closes the
+ * breaker when the probe works.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -78,16 +80,26 @@ pool_flush_locked(struct client *cl)
 		close(cl->idle[--cl->nidle]);
 }
 
+/*
+ * Open the breaker for at least first_ms; a failed probe (probe) doubles
+ * its time, up to BREAKER_MAX_MS.  Other failures while it is open (the
+ * requests that were in flight) leave it as it is: they are one failure.
+ */
 static void
-breaker_open(struct client *cl, long pid, bool stopped)
+breaker_open(
+    struct client *cl, long pid, bool stopped, bool probe, uint64_t first_ms)
 {
 	bool tell;
 
 	pthread_mutex_lock(&cl->lock);
-	cl->open_ms = cl->open_ms == 0			 ? RPC_TIMEOUT_MS
-		      : cl->open_ms * 2 > BREAKER_MAX_MS ? BREAKER_MAX_MS
-							 : cl->open_ms * 2;
-	cl->open_until = wire_now_ns() + cl->open_ms * 1000000u;
+	if (cl->open_ms == 0 || probe) {
+		uint64_t ms = cl->open_ms * 2;
+
+		if (ms < first_ms)
+			ms = first_ms;
+		cl->open_ms = ms > BREAKER_MAX_MS ? BREAKER_MAX_MS : ms;
+		cl->open_until = wire_now_ns() + cl->open_ms * 1000000u;
+	}
 	pool_flush_locked(cl);
 	tell = stopped && !cl->said_stopped;
 	if (stopped)
@@ -96,8 +108,7 @@ breaker_open(struct client *cl, long pid, bool stopped)
 	if (tell)
 		say(cl, true,
 		    "the owner of %s (pid %ld) is stopped: reads miss the "
-		    "cache "
-		    "until it runs again",
+		    "cache until it runs again",
 		    cl->dir, pid);
 }
 
@@ -141,9 +152,12 @@ owner_gone(struct client *cl)
 	return -ENOTCONN;
 }
 
-/* A new connection, HELLO done: the fd, or -errno (as a request's). */
+/*
+ * A new connection, HELLO done: the fd, or -errno (as a request's).
+ * probe: the breaker's probe.
+ */
 static int
-conn_new(struct client *cl)
+conn_new(struct client *cl, bool probe)
 {
 	uint64_t deadline =
 	    wire_now_ns() + (uint64_t)HELLO_TIMEOUT_MS * 1000000u;
@@ -175,16 +189,24 @@ conn_new(struct client *cl)
 	case HOLDER_NONE:
 		return owner_gone(cl);
 	case HOLDER_STOPPED:
-		breaker_open(cl, pid, true);
+		breaker_open(cl, pid, true, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_BAD:
-		breaker_open(cl, pid, false);
+		breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_RUNNING:
 		break;
 	}
 	if ((fd = owner_connect(cl->dir, DATA_NAME, pid, deadline)) < 0) {
-		breaker_open(cl, pid, owner_stopped(pid) == 1);
+		/*
+		 * A holder that runs but has no socket yet (it is taking
+		 * over) is tried again soon; one that does not accept, or
+		 * is not who serves, is a failed owner.
+		 */
+		bool starting = fd == -ECONNREFUSED || fd == -ENOENT;
+
+		breaker_open(cl, pid, owner_stopped(pid) == 1, probe,
+		    starting ? BREAKER_START_MS : RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
 	wire_set_bufs(fd);
@@ -199,7 +221,8 @@ conn_new(struct client *cl)
 	    (e = wire_dec_hello_rep(body, sizeof(body), &hr)) != 0 ||
 	    (e = (long)hr.pid == pid ? 0 : -EPERM) != 0) {
 		close(fd);
-		breaker_open(cl, pid, owner_stopped(pid) == 1);
+		breaker_open(
+		    cl, pid, owner_stopped(pid) == 1, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
 	atomic_store(&cl->put_limit, hr.put_limit);
@@ -240,7 +263,7 @@ conn_get(struct client *cl, bool *pooled)
 		}
 		cl->probing = true;
 		pthread_mutex_unlock(&cl->lock);
-		fd = conn_new(cl);
+		fd = conn_new(cl, true);
 		pthread_mutex_lock(&cl->lock);
 		cl->probing = false;
 		pthread_mutex_unlock(&cl->lock);
@@ -255,7 +278,7 @@ conn_get(struct client *cl, bool *pooled)
 	}
 	pthread_mutex_unlock(&cl->lock);
 	*pooled = false;
-	return conn_new(cl);
+	return conn_new(cl, false);
 }
 
 static void
@@ -285,10 +308,10 @@ request_failed(struct client *cl, int e)
 	case HOLDER_NONE:
 		return owner_gone(cl);
 	case HOLDER_STOPPED:
-		breaker_open(cl, pid, true);
+		breaker_open(cl, pid, true, false, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_BAD:
-		breaker_open(cl, pid, false);
+		breaker_open(cl, pid, false, false, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	default:
 		return -ENOENT; /* alive and slow, or it dropped us: a miss */

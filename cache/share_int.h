@@ -35,9 +35,10 @@
 #define POOL_MAX 8	     /* idle connections a client keeps */
 #define RPC_TIMEOUT_MS 1000  /* a request's deadline: past it, a miss */
 #define HELLO_TIMEOUT_MS 200 /* connect + HELLO of a new connection */
-#define BREAKER_MAX_MS                                                         \
-	30000		       /* open time of the breaker: RPC_TIMEOUT_MS     \
-				  doubling to this */
+/* The breaker's open time: RPC_TIMEOUT_MS (BREAKER_START_MS for an owner
+ * taking over), doubling to BREAKER_MAX_MS. */
+#define BREAKER_START_MS 50
+#define BREAKER_MAX_MS 30000
 #define OPEN_LOCK_WAIT_MS 3000 /* at start, for another feedfs's open */
 /* Owner side. */
 #define SRV_CONN_MAX 64	   /* connections at once; more are closed */
