@@ -3,7 +3,8 @@
  * on lookup from a table keyed by what the node is (type, job, rank,
  * world, epoch, batch, kind), counted by the kernel's lookups and dropped
  * on forget, so any number of epochs and rank views can exist without
- * being stored.
+ * being stored.  Each node is counted in the feed's memory budget while it
+ * exists (feed_nodes_add).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -67,6 +68,8 @@ fs_fini_state(struct feedfs *fs)
 			struct node *n = fs->by_key[i];
 
 			fs->by_key[i] = n->knext;
+			if (n->nlookup && fs->feed)
+				feed_nodes_sub(fs->feed, sizeof(*n));
 			free(n);
 		}
 	free(fs->by_key);
@@ -79,6 +82,7 @@ fs_node_ref(struct feedfs *fs, const struct ns_key *k, fuse_ino_t *ino)
 {
 	size_t h = nkey_hash(k, fs->nbuckets), hi;
 	struct node *n;
+	bool made = false;
 
 	pthread_mutex_lock(&fs->lock);
 	for (n = fs->by_key[h]; n; n = n->knext)
@@ -95,10 +99,12 @@ fs_node_ref(struct feedfs *fs, const struct ns_key *k, fuse_ino_t *ino)
 		fs->nnodes++;
 	}
 	if (n) {
-		n->nlookup++;
+		made = n->nlookup++ == 0;
 		*ino = n->ino;
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (made && fs->feed) /* counted in the budget, without our lock */
+		feed_nodes_add(fs->feed, sizeof(*n));
 	return n ? 0 : -ENOMEM;
 }
 
@@ -125,6 +131,7 @@ void
 fs_node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct node *n, **pp;
+	bool gone = false;
 
 	if (ino == FUSE_ROOT_ID)
 		return;
@@ -143,6 +150,9 @@ fs_node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup)
 			}
 		fs->nnodes--;
 		free(n);
+		gone = true;
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (gone && fs->feed)
+		feed_nodes_sub(fs->feed, sizeof(*n));
 }
