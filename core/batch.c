@@ -114,7 +114,7 @@ feed_meta_room(struct feed *f, uint64_t bytes)
 	}
 	if (f->meta_refused++ % 1000 == 0)
 		log_warn("memory: metadata at its cap of %" PRIu64 " bytes "
-			 "(open files, batches, relaxed views): %" PRIu64
+			 "(open files, batches, relaxed views, names): %" PRIu64
 			 " refused with ENOMEM so far; raise `memory`",
 		    f->meta_cap, f->meta_refused);
 	return false;

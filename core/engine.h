@@ -29,21 +29,21 @@
  *    samples, spares and orders, then batches);
  *  - metadata (feed.meta_used, part of mem_used): batch structs, open
  *    handles and their label and id files, open text files (stats,
- *    mixture), relaxed views and the contents they chose.  It has a cap
- *    of its own, feed.meta_cap, a quarter of the budget.  What metadata
- *    can be made again goes first (idle relaxed views keep only what they
- *    chose: see relaxed.c); when the rest is at the cap, a new batch
- *    struct, handle, text or relaxed view is refused, and the open (or the
- *    read that needs it) fails with ENOMEM, counted in the stats and
- *    logged.
+ *    mixture), relaxed views and the contents they chose, and the FUSE
+ *    nodes (fs/nodes.c, feed.node_bytes).  It has a cap of its own,
+ *    feed.meta_cap, a quarter of the budget.  What metadata can be made
+ *    again goes first (idle relaxed views keep only what they chose: see
+ *    relaxed.c); when the rest is at the cap, a new batch struct, handle,
+ *    text or relaxed view is refused, and the open (or the read that
+ *    needs it) fails with ENOMEM, counted in the stats and logged.  Nodes
+ *    are never refused (the kernel holds them until it forgets them):
+ *    past half the cap, fs/ asks the kernel to forget the oldest names.
  *
- * The FUSE nodes (fs/nodes.c, feed.node_bytes) and the generated text
- * files (README, info.json, samples.tsv) are counted in mem_used outside
- * both parts: nodes are never refused (the kernel holds them until it
- * forgets them), and the texts are made once at setup.  So the daemon
- * holds at most `memory` whatever readers open, save what was being made
- * when more was counted (a batch, a few samples) and one batch larger
- * than the whole budget.
+ * The generated text files (README, info.json, samples.tsv) are counted
+ * in mem_used outside both parts: they are made once at setup.  So the
+ * daemon holds at most `memory` whatever readers open, save what was
+ * being made when more was counted (a batch, a few samples), names the
+ * kernel has not forgotten yet, and one batch larger than the budget.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -208,7 +208,7 @@ struct feed {
 	uint64_t meta_cap;             /* its own cap, within memory */
 	uint64_t meta_refused;         /* allocations refused at the cap */
 	uint64_t spare_bytes;          /* relaxed.c's spares, in mem_used */
-	uint64_t node_bytes;           /* fs/nodes.c's, in mem_used */
+	uint64_t node_bytes;           /* fs/nodes.c's, in meta_used */
 	uint64_t queued_slots;
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */

@@ -291,13 +291,21 @@ feed_text_free(struct feed *f, char *text)
 	free(text);
 }
 
-void
+/* The nodes' share of the metadata cap, and what pruning aims at. */
+#define NODES_SHARE(f) ((f)->meta_cap / 2)
+#define NODES_AIM(f) ((f)->meta_cap * 3 / 8)
+
+bool
 feed_nodes_add(struct feed *f, uint64_t bytes)
 {
+	bool over;
+
 	pthread_mutex_lock(&f->lock);
 	f->node_bytes += bytes;
-	feed_mem_add(f, bytes);
+	feed_meta_add(f, bytes);
+	over = f->node_bytes > NODES_SHARE(f);
 	pthread_mutex_unlock(&f->lock);
+	return over;
 }
 
 void
@@ -305,8 +313,19 @@ feed_nodes_sub(struct feed *f, uint64_t bytes)
 {
 	pthread_mutex_lock(&f->lock);
 	f->node_bytes -= bytes;
-	feed_mem_sub(f, bytes);
+	feed_meta_sub(f, bytes);
 	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t
+feed_nodes_excess(struct feed *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->node_bytes > NODES_AIM(f) ? f->node_bytes - NODES_AIM(f) : 0;
+	pthread_mutex_unlock(&f->lock);
+	return n;
 }
 
 int

@@ -129,10 +129,14 @@ void feed_text_free(struct feed *f, char *owned);
 
 /*
  * fs/'s inode table: count bytes of its nodes in or out of the memory
- * budget (never refused: the kernel holds them until it forgets them).
- * Thread safe; call it without fs/'s own lock held.
+ * budget's metadata.  Never refused (the kernel holds a node until it
+ * forgets it): feed_nodes_add says whether the nodes passed their share,
+ * half the metadata cap, and feed_nodes_excess how many bytes of them
+ * the kernel should forget to come back under three quarters of that
+ * share.  Thread safe; call them without fs/'s own lock held.
  */
-void feed_nodes_add(struct feed *f, uint64_t bytes);
+bool feed_nodes_add(struct feed *f, uint64_t bytes);
 void feed_nodes_sub(struct feed *f, uint64_t bytes);
+uint64_t feed_nodes_excess(struct feed *f);
 
 #endif

@@ -261,7 +261,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	pthread_mutex_lock(&f->lock);
 	sb_printf(sb,
 	    "# HELP feedfs_metadata_bytes Bytes of metadata in "
-	    "feedfs_memory_bytes: open files, batch structs, relaxed views.\n"
+	    "feedfs_memory_bytes: open files, batch structs, relaxed views, "
+	    "nodes.\n"
 	    "# TYPE feedfs_metadata_bytes gauge\nfeedfs_metadata_bytes %" PRIu64
 	    "\n# HELP feedfs_metadata_peak_bytes Highest "
 	    "feedfs_metadata_bytes.\n"
@@ -276,7 +277,7 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_metadata_refused_total counter\n"
 	    "feedfs_metadata_refused_total %" PRIu64 "\n"
 	    "# HELP feedfs_node_bytes Bytes of the mount's inode table in "
-	    "feedfs_memory_bytes.\n# TYPE feedfs_node_bytes gauge\n"
+	    "feedfs_metadata_bytes.\n# TYPE feedfs_node_bytes gauge\n"
 	    "feedfs_node_bytes %" PRIu64 "\n"
 	    "# HELP feedfs_relaxed_views Relaxed views (job, rank view, "
 	    "epoch) kept.\n# TYPE feedfs_relaxed_views gauge\n"

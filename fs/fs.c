@@ -126,7 +126,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if ((r = fs_node_ref(fs, &ck, &ino)) != 0) {
+	if ((r = fs_node_ref(fs, &ck, parent, name, &ino)) != 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
