@@ -13,7 +13,9 @@ Checks, from /proc/PID/status and MOUNT/.feedfs/stats:
     read only by what they chose (counted as metadata);
   - a relaxed batch read again after its view was idle and its memory
     given back has the same .ids.npy and .npy bytes, and every sample of
-    an epoch read to its end comes once.
+    an epoch read to its end comes once;
+  - the mount's nodes stay near their share of the metadata cap however
+    many names are looked up (the kernel is asked to forget old ones).
 
 The dataset is 40 generated JPEGs hard-linked 30000 times (the cache makes
 each decode once), so the test runs in seconds."""
@@ -137,3 +139,26 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     st = m.stats()
     check(st.get("feedfs_batch_errors_total", 0) == 0, "batch errors")
     log("epoch 1 read whole after being idle: %d samples, each once" % N)
+
+    # Names: every file of 6 epochs looked up (67500 names, about 8 MB of
+    # nodes if the kernel kept them all).  Past half the metadata cap the
+    # mount asks the kernel to forget the oldest, which it does for those
+    # not open: the nodes stay near their share.
+    peak_nodes = 0
+    for e in range(2, 8):
+        for b in range(nb):
+            for suffix in (".npy", ".labels.npy", ".ids.npy"):
+                os.stat(batch_path(m, e, b, suffix))
+        st = m.stats()
+        peak_nodes = max(peak_nodes, st["feedfs_node_bytes"])
+        check(st["feedfs_metadata_bytes"] <= st["feedfs_metadata_limit_bytes"]
+              + MIB, "epoch %d: metadata %d with %d of nodes, cap %d" %
+              (e, st["feedfs_metadata_bytes"], st["feedfs_node_bytes"],
+               st["feedfs_metadata_limit_bytes"]))
+    share = st["feedfs_metadata_limit_bytes"] / 2
+    log("67500 names looked up: nodes peaked at %.2f MB (share %.2f MB)" %
+        (peak_nodes / 1e6, share / 1e6))
+    check(peak_nodes <= share + MIB, "nodes %d, share %d" %
+          (peak_nodes, share))
+    check(os.stat(batch_path(m, 2, 0, ".npy")).st_size > 0,
+          "a name forgotten is looked up again")
