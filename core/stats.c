@@ -247,7 +247,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# HELP feedfs_batches_in_memory Batches held in memory.\n"
 	    "# TYPE feedfs_batches_in_memory gauge\n"
 	    "feedfs_batches_in_memory %" PRIu64 "\n"
-	    "# HELP feedfs_memory_bytes Bytes of batches held in memory.\n"
+	    "# HELP feedfs_memory_bytes Bytes counted in the memory budget: "
+	    "batches, buffers, orders, metadata.\n"
 	    "# TYPE feedfs_memory_bytes gauge\nfeedfs_memory_bytes %" PRIu64
 	    "\n# HELP feedfs_memory_peak_bytes Highest feedfs_memory_bytes.\n"
 	    "# TYPE feedfs_memory_peak_bytes gauge\n"
@@ -258,6 +259,31 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    (double)wait_ns / 1e9, waits, queued, f->nthreads, nb, mem, peak,
 	    f->memory);
 	pthread_mutex_lock(&f->lock);
+	sb_printf(sb,
+	    "# HELP feedfs_metadata_bytes Bytes of metadata in "
+	    "feedfs_memory_bytes: open files, batch structs, relaxed views, "
+	    "nodes.\n"
+	    "# TYPE feedfs_metadata_bytes gauge\nfeedfs_metadata_bytes %" PRIu64
+	    "\n# HELP feedfs_metadata_peak_bytes Highest "
+	    "feedfs_metadata_bytes.\n"
+	    "# TYPE feedfs_metadata_peak_bytes gauge\n"
+	    "feedfs_metadata_peak_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_metadata_limit_bytes The cap of metadata, within "
+	    "feedfs_memory_limit_bytes.\n"
+	    "# TYPE feedfs_metadata_limit_bytes gauge\n"
+	    "feedfs_metadata_limit_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_metadata_refused_total Opens refused (ENOMEM) with "
+	    "metadata at its cap.\n"
+	    "# TYPE feedfs_metadata_refused_total counter\n"
+	    "feedfs_metadata_refused_total %" PRIu64 "\n"
+	    "# HELP feedfs_node_bytes Bytes of the mount's inode table in "
+	    "feedfs_metadata_bytes.\n# TYPE feedfs_node_bytes gauge\n"
+	    "feedfs_node_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_relaxed_views Relaxed views (job, rank view, "
+	    "epoch) kept.\n# TYPE feedfs_relaxed_views gauge\n"
+	    "feedfs_relaxed_views %zu\n",
+	    f->meta_used, f->meta_peak, f->meta_cap, f->meta_refused,
+	    f->node_bytes, f->nrviews);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"
