@@ -50,8 +50,8 @@ open_mac(const char *path, EVP_MAC_CTX **out, char *err, size_t errlen)
 	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL ||
 	    (ctx = EVP_MAC_CTX_new(mac)) == NULL ||
 	    !EVP_MAC_init(ctx, secret, len, params)) {
-		cluster_set_err(err, errlen, "%s: OpenSSL's HMAC-SHA256 fails",
-		    path);
+		cluster_set_err(
+		    err, errlen, "%s: OpenSSL's HMAC-SHA256 fails", path);
 		EVP_MAC_CTX_free(ctx);
 		r = -ENOTSUP;
 	} else {
@@ -111,8 +111,9 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 	if (o == NULL)
 		o = &none;
 	pool = o->pool ? o->pool : CLUSTER_POOL_DEFAULT;
-	if (pool > CLUSTER_POOL_MAX || (o->chunk != 0 &&
-	    (o->chunk < CLUSTER_CHUNK_MIN || o->chunk > CLUSTER_CHUNK))) {
+	if (pool > CLUSTER_POOL_MAX ||
+	    (o->chunk != 0 &&
+		(o->chunk < CLUSTER_CHUNK_MIN || o->chunk > CLUSTER_CHUNK))) {
 		cluster_set_err(err, errlen,
 		    "pool of %u handles or chunks of %zu bytes: out of bounds",
 		    pool, o->chunk);

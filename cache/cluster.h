@@ -164,8 +164,8 @@ void cluster_close(struct cluster *c);
  * when no pooled handle was free in time, -ENOMEM.  Callers treat every
  * nonzero return as a miss.
  */
-int cluster_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
-    struct cache_val *v);
+int cluster_get(
+    struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN], struct cache_val *v);
 
 /*
  * Store v under key, sealed in the envelope (and MAC'd with a secret);

@@ -14,11 +14,11 @@
 
 #include "cache/cluster_int.h"
 
-#define FAIL(s)                      \
-	do {                         \
-		if (why != NULL)     \
-			*why = (s);  \
-		return -EBADMSG;     \
+#define FAIL(s)                                                                \
+	do {                                                                   \
+		if (why != NULL)                                               \
+			*why = (s);                                            \
+		return -EBADMSG;                                               \
 	} while (0)
 
 static void

@@ -268,8 +268,8 @@ out:
 }
 
 int
-cluster_read_secret(const char *path, uint8_t *out, size_t *len, char *err,
-    size_t errlen)
+cluster_read_secret(
+    const char *path, uint8_t *out, size_t *len, char *err, size_t errlen)
 {
 	char buf[CLUSTER_SECRET_MAX + 2];
 	size_t n = 0;
@@ -306,8 +306,8 @@ cluster_read_auth(const char *path, char *user, size_t ulen, char *pass,
 	size_t n = 0;
 	int r;
 
-	if ((r = read_private(path, "cluster_auth", buf, AUTH_MAX, &n, err,
-		 errlen)) != 0) {
+	if ((r = read_private(
+		 path, "cluster_auth", buf, AUTH_MAX, &n, err, errlen)) != 0) {
 		explicit_bzero(buf, sizeof(buf));
 		return r;
 	}

@@ -60,8 +60,8 @@ struct cluster_head {
 };
 
 /* The memcached key of key's head (chunk 0) or chunk into buf; its length. */
-size_t cluster_mkey(
-    char buf[CLUSTER_MKEY_MAX], const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk);
+size_t cluster_mkey(char buf[CLUSTER_MKEY_MAX],
+    const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk);
 /*
  * Which chunk of the head hkey (hlen bytes) the memcached key k (klen
  * bytes, not NUL-terminated) names: 0 and *idx in 1..n, or -EBADMSG.
@@ -110,9 +110,9 @@ int cluster_value_open(const EVP_MAC_CTX *mac, const struct cluster_head *h,
 struct cluster {
 	memcached_st *master; /* the template the pool clones */
 	memcached_pool_st *pool;
-	size_t chunk;		/* payload bytes per chunk item */
-	unsigned pool_wait_ms;	/* how long a call waits for a handle */
-	EVP_MAC_CTX *mac;	/* keyed with the secret; NULL without one */
+	size_t chunk;	       /* payload bytes per chunk item */
+	unsigned pool_wait_ms; /* how long a call waits for a handle */
+	EVP_MAC_CTX *mac;      /* keyed with the secret; NULL without one */
 
 	_Atomic uint64_t hits, misses, errors, bytes_in, bytes_out, puts,
 	    put_errors, skipped_large, bad_checksum, bad_mac, missing_chunks,
@@ -154,7 +154,7 @@ int cluster_read_auth(const char *path, char *user, size_t ulen, char *pass,
  * one trailing newline); *len its length, CLUSTER_SECRET_MIN..MAX.  The
  * caller wipes buf.  0, or -errno with a message in err.
  */
-int cluster_read_secret(const char *path, uint8_t *buf, size_t *len,
-    char *err, size_t errlen);
+int cluster_read_secret(
+    const char *path, uint8_t *buf, size_t *len, char *err, size_t errlen);
 
 #endif

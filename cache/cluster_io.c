@@ -21,8 +21,8 @@
 static memcached_st *
 pool_get(struct cluster *c, memcached_return_t *rcp)
 {
-	struct timespec wait = {c->pool_wait_ms / 1000,
-	    (long)(c->pool_wait_ms % 1000) * 1000000};
+	struct timespec wait = {
+	    c->pool_wait_ms / 1000, (long)(c->pool_wait_ms % 1000) * 1000000};
 
 	return memcached_pool_fetch(c->pool, &wait, rcp);
 }
@@ -271,9 +271,8 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	    nchunks, nchunks ? (uint32_t)c->chunk : 0);
 	memset(head + CLUSTER_ITEM_HDR, 0, CLUSTER_MAC_LEN);
 	codec_env_seal(env, key, v);
-	if (c->mac != NULL &&
-	    cluster_mac(c->mac, head, env, p, len, head + CLUSTER_ITEM_HDR) !=
-		0) {
+	if (c->mac != NULL && cluster_mac(c->mac, head, env, p, len,
+				  head + CLUSTER_ITEM_HDR) != 0) {
 		atomic_fetch_add(&c->put_errors, 1);
 		return -ENOMEM;
 	}

@@ -47,8 +47,8 @@ mac_ctx(void)
 	params[1] = OSSL_PARAM_construct_end();
 	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL ||
 	    (ctx = EVP_MAC_CTX_new(mac)) == NULL ||
-	    !EVP_MAC_init(ctx, (const uint8_t *)secret, sizeof(secret) - 1,
-		params))
+	    !EVP_MAC_init(
+		ctx, (const uint8_t *)secret, sizeof(secret) - 1, params))
 		abort();
 	EVP_MAC_free(mac);
 	return ctx;
@@ -100,9 +100,8 @@ head(const uint8_t *d, size_t n, unsigned mode)
 		in.len = n - CLUSTER_HEAD_LEN;
 		in.prefix = NULL;
 		codec_env_seal(env, key, &in);
-		if ((mode & 4) &&
-		    cluster_mac(mac_ctx(), item, env, in.data, in.len,
-			item + CLUSTER_ITEM_HDR) != 0)
+		if ((mode & 4) && cluster_mac(mac_ctx(), item, env, in.data,
+				      in.len, item + CLUSTER_ITEM_HDR) != 0)
 			abort();
 	}
 	if (cluster_head_parse(item, n, chunk, &h, NULL) != 0)
@@ -121,8 +120,8 @@ head(const uint8_t *d, size_t n, unsigned mode)
 	/* Inline: the envelope's header and payload are contiguous here. */
 	env = item + CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN;
 	r = cluster_value_open(NULL, &h, env, key, &v, NULL);
-	if (r == 0 && (v.len != h.plen ||
-			  memcmp(env + 32, key, CLUSTER_KEY_LEN) != 0))
+	if (r == 0 &&
+	    (v.len != h.plen || memcmp(env + 32, key, CLUSTER_KEY_LEN) != 0))
 		abort();
 	r = cluster_value_open(mac_ctx(), &h, env, key, &v, NULL);
 	if (r == 0) {

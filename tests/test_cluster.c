@@ -320,8 +320,8 @@ get_check_r(struct cluster *c, int i, size_t len, double *secs, int *rp)
 	}
 	want = val_of(i, len);
 	shape_of(len, &w, &h);
-	ok = v.len == len && v.w == w && v.h == h && v.c == 1 &&
-	     v.dtype == 0 && v.enc == 0 && memcmp(v.data, want, len) == 0;
+	ok = v.len == len && v.w == w && v.h == h && v.c == 1 && v.dtype == 0 &&
+	     v.enc == 0 && memcmp(v.data, want, len) == 0;
 	free(want);
 	free(v.data);
 	return ok ? 1 : -1;
@@ -616,8 +616,11 @@ test_too_large(struct cluster *c)
 	key_of(6000, key);
 	v = calloc(1, CLUSTER_MAX_VALUE + 1);
 	{
-		struct cache_val cv = {.w = 65535, .h = 1025, .c = 1,
-		    .data = v, .len = CLUSTER_MAX_VALUE + 1};
+		struct cache_val cv = {.w = 65535,
+		    .h = 1025,
+		    .c = 1,
+		    .data = v,
+		    .len = CLUSTER_MAX_VALUE + 1};
 
 		CHECK_EQ_INT(cluster_put(c, key, &cv), -EFBIG);
 	}
@@ -631,8 +634,12 @@ test_latency(struct cluster *c)
 {
 	const size_t len = 270 * 1024;
 	uint8_t key[CLUSTER_KEY_LEN], *v = val_of(7, len);
-	struct cache_val cv = {.w = 512, .h = 540, .c = 1, .data = v,
-	    .len = len}, got;
+	struct cache_val cv = {.w = 512,
+			     .h = 540,
+			     .c = 1,
+			     .data = v,
+			     .len = len},
+			 got;
 	double t0, tput, tget;
 	int i, n = 100, ok = 0;
 
@@ -834,7 +841,8 @@ test_chunk_keys(void)
 	CHECK_EQ_INT(cluster_chunk_index(k, kl, hkey, hlen, 64, &idx), 0);
 	CHECK_EQ_INT(idx, 12);
 	CHECK(cluster_chunk_index(k, kl + 3, hkey, hlen, 64, &idx) != 0);
-	CHECK_EQ_INT(cluster_chunk_index(k, kl, hkey, hlen, 11, &idx), -EBADMSG);
+	CHECK_EQ_INT(
+	    cluster_chunk_index(k, kl, hkey, hlen, 11, &idx), -EBADMSG);
 	kl = cluster_mkey(k, key, 64);
 	CHECK_EQ_INT(cluster_chunk_index(k, kl, hkey, hlen, 64, &idx), 0);
 	CHECK_EQ_INT(idx, 64);
@@ -880,8 +888,7 @@ test_many_chunks(struct cluster *dflt)
 			hits += r == 1;
 			wrong += r == -1;
 		}
-	fprintf(stderr, "1 to 64 chunks of 16 KiB: %d of 128 gets hit\n",
-	    hits);
+	fprintf(stderr, "1 to 64 chunks of 16 KiB: %d of 128 gets hit\n", hits);
 	CHECK_EQ_INT(hits, 128);
 	CHECK_EQ_INT(wrong, 0);
 	/* the head and exactly k chunks on the head's server */
@@ -964,8 +971,8 @@ get_in_small_child(const uint8_t key[CLUSTER_KEY_LEN])
 		FILE *f;
 		int r;
 
-		if (cluster_open(servers_of(0, 1, 2), NULL, &c, err,
-			sizeof(err)) != 0)
+		if (cluster_open(
+			servers_of(0, 1, 2), NULL, &c, err, sizeof(err)) != 0)
 			_exit(99);
 		/* one get first: the connection's own buffers */
 		(void)cluster_get(c, key, &v);
@@ -978,8 +985,10 @@ get_in_small_child(const uint8_t key[CLUSTER_KEY_LEN])
 		if (setrlimit(RLIMIT_AS, &rl) != 0)
 			_exit(97);
 		r = cluster_get(c, key, &v);
-		_exit(r == -ENOMEM ? 12 : r == -ENOENT ? 2 : r == -EBADMSG ? 74
-										: 1);
+		_exit(r == -ENOMEM    ? 12
+		      : r == -ENOENT  ? 2
+		      : r == -EBADMSG ? 74
+				      : 1);
 	}
 	if (pid == -1 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return 1000;
