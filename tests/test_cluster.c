@@ -951,6 +951,15 @@ forge_head(uint8_t head[CLUSTER_HEAD_LEN], const uint8_t key[CLUSTER_KEY_LEN],
 	    CLUSTER_KEY_LEN);
 }
 
+/* ASan reserves terabytes of address space: no RLIMIT_AS under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
 /*
  * In a child limited to its address space now plus 32 MiB: a get of key
  * through a fresh client of servers.  Its return, or 1000 if the child
@@ -1003,13 +1012,6 @@ get_in_small_child(const uint8_t key[CLUSTER_KEY_LEN])
 		return 1000 + WEXITSTATUS(status);
 	}
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
 #endif
 
 /*
@@ -1065,9 +1067,14 @@ test_forged_heads(struct cluster *c)
 	cluster_get_stats(c, &st);
 	CHECK_EQ_INT(st.missing_chunks - st0.missing_chunks, 1);
 #ifndef UNDER_ASAN
-	CHECK_EQ_INT(get_in_small_child(key), -ENOENT);
-	fprintf(stderr, "forged 64 MiB head: a miss within 32 MiB of "
-			"address space\n");
+	{
+		int r = get_in_small_child(key);
+
+		CHECK_EQ_INT(r, -ENOENT);
+		fprintf(stderr,
+		    "forged 64 MiB head, 32 MiB of address space left: %s\n",
+		    r == -ENOENT ? "a miss, nothing allocated" : strerror(-r));
+	}
 #else
 	fprintf(stderr, "ASan: the address-space limit is not tried\n");
 #endif
