@@ -129,12 +129,16 @@ static void
 open_cluster(struct feed *f)
 {
 	const struct cfg_mount *m = &f->cfg->mount;
+	/* A handle per worker: none of them waits for one. */
+	struct cluster_opts o = {.auth_file = m->cluster_auth,
+	    .secret_file = m->cluster_secret, .pool = cfg_threads(m)};
 	char msg[1024];
 
 	if (m->cluster == NULL)
 		return;
-	if (cluster_open(m->cluster, m->cluster_auth, &f->cluster, msg,
-		sizeof(msg)) != 0) {
+	if (o.pool > CLUSTER_POOL_MAX)
+		o.pool = CLUSTER_POOL_MAX;
+	if (cluster_open(m->cluster, &o, &f->cluster, msg, sizeof(msg)) != 0) {
 		log_warn("cluster: %s; serving without the cluster tier", msg);
 		return;
 	}

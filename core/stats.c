@@ -53,9 +53,17 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_cluster_errors_total counter\n"
 	    "feedfs_cluster_errors_total %" PRIu64 "\n"
 	    "# HELP feedfs_cluster_bad_values_total Cluster values refused "
-	    "(checksum, length, lost chunk): misses.\n"
+	    "(checksum, length, another key's, lost chunk): misses.\n"
 	    "# TYPE feedfs_cluster_bad_values_total counter\n"
 	    "feedfs_cluster_bad_values_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_bad_mac_total Cluster values refused "
+	    "for a missing or wrong MAC (cluster_secret): misses.\n"
+	    "# TYPE feedfs_cluster_bad_mac_total counter\n"
+	    "feedfs_cluster_bad_mac_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_pool_waits_total Cluster calls that found "
+	    "no free connection in time: misses, no server asked.\n"
+	    "# TYPE feedfs_cluster_pool_waits_total counter\n"
+	    "feedfs_cluster_pool_waits_total %" PRIu64 "\n"
 	    "# HELP feedfs_cluster_bytes_in_total Value bytes of cluster "
 	    "hits.\n# TYPE feedfs_cluster_bytes_in_total counter\n"
 	    "feedfs_cluster_bytes_in_total %" PRIu64 "\n"
@@ -70,7 +78,8 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_cluster_skipped_total counter\n"
 	    "feedfs_cluster_skipped_total %" PRIu64 "\n",
 	    f->cluster != NULL, cs.errors + cs.put_errors,
-	    cs.bad_checksum + cs.missing_chunks, cs.bytes_in, cs.bytes_out,
+	    cs.bad_checksum + cs.missing_chunks, cs.bad_mac, cs.pool_waits,
+	    cs.bytes_in, cs.bytes_out,
 	    cs.puts, cs.skipped_large);
 }
 
