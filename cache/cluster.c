@@ -2,7 +2,9 @@
  * cluster.c - the cluster cache tier: preprocessed values in memcached,
  * through libmemcached (see cluster.h for the layout and the contract).
  * Opening and closing, the counters and the error text; the server list
- * and the auth file are in cluster_conf.c, get and put in cluster_io.c.
+ * and the auth and secret files are in cluster_conf.c, the items' bytes in
+ * cluster_codec.c, get and put in cluster_io.c.  The top of the tier:
+ * calls cluster_conf.c; cluster_io.c and cluster_codec.c are beside it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,38 +15,52 @@
 
 #include <libmemcached/memcached.h>
 #include <libmemcachedutil-1.0/pool.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 
 #include "cache/cluster_int.h"
 
-#define DEFAULT_ITEM_MAX (1024u * 1024)
-/* Room in an item for memcached's item header, the key and the CAS. */
-#define ITEM_HEADROOM 1024u
-#define MIN_CHUNK (64u * 1024)
-
+#define POOL_WAIT_MS 1000
 #define CONNECT_TIMEOUT_MS 250
 #define POLL_TIMEOUT_MS 500
 #define FAILURE_LIMIT 1
 
 /* ---- open and close --------------------------------------------------- */
 
-static memcached_return_t
-settings_cb(const memcached_instance_st *server, const char *key, size_t klen,
-    const char *value, size_t vlen, void *ctx)
+/*
+ * The MAC's context, keyed with the secret of path: 0 and *out, or -errno
+ * and why.  The secret's bytes are wiped.
+ */
+static int
+open_mac(const char *path, EVP_MAC_CTX **out, char *err, size_t errlen)
 {
-	size_t *min = ctx;
-	char num[32];
-	unsigned long long v;
+	OSSL_PARAM params[2];
+	EVP_MAC *mac = NULL;
+	EVP_MAC_CTX *ctx = NULL;
+	uint8_t secret[CLUSTER_SECRET_MAX];
+	size_t len = 0;
+	int r;
 
-	(void)server;
-	if (klen == strlen("item_size_max") &&
-	    memcmp(key, "item_size_max", klen) == 0 && vlen < sizeof(num)) {
-		memcpy(num, value, vlen);
-		num[vlen] = '\0';
-		v = strtoull(num, NULL, 10);
-		if (v > 0 && (*min == 0 || v < *min))
-			*min = (size_t)v;
+	if ((r = cluster_read_secret(path, secret, &len, err, errlen)) != 0)
+		return r;
+	params[0] = OSSL_PARAM_construct_utf8_string(
+	    OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL ||
+	    (ctx = EVP_MAC_CTX_new(mac)) == NULL ||
+	    !EVP_MAC_init(ctx, secret, len, params)) {
+		cluster_set_err(
+		    err, errlen, "%s: OpenSSL's HMAC-SHA256 fails", path);
+		EVP_MAC_CTX_free(ctx);
+		r = -ENOTSUP;
+	} else {
+		*out = ctx; /* transferred */
+		r = 0;
 	}
-	return MEMCACHED_SUCCESS;
+	EVP_MAC_free(mac); /* the context keeps its own reference */
+	explicit_bzero(secret, sizeof(secret));
+	return r;
 }
 
 static int
@@ -81,16 +97,28 @@ set_behaviors(memcached_st *m, char *err, size_t errlen)
 }
 
 int
-cluster_open(const char *servers, const char *auth_file, struct cluster **out,
-    char *err, size_t errlen)
+cluster_open(const char *servers, const struct cluster_opts *o,
+    struct cluster **out, char *err, size_t errlen)
 {
+	static const struct cluster_opts none;
 	struct cluster *c = NULL;
 	struct server *sv = NULL;
 	memcached_return_t rc;
 	char user[256], pass[1024];
-	size_t item_max = 0;
+	unsigned pool;
 	int i, n, r;
 
+	if (o == NULL)
+		o = &none;
+	pool = o->pool ? o->pool : CLUSTER_POOL_DEFAULT;
+	if (pool > CLUSTER_POOL_MAX ||
+	    (o->chunk != 0 &&
+		(o->chunk < CLUSTER_CHUNK_MIN || o->chunk > CLUSTER_CHUNK))) {
+		cluster_set_err(err, errlen,
+		    "pool of %u handles or chunks of %zu bytes: out of bounds",
+		    pool, o->chunk);
+		return -EINVAL;
+	}
 	if ((sv = calloc(CLUSTER_MAX_SERVERS, sizeof(*sv))) == NULL) {
 		r = -ENOMEM;
 		cluster_set_err(err, errlen, "out of memory");
@@ -104,6 +132,12 @@ cluster_open(const char *servers, const char *auth_file, struct cluster **out,
 		goto out;
 	}
 	pthread_mutex_init(&c->errlock, NULL);
+	/* Fixed, never read from a server: every client cuts alike. */
+	c->chunk = o->chunk ? o->chunk : CLUSTER_CHUNK;
+	c->pool_wait_ms = o->pool_wait_ms ? o->pool_wait_ms : POOL_WAIT_MS;
+	if (o->secret_file != NULL &&
+	    (r = open_mac(o->secret_file, &c->mac, err, errlen)) != 0)
+		goto out;
 	if ((c->master = memcached_create(NULL)) == NULL) {
 		r = -ENOMEM;
 		cluster_set_err(err, errlen, "libmemcached: out of memory");
@@ -121,9 +155,9 @@ cluster_open(const char *servers, const char *auth_file, struct cluster **out,
 			goto out;
 		}
 	}
-	if (auth_file != NULL) {
-		if ((r = cluster_read_auth(auth_file, user, sizeof(user), pass,
-			 sizeof(pass), err, errlen)) != 0)
+	if (o->auth_file != NULL) {
+		if ((r = cluster_read_auth(o->auth_file, user, sizeof(user),
+			 pass, sizeof(pass), err, errlen)) != 0)
 			goto out;
 		rc = memcached_set_sasl_auth_data(c->master, user, pass);
 		explicit_bzero(pass, sizeof(pass));
@@ -134,21 +168,8 @@ cluster_open(const char *servers, const char *auth_file, struct cluster **out,
 			goto out;
 		}
 	}
-
-	/*
-	 * The servers that answer say their item size; none answering is
-	 * fine (they are misses until they come up).  The probe runs on the
-	 * master, whose failure counts the pool's clones do not inherit.
-	 */
-	(void)memcached_stat_execute(
-	    c->master, "settings", settings_cb, &item_max);
-	if (item_max == 0)
-		item_max = DEFAULT_ITEM_MAX;
-	c->chunk = item_max > MIN_CHUNK + ITEM_HEADROOM
-		       ? item_max - ITEM_HEADROOM
-		       : MIN_CHUNK;
-
-	c->pool = memcached_pool_create(c->master, 1, CLUSTER_POOL_MAX);
+	/* Handles are cloned from the master as callers need them. */
+	c->pool = memcached_pool_create(c->master, 1, pool);
 	if (c->pool == NULL) {
 		r = -ENOMEM;
 		cluster_set_err(
@@ -175,6 +196,7 @@ cluster_close(struct cluster *c)
 		memcached_destroy_sasl_auth_data(c->master);
 		memcached_free(c->master);
 	}
+	EVP_MAC_CTX_free(c->mac);
 	pthread_mutex_destroy(&c->errlock);
 	free(c);
 }
@@ -199,6 +221,8 @@ cluster_get_stats(struct cluster *c, struct cluster_stats *st)
 	st->skipped_large = atomic_load(&c->skipped_large);
 	st->bad_checksum = atomic_load(&c->bad_checksum);
 	st->missing_chunks = atomic_load(&c->missing_chunks);
+	st->bad_mac = atomic_load(&c->bad_mac);
+	st->pool_waits = atomic_load(&c->pool_waits);
 }
 
 bool

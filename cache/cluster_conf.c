@@ -1,6 +1,7 @@
 /*
- * cluster_conf.c - the cluster tier's configuration: the server list and
- * the SASL auth file (see cluster.h).
+ * cluster_conf.c - the cluster tier's configuration: the server list, the
+ * SASL auth file and the MAC's secret file (see cluster.h).  A leaf of the
+ * tier: it calls nothing of cache/.
  */
 #include <sys/stat.h>
 
@@ -180,57 +181,136 @@ cluster_check_servers(const char *servers, char *err, size_t errlen)
 
 /* ---- the auth file ---------------------------------------------------- */
 
+/*
+ * Read the private file path (what) into buf[max + 1], NUL-terminated; *len
+ * its length.  The file must be a regular file (opened without following a
+ * symlink and without blocking on a FIFO), owned by the effective uid or
+ * root, that neither group nor others can read or write, and at most max
+ * bytes.  0, or -errno with why in err; the caller wipes buf.
+ */
+static int
+read_private(const char *path, const char *what, char *buf, size_t max,
+    size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t got;
+	size_t off;
+	uid_t me = geteuid();
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1) {
+		r = -errno;
+		if (errno == ELOOP)
+			cluster_set_err(err, errlen,
+			    "%s %s: a symbolic link; name the file itself",
+			    what, path);
+		else
+			cluster_set_err(err, errlen, "%s %s: %s", what, path,
+			    strerror(errno));
+		return r;
+	}
+	if (fstat(fd, &st) == -1) {
+		r = -errno;
+		cluster_set_err(
+		    err, errlen, "%s %s: %s", what, path, strerror(errno));
+		goto out;
+	}
+	r = -EINVAL;
+	if (!S_ISREG(st.st_mode)) {
+		cluster_set_err(
+		    err, errlen, "%s %s: not a regular file", what, path);
+		goto out;
+	}
+	r = -EPERM;
+	if (st.st_uid != me && st.st_uid != 0) {
+		cluster_set_err(err, errlen,
+		    "%s %s: owned by uid %u, not by %u (us) or root", what,
+		    path, (unsigned)st.st_uid, (unsigned)me);
+		goto out;
+	}
+	if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) {
+		cluster_set_err(err, errlen,
+		    "%s %s: mode %03o lets group or others read it: chmod 600 "
+		    "it",
+		    what, path, (unsigned)(st.st_mode & 0777));
+		goto out;
+	}
+	r = -EFBIG;
+	if (st.st_size < 0 || (uint64_t)st.st_size > max) {
+		cluster_set_err(err, errlen, "%s %s: larger than %zu bytes",
+		    what, path, max);
+		goto out;
+	}
+	off = 0;
+	while (off <= max && (got = read(fd, buf + off, max + 1 - off)) != 0) {
+		if (got == -1) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			cluster_set_err(err, errlen, "%s %s: %s", what, path,
+			    strerror(errno));
+			goto out;
+		}
+		off += (size_t)got;
+	}
+	if (off > max) { /* grew since the fstat */
+		cluster_set_err(err, errlen, "%s %s: larger than %zu bytes",
+		    what, path, max);
+		goto out;
+	}
+	buf[off] = '\0';
+	*len = off;
+	r = 0;
+out:
+	close(fd);
+	return r;
+}
+
+int
+cluster_read_secret(
+    const char *path, uint8_t *out, size_t *len, char *err, size_t errlen)
+{
+	char buf[CLUSTER_SECRET_MAX + 2];
+	size_t n = 0;
+	int r;
+
+	/* One byte over the bound, so that a trailing newline may follow. */
+	if ((r = read_private(path, "cluster_secret", buf,
+		 CLUSTER_SECRET_MAX + 1, &n, err, errlen)) != 0)
+		goto out;
+	if (n > 0 && buf[n - 1] == '\n')
+		n--;
+	r = -EINVAL;
+	if (n < CLUSTER_SECRET_MIN || n > CLUSTER_SECRET_MAX) {
+		cluster_set_err(err, errlen,
+		    "cluster_secret %s: %zu bytes; a secret has %d to %d "
+		    "(e.g. openssl rand -hex 32)",
+		    path, n, CLUSTER_SECRET_MIN, CLUSTER_SECRET_MAX);
+		goto out;
+	}
+	memcpy(out, buf, n);
+	*len = n;
+	r = 0;
+out:
+	explicit_bzero(buf, sizeof(buf));
+	return r;
+}
+
 /* Read user and password from path into user[ulen], pass[plen]. */
 int
 cluster_read_auth(const char *path, char *user, size_t ulen, char *pass,
     size_t plen, char *err, size_t errlen)
 {
-	struct stat st;
 	char buf[AUTH_MAX + 1], *nl, *l1, *l2, *p;
-	ssize_t got;
-	size_t off;
-	int fd, r;
+	size_t n = 0;
+	int r;
 
-	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
-		r = -errno;
-		cluster_set_err(err, errlen, "%s: %s", path, strerror(errno));
+	if ((r = read_private(
+		 path, "cluster_auth", buf, AUTH_MAX, &n, err, errlen)) != 0) {
+		explicit_bzero(buf, sizeof(buf));
 		return r;
 	}
-	if (fstat(fd, &st) == -1) {
-		r = -errno;
-		cluster_set_err(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return r;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		cluster_set_err(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return -EINVAL;
-	}
-	if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) {
-		cluster_set_err(err, errlen,
-		    "%s: mode %03o lets group or others read it: chmod 600 it",
-		    path, (unsigned)(st.st_mode & 0777));
-		close(fd);
-		return -EPERM;
-	}
-	off = 0;
-	while (off < AUTH_MAX &&
-	       (got = read(fd, buf + off, AUTH_MAX - off)) != 0) {
-		if (got == -1) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			cluster_set_err(
-			    err, errlen, "%s: %s", path, strerror(errno));
-			close(fd);
-			explicit_bzero(buf, sizeof(buf));
-			return r;
-		}
-		off += (size_t)got;
-	}
-	close(fd);
-	buf[off] = '\0';
 
 	/* Two lines "user\npassword", or one "user password". */
 	r = -EINVAL;
@@ -271,8 +351,8 @@ cluster_read_auth(const char *path, char *user, size_t ulen, char *pass,
 bad:
 	if (r != 0)
 		cluster_set_err(err, errlen,
-		    "%s: expected \"USER PASSWORD\" or USER and PASSWORD on "
-		    "two lines",
+		    "cluster_auth %s: expected \"USER PASSWORD\" or USER and "
+		    "PASSWORD on two lines",
 		    path);
 	explicit_bzero(buf, sizeof(buf));
 	return r;

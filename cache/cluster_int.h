@@ -1,8 +1,9 @@
 /*
  * cluster_int.h - what the files of the cluster tier share (cluster.c:
  * open, close, stats and errors; cluster_conf.c: the server list and the
- * auth file; cluster_io.c: the value codec, get and put).  Not for use
- * outside cache/cluster*.c.
+ * auth and secret files; cluster_codec.c: the items' bytes, pure;
+ * cluster_io.c: get and put).  Not for use outside cache/cluster*.c and
+ * the fuzz target of the codec.
  */
 #ifndef FEEDFS_CLUSTER_INT_H
 #define FEEDFS_CLUSTER_INT_H
@@ -15,8 +16,92 @@
 
 #include <libmemcached/memcached.h>
 #include <libmemcachedutil-1.0/pool.h>
+#include <openssl/evp.h>
 
 #include "cache/cluster.h"
+#include "cache/codec.h"
+
+/* ---- the items' bytes (cluster_codec.c; no server, no state) ---------- */
+
+/*
+ * Head item value (all numbers little endian):
+ *
+ *	0	"FFCL"
+ *	4	version (u16): CLUSTER_ITEM_VERSION
+ *	6	flags (u16): CLUSTER_FLAG_MAC when the MAC field is one
+ *	8	chunk count (u32): 0 when the payload follows the head
+ *	12	chunk size (u32): payload bytes per chunk item (0 with none)
+ *	16	MAC (32 bytes): HMAC-SHA256 under the secret of bytes 0..15,
+ *		then the envelope (header and payload); zeros without
+ *	48	the envelope's header (codec.h, CODEC_ENV_HDR bytes)
+ *	120	the payload, when the chunk count is 0
+ *
+ * Chunk item "ffc2:HEX#I" (I = 1..count in decimal, no leading zero):
+ * payload bytes (I - 1) * size .. I * size, the last one shorter.
+ */
+#define CLUSTER_KEY_PREFIX "ffc2:"
+#define CLUSTER_ITEM_MAGIC "FFCL"
+#define CLUSTER_ITEM_VERSION 2
+#define CLUSTER_FLAG_MAC 1u
+#define CLUSTER_ITEM_HDR 16
+#define CLUSTER_MAC_LEN 32
+#define CLUSTER_HEAD_LEN (CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN + CODEC_ENV_HDR)
+/* "ffc2:" + 64 hex + "#" + up to 10 digits + NUL */
+#define CLUSTER_MKEY_MAX (sizeof(CLUSTER_KEY_PREFIX) + 2 * CLUSTER_KEY_LEN + 12)
+
+/* A head item, parsed: pointers into the item's bytes. */
+struct cluster_head {
+	uint32_t flags, nchunks, csize;
+	uint64_t plen;		/* the envelope's payload length */
+	const uint8_t *item;	/* CLUSTER_ITEM_HDR bytes */
+	const uint8_t *mac;	/* CLUSTER_MAC_LEN bytes */
+	const uint8_t *env;	/* CODEC_ENV_HDR bytes */
+	const uint8_t *payload; /* plen bytes when nchunks is 0, else NULL */
+};
+
+/* The memcached key of key's head (chunk 0) or chunk into buf; its length. */
+size_t cluster_mkey(char buf[CLUSTER_MKEY_MAX],
+    const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk);
+/*
+ * Which chunk of the head hkey (hlen bytes) the memcached key k (klen
+ * bytes, not NUL-terminated) names: 0 and *idx in 1..n, or -EBADMSG.
+ * Reads only k[0..klen).
+ */
+int cluster_chunk_index(const char *k, size_t klen, const char *hkey,
+    size_t hlen, uint32_t n, uint32_t *idx);
+/*
+ * Parse the head item v (vlen bytes) for a client whose chunk size is
+ * chunk: magic, version, flags, a payload length within
+ * CLUSTER_MAX_VALUE, and either the payload inline (count and size 0, the
+ * item exactly that long) or a head alone whose size is chunk and whose
+ * count is the length's.  0 and h filled, or -EBADMSG and why.  The
+ * envelope itself is checked by cluster_value_open.
+ */
+int cluster_head_parse(const uint8_t *v, size_t vlen, size_t chunk,
+    struct cluster_head *h, const char **why);
+/* Write a head's first CLUSTER_ITEM_HDR bytes. */
+void cluster_item_encode(uint8_t item[CLUSTER_ITEM_HDR], uint32_t flags,
+    uint32_t nchunks, uint32_t csize);
+/*
+ * The MAC of a value: HMAC-SHA256 (mac, a context keyed with the secret)
+ * of item[CLUSTER_ITEM_HDR], then env (the envelope's header and plen
+ * bytes of payload, contiguous or not).  0, or -ENOMEM.
+ */
+int cluster_mac(const EVP_MAC_CTX *mac, const uint8_t item[CLUSTER_ITEM_HDR],
+    const uint8_t env[CODEC_ENV_HDR], const uint8_t *payload, size_t plen,
+    uint8_t out[CLUSTER_MAC_LEN]);
+/*
+ * The one check of a value read for key: with mac (a keyed context; NULL
+ * without a secret) the head must carry a MAC and it must be the value's
+ * (else -EACCES); then codec_env_open on env (CODEC_ENV_HDR + h->plen
+ * bytes: the header and the payload) against key (else -EBADMSG).  0 and
+ * out's shape and len filled (out->data NULL), and why set on failure.
+ */
+int cluster_value_open(const EVP_MAC_CTX *mac, const struct cluster_head *h,
+    const uint8_t *env, const uint8_t key[CLUSTER_KEY_LEN],
+    struct cache_val *out, const char **why);
+
+/* ---- the client ------------------------------------------------------- */
 
 /*
  * Lock order: none.  The counters are atomics; errlock guards only the
@@ -25,10 +110,13 @@
 struct cluster {
 	memcached_st *master; /* the template the pool clones */
 	memcached_pool_st *pool;
-	size_t chunk; /* value bytes per item */
+	size_t chunk;	       /* payload bytes per chunk item */
+	unsigned pool_wait_ms; /* how long a call waits for a handle */
+	EVP_MAC_CTX *mac;      /* keyed with the secret; NULL without one */
 
 	_Atomic uint64_t hits, misses, errors, bytes_in, bytes_out, puts,
-	    put_errors, skipped_large, bad_checksum, missing_chunks;
+	    put_errors, skipped_large, bad_checksum, bad_mac, missing_chunks,
+	    pool_waits;
 
 	pthread_mutex_t errlock;
 	char first[256];      /* the first failure; guarded by errlock */
@@ -55,11 +143,18 @@ int cluster_parse_servers(
     const char *servers, struct server *sv, int *n, char *err, size_t errlen);
 
 /*
- * Read user and password from the auth file path (a regular file that
- * only its owner may read) into user[ulen] and pass[plen]; the caller
- * wipes pass.  0, or -errno with a message in err.
+ * Read user and password from the auth file path into user[ulen] and
+ * pass[plen]; the caller wipes pass.  0, or -errno with a message in err.
  */
 int cluster_read_auth(const char *path, char *user, size_t ulen, char *pass,
     size_t plen, char *err, size_t errlen);
+
+/*
+ * Read the secret file path into buf[CLUSTER_SECRET_MAX] (its bytes less
+ * one trailing newline); *len its length, CLUSTER_SECRET_MIN..MAX.  The
+ * caller wipes buf.  0, or -errno with a message in err.
+ */
+int cluster_read_secret(
+    const char *path, uint8_t *buf, size_t *len, char *err, size_t errlen);
 
 #endif

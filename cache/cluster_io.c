@@ -1,20 +1,10 @@
 /*
- * cluster_io.c - the cluster tier's values in memcached: the key and
- * header codec, get and put (see cluster.h for the layout and the
- * contract).
- *
- * Head item value:
- *
- *	0  magic "FFCL"
- *	4  version (u16 LE), 0 (u16)
- *	8  total length (u64 LE)
- *	16 chunk count (u32 LE): 0 when the value follows the header
- *	20 chunk size (u32 LE): bytes per chunk item, the last one shorter
- *	24 XXH3-64 of the whole value (u64 LE)
- *	32 the value, when the chunk count is 0
+ * cluster_io.c - the cluster tier's get and put against memcached (see
+ * cluster.h for the contract, cluster_int.h for the items' layout).  Above
+ * cluster_codec.c, whose functions check every byte a server returns;
+ * this file moves the bytes and counts.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,24 +12,19 @@
 #include <string.h>
 #include <time.h>
 
-#include <xxhash.h>
-
 #include "cache/cluster_int.h"
 
-#define HDR_MAGIC "FFCL"
-#define HDR_VERSION 1
-#define HDR_LEN 32
-#define KEY_PREFIX "ffc1:"
-/* "ffc1:" + 64 hex + "#" + chunk number + NUL */
-#define MKEY_MAX (sizeof(KEY_PREFIX) + 2 * CLUSTER_KEY_LEN + 16)
-
+/*
+ * A handle of the pool, or NULL with *rcp why: MEMCACHED_TIMEOUT (none
+ * free within the wait) or a failure to make one.
+ */
 static memcached_st *
-pool_get(struct cluster *c)
+pool_get(struct cluster *c, memcached_return_t *rcp)
 {
-	struct timespec wait = {1, 0};
-	memcached_return_t rc;
+	struct timespec wait = {
+	    c->pool_wait_ms / 1000, (long)(c->pool_wait_ms % 1000) * 1000000};
 
-	return memcached_pool_fetch(c->pool, &wait, &rc);
+	return memcached_pool_fetch(c->pool, &wait, rcp);
 }
 
 static void
@@ -58,7 +43,7 @@ note_failure(struct cluster *c, memcached_st *m, memcached_return_t rc)
 		    memcached_last_error_message(m));
 	else
 		snprintf(c->errtext, sizeof(c->errtext),
-		    "memcached: no connection free in the pool (%s)",
+		    "memcached: no handle from the pool (%s)",
 		    memcached_strerror(NULL, rc));
 	if (c->first[0] == '\0')
 		memcpy(c->first, c->errtext, sizeof(c->first));
@@ -66,43 +51,21 @@ note_failure(struct cluster *c, memcached_st *m, memcached_return_t rc)
 	atomic_store(&c->failed, true);
 }
 
-static size_t
-make_key(char *buf, const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk)
+/*
+ * No handle: a wait that ran out is a pool wait (a miss, not a server's
+ * failure); anything else (no memory for a clone) an error.  The return
+ * of cluster_get and cluster_put.
+ */
+static int
+no_handle(struct cluster *c, memcached_return_t rc)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t n, i;
-
-	memcpy(buf, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-	n = sizeof(KEY_PREFIX) - 1;
-	for (i = 0; i < CLUSTER_KEY_LEN; i++) {
-		buf[n++] = hex[key[i] >> 4];
-		buf[n++] = hex[key[i] & 15];
+	if (rc == MEMCACHED_TIMEOUT || rc == MEMCACHED_NOTFOUND ||
+	    rc == MEMCACHED_IN_PROGRESS) {
+		atomic_fetch_add(&c->pool_waits, 1);
+		return -EBUSY;
 	}
-	if (chunk > 0)
-		n +=
-		    (size_t)snprintf(buf + n, MKEY_MAX - n, "#%" PRIu32, chunk);
-	buf[n] = '\0';
-	return n;
-}
-
-static void
-put_le(uint8_t *p, uint64_t v, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
+	note_failure(c, NULL, rc);
+	return -EIO;
 }
 
 /* A failed call on a server: NOTFOUND is a plain miss, the rest errors. */
@@ -113,21 +76,25 @@ is_server_failure(memcached_return_t rc)
 	       rc != MEMCACHED_END;
 }
 
-/* Fetch chunks 1..n of the value under hkey into buf (total bytes). */
+/*
+ * Fetch the h->nchunks chunks of the head hkey (hlen bytes) into a buffer
+ * of the envelope's header and payload, allocated when the first sound
+ * chunk arrives (a forged head alone costs nothing): 0 and *bufp, or
+ * -EBADMSG (a chunk of the wrong name or length), -ENOENT (a chunk
+ * missing), -EIO with *rcp (a server failed), -ENOMEM.
+ */
 static int
-get_chunks(struct cluster *c, memcached_st *m, const uint8_t key[32],
-    const char *hkey, size_t hlen, uint32_t n, size_t csize, uint8_t *buf,
-    size_t total, memcached_return_t *rcp)
+get_chunks(struct cluster *c, memcached_st *m,
+    const uint8_t key[CLUSTER_KEY_LEN], const char *hkey, size_t hlen,
+    const struct cluster_head *h, uint8_t **bufp, memcached_return_t *rcp)
 {
-	char(*keys)[MKEY_MAX] = NULL;
+	char(*keys)[CLUSTER_MKEY_MAX] = NULL;
 	const char **kp = NULL;
 	size_t *kl = NULL, want, off, vlen;
-	uint8_t *seen = NULL;
+	uint8_t *seen = NULL, *buf = NULL;
 	memcached_result_st resbuf, *res = NULL;
 	memcached_return_t rc;
-	const char *k, *hash;
-	unsigned long idx;
-	uint32_t i, got = 0;
+	uint32_t i, idx, n = h->nchunks, got = 0;
 	int r;
 
 	keys = calloc(n, sizeof(*keys));
@@ -139,7 +106,7 @@ get_chunks(struct cluster *c, memcached_st *m, const uint8_t key[32],
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		kl[i] = make_key(keys[i], key, i + 1);
+		kl[i] = cluster_mkey(keys[i], key, i + 1);
 		kp[i] = keys[i];
 	}
 	rc = memcached_mget_by_key(m, hkey, hlen, kp, kl, n);
@@ -158,27 +125,32 @@ get_chunks(struct cluster *c, memcached_st *m, const uint8_t key[32],
 	}
 	r = 0;
 	while (memcached_fetch_result(m, res, &rc) != NULL) {
-		k = memcached_result_key_value(res);
 		if (r != 0)
 			continue; /* drain the rest */
-		if ((hash = memchr(k, '#', memcached_result_key_length(res))) ==
-		    NULL) {
+		/* The key is not NUL-terminated: its length bounds it. */
+		if (cluster_chunk_index(memcached_result_key_value(res),
+			memcached_result_key_length(res), hkey, hlen, n,
+			&idx) != 0 ||
+		    seen[idx - 1]) {
 			r = -EBADMSG;
 			continue;
 		}
-		idx = strtoul(hash + 1, NULL, 10);
-		if (idx < 1 || idx > n || seen[idx - 1]) {
-			r = -EBADMSG;
-			continue;
-		}
-		off = (idx - 1) * csize;
-		want = idx < n ? csize : total - off;
+		off = (size_t)(idx - 1) * h->csize;
+		want = idx < n ? h->csize : h->plen - off;
 		vlen = memcached_result_length(res);
 		if (vlen != want) {
 			r = -EBADMSG;
 			continue;
 		}
-		memcpy(buf + off, memcached_result_value(res), vlen);
+		if (buf == NULL) {
+			if ((buf = malloc(CODEC_ENV_HDR + h->plen)) == NULL) {
+				r = -ENOMEM;
+				continue;
+			}
+			memcpy(buf, h->env, CODEC_ENV_HDR);
+		}
+		memcpy(buf + CODEC_ENV_HDR + off, memcached_result_value(res),
+		    vlen);
 		seen[idx - 1] = 1;
 		got++;
 	}
@@ -191,9 +163,14 @@ get_chunks(struct cluster *c, memcached_st *m, const uint8_t key[32],
 		r = -ENOENT;
 		atomic_fetch_add(&c->missing_chunks, 1);
 	}
+	if (r == 0) {
+		*bufp = buf; /* transferred */
+		buf = NULL;
+	}
 out:
 	if (res != NULL)
 		memcached_result_free(res);
+	free(buf);
 	free(seen);
 	free(kl);
 	free(kp);
@@ -202,75 +179,51 @@ out:
 }
 
 int
-cluster_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
-    uint8_t **data, size_t *len)
+cluster_get(
+    struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN], struct cache_val *v)
 {
-	char hkey[MKEY_MAX];
+	char hkey[CLUSTER_MKEY_MAX];
+	struct cluster_head h;
+	struct cache_val out;
 	memcached_st *m;
 	memcached_return_t rc = MEMCACHED_SUCCESS;
 	uint8_t *val = NULL, *buf = NULL;
-	uint64_t total, sum;
-	uint32_t n, csize;
 	size_t hlen, vlen = 0;
 	uint32_t flags;
 	int r;
 
-	if ((m = pool_get(c)) == NULL) {
-		note_failure(c, NULL, MEMCACHED_TIMEOUT);
-		atomic_fetch_add(&c->errors, 1);
+	if ((m = pool_get(c, &rc)) == NULL) {
+		r = no_handle(c, rc);
 		atomic_fetch_add(&c->misses, 1);
-		return -EIO;
+		if (r == -EIO)
+			atomic_fetch_add(&c->errors, 1);
+		return r;
 	}
-	hlen = make_key(hkey, key, 0);
+	hlen = cluster_mkey(hkey, key, 0);
 	val = (uint8_t *)memcached_get(m, hkey, hlen, &vlen, &flags, &rc);
 	if (val == NULL) {
 		r = is_server_failure(rc) ? -EIO : -ENOENT;
 		goto out;
 	}
-	if (vlen < HDR_LEN || memcmp(val, HDR_MAGIC, 4) != 0 ||
-	    get_le(val + 4, 2) != HDR_VERSION) {
+	if (cluster_head_parse(val, vlen, c->chunk, &h, NULL) != 0) {
 		r = -EBADMSG;
 		goto out;
 	}
-	total = get_le(val + 8, 8);
-	n = (uint32_t)get_le(val + 16, 4);
-	csize = (uint32_t)get_le(val + 20, 4);
-	sum = get_le(val + 24, 8);
-	if (total > CLUSTER_MAX_VALUE) {
-		r = -EBADMSG;
-		goto out;
-	}
-	if (n == 0) {
-		if (vlen - HDR_LEN != total) {
-			r = -EBADMSG;
-			goto out;
-		}
-		if ((buf = malloc(total ? total : 1)) == NULL) {
+	if (h.nchunks == 0) {
+		if ((buf = malloc(CODEC_ENV_HDR + h.plen)) == NULL) {
 			r = -ENOMEM;
 			goto out;
 		}
-		memcpy(buf, val + HDR_LEN, total);
-	} else {
-		if (vlen != HDR_LEN || csize == 0 ||
-		    (total + csize - 1) / csize != n) {
-			r = -EBADMSG;
-			goto out;
-		}
-		if ((buf = malloc(total)) == NULL) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if ((r = get_chunks(c, m, key, hkey, hlen, n, csize, buf, total,
-			 &rc)) != 0)
-			goto out;
-	}
-	if (XXH3_64bits(buf, total) != sum) {
-		r = -EBADMSG;
+		memcpy(buf, h.env, CODEC_ENV_HDR);
+		memcpy(buf + CODEC_ENV_HDR, h.payload, h.plen);
+	} else if ((r = get_chunks(c, m, key, hkey, hlen, &h, &buf, &rc)) != 0)
 		goto out;
-	}
-	*data = buf; /* transferred */
-	*len = total;
+	if ((r = cluster_value_open(c->mac, &h, buf, key, &out, NULL)) != 0)
+		goto out;
+	memmove(buf, buf + CODEC_ENV_HDR, h.plen);
+	out.data = buf; /* transferred */
 	buf = NULL;
+	*v = out;
 	r = 0;
 out:
 	if (r == -EIO)
@@ -280,27 +233,30 @@ out:
 	free(buf);
 	if (r == 0) {
 		atomic_fetch_add(&c->hits, 1);
-		atomic_fetch_add(&c->bytes_in, *len);
+		atomic_fetch_add(&c->bytes_in, v->len);
 	} else {
 		atomic_fetch_add(&c->misses, 1);
 		if (r == -EIO)
 			atomic_fetch_add(&c->errors, 1);
 		else if (r == -EBADMSG)
 			atomic_fetch_add(&c->bad_checksum, 1);
+		else if (r == -EACCES)
+			atomic_fetch_add(&c->bad_mac, 1);
 	}
 	return r;
 }
 
 int
 cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
-    const void *data, size_t len)
+    const struct cache_val *v)
 {
-	char hkey[MKEY_MAX], ckey[MKEY_MAX];
-	uint8_t hdr[HDR_LEN], *one = NULL;
-	const uint8_t *p = data;
+	char hkey[CLUSTER_MKEY_MAX], ckey[CLUSTER_MKEY_MAX];
+	uint8_t head[CLUSTER_HEAD_LEN], *one = NULL;
+	uint8_t *env = head + CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN;
+	const uint8_t *p = v->data;
 	memcached_st *m;
 	memcached_return_t rc = MEMCACHED_SUCCESS;
-	size_t hlen, klen, off, n;
+	size_t len = v->len, hlen, klen, off, n;
 	uint32_t nchunks, i;
 	int r;
 
@@ -308,28 +264,39 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 		atomic_fetch_add(&c->skipped_large, 1);
 		return -EFBIG;
 	}
-	nchunks = HDR_LEN + len <= c->chunk
+	nchunks = CLUSTER_HEAD_LEN + len <= c->chunk
 		      ? 0
 		      : (uint32_t)((len + c->chunk - 1) / c->chunk);
-	memcpy(hdr, HDR_MAGIC, 4);
-	put_le(hdr + 4, HDR_VERSION, 2);
-	put_le(hdr + 6, 0, 2);
-	put_le(hdr + 8, len, 8);
-	put_le(hdr + 16, nchunks, 4);
-	put_le(hdr + 20, nchunks ? c->chunk : 0, 4);
-	put_le(hdr + 24, XXH3_64bits(data, len), 8);
-
-	if ((m = pool_get(c)) == NULL) {
-		note_failure(c, NULL, MEMCACHED_TIMEOUT);
+	cluster_item_encode(head, c->mac != NULL ? CLUSTER_FLAG_MAC : 0,
+	    nchunks, nchunks ? (uint32_t)c->chunk : 0);
+	memset(head + CLUSTER_ITEM_HDR, 0, CLUSTER_MAC_LEN);
+	codec_env_seal(env, key, v);
+	if (c->mac != NULL && cluster_mac(c->mac, head, env, p, len,
+				  head + CLUSTER_ITEM_HDR) != 0) {
 		atomic_fetch_add(&c->put_errors, 1);
-		return -EIO;
+		return -ENOMEM;
 	}
-	hlen = make_key(hkey, key, 0);
+	if (nchunks == 0) {
+		if ((one = malloc(CLUSTER_HEAD_LEN + len)) == NULL) {
+			atomic_fetch_add(&c->put_errors, 1);
+			return -ENOMEM;
+		}
+		memcpy(one, head, CLUSTER_HEAD_LEN);
+		if (len > 0)
+			memcpy(one + CLUSTER_HEAD_LEN, p, len);
+	}
+	if ((m = pool_get(c, &rc)) == NULL) {
+		free(one);
+		if ((r = no_handle(c, rc)) == -EIO)
+			atomic_fetch_add(&c->put_errors, 1);
+		return r;
+	}
+	hlen = cluster_mkey(hkey, key, 0);
 	/* The chunks first, then the head that makes them reachable. */
 	for (i = 0; i < nchunks; i++) {
 		off = (size_t)i * c->chunk;
 		n = len - off < c->chunk ? len - off : c->chunk;
-		klen = make_key(ckey, key, i + 1);
+		klen = cluster_mkey(ckey, key, i + 1);
 		rc = memcached_set_by_key(
 		    m, hkey, hlen, ckey, klen, (const char *)p + off, n, 0, 0);
 		if (memcached_failed(rc)) {
@@ -337,19 +304,12 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 			goto out;
 		}
 	}
-	if (nchunks == 0) {
-		if ((one = malloc(HDR_LEN + len)) == NULL) {
-			r = -ENOMEM;
-			goto out;
-		}
-		memcpy(one, hdr, HDR_LEN);
-		if (len > 0)
-			memcpy(one + HDR_LEN, data, len);
+	if (nchunks == 0)
 		rc = memcached_set_by_key(m, hkey, hlen, hkey, hlen,
-		    (const char *)one, HDR_LEN + len, 0, 0);
-	} else
+		    (const char *)one, CLUSTER_HEAD_LEN + len, 0, 0);
+	else
 		rc = memcached_set_by_key(m, hkey, hlen, hkey, hlen,
-		    (const char *)hdr, HDR_LEN, 0, 0);
+		    (const char *)head, CLUSTER_HEAD_LEN, 0, 0);
 	r = memcached_failed(rc) ? -EIO : 0;
 out:
 	if (r == -EIO)

@@ -320,6 +320,7 @@ open_job(struct run *rn)
 	const struct cfg_dataset *d;
 	struct cfg *c = rn->c;
 	const struct cfg_job *cj = rn->cj;
+	struct cluster_opts o = {0};
 	char err[2048];
 
 	d = &c->datasets[cj->dataset_index];
@@ -344,8 +345,14 @@ open_job(struct run *rn)
 		    c->path, cj->pipeline_line, cj->name);
 		return 2;
 	}
-	if (cluster_open(c->mount.cluster, c->mount.cluster_auth, &rn->cl, err,
-		sizeof(err)) != 0) {
+	/* A handle per worker (thread_count's at most): none waits. */
+	o.auth_file = c->mount.cluster_auth;
+	o.secret_file = c->mount.cluster_secret;
+	o.pool = cfg_threads(&c->mount);
+	if (o.pool > CLUSTER_POOL_MAX)
+		o.pool = CLUSTER_POOL_MAX;
+	if (cluster_open(c->mount.cluster, &o, &rn->cl, err, sizeof(err)) !=
+	    0) {
 		fprintf(stderr, PROG ": cluster: %s\n", err);
 		return 2;
 	}

@@ -8,15 +8,18 @@
  * only if it fits; a read makes the data, waiting for room while other
  * batches are being built or read; batch_make_room gives memory back from
  * idle batches, dropping the data of those held open (they are built
- * again, to the same bytes, when read again).  Every function is called
- * with feed.lock held.
+ * again, to the same bytes, when read again).  Metadata has a cap of its
+ * own (feed_meta_room; engine.h says what is counted where).  Every
+ * function is called with feed.lock held.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/log.h"
 
 static size_t
 key_hash(const struct feed_key *k)
@@ -50,6 +53,71 @@ feed_mem_sub(struct feed *f, uint64_t bytes)
 {
 	f->mem_used -= bytes;
 	pthread_cond_broadcast(&f->room);
+}
+
+void
+feed_meta_add(struct feed *f, uint64_t bytes)
+{
+	f->meta_used += bytes;
+	if (f->meta_used > f->meta_peak)
+		f->meta_peak = f->meta_used;
+	feed_mem_add(f, bytes);
+}
+
+void
+feed_meta_sub(struct feed *f, uint64_t bytes)
+{
+	f->meta_used -= bytes;
+	feed_mem_sub(f, bytes);
+}
+
+static bool evictable(const struct batch *b);
+static bool better_victim(const struct batch *a, const struct batch *b);
+
+/* Destroy the best idle batch that no file holds (its struct is metadata
+ * too); false: none. */
+static bool
+destroy_unheld(struct feed *f)
+{
+	struct batch *victim = NULL;
+
+	for (size_t i = 0; i < FEED_HASH; i++)
+		for (struct batch *b = f->table[i]; b; b = b->hnext)
+			if (b->refs == 0 && evictable(b) &&
+			    (!victim || better_victim(b, victim)))
+				victim = b;
+	if (victim)
+		batch_destroy(f, victim);
+	return victim != NULL;
+}
+
+/* Whether bytes more metadata fit, after giving back what can be made
+ * again: idle views that chose nothing, then batches no file holds. */
+static bool
+meta_fits(struct feed *f, uint64_t bytes)
+{
+	while (f->meta_used + bytes > f->meta_cap)
+		if (!relaxed_reclaim(f, true) && !destroy_unheld(f))
+			return false;
+	return true;
+}
+
+static bool make_room(struct feed *f, uint64_t need, bool any, size_t keep);
+
+bool
+feed_meta_room(struct feed *f, uint64_t bytes)
+{
+	if (meta_fits(f, bytes)) {
+		/* Within the cap, batches' data gives way to it. */
+		make_room(f, bytes, true, 0);
+		return true;
+	}
+	if (f->meta_refused++ % 1000 == 0)
+		log_warn("memory: metadata at its cap of %" PRIu64 " bytes "
+			 "(open files, batches, relaxed views, names): %" PRIu64
+			 " refused with ENOMEM so far; raise `memory`",
+		    f->meta_cap, f->meta_refused);
+	return false;
 }
 
 struct batch *
@@ -119,6 +187,7 @@ batch_destroy(struct feed *f, struct batch *b)
 		}
 	drop_data(f, b);
 	f->nbatches--;
+	feed_meta_sub(f, sizeof(*b));
 	pthread_cond_destroy(&b->cv);
 	free(b);
 }
@@ -175,6 +244,14 @@ make_room(struct feed *f, uint64_t need, bool any, size_t keep)
 				if (!victim || better_victim(b, victim))
 					victim = b;
 			}
+		/*
+		 * Finished samples, spares and orders that nothing uses are
+		 * made again at little cost: they go before any batch but one
+		 * read to its end that no file holds.
+		 */
+		if ((!victim || victim->refs || !victim->consumed) &&
+		    (relaxed_reclaim(f, false) || order_reclaim(f)))
+			continue;
 		if (!victim)
 			return false;
 		if (victim->refs == 0)
@@ -205,14 +282,18 @@ others_busy(struct feed *f, const struct batch *b)
 	return false;
 }
 
-/* The struct of a new batch k, in the table, without data. */
+/* The struct of a new batch k, in the table, without data (NULL: no
+ * memory, or metadata at its cap; readahead is not refused: it stops). */
 static struct batch *
-batch_new(struct feed *f, const struct feed_key *k)
+batch_new(struct feed *f, const struct feed_key *k, enum batch_need need)
 {
 	struct batch *b;
 
-	if ((b = calloc(1, sizeof(*b))) == NULL)
+	if (!(need == BN_AHEAD ? meta_fits(f, sizeof(*b))
+			       : feed_meta_room(f, sizeof(*b))) ||
+	    (b = calloc(1, sizeof(*b))) == NULL)
 		return NULL;
+	feed_meta_add(f, sizeof(*b));
 	b->key = *k;
 	b->job = &f->jobs[k->job];
 	b->empty = true;
@@ -314,9 +395,12 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 {
 	struct batch *b = batch_find(f, k);
 	bool made = false;
+	struct order *o;
+	uint64_t bytes;
+	int r;
 
 	if (!b) {
-		if ((b = batch_new(f, k)) == NULL)
+		if ((b = batch_new(f, k, need)) == NULL)
 			return NULL;
 		made = true;
 	}
@@ -326,20 +410,27 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	if (!b->empty)
 		return b;
 	recycle(f, b);
+	/* Room for its data, and for its epoch's order if that must be
+	 * made; an order that exists is held meanwhile (not given back). */
+	o = order_hold(f, k->job, k->epoch);
+	bytes =
+	    data_bytes(b) + (o ? 0 : f->jobs[k->job].plan.n * sizeof(*o->ids));
 	if (need == BN_READ) {
 		b->active++; /* not destroyed while we wait */
-		wait_room(f, b, data_bytes(b), main_buf(b));
+		wait_room(f, b, bytes, main_buf(b));
 		b->active--;
-		if (b->empty && fill(f, b) != 0)
-			return NULL;
-		return b;
+		r = b->empty ? fill(f, b) : 0;
+		order_put(o);
+		return r == 0 ? b : NULL;
 	}
-	if (!make_room(f, data_bytes(b), false, bufpool_has(f, main_buf(b))) ||
+	if (!make_room(f, bytes, false, bufpool_has(f, main_buf(b))) ||
 	    fill(f, b) != 0) {
+		order_put(o);
 		if (made && need == BN_AHEAD)
 			batch_destroy(f, b);
 		return need == BN_OPEN ? b : NULL;
 	}
+	order_put(o);
 	return b;
 }
 

@@ -97,6 +97,7 @@ cfg_free(struct cfg *c)
 	free(c->mount.cache_dir);
 	free(c->mount.cluster);
 	free(c->mount.cluster_auth);
+	free(c->mount.cluster_secret);
 	free(c->path);
 	free(c);
 }

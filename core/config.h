@@ -39,6 +39,7 @@ struct cfg_mount {
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 	char *cluster;       /* memcached servers "H:P,...", or NULL */
 	char *cluster_auth;  /* absolute: SASL user and password, or NULL */
+	char *cluster_secret; /* absolute: the tier's HMAC key, or NULL */
 	uint64_t cache_stale; /* seconds unused before an entry may go for a
 				 new one (0: any entry may) */
 };

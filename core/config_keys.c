@@ -52,6 +52,8 @@ static const struct key keys[] = {
 	"HOST:PORT[,HOST:PORT...]"},
     {SEC_MOUNT, "cluster_auth", K_PATH, M(cluster_auth), -1, 0, 0, NULL,
 	"a file"},
+    {SEC_MOUNT, "cluster_secret", K_PATH, M(cluster_secret), -1, 0, 0, NULL,
+	"a file"},
     {SEC_DATASET, "root", K_PATH, D(root), -1, 0, 0, NULL, "a directory"},
     {SEC_DATASET, "manifest", K_PATH, D(manifest), -1, 0, 0, NULL, "a file"},
     {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,

@@ -18,6 +18,32 @@
  * Lock order: a handle's lock (stage.c), then feed.lock; nothing is
  * called with feed.lock held that takes another lock of ours (the cache
  * and the transforms take none).
+ *
+ * The memory budget (feed.memory, the `memory` key less the cache's
+ * share) counts every byte the engine holds for readers in feed.mem_used,
+ * in two parts:
+ *
+ *  - what it can give back: batches' data, pooled buffers, relaxed
+ *    views' finished samples and spare sample buffers, epoch orders.
+ *    batch_make_room frees them, the cheapest to make again first (idle
+ *    samples, spares and orders, then batches);
+ *  - metadata (feed.meta_used, part of mem_used): batch structs, open
+ *    handles and their label and id files, open text files (stats,
+ *    mixture), relaxed views and the contents they chose, and the FUSE
+ *    nodes (fs/nodes.c, feed.node_bytes).  It has a cap of its own,
+ *    feed.meta_cap, a quarter of the budget.  What metadata can be made
+ *    again goes first (idle relaxed views keep only what they chose: see
+ *    relaxed.c); when the rest is at the cap, a new batch struct, handle,
+ *    text or relaxed view is refused, and the open (or the read that
+ *    needs it) fails with ENOMEM, counted in the stats and logged.  Nodes
+ *    are never refused (the kernel holds them until it forgets them):
+ *    past half the cap, fs/ asks the kernel to forget the oldest names.
+ *
+ * The generated text files (README, info.json, samples.tsv) are counted
+ * in mem_used outside both parts: they are made once at setup.  So the
+ * daemon holds at most `memory` whatever readers open, save what was
+ * being made when more was counted (a batch, a few samples), names the
+ * kernel has not forgotten yet, and one batch larger than the budget.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -56,6 +82,7 @@ struct rpart {
 	uint32_t filled;      /* slots delivered */
 	const uint32_t *fixed; /* chosen before (rebuilt): its ids */
 	struct batch *rnext;  /* next batch waiting for samples */
+	uint64_t reserved;    /* metadata counted for its choice, until made */
 };
 
 /*
@@ -101,8 +128,46 @@ struct queue {
 	struct batch *head, *tail;
 };
 
-struct rsample;
 struct pooled;
+
+/* A finished sample waiting for a batch. */
+struct rsample {
+	uint32_t id;
+	int err;
+	char *msg;
+	uint8_t *buf; /* the job's slot_bytes; unused after a failure */
+	uint64_t elem; /* its element of the view's list */
+	struct rsample *next;
+};
+
+/* A batch's choice: its ids. */
+struct rchosen {
+	uint64_t batch;
+	uint32_t *ids;
+};
+
+/*
+ * A relaxed view (relaxed.c): one (job, rank view, epoch).  Its list's
+ * elements are started in order (element e is at plan_position(e) of the
+ * epoch order); while idle it keeps only chosen, started and owed.
+ */
+struct rview {
+	uint32_t job, rank, world, epoch;
+	uint64_t npos, started; /* elements of the view's list; started */
+	uint64_t *owed;		/* started, given back: started again first */
+	uint32_t nowed, cowed;
+	struct rchosen *chosen; /* by batch, sorted */
+	uint64_t nchosen, cchosen;
+	struct order *order; /* held while a batch waits or a sample is
+				made */
+	struct batch *wait_head, *wait_tail; /* batches being filled */
+	struct rsample *ready, *ready_tail;  /* finished, not taken yet */
+	unsigned live;			     /* batches alive that point here */
+	unsigned inflight;		     /* samples being made */
+	uint64_t mem;			     /* metadata counted */
+	uint64_t used;
+	struct rview *next;
+};
 
 /* A generated text file. */
 struct text {
@@ -139,6 +204,11 @@ struct feed {
 	struct rsample **rfree; /* per job: spare sample buffers */
 	unsigned *nrfree;
 	uint64_t mem_used, mem_peak, tick;
+	uint64_t meta_used, meta_peak; /* metadata, part of mem_used */
+	uint64_t meta_cap;             /* its own cap, within memory */
+	uint64_t meta_refused;         /* allocations refused at the cap */
+	uint64_t spare_bytes;          /* relaxed.c's spares, in mem_used */
+	uint64_t node_bytes;           /* fs/nodes.c's, in meta_used */
 	uint64_t queued_slots;
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */
@@ -154,6 +224,7 @@ struct feed_handle {
 	enum batch_kind kind;
 	uint8_t *data;   /* labels or ids made from the plan alone */
 	size_t len;
+	uint64_t meta;   /* counted in feed.meta_used: the handle, data */
 	/* BK_CUDA: the batch staged by the first read, held until release. */
 	pthread_mutex_t lock; /* the three below */
 	struct gpu_buf *gbuf;
@@ -164,6 +235,10 @@ struct feed_handle {
 /* order.c: the order of (job, epoch), referenced (NULL: no memory). */
 struct order *order_get(struct feed *f, uint32_t job, uint32_t epoch);
 void order_put(struct order *o); /* NULL is fine */
+/* The order of (job, epoch) referenced if it exists, else NULL. */
+struct order *order_hold(struct feed *f, uint32_t job, uint32_t epoch);
+/* Free the least recently used order nothing holds; false: none.  Locked. */
+bool order_reclaim(struct feed *f);
 void order_free_all(struct feed *f);
 
 /* batch.c */
@@ -199,6 +274,15 @@ bool batch_make_room(struct feed *f, uint64_t need, bool any);
 /* Count bytes in or out of the budget.  Locked. */
 void feed_mem_add(struct feed *f, uint64_t bytes);
 void feed_mem_sub(struct feed *f, uint64_t bytes);
+/*
+ * Metadata (counted in mem_used and meta_used).  feed_meta_room: whether
+ * bytes more fit under meta_cap, after giving back what can be made again
+ * if need be; a false is counted and logged, and the caller refuses what
+ * it was making (-ENOMEM).  Locked.
+ */
+bool feed_meta_room(struct feed *f, uint64_t bytes);
+void feed_meta_add(struct feed *f, uint64_t bytes);
+void feed_meta_sub(struct feed *f, uint64_t bytes);
 
 /* bufpool.c: a buffer of size bytes (reused when one was given back);
  * give one back; whether one of size is kept (size, or 0); free kept ones
@@ -230,7 +314,18 @@ void relaxed_detach(struct feed *f, struct batch *b);
 /* Start the next sample of b's view.  Locked; returns locked. */
 void relaxed_start(struct feed *f, struct batch *b, char *msg,
     size_t msglen);
+/*
+ * Give back what relaxed views hold and can make again: a spare sample
+ * buffer, or the finished samples of the least recently used idle view
+ * (which owes them again), or (meta) an idle view that chose nothing.
+ * Returns whether it freed anything.  Locked.
+ */
+bool relaxed_reclaim(struct feed *f, bool meta);
 void relaxed_free_all(struct feed *f);
+
+/* feed.c: size bytes for an owned text, counted as metadata until
+ * feed_text_free (NULL: no memory, or metadata at its cap). */
+char *feed_owned_alloc(struct feed *f, size_t size);
 
 /* text.c: make the fixed text files (feed_new); free them. */
 int feed_text_init(struct feed *f);

@@ -81,6 +81,8 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	if (f->cache_mem > (256u << 20))
 		f->cache_mem = 256u << 20;
 	f->memory = c->mount.memory - f->cache_mem;
+	/* Metadata: a quarter of it (engine.h). */
+	f->meta_cap = f->memory / 4;
 	if ((r = feed_text_init(f)) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -128,12 +130,16 @@ static void
 open_cluster(struct feed *f)
 {
 	const struct cfg_mount *m = &f->cfg->mount;
+	/* A handle per worker: none of them waits for one. */
+	struct cluster_opts o = {.auth_file = m->cluster_auth,
+	    .secret_file = m->cluster_secret, .pool = cfg_threads(m)};
 	char msg[1024];
 
 	if (m->cluster == NULL)
 		return;
-	if (cluster_open(m->cluster, m->cluster_auth, &f->cluster, msg,
-		sizeof(msg)) != 0) {
+	if (o.pool > CLUSTER_POOL_MAX)
+		o.pool = CLUSTER_POOL_MAX;
+	if (cluster_open(m->cluster, &o, &f->cluster, msg, sizeof(msg)) != 0) {
 		log_warn("cluster: %s; serving without the cluster tier", msg);
 		return;
 	}
@@ -254,6 +260,79 @@ feed_writable(const struct feed *f)
 	return false;
 }
 
+/* An open text file's bytes: OWNED_HDR bytes that hold what is counted
+ * (a uint64_t), then size bytes, the caller's. */
+#define OWNED_HDR 16
+
+char *
+feed_owned_alloc(struct feed *f, size_t size)
+{
+	uint64_t n = OWNED_HDR + (uint64_t)size;
+	char *p;
+
+	pthread_mutex_lock(&f->lock);
+	if (!feed_meta_room(f, n) || (p = malloc(n)) == NULL) {
+		pthread_mutex_unlock(&f->lock);
+		return NULL;
+	}
+	feed_meta_add(f, n);
+	pthread_mutex_unlock(&f->lock);
+	memcpy(p, &n, sizeof(n));
+	return p + OWNED_HDR;
+}
+
+void
+feed_text_free(struct feed *f, char *text)
+{
+	uint64_t n;
+
+	if (text == NULL)
+		return;
+	text -= OWNED_HDR;
+	memcpy(&n, text, sizeof(n));
+	pthread_mutex_lock(&f->lock);
+	feed_meta_sub(f, n);
+	pthread_mutex_unlock(&f->lock);
+	free(text);
+}
+
+/* The nodes' share of the metadata cap, and what pruning aims at. */
+#define NODES_SHARE(f) ((f)->meta_cap / 2)
+#define NODES_AIM(f) ((f)->meta_cap * 3 / 8)
+
+bool
+feed_nodes_add(struct feed *f, uint64_t bytes)
+{
+	bool over;
+
+	pthread_mutex_lock(&f->lock);
+	f->node_bytes += bytes;
+	feed_meta_add(f, bytes);
+	over = f->node_bytes > NODES_SHARE(f);
+	pthread_mutex_unlock(&f->lock);
+	return over;
+}
+
+void
+feed_nodes_sub(struct feed *f, uint64_t bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->node_bytes -= bytes;
+	feed_meta_sub(f, bytes);
+	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t
+feed_nodes_excess(struct feed *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->node_bytes > NODES_AIM(f) ? f->node_bytes - NODES_AIM(f) : 0;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 int
 feed_mixture_text(
     struct feed *f, size_t job, uint32_t epoch, char **text, size_t *len)
@@ -266,7 +345,7 @@ feed_mixture_text(
 	if (!job_is_mixture(j))
 		return -ENOENT;
 	cap = j->nsrc * (CFG_MAX_NAME + 32) + 2;
-	if ((buf = malloc(cap)) == NULL)
+	if ((buf = feed_owned_alloc(f, cap)) == NULL)
 		return -ENOMEM;
 	pthread_mutex_lock(&f->lock);
 	if (epoch == FEED_MIX_NEXT)
@@ -392,6 +471,8 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 {
 	const struct cfg_job *cj;
 	struct feed_handle *h;
+	bool planned;
+	uint64_t meta;
 	int r;
 
 	if (!feed_key_valid(f, k))
@@ -406,16 +487,29 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	}
 	if (kind == BK_CUDA && (!f->gpu || !cj->gpu))
 		return -ENOENT;
-	if ((h = calloc(1, sizeof(*h))) == NULL)
+	planned = (kind == BK_LABELS || kind == BK_IDS) &&
+		  cj->on_error == CFG_ON_ERROR_FAIL &&
+		  cj->order == CFG_ORDER_STRICT;
+	/* The handle and its planned file are metadata: counted, capped. */
+	meta = sizeof(*h) + (planned ? feed_file_size(f, k, kind) : 0);
+	pthread_mutex_lock(&f->lock);
+	if (!feed_meta_room(f, meta)) {
+		pthread_mutex_unlock(&f->lock);
 		return -ENOMEM;
+	}
+	feed_meta_add(f, meta);
+	pthread_mutex_unlock(&f->lock);
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	h->kind = kind;
-	if ((kind == BK_LABELS || kind == BK_IDS) &&
-	    cj->on_error == CFG_ON_ERROR_FAIL &&
-	    cj->order == CFG_ORDER_STRICT) {
+	h->meta = meta;
+	if (planned) {
 		if ((r = planned_file(f, k, kind, h)) != 0) {
 			free(h->data);
 			free(h);
-			return r;
+			goto fail;
 		}
 		*out = h;
 		return 0;
@@ -434,10 +528,16 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		if (kind == BK_CUDA)
 			pthread_mutex_destroy(&h->lock);
 		free(h);
-		return -ENOMEM;
+		r = -ENOMEM;
+		goto fail;
 	}
 	*out = h;
 	return 0;
+fail:
+	pthread_mutex_lock(&f->lock);
+	feed_meta_sub(f, meta);
+	pthread_mutex_unlock(&f->lock);
+	return r;
 }
 
 /* Wait until b is ready (counting the wait in its job's stats).  Locked. */
@@ -546,12 +646,13 @@ feed_release(struct feed *f, struct feed_handle *h)
 {
 	if (h->kind == BK_CUDA)
 		stage_release(f, h);
+	pthread_mutex_lock(&f->lock);
 	if (h->b) {
-		pthread_mutex_lock(&f->lock);
 		h->b->refs--;
 		batch_unref(f, h->b);
-		pthread_mutex_unlock(&f->lock);
 	}
+	feed_meta_sub(f, h->meta);
+	pthread_mutex_unlock(&f->lock);
 	free(h->data);
 	free(h);
 }

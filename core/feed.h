@@ -77,8 +77,9 @@ bool feed_writable(const struct feed *f);
 /*
  * The weights "NAME:W ...\n" of epoch (which this opens), or with
  * FEED_MIX_NEXT those of the first epoch after the highest opened (what
- * JOB/mixture reads): *text malloc'd, the caller frees.  -ENOENT (not a
- * mixture), -ENOMEM.
+ * JOB/mixture reads): *text is counted in the memory budget, and the
+ * caller frees it with feed_text_free.  -ENOENT (not a mixture), -ENOMEM
+ * (also with the budget's metadata at its cap).
  */
 int feed_mixture_text(
     struct feed *f, size_t job, uint32_t epoch, char **text, size_t *len);
@@ -116,11 +117,26 @@ void feed_release(struct feed *f, struct feed_handle *h);
  * A text file (job is ignored for FT_README and FT_STATS).  README,
  * info.json and samples.tsv are made once and shared: *text stays valid
  * until feed_free, and *owned is NULL.  FT_STATS is made anew: *owned is
- * the malloc'd text, which the caller frees.  -ENOMEM.
+ * the text, counted in the memory budget, which the caller frees with
+ * feed_text_free.  -ENOMEM (also with the budget's metadata at its cap).
  */
 int feed_text(struct feed *f, enum feed_text t, size_t job,
     const char **text, size_t *len, char **owned);
 /* The length of a fixed text file (not FT_STATS). */
 size_t feed_text_len(const struct feed *f, enum feed_text t, size_t job);
+/* Free an owned text of feed_text or feed_mixture_text (NULL is fine). */
+void feed_text_free(struct feed *f, char *owned);
+
+/*
+ * fs/'s inode table: count bytes of its nodes in or out of the memory
+ * budget's metadata.  Never refused (the kernel holds a node until it
+ * forgets it): feed_nodes_add says whether the nodes passed their share,
+ * half the metadata cap, and feed_nodes_excess how many bytes of them
+ * the kernel should forget to come back under three quarters of that
+ * share.  Thread safe; call them without fs/'s own lock held.
+ */
+bool feed_nodes_add(struct feed *f, uint64_t bytes);
+void feed_nodes_sub(struct feed *f, uint64_t bytes);
+uint64_t feed_nodes_excess(struct feed *f);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * order.c - the epochs' orders (job_order), made once per (job, epoch) and
  * shared by the batches and relaxed views that use them.  A few that
- * nothing uses are kept for the next batches of the same epoch.  A
+ * nothing uses are kept for the next batches of the same epoch, and given
+ * back first under memory pressure (batch_make_room).  A
  * mixture's epoch has an order only once it was opened (feed_open): its
  * weights are fixed from then on, and readahead stops at the first epoch
  * whose weights may still change.  Every function is called with
@@ -16,7 +17,7 @@
 struct order *
 order_get(struct feed *f, uint32_t job, uint32_t epoch)
 {
-	struct order *o, **pp, **victim = NULL;
+	struct order *o;
 	struct job *j = &f->jobs[job];
 	unsigned idle = 0;
 
@@ -31,17 +32,10 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 		}
 		idle += o->refs == 0;
 	}
-	if (idle >= ORDERS_IDLE) {
-		for (pp = &f->orders; *pp; pp = &(*pp)->next)
-			if ((*pp)->refs == 0 &&
-			    (!victim || (*pp)->used < (*victim)->used))
-				victim = pp;
-		o = *victim;
-		*victim = o->next;
-		feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
-		free(o->ids);
-		free(o);
-	}
+	if (idle >= ORDERS_IDLE)
+		order_reclaim(f);
+	/* Room for it (what nobody holds gives way); made anyway if not. */
+	batch_make_room(f, j->plan.n * sizeof(*o->ids), false);
 	if ((o = calloc(1, sizeof(*o))) == NULL)
 		return NULL;
 	if ((o->ids = malloc(f->jobs[job].plan.n * sizeof(*o->ids))) == NULL) {
@@ -61,6 +55,36 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 	o->next = f->orders;
 	f->orders = o;
 	return o;
+}
+
+struct order *
+order_hold(struct feed *f, uint32_t job, uint32_t epoch)
+{
+	for (struct order *o = f->orders; o; o = o->next)
+		if (o->job == job && o->epoch == epoch) {
+			o->refs++;
+			return o;
+		}
+	return NULL;
+}
+
+bool
+order_reclaim(struct feed *f)
+{
+	struct order *o, **pp, **victim = NULL;
+
+	for (pp = &f->orders; *pp; pp = &(*pp)->next)
+		if ((*pp)->refs == 0 &&
+		    (!victim || (*pp)->used < (*victim)->used))
+			victim = pp;
+	if (victim == NULL)
+		return false;
+	o = *victim;
+	*victim = o->next;
+	feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
+	free(o->ids);
+	free(o);
+	return true;
 }
 
 void

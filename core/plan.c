@@ -54,21 +54,25 @@ plan_permutation(const struct plan *p, uint32_t epoch, uint32_t *perm)
 	}
 }
 
+uint64_t
+plan_position(const struct plan *p, uint32_t rank, uint32_t world, uint64_t k)
+{
+	/*
+	 * Element k of the rank's list is position rank + k*world of the
+	 * padded order; padding wraps around, so that position is
+	 * (rank + k*world) mod n.
+	 */
+	return (rank + k * world) % p->n;
+}
+
 uint32_t
 plan_batch_positions(const struct plan *p, uint32_t rank, uint32_t world,
     uint64_t b, uint64_t *pos)
 {
 	uint32_t len = plan_batch_len(p, world, b);
 
-	/*
-	 * Slot s of batch b is element k = b*B + s of the rank's list, which
-	 * is position rank + k*world of the padded order; padding wraps
-	 * around, so that position is (rank + k*world) mod n.
-	 */
-	for (uint32_t s = 0; s < len; s++) {
-		uint64_t k = b * p->batch_size + s;
-
-		pos[s] = (rank + k * world) % p->n;
-	}
+	/* Slot s of batch b is element b*B + s of the rank's list. */
+	for (uint32_t s = 0; s < len; s++)
+		pos[s] = plan_position(p, rank, world, b * p->batch_size + s);
 	return len;
 }

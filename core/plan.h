@@ -34,6 +34,13 @@ uint32_t plan_batch_len(const struct plan *p, uint32_t world, uint64_t b);
 void plan_permutation(const struct plan *p, uint32_t epoch, uint32_t *perm);
 
 /*
+ * The position (index into the epoch order) of element k of rank R's list:
+ * the view's batches take k = 0, 1, ... in turn, B at a time.
+ */
+uint64_t plan_position(
+    const struct plan *p, uint32_t rank, uint32_t world, uint64_t k);
+
+/*
  * Positions (indices into the epoch order) of batch b of rank R of W;
  * pos has plan_batch_len() slots.  Returns the count.
  */

@@ -12,9 +12,19 @@
  *
  * What a batch got is kept (chosen) for the life of the mount, so that a
  * batch whose data was given back and that is read again holds the same
- * samples: 4 bytes per sample of every relaxed view read, counted in the
- * memory budget.  Once every batch of a view is chosen, the view keeps
- * only that.  Every function is called with feed.lock held.
+ * samples: 4 bytes per sample chosen and 16 per batch, counted as
+ * metadata, and reserved when the batch attaches (a view at the metadata
+ * cap refuses new batches rather than forget a choice).  Everything else
+ * of a view can be made again: its positions are a function of the plan
+ * (plan_position), never stored; its epoch order is held only while
+ * something uses the view (an idle view, with no batch attached and no
+ * sample being made, gives it back at once); its finished samples that no
+ * batch took yet are given back under memory pressure, least recently
+ * used view first, and the view then owes them: they are started again
+ * (same position, same bytes) before any new one.  An idle view that chose
+ * nothing is freed whole under metadata pressure.  So what a view keeps
+ * while idle is its chosen list and a counter.  Every function is called
+ * with feed.lock held.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,38 +35,14 @@
 #include "core/engine.h"
 #include "core/sample.h"
 
-#define RSPARE 16 /* spare sample buffers kept per job (not counted) */
-
-/* A finished sample waiting for a batch. */
-struct rsample {
-	uint32_t id;
-	int err;
-	char *msg;
-	uint8_t *buf; /* the job's slot_bytes; unused after a failure */
-	struct rsample *next;
-};
-
-struct rview {
-	uint32_t job, rank, world, epoch;
-	uint64_t npos, started; /* positions in the view; how many started */
-	uint64_t *pos;		/* the view's positions in the epoch order */
-	uint64_t nbatches;
-	uint32_t **chosen; /* per batch: its ids, once complete */
-	uint64_t nchosen;
-	struct order *order;
-	struct batch *wait_head, *wait_tail; /* batches being filled */
-	struct rsample *ready, *ready_tail;  /* finished, not taken yet */
-	unsigned live;			     /* batches alive that point here */
-	unsigned inflight;		     /* samples being made */
-	uint64_t mem;			     /* bytes counted in the budget */
-	uint64_t used;
-	struct rview *next;
-};
+#define RSPARE 16      /* spare sample buffers kept per job (counted) */
+#define CHOSEN_STEP 64 /* most entries the chosen array grows by */
 
 /*
  * A sample buffer for job: a spare one, else malloc'd (NULL when out of
  * memory).  Spares spare the mmap, page faults and munmap that malloc
- * gives buffers this large.
+ * gives buffers this large.  Spares are counted in the budget; a buffer
+ * being made is not (a few per worker), one on a ready list is.
  */
 static struct rsample *
 rsample_get(struct feed *f, uint32_t job)
@@ -66,6 +52,8 @@ rsample_get(struct feed *f, uint32_t job)
 	if (x) {
 		f->rfree[job] = x->next;
 		f->nrfree[job]--;
+		f->spare_bytes -= f->jobs[job].slot_bytes;
+		feed_mem_sub(f, f->jobs[job].slot_bytes);
 	} else if ((x = malloc(sizeof(*x) + f->jobs[job].slot_bytes)) == NULL)
 		return NULL;
 	x->buf = (uint8_t *)(x + 1);
@@ -80,14 +68,52 @@ rsample_put(struct feed *f, uint32_t job, struct rsample *x)
 {
 	free(x->msg);
 	x->msg = NULL;
-	if (f->nrfree[job] < RSPARE) {
+	if (f->nrfree[job] < RSPARE && !f->stopping) {
 		x->next = f->rfree[job];
 		f->rfree[job] = x;
 		f->nrfree[job]++;
+		f->spare_bytes += f->jobs[job].slot_bytes;
+		feed_mem_add(f, f->jobs[job].slot_bytes);
 	} else
 		free(x);
 }
 
+/* Metadata of rv: counted in rv->mem and the budget. */
+static void
+rview_meta_add(struct feed *f, struct rview *rv, uint64_t bytes)
+{
+	rv->mem += bytes;
+	feed_meta_add(f, bytes);
+}
+
+/* The ids chosen for batch of rv, or NULL. */
+static const uint32_t *
+chosen_find(const struct rview *rv, uint64_t batch)
+{
+	uint64_t lo = 0, hi = rv->nchosen;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (rv->chosen[mid].batch == batch)
+			return rv->chosen[mid].ids;
+		if (rv->chosen[mid].batch < batch)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The metadata a batch of len samples reserves for its choice. */
+static uint64_t
+choice_bytes(uint32_t len)
+{
+	return (uint64_t)(len ? len : 1) * sizeof(uint32_t) +
+	       sizeof(struct rchosen);
+}
+
+/* Free rv (idle or not: the mount's end) and uncount it. */
 static void
 rview_free(struct feed *f, struct rview *rv)
 {
@@ -96,44 +122,121 @@ rview_free(struct feed *f, struct rview *rv)
 
 		rv->ready = x->next;
 		feed_mem_sub(f, f->jobs[rv->job].slot_bytes);
-		rsample_put(f, rv->job, x);
+		free(x->msg);
+		free(x);
 	}
-	for (uint64_t i = 0; rv->chosen && i < rv->nbatches; i++)
-		free(rv->chosen[i]);
+	for (uint64_t i = 0; i < rv->nchosen; i++)
+		free(rv->chosen[i].ids);
 	free(rv->chosen);
-	free(rv->pos);
+	free(rv->owed);
 	order_put(rv->order);
-	feed_mem_sub(f, rv->mem);
+	feed_meta_sub(f, rv->mem);
+	f->nrviews--;
 	free(rv);
 }
 
-/*
- * A view whose batches are all chosen and that nothing uses keeps only the
- * choices: its positions and its order go.
- */
 static void
-rview_shrink(struct feed *f, struct rview *rv)
+rview_unlink(struct feed *f, struct rview *rv)
 {
-	uint64_t bytes = rv->npos * sizeof(*rv->pos);
-
-	if (rv->pos == NULL || rv->live || rv->inflight ||
-	    rv->nchosen < rv->nbatches)
-		return;
-	free(rv->pos);
-	rv->pos = NULL;
-	order_put(rv->order);
-	rv->order = NULL;
-	rv->mem -= bytes;
-	feed_mem_sub(f, bytes);
+	for (struct rview **pp = &f->rviews; *pp; pp = &(*pp)->next)
+		if (*pp == rv) {
+			*pp = rv->next;
+			return;
+		}
 }
 
-/* The relaxed view of k, made on first use (NULL when out of memory). */
+/*
+ * A view with no batch waiting for samples and no sample being made
+ * holds no order (its batches, if any, are chosen): the order goes back
+ * to order.c, which keeps a few for reuse.
+ */
+static void
+rview_settle(struct feed *f, struct rview *rv)
+{
+	if (rv->wait_head || rv->inflight || rv->order == NULL)
+		return;
+	order_put(rv->order);
+	rv->order = NULL;
+}
+
+/*
+ * Give back the finished samples of idle rv that no batch took: the view
+ * owes them, and starts them again first.  Returns whether it gave any.
+ */
+static bool
+rview_drop_ready(struct feed *f, struct rview *rv)
+{
+	bool any = false;
+
+	while (rv->ready) {
+		struct rsample *x = rv->ready;
+
+		if (rv->nowed == rv->cowed) {
+			uint32_t n = rv->cowed ? 2 * rv->cowed : 4;
+			uint64_t *o = realloc(rv->owed, n * sizeof(*o));
+
+			if (o == NULL)
+				break; /* kept: nothing is lost */
+			rview_meta_add(f, rv, (n - rv->cowed) * sizeof(*o));
+			rv->owed = o;
+			rv->cowed = n;
+		}
+		rv->owed[rv->nowed++] = x->elem;
+		if ((rv->ready = x->next) == NULL)
+			rv->ready_tail = NULL;
+		feed_mem_sub(f, f->jobs[rv->job].slot_bytes);
+		free(x->msg);
+		free(x);
+		any = true;
+	}
+	return any;
+}
+
+bool
+relaxed_reclaim(struct feed *f, bool meta)
+{
+	struct rview *victim = NULL;
+
+	for (size_t j = 0; !meta && j < f->njobs; j++) {
+		struct rsample *x = f->rfree[j];
+
+		if (x == NULL)
+			continue;
+		f->rfree[j] = x->next;
+		f->nrfree[j]--;
+		f->spare_bytes -= f->jobs[j].slot_bytes;
+		feed_mem_sub(f, f->jobs[j].slot_bytes);
+		free(x);
+		return true;
+	}
+	/* Finished samples are taken only while no batch waits (and a
+	 * view chose nothing only when no batch points to it). */
+	for (struct rview *rv = f->rviews; rv; rv = rv->next)
+		if (!rv->wait_head && !rv->inflight &&
+		    (meta ? rv->nchosen == 0 && !rv->live
+			  : rv->ready != NULL) &&
+		    (!victim || rv->used < victim->used))
+			victim = rv;
+	if (victim == NULL)
+		return false;
+	if (victim->nchosen == 0 && !victim->live) {
+		/* Every sample started is on its ready list or owed: the view
+		 * is as new, and made again when used. */
+		rview_unlink(f, victim);
+		rview_free(f, victim);
+		return true;
+	}
+	return rview_drop_ready(f, victim);
+}
+
+/* The relaxed view of k, made on first use (NULL when out of memory or
+ * at the metadata cap). */
 static struct rview *
 rview_get(struct feed *f, const struct feed_key *k)
 {
 	struct job *j = &f->jobs[k->job];
 	struct rview *rv;
-	uint64_t at = 0;
+	uint64_t nb;
 
 	for (rv = f->rviews; rv; rv = rv->next)
 		if (rv->job == k->job && rv->rank == k->rank &&
@@ -141,29 +244,19 @@ rview_get(struct feed *f, const struct feed_key *k)
 			rv->used = ++f->tick;
 			return rv;
 		}
-	if ((rv = calloc(1, sizeof(*rv))) == NULL)
+	if (!feed_meta_room(f, sizeof(*rv)) ||
+	    (rv = calloc(1, sizeof(*rv))) == NULL)
 		return NULL;
 	rv->job = k->job;
 	rv->rank = k->rank;
 	rv->world = k->world;
 	rv->epoch = k->epoch;
-	rv->nbatches = plan_nbatches(&j->plan, k->world);
-	rv->pos =
-	    malloc((plan_rank_len(&j->plan, k->world) + 1) * sizeof(*rv->pos));
-	rv->chosen = calloc(rv->nbatches + 1, sizeof(*rv->chosen));
-	rv->order = order_get(f, k->job, k->epoch);
-	if (!rv->pos || !rv->chosen || !rv->order) {
-		rview_free(f, rv);
-		return NULL;
-	}
-	/* The batches' positions, so that drop_last's cut is respected. */
-	for (uint64_t b = 0; b < rv->nbatches; b++)
-		at += plan_batch_positions(
-		    &j->plan, k->rank, k->world, b, rv->pos + at);
-	rv->npos = at;
-	rv->mem = rv->npos * sizeof(*rv->pos) +
-		  (rv->nbatches + 1) * sizeof(*rv->chosen);
-	feed_mem_add(f, rv->mem);
+	/* The batches' elements, so that drop_last's cut is respected. */
+	nb = plan_nbatches(&j->plan, k->world);
+	rv->npos = plan_rank_len(&j->plan, k->world);
+	if (rv->npos > nb * j->plan.batch_size)
+		rv->npos = nb * j->plan.batch_size;
+	rview_meta_add(f, rv, sizeof(*rv));
 	rv->used = ++f->tick;
 	rv->next = f->rviews;
 	f->rviews = rv;
@@ -186,22 +279,56 @@ rview_unwait(struct rview *rv, struct batch *b)
 		}
 }
 
-/* b is complete: remember what it holds (for the life of the mount). */
+/*
+ * b is complete: remember what it holds (for the life of the mount), in
+ * the metadata it reserved when it attached.  Without memory for it, b is
+ * never given back (it stays as it is), which keeps its content fixed.
+ */
 static void
 rview_choose(struct feed *f, struct rview *rv, struct batch *b)
 {
-	uint32_t len = b->g.len, **c = &rv->chosen[b->key.batch];
+	uint32_t len = b->g.len, *c;
 	const int64_t *ids =
 	    (const int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]);
+	uint64_t at = 0, hi = rv->nchosen;
 
-	if (*c || (*c = malloc((len ? len : 1) * sizeof(uint32_t))) == NULL)
+	if (chosen_find(rv, b->key.batch))
+		return;
+	if (rv->nchosen == rv->cchosen) {
+		/* Doubling from 4, then CHOSEN_STEP at a time. */
+		uint64_t n = rv->cchosen < 4 ? 4 : 2 * rv->cchosen;
+		struct rchosen *a;
+
+		if (n > rv->cchosen + CHOSEN_STEP)
+			n = rv->cchosen + CHOSEN_STEP;
+		if ((a = realloc(rv->chosen, n * sizeof(*a))) == NULL)
+			return;
+		rview_meta_add(f, rv, (n - rv->cchosen) * sizeof(*a));
+		rv->chosen = a;
+		rv->cchosen = n;
+	}
+	if ((c = malloc((len ? len : 1) * sizeof(uint32_t))) == NULL)
 		return;
 	for (uint32_t i = 0; i < len; i++)
-		(*c)[i] = (uint32_t)ids[i];
+		c[i] = (uint32_t)ids[i];
+	while (at < hi) { /* where it goes in batch order */
+		uint64_t mid = at + (hi - at) / 2;
+
+		if (rv->chosen[mid].batch < b->key.batch)
+			at = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(rv->chosen + at + 1, rv->chosen + at,
+	    (rv->nchosen - at) * sizeof(*rv->chosen));
+	rv->chosen[at].batch = b->key.batch;
+	rv->chosen[at].ids = c;
 	rv->nchosen++;
-	rv->mem += len * sizeof(uint32_t);
-	feed_mem_add(f, len * sizeof(uint32_t));
-	b->r.fixed = *c;
+	/* The reservation becomes the choice's. */
+	feed_meta_sub(f, b->r.reserved);
+	b->r.reserved = 0;
+	rview_meta_add(f, rv, (uint64_t)(len ? len : 1) * sizeof(uint32_t));
+	b->r.fixed = c;
 }
 
 /*
@@ -289,12 +416,27 @@ relaxed_attach(struct feed *f, struct batch *b)
 
 	if (rv == NULL)
 		return -ENOMEM;
-	b->r.rv = rv;
-	rv->live++;
-	if (rv->chosen[b->key.batch]) {
-		b->r.fixed = rv->chosen[b->key.batch];
+	if ((b->r.fixed = chosen_find(rv, b->key.batch)) != NULL) {
+		b->r.rv = rv;
+		rv->live++;
 		return 0; /* rebuilt like a strict batch from its ids */
 	}
+	/*
+	 * Its choice is kept for good: reserved now, or refused.  (rv is
+	 * live from here on: making room never frees it.)
+	 */
+	b->r.rv = rv;
+	rv->live++;
+	if (!feed_meta_room(f, choice_bytes(b->g.len)) ||
+	    (rv->order == NULL &&
+		(rv->order = order_get(f, rv->job, rv->epoch)) == NULL)) {
+		rv->live--;
+		b->r.rv = NULL;
+		rview_settle(f, rv);
+		return -ENOMEM;
+	}
+	b->r.reserved = choice_bytes(b->g.len);
+	feed_meta_add(f, b->r.reserved);
 	b->r.rnext = NULL;
 	if (rv->wait_tail)
 		rv->wait_tail->r.rnext = b;
@@ -311,6 +453,7 @@ relaxed_attach(struct feed *f, struct batch *b)
 		rslot_fill(f, b, x);
 	}
 	b->r.quota = b->g.len - b->r.filled;
+	rview_settle(f, rv); /* b may be full already */
 	return 0;
 }
 
@@ -322,11 +465,14 @@ relaxed_detach(struct feed *f, struct batch *b)
 	rview_unwait(rv, b);
 	if (!b->r.fixed)
 		hand_on(f, rv, b);
+	if (b->r.reserved) /* never chosen */
+		feed_meta_sub(f, b->r.reserved);
+	b->r.reserved = 0;
 	rv->live--;
 	b->r.rv = NULL;
 	b->r.fixed = NULL;
 	b->r.rnext = NULL;
-	rview_shrink(f, rv);
+	rview_settle(f, rv);
 }
 
 void
@@ -336,16 +482,19 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	struct job *j = b->job;
 	struct rsample *x;
 	uint32_t id = 0;
-	uint64_t p;
+	uint64_t e;
 	int r;
 
 	b->next++;
 	f->queued_slots--;
 	if (b->next == b->r.quota)
 		sched_dequeue(f, b);
-	if (rv->started >= rv->npos)
+	if (rv->nowed > 0)
+		e = rv->owed[--rv->nowed]; /* given back before: again */
+	else if (rv->started < rv->npos)
+		e = rv->started++;
+	else
 		return; /* every sample of the view is started */
-	p = rv->started++;
 	rv->inflight++;
 	/* Out of memory: wait until some is given back (or we stop). */
 	while ((x = rsample_get(f, b->key.job)) == NULL && !f->stopping) {
@@ -361,18 +510,21 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	}
 	if (x == NULL) {
 		rv->inflight--;
+		rview_settle(f, rv);
 		return;
 	}
 	pthread_mutex_unlock(&f->lock);
-	r = sample_make_slot(j, f->cache, rv->epoch, rv->order->ids, rv->pos[p],
-	    j->cfg->gpu, x->buf, &id, true, msg, msglen);
+	r = sample_make_slot(j, f->cache, rv->epoch, rv->order->ids,
+	    plan_position(&j->plan, rv->rank, rv->world, e), j->cfg->gpu,
+	    x->buf, &id, true, msg, msglen);
+	x->elem = e;
 	x->id = id;
 	x->err = r;
 	if (r != 0)
 		x->msg = strdup(msg);
 	pthread_mutex_lock(&f->lock);
 	rview_deliver(f, rv, x);
-	rview_shrink(f, rv);
+	rview_settle(f, rv);
 }
 
 void
@@ -389,6 +541,9 @@ relaxed_free_all(struct feed *f)
 			struct rsample *x = f->rfree[i];
 
 			f->rfree[i] = x->next;
+			f->nrfree[i]--;
+			f->spare_bytes -= f->jobs[i].slot_bytes;
+			feed_mem_sub(f, f->jobs[i].slot_bytes);
 			free(x);
 		}
 }

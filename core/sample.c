@@ -175,28 +175,6 @@ count_miss(struct job *j, struct cache *c, uint32_t epoch)
 	cache_note_use(c, j->cache_text, false);
 }
 
-/*
- * The cluster tier's value (cluster.h keeps the length and checksum): a
- * 16-byte header, "FFP1" then width, height and channels (3) as 32-bit
- * little-endian numbers, then the h x w x 3 uint8 pixels.
- */
-#define TIER_MAGIC 0x31504646u /* "FFP1" read little endian */
-#define TIER_HDR 16
-
-static void
-put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t
-get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* Say the cluster's first server failure, once per cluster. */
 static void
 tier_warn(struct cluster *cl)
@@ -210,58 +188,45 @@ tier_warn(struct cluster *cl)
 		    msg);
 }
 
-/* The prefix image under key in the cluster tier: 0, else a miss. */
+/*
+ * The prefix image under key in the cluster tier: 0, else a miss.
+ * cluster_get has checked the envelope against key (and its MAC with a
+ * secret); what is left is that it is an image of ours (usable).
+ */
 static int
 tier_get(
     struct cluster *cl, const uint8_t key[CACHE_KEY_LEN], struct xf_image *img)
 {
-	uint8_t *d;
-	size_t len, n;
-	uint32_t w, h;
+	struct cache_val v;
 	int r;
 
-	if ((r = cluster_get(cl, key, &d, &len)) != 0) {
+	if ((r = cluster_get(cl, key, &v)) != 0) {
 		if (r == -EIO)
 			tier_warn(cl);
 		return r;
 	}
-	if (len < TIER_HDR || get32(d) != TIER_MAGIC || get32(d + 12) != 3)
-		goto bad;
-	w = get32(d + 4);
-	h = get32(d + 8);
-	if (w == 0 || h == 0 ||
-	    __builtin_mul_overflow((size_t)w, (size_t)h, &n) ||
-	    __builtin_mul_overflow(n, (size_t)3, &n) || len - TIER_HDR != n)
-		goto bad;
-	memmove(d, d + TIER_HDR, n);
-	img->w = w;
-	img->h = h;
-	img->px = d; /* transferred */
+	if (!usable(&v))
+		return -EBADMSG; /* usable freed it */
+	img->w = v.w;
+	img->h = v.h;
+	img->px = v.data; /* transferred */
 	return 0;
-bad:
-	free(d);
-	return -EBADMSG;
 }
 
-/* Store img under key in the cluster tier (cluster_put's return). */
+/*
+ * Store img under key in the cluster tier (cluster_put's return): raw
+ * uint8 pixels, h x w x 3, sealed in the envelope by cluster_put.
+ */
 static int
 tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
     const struct xf_image *img)
 {
-	size_t n = (size_t)img->w * img->h * 3;
-	uint8_t *d;
+	struct cache_val v = {.w = img->w, .h = img->h, .c = 3, .dtype = 0,
+	    .data = img->px, .len = (size_t)img->w * img->h * 3, .enc = 0};
 	int r;
 
-	if ((d = malloc(TIER_HDR + n)) == NULL)
-		return -ENOMEM;
-	put32(d, TIER_MAGIC);
-	put32(d + 4, img->w);
-	put32(d + 8, img->h);
-	put32(d + 12, 3);
-	memcpy(d + TIER_HDR, img->px, n);
-	if ((r = cluster_put(cl, key, d, TIER_HDR + n)) == -EIO)
+	if ((r = cluster_put(cl, key, &v)) == -EIO)
 		tier_warn(cl);
-	free(d);
 	return r;
 }
 

@@ -53,9 +53,17 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_cluster_errors_total counter\n"
 	    "feedfs_cluster_errors_total %" PRIu64 "\n"
 	    "# HELP feedfs_cluster_bad_values_total Cluster values refused "
-	    "(checksum, length, lost chunk): misses.\n"
+	    "(checksum, length, another key's, lost chunk): misses.\n"
 	    "# TYPE feedfs_cluster_bad_values_total counter\n"
 	    "feedfs_cluster_bad_values_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_bad_mac_total Cluster values refused "
+	    "for a missing or wrong MAC (cluster_secret): misses.\n"
+	    "# TYPE feedfs_cluster_bad_mac_total counter\n"
+	    "feedfs_cluster_bad_mac_total %" PRIu64 "\n"
+	    "# HELP feedfs_cluster_pool_waits_total Cluster calls that found "
+	    "no free connection in time: misses, no server asked.\n"
+	    "# TYPE feedfs_cluster_pool_waits_total counter\n"
+	    "feedfs_cluster_pool_waits_total %" PRIu64 "\n"
 	    "# HELP feedfs_cluster_bytes_in_total Value bytes of cluster "
 	    "hits.\n# TYPE feedfs_cluster_bytes_in_total counter\n"
 	    "feedfs_cluster_bytes_in_total %" PRIu64 "\n"
@@ -70,7 +78,8 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_cluster_skipped_total counter\n"
 	    "feedfs_cluster_skipped_total %" PRIu64 "\n",
 	    f->cluster != NULL, cs.errors + cs.put_errors,
-	    cs.bad_checksum + cs.missing_chunks, cs.bytes_in, cs.bytes_out,
+	    cs.bad_checksum + cs.missing_chunks, cs.bad_mac, cs.pool_waits,
+	    cs.bytes_in, cs.bytes_out,
 	    cs.puts, cs.skipped_large);
 }
 
@@ -247,7 +256,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# HELP feedfs_batches_in_memory Batches held in memory.\n"
 	    "# TYPE feedfs_batches_in_memory gauge\n"
 	    "feedfs_batches_in_memory %" PRIu64 "\n"
-	    "# HELP feedfs_memory_bytes Bytes of batches held in memory.\n"
+	    "# HELP feedfs_memory_bytes Bytes counted in the memory budget: "
+	    "batches, buffers, orders, metadata.\n"
 	    "# TYPE feedfs_memory_bytes gauge\nfeedfs_memory_bytes %" PRIu64
 	    "\n# HELP feedfs_memory_peak_bytes Highest feedfs_memory_bytes.\n"
 	    "# TYPE feedfs_memory_peak_bytes gauge\n"
@@ -258,6 +268,31 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    (double)wait_ns / 1e9, waits, queued, f->nthreads, nb, mem, peak,
 	    f->memory);
 	pthread_mutex_lock(&f->lock);
+	sb_printf(sb,
+	    "# HELP feedfs_metadata_bytes Bytes of metadata in "
+	    "feedfs_memory_bytes: open files, batch structs, relaxed views, "
+	    "nodes.\n"
+	    "# TYPE feedfs_metadata_bytes gauge\nfeedfs_metadata_bytes %" PRIu64
+	    "\n# HELP feedfs_metadata_peak_bytes Highest "
+	    "feedfs_metadata_bytes.\n"
+	    "# TYPE feedfs_metadata_peak_bytes gauge\n"
+	    "feedfs_metadata_peak_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_metadata_limit_bytes The cap of metadata, within "
+	    "feedfs_memory_limit_bytes.\n"
+	    "# TYPE feedfs_metadata_limit_bytes gauge\n"
+	    "feedfs_metadata_limit_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_metadata_refused_total Opens refused (ENOMEM) with "
+	    "metadata at its cap.\n"
+	    "# TYPE feedfs_metadata_refused_total counter\n"
+	    "feedfs_metadata_refused_total %" PRIu64 "\n"
+	    "# HELP feedfs_node_bytes Bytes of the mount's inode table in "
+	    "feedfs_metadata_bytes.\n# TYPE feedfs_node_bytes gauge\n"
+	    "feedfs_node_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_relaxed_views Relaxed views (job, rank view, "
+	    "epoch) kept.\n# TYPE feedfs_relaxed_views gauge\n"
+	    "feedfs_relaxed_views %zu\n",
+	    f->meta_used, f->meta_peak, f->meta_cap, f->meta_refused,
+	    f->node_bytes, f->nrviews);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"

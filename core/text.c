@@ -257,8 +257,17 @@ feed_text(struct feed *f, enum feed_text t, size_t job, const char **text,
 
 	*owned = NULL;
 	if (t == FT_STATS) {
-		if ((*owned = feed_stats(f, len)) == NULL)
+		char *s = feed_stats(f, len);
+
+		/* Counted while open: a copy into a counted buffer. */
+		if (s == NULL ||
+		    (*owned = feed_owned_alloc(f, *len + 1)) == NULL) {
+			free(s);
 			return -ENOMEM;
+		}
+		memcpy(*owned, s, *len);
+		(*owned)[*len] = '\0';
+		free(s);
 		*text = *owned;
 		return 0;
 	}

@@ -18,7 +18,8 @@
 #include "fs/fs.h"
 #include "fs/nodes.h"
 
-/* An open file: a feed handle, or generated text (owned: ours to free). */
+/* An open file: a feed handle, or generated text (owned: ours to free,
+ * with feed_text_free). */
 struct ofile {
 	struct feed_handle *h;
 	const char *text;
@@ -125,7 +126,7 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if ((r = fs_node_ref(fs, &ck, &ino)) != 0) {
+	if ((r = fs_node_ref(fs, &ck, parent, name, &ino)) != 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
@@ -248,7 +249,7 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The opener was interrupted: nobody will release this. */
 		if (of->h)
 			feed_release(fs->feed, of->h);
-		free(of->owned);
+		feed_text_free(fs->feed, of->owned);
 		free(of);
 	}
 }
@@ -298,7 +299,7 @@ fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	HANDOVER_ACQUIRE(of);
 	if (of->h)
 		feed_release(fs->feed, of->h);
-	free(of->owned);
+	feed_text_free(fs->feed, of->owned);
 	free(of);
 	fuse_reply_err(req, 0);
 }

@@ -14,9 +14,10 @@
 struct node;
 
 /*
- * Per-mount state, the session's userdata.  The node tables are protected
- * by lock; feed does its own locking (fs.lock is never held while calling
- * into feed, so there is no order between the two).
+ * Per-mount state, the session's userdata.  The node tables, their LRU
+ * list and the pruner's flags are protected by lock; feed does its own
+ * locking (fs.lock is never held while calling into feed, so there is no
+ * order between the two).
  */
 struct feedfs {
 	/*
@@ -32,6 +33,13 @@ struct feedfs {
 	struct node **by_key, **by_ino; /* hash tables */
 	size_t nbuckets, nnodes;
 	fuse_ino_t ino_next;
+	struct node *lru_head, *lru_tail; /* by last lookup, oldest first */
+	/* The pruner (nodes.c): asks the kernel to forget the oldest names
+	 * while the nodes pass their share of the memory budget. */
+	struct fuse_session *se;
+	pthread_t pruner;
+	pthread_cond_t prune_cv; /* under lock */
+	bool pruning, prune_stop, prune_wanted;
 	atomic_bool io_logged; /* which way batch files are served: said */
 };
 

@@ -21,6 +21,7 @@
 #include "core/feed.h"
 #include "core/log.h"
 #include "fs/fs.h"
+#include "fs/nodes.h"
 
 #define EXIT_CONFIG 2
 #define FS_READAHEAD_KB 1024 /* = the largest request, FS_MAX_REQUEST */
@@ -338,6 +339,7 @@ main(int argc, char **argv)
 	/* Threads from here on. */
 	if (feed_start(feed) != 0)
 		goto out_unmount;
+	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
 	log_info("serving %s on %s", o.source, mnt);
 	if ((lc = fuse_loop_cfg_create()) == NULL)
 		goto out_unmount;
@@ -348,6 +350,8 @@ main(int argc, char **argv)
 	ret = fuse_session_loop_mt(se, lc) >= 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
+	if (!fs_prune_stop(&fs))
+		state = false; /* its thread may still use the state */
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

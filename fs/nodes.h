@@ -13,15 +13,29 @@
 #include "fs/fs.h"
 
 /*
- * The inode of k into *ino, its node created if new, and its lookup count
- * incremented (the kernel's lookup).  0, or -ENOMEM.
+ * The inode of k, named name in directory parent, into *ino, its node
+ * created if new, and its lookup count incremented (the kernel's lookup).
+ * 0, or -ENOMEM.
  */
-int fs_node_ref(struct feedfs *fs, const struct ns_key *k, fuse_ino_t *ino);
+int fs_node_ref(struct feedfs *fs, const struct ns_key *k, fuse_ino_t parent,
+    const char *name, fuse_ino_t *ino);
 
 /* The key of inode ino into *k; false if ino is unknown. */
 bool fs_node_key(struct feedfs *fs, fuse_ino_t ino, struct ns_key *k);
 
 /* The kernel forgets nlookup lookups of ino; the node goes at zero. */
 void fs_node_forget(struct feedfs *fs, fuse_ino_t ino, uint64_t nlookup);
+
+/*
+ * The pruner: a thread that, while the nodes pass their share of the
+ * memory budget (feed_nodes_add), asks the kernel to forget the names
+ * looked up longest ago (fuse_lowlevel_notify_inval_entry; the kernel
+ * then sends FORGET for those no file holds open).  Start it once the
+ * session is mounted, after fuse_daemonize; stop it before the session
+ * is unmounted.  fs_prune_stop returns false when the thread did not end
+ * (blocked in the kernel): fs_fini_state must then not be called.
+ */
+int fs_prune_start(struct feedfs *fs, struct fuse_session *se);
+bool fs_prune_stop(struct feedfs *fs);
 
 #endif

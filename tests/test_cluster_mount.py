@@ -10,6 +10,16 @@ feedfs-fill, against three memcached servers started here on free
   - two feedfs-fill processes (--part 0/2 and 1/2, at once) fill for job c
     (another prefix); mount C's first epoch of c gets >= 95% cluster hits
     and feedfs-ref's bytes; a second fill run skips everything;
+  - feedfs-fill of values of 1 (inline), 2, 11 and 25 chunks (1 MiB
+    items): a second run skips every one of them;
+  - cluster_secret: mount G (a secret) takes none of the values stored
+    without a MAC (counted in feedfs_cluster_bad_mac_total) and stores
+    its own; mount H (the same secret) hits >= 95% with feedfs-ref's
+    bytes; mount I (another secret) hits none; feedfs-fill with the
+    secret redoes the unMAC'd values of job c, then skips them all;
+    a secret file open to others: the mount serves without the tier and
+    says why, feedfs-fill exits 2; an empty cluster_secret in the config:
+    FILE:LINE and exit 2;
   - a server killed with -9 while mount D reads an epoch: every read
     succeeds with feedfs-ref's bytes, the failure is logged once and
     counted;
@@ -73,7 +83,7 @@ def accepts(port):
 def start_server():
     port = free_port()
     argv = [MEMCACHED, "-p", str(port), "-l", "127.0.0.1", "-U", "0",
-            "-m", "64", "-t", "2"]
+            "-m", "256", "-t", "2"]
     if os.geteuid() == 0:
         argv += ["-u", "root"]
     logf = open(t.path("memcached-%d.log" % port), "wb")
@@ -163,9 +173,10 @@ with mount("B") as m:
 # ---- two feedfs-fill processes fill for job c ------------------------------
 
 
-def fill(*args):
-    return subprocess.Popen([FILL, "-o", "cluster=%s,threads=2" % cluster,
-                             cfg, "c"] + list(args),
+def fill(*args, conf=None, job="c", opts=""):
+    return subprocess.Popen([FILL, "-o", "cluster=%s,threads=2%s"
+                             % (cluster, opts), conf or cfg, job]
+                            + list(args),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -201,6 +212,106 @@ with mount("C") as m:
           "misses (%.1f%%), expected >= 95%%" % (h, miss, 100 * rate))
     log("mount C: %d cluster hits, %d misses (%.1f%%)"
         % (h, miss, 100 * rate))
+
+# ---- feedfs-fill skips values of any chunk count --------------------------
+# Values of w x h x 3 bytes in items of CLUSTER_CHUNK (1 MiB - 1 KiB) bytes;
+# a head of 120 bytes holds the value when it fits.  The chunk keys "#10"
+# and up were misparsed once, and such values never skipped.
+CHUNK = 1024 * 1024 - 1024
+SIZES = {"k1": (500, 500), "k2": (700, 600), "k11": (2000, 1900),
+         "k25": (3000, 2900)}
+few = t.gen(t.path("data-few"), n=6, classes=2, seed=21)
+cfg_few = t.config(t.path("few.conf"), few, {
+    name: dict(epochs=1, batch_size=3, dtype="uint8", layout="HWC",
+               pipeline="decode resize(%d,%d) cache center_crop(32)" % wh)
+    for name, wh in SIZES.items()}, cache_dir=t.path("cache-few"))
+for name, (w, h) in SIZES.items():
+    v = w * h * 3
+    nchunks = 0 if 120 + v <= CHUNK else -(-v // CHUNK)
+    first = summary(fill(conf=cfg_few, job=name), "feedfs-fill " + name)
+    again = summary(fill(conf=cfg_few, job=name), "feedfs-fill %s, again"
+                    % name)
+    check(first[1] == 6 and again[1] == 0 and again[2] == 6,
+          "job %s (%d chunks): a first run %s, a second %s; expected 6 "
+          "computed, then 6 already there" % (name, nchunks, first, again))
+    log("feedfs-fill of values of %s: the second run skips all 6"
+        % ("%d chunks" % nchunks if nchunks else "one item"))
+
+# ---- cluster_secret ---------------------------------------------------------
+secret = t.path("tier.secret")
+secret2 = t.path("tier2.secret")
+for path, text in ((secret, "0123456789abcdef0123456789abcdef\n"),
+                   (secret2, "fedcba9876543210fedcba9876543210\n")):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, text.encode())
+    os.close(fd)
+
+with mount("G", "-o", "cluster_secret=%s" % secret) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, _ = cluster_rate(m, "a")
+    st = m.stats()
+    check(h == 0 and st["feedfs_cluster_bad_mac_total"] >= N,
+          "mount G (a secret) over values without a MAC: %d hits, %d "
+          "bad MACs; expected 0 and >= %d"
+          % (h, st["feedfs_cluster_bad_mac_total"], N))
+    log("mount G (cluster_secret): %d values without a MAC refused"
+        % st["feedfs_cluster_bad_mac_total"])
+
+with mount("H", "-o", "cluster_secret=%s" % secret) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, rate = cluster_rate(m, "a")
+    check(rate >= 0.95 and m.stats()["feedfs_cluster_bad_mac_total"] == 0,
+          "mount H (the same secret): %d hits, %d misses, %d bad MACs"
+          % (h, miss, m.stats()["feedfs_cluster_bad_mac_total"]))
+    log("mount H (the same secret): %d cluster hits (%.1f%%)"
+        % (h, 100 * rate))
+
+with mount("I", "-o", "cluster_secret=%s" % secret2) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, _ = cluster_rate(m, "a")
+    check(h == 0 and m.stats()["feedfs_cluster_bad_mac_total"] >= N,
+          "mount I (another secret): %d cluster hits, expected 0" % h)
+    log("mount I (another secret): no hits, %d bad MACs"
+        % m.stats()["feedfs_cluster_bad_mac_total"])
+
+first = summary(fill(opts=",cluster_secret=" + secret),
+                "feedfs-fill c with the secret")
+again = summary(fill(opts=",cluster_secret=" + secret),
+                "feedfs-fill c with the secret, again")
+check(first[1] == N and again[1] == 0 and again[2] == N,
+      "feedfs-fill with a secret over unMAC'd values: %s, then %s; "
+      "expected %d computed, then all already there" % (first, again, N))
+log("feedfs-fill with the secret: %d redone, then %d skipped"
+    % (first[1], again[2]))
+
+os.chmod(secret2, 0o644)
+with mount("J", "-o", "cluster_secret=%s" % secret2) as m:
+    read_epoch(m, "c", 0, ref_c)
+    check(m.stats()["feedfs_cluster_enabled"] == 0,
+          "mount J: the cluster tier is on with a secret others can read")
+    check("serving without the cluster tier" in m.log()
+          and "cluster_secret" in m.log(),
+          "mount J does not say why the tier is off:\n" + m.log())
+r = subprocess.run([FILL, "-o", "cluster=%s,cluster_secret=%s"
+                    % (cluster, secret2), cfg, "c"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+check(r.returncode == 2 and b"cluster_secret" in r.stderr,
+      "feedfs-fill with a secret others can read: exit %d, %r"
+      % (r.returncode, r.stderr))
+bad = t.path("bad-secret.conf")
+with open(cfg) as f:
+    lines = f.read().split("\n")
+lines.insert(2, "cluster_secret =")
+with open(bad, "w") as f:
+    f.write("\n".join(lines))
+r = subprocess.run([FILL, "-o", "cluster=" + cluster, bad, "c"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+check(r.returncode == 2 and ("%s:3:" % bad).encode() in r.stderr
+      and b"cluster_secret" in r.stderr,
+      "an empty cluster_secret: exit %d, %r" % (r.returncode, r.stderr))
+log("secret file of mode 0644: the mount serves without the tier, "
+    "feedfs-fill exits 2; an empty cluster_secret: %s"
+    % r.stderr.decode().strip())
 
 # ---- a server killed mid-epoch ---------------------------------------------
 
