@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /*
  * 2: the index holds prefix text and time; 3: decode uses only the DCT
@@ -166,8 +167,27 @@ void cache_key(
  */
 int cache_get_digest(struct cache *c, const char *path, const struct stat *st,
     uint8_t digest[32]);
+/*
+ * cache_put_digest drops a memo that cache_memo_trusted(st, st, now)
+ * refuses: one for a file changed within CACHE_MEMO_GRAIN_NS of now.
+ */
 void cache_put_digest(struct cache *c, const char *path, const struct stat *st,
     const uint8_t digest[32]);
+/*
+ * Whether a digest memo may be made (git's racy-timestamp rule, see
+ * git's Documentation/technical/racy-git.txt): before and after are the
+ * file's fstat taken before and after the read that digested it, t0 the
+ * CLOCK_REALTIME taken before that first fstat.  True when the two stats
+ * agree (size, mtime, ctime, inode, device) and the file's mtime and
+ * ctime are older than t0 by more than CACHE_MEMO_GRAIN_NS, the coarsest
+ * timestamp granularity of the file systems feedfs reads (FAT: 2 s).  A
+ * file changed after t0 then always gets a newer ctime; one changed in
+ * the same tick as it was read (same size, same times) is "racily clean"
+ * and gets no memo: it is read and digested again at its next use.
+ */
+#define CACHE_MEMO_GRAIN_NS 2000000000LL
+bool cache_memo_trusted(const struct stat *before, const struct stat *after,
+    const struct timespec *t0);
 
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
