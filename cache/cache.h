@@ -58,9 +58,16 @@ struct cache_stats {
 	 * deleted to make room or keep the bound, entries a hit rewrote as
 	 * new (see cache_set_stale); live entries and their bytes as the
 	 * index counts them, and the bytes admission fills up to.
+	 * oversize: values not stored because they are over size_bound / 4
+	 * (not in denied, which counts only a full cache's refusals).
 	 */
-	uint64_t inserts, denied, evictions, refreshes;
+	uint64_t inserts, denied, evictions, refreshes, oversize;
 	uint64_t entries, used_bytes, admit_bytes;
+	/*
+	 * Bytes of the values read from and written to the store (header
+	 * and payload; inserts and refreshes): only what was stored, never
+	 * a put that was denied, oversize, a duplicate or failed.
+	 */
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
@@ -78,7 +85,9 @@ struct cache_stats {
  * to the effective user and be writable by nobody else; one that others
  * can read (made by an older feedfs) is made 0700.  The files in dir are
  * made 0600 once open; RocksDB makes later ones 0644 less the umask, which
- * a library does not change: the 0700 directory keeps those private.
+ * a library does not change: feedfs, feedfs-fill and feedfs-cache set
+ * umask 077 in main, so those are 0600 too, and the 0700 directory keeps
+ * them private whatever the umask of another program that opens it.
  *
  * Fails with a message when dir cannot be used: -EACCES when another user
  * owns dir or group or others can write it, -EBUSY when another process
@@ -299,7 +308,8 @@ int cache_flush(struct cache *c, char *err, size_t errlen);
  *	-> "ok[ WORDS]" or "error MESSAGE"
  *
  * stats answers "ok hits H misses M inserts I denied D evictions E
- * refreshes R"; prefix-stats "ok" and, per prefix counted since the
+ * refreshes R oversize O written W" (cache_stats; W is bytes_written);
+ * prefix-stats "ok" and, per prefix counted since the
  * holder opened the store, a tab, its text, a tab, its hits, a tab, its
  * misses; evict-* and clear "ok N BYTES".
  * evict-prefix drops the entries whose prefix text is TEXT (the rest of the

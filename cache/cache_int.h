@@ -50,8 +50,13 @@
 #define CACHE_PFX_MAX 32
 
 /*
- * Lock order: none; the mutable state is atomics, and err is written once,
- * under errlock, before the disabled flag is set.
+ * Lock order: admin, then errlock.  The mutable state is atomics; err is
+ * written once, under errlock, before the disabled flag is set.  admin
+ * keeps the admission totals (used, entries) true to the index: a put or
+ * a refresh (store.c), with the eviction it may run, holds it shared from
+ * its admission to its accounting; admin.c's deletes (evict, clear) hold
+ * it exclusive until cache_load_totals has counted what is left.  It
+ * prefers writers: a stream of puts does not starve an admin request.
  */
 #define CACHE_PUTTING 256
 
@@ -97,6 +102,8 @@ struct cache {
 	uint64_t stale;		      /* seconds; 0: every entry is stale */
 	atomic_uint_least64_t used, entries, oldest_time;
 	atomic_uint_least64_t inserts, denied, refreshed;
+	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
+	pthread_rwlock_t admin;
 	/*
 	 * Hits and misses per prefix text (cache_note_use): a slot is
 	 * claimed by one CAS of state 0 -> 1, its text written, then state
@@ -159,6 +166,10 @@ void cache_evict_oldest(struct cache *c, uint64_t want);
  */
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
+
+/* Init and destroy c->admin (open.c, for every struct cache it makes). */
+void cache_admin_lock_init(struct cache *c);
+void cache_admin_lock_destroy(struct cache *c);
 
 /* Flush both column families' memtables (the WAL is off); *e on error. */
 void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,

@@ -14,6 +14,8 @@
  * when none does.  Exit status: 0, 1 for damage found by verify or a
  * failed command, 2 for a usage error.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -316,7 +318,7 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 	struct tally t = {0};
 	struct cache_stats st;
 	char err[512], reply[512], who[1024], hb[32];
-	uint64_t hits, misses, ins, den, ev, rf;
+	uint64_t hits, misses, ins, den, ev, rf, ovs, wr;
 	int r;
 
 	if (open_read(dir, &c) != 0)
@@ -350,6 +352,14 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 			printf("admission_denied\t%" PRIu64 "\n", den);
 			printf("evictions\t%" PRIu64 "\n", ev);
 			printf("refreshes\t%" PRIu64 "\n", rf);
+		}
+		if (sscanf(reply,
+			"ok hits %*u misses %*u inserts %*u denied %*u "
+			"evictions %*u refreshes %*u oversize %" SCNu64
+			" written %" SCNu64,
+			&ovs, &wr) == 2) {
+			printf("oversize\t%" PRIu64 "\n", ovs);
+			printf("written_bytes\t%" PRIu64 "\n", wr);
 		}
 	} else {
 		printf("hits\tn/a (no running feedfs holds it)\n");
@@ -569,6 +579,12 @@ main(int argc, char **argv)
 	char err[2048], req[4200];
 	int i, ret;
 
+	/*
+	 * A store it opens itself (no feedfs holds it) makes files 0644
+	 * less the umask, and so does the secondary instance's copy in /tmp:
+	 * they are its user's alone (cache.h).
+	 */
+	umask(077);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 

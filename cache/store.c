@@ -13,6 +13,24 @@
 #include "cache/cache_int.h"
 
 void
+cache_admin_lock_init(struct cache *c)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(
+	    &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c->admin, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+void
+cache_admin_lock_destroy(struct cache *c)
+{
+	pthread_rwlock_destroy(&c->admin);
+}
+
+void
 cache_load_seq(struct cache *c)
 {
 	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
@@ -166,9 +184,12 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	    now > ent.time && now - ent.time > c->stale / 2) {
 		struct cache_val nv = *v;
 
+		/* Shared with puts, exclusive of admin deletes (cache_int.h). */
+		pthread_rwlock_rdlock(&c->admin);
 		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq,
 			false) == 0)
 			atomic_fetch_add(&c->refreshed, 1);
+		pthread_rwlock_unlock(&c->admin);
 	}
 	rocksdb_free(e);
 	rocksdb_free(t);
@@ -499,8 +520,11 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	if (c == NULL || atomic_load(&c->disabled) ||
 	    cache_is_zero(key, CACHE_KEY_LEN))
 		return;
-	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
-		return; /* would evict most of the cache: not worth it */
+	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4) {
+		/* Would evict most of the cache: not worth it. */
+		atomic_fetch_add(&c->oversize, 1);
+		return;
+	}
 	/*
 	 * Two workers that missed the same sample at once (its batches of
 	 * two epochs, made together) both put it: the second would be an
@@ -514,19 +538,25 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 			return; /* being put by another worker */
 		slot = NULL;	/* another key's slot: go on unclaimed */
 	}
+	/*
+	 * From admission to accounting, exclusive of admin deletes: their
+	 * cache_load_totals then counts every entry once (cache_int.h).
+	 */
+	pthread_rwlock_rdlock(&c->admin);
 	if (cache_lookup_seq(c, key, &seq) == 0)
-		goto out;
+		goto unlock;
 	/* stale = 0: no admission, the oldest go when the files pass the
 	 * bound (maybe_evict), as before admission. */
 	if (c->stale != 0 && !reserve(c, cost)) {
 		atomic_fetch_add(&c->denied, 1);
-		goto out;
+		goto unlock;
 	}
 	if (put_at(c, key, v, prefix, plen, 0, c->stale != 0) == 0)
 		atomic_fetch_add(&c->inserts, 1);
 	else if (c->stale != 0)
 		sub_sat(&c->used, cost);
-out:
+unlock:
+	pthread_rwlock_unlock(&c->admin);
 	if (slot != NULL)
 		atomic_store(slot, 0);
 }
@@ -550,6 +580,7 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->insert_failures = atomic_load(&c->insert_failures);
 	st->inserts = atomic_load(&c->inserts);
 	st->denied = atomic_load(&c->denied);
+	st->oversize = atomic_load(&c->oversize);
 	st->evictions = atomic_load(&c->evicted);
 	st->refreshes = atomic_load(&c->refreshed);
 	st->entries = atomic_load(&c->entries);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache.h"
+#include "cache/cache_int.h"
 #include "cache/codec.h"
 #include "tests/testlib.h"
 
@@ -464,8 +466,25 @@ test_admission(void)
 		cache_get_stats(c, &st2);
 		if (st2.denied > st.denied && first_denied < 0)
 			first_denied = i;
+		/* Written bytes: what was stored, a denied put none (item 7). */
+		CHECK_EQ_INT(st2.bytes_written - st.bytes_written,
+		    st2.inserts > st.inserts ? CODEC_ENV_HDR + in.len : 0);
 		free(in.data);
 	}
+	/*
+	 * A value over size_bound / 4 is not stored: counted in oversize,
+	 * not in denied, and writes nothing (issue 17 item 12).
+	 */
+	cache_get_stats(c, &st);
+	in = val_of(77, 1024, 1024, 1, 0, 1024 * 1024);
+	key_of(2999, key);
+	cache_put(c, key, &in);
+	free(in.data);
+	cache_get_stats(c, &st2);
+	CHECK_EQ_INT(st2.oversize - st.oversize, 1);
+	CHECK_EQ_INT(st2.denied, st.denied);
+	CHECK_EQ_INT(st2.bytes_written, st.bytes_written);
+	CHECK(!has(c, 2999));
 	cache_get_stats(c, &st);
 	CHECK_EQ_INT(st.inserts, fit);
 	CHECK_EQ_INT(first_denied, fit);
@@ -563,6 +582,106 @@ test_threads(void)
 	cache_get_stats(c, &st);
 	CHECK_EQ_INT(st.hits + st.misses, 800);
 	CHECK(st.hits > 0);
+	cache_close(c);
+}
+
+struct totals {
+	uint64_t n, used;
+};
+
+static int
+total_one(const struct cache_entry *e, void *arg)
+{
+	struct totals *t = arg;
+
+	t->n++;
+	t->used += e->len + e->prefix_len + CACHE_VAL_OVERHEAD;
+	return 0;
+}
+
+struct racer {
+	struct cache *c;
+	int id, rounds;
+	atomic_bool *done;
+};
+
+static void *
+race_put(void *arg)
+{
+	struct racer *w = arg;
+	struct cache_val in;
+	uint8_t key[CACHE_KEY_LEN];
+
+	for (int i = 0; i < 1500; i++) {
+		in = val_of(i, 8, 8, 3, 0, 192 + (size_t)(i % 7) * 64);
+		in.prefix = i % 2 ? "decode resize(64)" : "decode resize(32)";
+		key_of(100000 * (w->id + 1) + i, key);
+		cache_put(w->c, key, &in);
+		free(in.data);
+	}
+	return NULL;
+}
+
+static void *
+race_admin(void *arg)
+{
+	struct racer *w = arg;
+	char err[256];
+	uint64_t n, b;
+
+	while (!atomic_load(w->done)) {
+		switch (w->rounds++ % 3) {
+		case 0:
+			cache_evict_match(w->c, "decode resize(64)", 0, &n, &b,
+			    err, sizeof(err));
+			break;
+		case 1:
+			cache_evict_match(w->c, NULL, (uint64_t)time(NULL) + 1,
+			    &n, &b, err, sizeof(err));
+			break;
+		default:
+			cache_clear(w->c, &n, &b, err, sizeof(err));
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Admin deletes (evict, clear) while puts run (issue 17 item 12): the
+ * admission totals stay those of the index, as a fresh scan counts it.
+ */
+static void
+test_admin_race(void)
+{
+	struct cache *c = NULL;
+	struct cache_stats st;
+	struct totals t = {0, 0};
+	struct racer w[3];
+	pthread_t th[3];
+	atomic_bool done = false;
+	char err[256];
+
+	if (open_cache("c-race", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct racer){c, i, 0, &done};
+		pthread_create(&th[i], NULL, i < 2 ? race_put : race_admin,
+		    &w[i]);
+	}
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	atomic_store(&done, true);
+	pthread_join(th[2], NULL);
+	CHECK(w[2].rounds >= 3);
+	CHECK_EQ_INT(cache_scan(c, total_one, &t, err, sizeof(err)), 0);
+	cache_get_stats(c, &st);
+	fprintf(stderr, "admin race: %d admin rounds; %" PRIu64
+	    " entries (scan %" PRIu64 "), %" PRIu64 " bytes (scan %" PRIu64
+	    ")\n", w[2].rounds, st.entries, t.n, st.used_bytes, t.used);
+	CHECK_EQ_INT(st.entries, t.n);
+	CHECK_EQ_INT(st.used_bytes, t.used);
 	cache_close(c);
 }
 
@@ -1044,6 +1163,7 @@ main(void)
 	test_bound();
 	test_admission();
 	test_threads();
+	test_admin_race();
 	test_full();
 	test_damaged_store();
 	test_admin();
