@@ -345,15 +345,28 @@ int cache_admin_run(struct cache *c, const char *line, char *reply, size_t len);
  * The control socket, dir/control.sock: a thread of the feedfs that holds
  * dir answers one request per connection with cache_admin_run.  The
  * socket is made in dir, which cache_open made private (0700, this user's),
- * so only the owner of dir can connect; a stale socket left by a killed
- * feedfs is replaced, anything else at that name is an error.
+ * and a peer whose SO_PEERCRED uid is not this process's effective uid is
+ * closed unanswered; a stale socket left by a killed feedfs is replaced,
+ * anything else at that name is an error.  A client has 2 s from its
+ * connect to send its whole line, or is closed unanswered; 8 connections
+ * are read at once, more wait in the backlog.  No client delays another
+ * for longer than that, nor cache_ctl_stop at all (it waits only for a
+ * request being run, e.g. a compaction).
  */
 struct cache_ctl;
 int cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
     char *err, size_t errlen);
 void cache_ctl_stop(struct cache_ctl *ctl); /* NULL is fine */
-/* Client side: send req, the reply (without the newline) in reply. */
+/*
+ * Client side: send req, the reply (without the newline) in reply, all
+ * within timeout_ms (a compaction of a large store can need more than a
+ * few seconds).  0; -ETIMEDOUT when the holder did not answer in time
+ * (stopped, or busy); -EPERM when the socket's holder is another user;
+ * -ECONNREFUSED, -ENOENT when none listens; -EIO when it closed
+ * unanswered.
+ */
+#define CACHE_CTL_TIMEOUT_MS 5000
 int cache_ctl_request(
-    const char *dir, const char *req, char *reply, size_t len);
+    const char *dir, const char *req, char *reply, size_t len, int timeout_ms);
 
 #endif

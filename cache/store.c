@@ -184,7 +184,7 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	    now > ent.time && now - ent.time > c->stale / 2) {
 		struct cache_val nv = *v;
 
-		/* Shared with puts, exclusive of admin deletes (cache_int.h). */
+		/* Shared with puts, not with admin deletes (cache_int.h). */
 		pthread_rwlock_rdlock(&c->admin);
 		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq,
 			false) == 0)

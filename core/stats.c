@@ -112,9 +112,8 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 	    "up to (95%% of cache_size).\n"
 	    "# TYPE feedfs_cache_admit_bytes gauge\n"
 	    "feedfs_cache_admit_bytes %" PRIu64 "\n",
-	    cs->inserts, cs->denied, cs->oversize, cs->evictions,
-	    cs->refreshes, cs->entries,
-	    cs->used_bytes, cs->admit_bytes);
+	    cs->inserts, cs->denied, cs->oversize, cs->evictions, cs->refreshes,
+	    cs->entries, cs->used_bytes, cs->admit_bytes);
 	sb_printf(sb,
 	    "# HELP feedfs_epoch_cache_hits_total Local cache hits of an "
 	    "epoch (the last %d epochs of each job).\n"

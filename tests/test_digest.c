@@ -168,8 +168,10 @@ test_sample_path(void)
 	refa = malloc(n);
 	refb = malloc(n);
 	out = malloc(n);
-	CHECK_EQ_INT(sample_make(j, NULL, 0, 0, true, refa, err, sizeof(err)), 0);
-	CHECK_EQ_INT(sample_make(j, NULL, 0, 1, true, refb, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    sample_make(j, NULL, 0, 0, true, refa, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    sample_make(j, NULL, 0, 1, true, refb, err, sizeof(err)), 0);
 	CHECK(memcmp(refa, refb, n) != 0);
 
 	/*
@@ -205,7 +207,8 @@ test_sample_path(void)
 	CHECK_EQ_INT(sample_make(j, c, 0, 0, true, out, err, sizeof(err)), 0);
 	CHECK(memcmp(out, refb, n) == 0);
 	CHECK_EQ_INT(stat(p0, &st), 0);
-	CHECK(cache_get_digest(c, p0, &st, got) != 0 || memcmp(got, d, 32) != 0);
+	CHECK(
+	    cache_get_digest(c, p0, &st, got) != 0 || memcmp(got, d, 32) != 0);
 
 	free(a);
 	free(b);
