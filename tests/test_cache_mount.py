@@ -13,7 +13,7 @@ accounting read from .feedfs/stats, bytes compared with feedfs-ref:
     measured with du after the unmount, stays under the bound plus the
     slack that cache.h documents; the bytes written are the store's own
     figure (feedfs-cache stats, from the owner: only what was stored,
-    issue 17 item 7);
+    issue 17 item 7), and more than twice the bound;
   - under a umask of 022, every file the store made, later ones (flushes,
     compactions) included, is 0600 (issue 17 item 12)."""
 
@@ -162,6 +162,10 @@ with fflib.Mount(t, bcfg, t.path("mnt")) as m:
         % (written / MB, ins, den, fs["evictions"],
            m.stats()["feedfs_cache_written_bytes_total"] / MB, peak / MB,
            slack / MB))
+    check(den == 0, "cache_stale = 0 admits every value, yet %d denied" % den)
+    check(written > 2 * bound, "only %d bytes stored: not a test of the bound"
+          % written)
+    check(int(fs["evictions"]) > 0, "no eviction: not a test of the bound")
     check(peak <= bound + running_slack,
           "disk use %d over the bound %d + %d" % (peak, bound, running_slack))
 du = int(subprocess.check_output(["du", "-sb", t.path("bcache")]).split()[0])
