@@ -1,7 +1,8 @@
 /*
- * admin.c - administration: scan the index, check, evict, clear, compact
- * and flush, and the one executor of control requests that both the
- * control socket and feedfs-cache (on a store no feedfs holds) run.
+ * admin.c - layer: store (its administration; calls store.c and codec.c,
+ * and is called by ctl.c, open.c and feedfs-cache).  Check, evict, clear,
+ * compact and flush, and the one executor of control requests that both
+ * the control socket and feedfs-cache (on a store no feedfs holds) run.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,40 +15,6 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache_int.h"
-
-int
-cache_scan(
-    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
-{
-	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
-	struct cache_entry ent;
-	uint8_t t0[CODEC_SEQ_KEY];
-	char *e = NULL;
-	int r = 0;
-
-	codec_seq_key('T', 0, t0);
-	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
-	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-		size_t kl, vl;
-		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
-		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
-
-		if (kl < 1 || k[0] != 'T')
-			break;
-		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
-			continue;
-		if ((r = fn(&ent, arg)) != 0)
-			break;
-	}
-	rocksdb_iter_get_error(it, &e);
-	if (e != NULL) {
-		snprintf(err, errlen, "%s", e);
-		rocksdb_free(e);
-		r = -EIO;
-	}
-	rocksdb_iter_destroy(it);
-	return r;
-}
 
 int
 cache_check_entry(

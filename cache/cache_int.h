@@ -23,9 +23,9 @@
  * tells feedfs-cache the prefix and age of each entry (ls, evict).
  *
  * Files: open.c (open, close, options, permissions, moving a store
- * aside), digest.c (hashes, digest memos), store.c (get, put, eviction),
- * admin.c (scan, verify, evict, clear, compact, flush, and the one
- * executor of control requests), ctl.c (the control socket), remote.c,
+ * aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
+ * the scan of the index), admin.c (verify, evict, clear, compact, flush,
+ * and the one executor of control requests), ctl.c (the control socket), remote.c,
  * remote_srv.c and remote_wire.c (one store shared by the mounts of a
  * machine: its clients, the owner's data socket, the frames; see
  * remote_int.h), codec.c.

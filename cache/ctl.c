@@ -1,6 +1,7 @@
 /*
- * ctl.c - the control socket of a cache that a feedfs holds (see cache.h);
- * layer: store administration (it calls admin.c's cache_admin_run only).
+ * ctl.c - layer: store (its administration socket; calls admin.c's
+ * cache_admin_run only).  The control socket of a cache that a feedfs
+ * holds (see cache.h).
  *
  * RocksDB lets one process write a store, so feedfs-cache asks the daemon
  * that holds it to evict, clear, compact or flush: one thread accepts on

@@ -1,6 +1,7 @@
 /*
- * digest.c - the hashes (SHA-256 of sources, cache keys) and the digest
- * memos, which let a hit skip reading its source.
+ * digest.c - layer: store (calls codec.c, and open.c's cache_fail).  The
+ * hashes (SHA-256 of sources, cache keys) and the digest memos, which let
+ * a hit skip reading its source.
  *
  * Digest memos are never evicted: they are small (~100 bytes a source
  * file) and bounded by the number of source files.  A memo is made only

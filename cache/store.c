@@ -1,5 +1,8 @@
 /*
- * store.c - cache_get, cache_put and eviction of the oldest values.
+ * store.c - layer: store (the bottom, with open.c, digest.c, admin.c and
+ * codec.c; calls codec.c, and open.c's cache_fail).  cache_get,
+ * cache_put, eviction of the oldest values, the scan of the index, and
+ * the admin lock that keeps the admission totals true (cache_int.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -28,6 +31,40 @@ void
 cache_admin_lock_destroy(struct cache *c)
 {
 	pthread_rwlock_destroy(&c->admin);
+}
+
+int
+cache_scan(
+    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
+{
+	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
+	struct cache_entry ent;
+	uint8_t t0[CODEC_SEQ_KEY];
+	char *e = NULL;
+	int r = 0;
+
+	codec_seq_key('T', 0, t0);
+	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
+		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
+
+		if (kl < 1 || k[0] != 'T')
+			break;
+		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
+			continue;
+		if ((r = fn(&ent, arg)) != 0)
+			break;
+	}
+	rocksdb_iter_get_error(it, &e);
+	if (e != NULL) {
+		snprintf(err, errlen, "%s", e);
+		rocksdb_free(e);
+		r = -EIO;
+	}
+	rocksdb_iter_destroy(it);
+	return r;
 }
 
 void
