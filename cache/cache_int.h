@@ -162,7 +162,9 @@ void cache_evict_oldest(struct cache *c, uint64_t want);
  * The next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the
  * staleness defaults to CACHE_STALE_DEFAULT.  Called at open; admin.c
- * calls cache_load_totals after it deletes entries.
+ * calls cache_load_totals after it deletes entries, holding c->admin
+ * exclusive (so that no put's accounting falls between its scan and its
+ * result).
  */
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
