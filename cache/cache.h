@@ -56,7 +56,7 @@ struct cache_stats {
 	 * Admission (cache_put): values stored, values refused because the
 	 * cache was full of entries used within cache_stale, entries
 	 * deleted to make room or keep the bound, entries a hit rewrote as
-	 * new (see cache_set_stale); live entries and their bytes as the
+	 * new (see cache_opts' stale); live entries and their bytes as the
 	 * index counts them, and the bytes admission fills up to.
 	 * oversize: values not stored because they are over size_bound / 4
 	 * (not in denied, which counts only a full cache's refusals).
@@ -100,42 +100,67 @@ int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
 void cache_close(struct cache *c);
 
 /*
+ * Options given once at open, in every role, and applied again by every
+ * takeover: size_bound and mem_bound as cache_open's, stale as the
+ * admission's below (CACHE_STALE_DEFAULT; 0: every entry is stale), label
+ * names this mount in the owner's table (NULL: the last argument of the
+ * command line, the mount point of feedfs), say (may be NULL) is told,
+ * from any thread, of the role taken and of every change of owner.
+ */
+typedef void (*cache_log_fn)(bool warn, const char *msg);
+struct cache_opts {
+	uint64_t size_bound, mem_bound;
+	uint64_t stale;
+	const char *label;
+	cache_log_fn say;
+};
+/* cache_open with every option (label and say unused). */
+int cache_open_opts(const char *dir, const struct cache_opts *o,
+    struct cache **out, char *err, size_t errlen);
+
+/*
  * One cache for every feedfs of a machine.  RocksDB lets one process write
  * a store, so the first feedfs to take the store's lock (cache_open) is
- * its owner: it serves the others on dir/data.sock (remote.c: length-
- * prefixed binary frames for get, put and the digest memos; values are
- * copied through the socket, a 270 KB get costs tens of microseconds)
- * and answers feedfs-cache on dir/control.sock.  A feedfs that finds the
- * store locked is a client: the same functions (cache_get, cache_put,
- * cache_get_digest, cache_put_digest, cache_get_stats, cache_error,
- * cache_note, cache_close) send requests to the owner over a small pool of
- * connections (one per concurrent caller, up to 8 kept idle).  A put is
- * sent without waiting for an answer: the owner applies it before any
- * later request on that connection, and another caller may miss it for a
- * moment.  Every put
- * goes through the owner's store, so its size bound and eviction hold for
- * all mounts; the owner's cache_size and memory apply.
+ * its owner: it serves the others on dir/data.sock (wire.h: length-
+ * prefixed binary frames for get, put and the digest memos, each value one
+ * envelope (codec.h) checked against the key asked for; a 270 KB get
+ * costs tens of microseconds) and answers feedfs-cache on
+ * dir/control.sock.  A feedfs that finds the store locked is a client:
+ * the same functions (cache_get, cache_put, cache_get_digest,
+ * cache_put_digest, cache_get_stats, cache_error, cache_note, cache_close)
+ * send requests to the owner over a small pool of connections (one per
+ * concurrent caller, up to 8 kept idle).  A put is sent without waiting
+ * for an answer and queued by the owner, which answers gets first: a
+ * get may miss a value put a moment before.  Every put goes through the
+ * owner's store, so its size bound and eviction hold for all mounts; the
+ * owner's options apply.  A put over the owner's limit (size_bound / 4,
+ * told in its HELLO) is not sent.
  *
- * When the owner goes (unmounted, or killed), a client's request fails
- * (refused, reset, no reply in 5 s): that get is a miss, that put is
- * dropped, and the client tries to take the lock; the one that gets it
- * opens the store and starts both sockets, the others retry with a
- * backoff (50 ms doubling to 1 s) and miss meanwhile.  Reads never fail
+ * Trust: every role checks the directory (owned by this user, writable by
+ * nobody else: -EACCES otherwise), and a client talks only to a process
+ * of its own user that holds the store's lock.
+ *
+ * A request has a deadline (1 s): past it, a get is a miss.  A client
+ * tells an owner that is slow (its process runs: a miss, nothing more)
+ * from one that is stopped (state T: a breaker opens, and every request
+ * misses at once for at least the deadline, doubling up to 30 s, until
+ * one probe finds it running) and from one that is gone (nobody holds
+ * the store's lock): then one thread of the client tries to take the
+ * lock; the one process that gets it opens the store with its own
+ * options (its size bound at least the one the old owner announced) and
+ * starts both sockets, the others attach to it.  Reads never fail
  * because of the cache.
  *
  * cache_open_shared returns such a handle in either role: 0, or what
  * cache_open returns for a dir that cannot be used (-EACCES, -EINVAL,
- * -EIO); -EBUSY never (a held store is shared).  label names this mount
- * in the owner's table (NULL: the last argument of the command line, the
- * mount point of feedfs); logfn (may be NULL) is told, from any thread,
- * of the role taken and of every change of owner.  The handle is thread
- * safe as cache.h says; cache_admin_run and the functions of
- * administration below are not for it.
+ * -EIO); -EBUSY never (a held store is shared).  Where another process
+ * takes more than 3 s to open the store, the handle starts as a client
+ * (missing until an owner serves).  The handle is thread safe as cache.h
+ * says; cache_admin_run and the functions of administration below are
+ * not for it.
  */
-typedef void (*cache_log_fn)(bool warn, const char *msg);
-int cache_open_shared(const char *dir, uint64_t size_bound, uint64_t mem_bound,
-    const char *label, cache_log_fn logfn, struct cache **out, char *err,
-    size_t errlen);
+int cache_open_shared(const char *dir, const struct cache_opts *o,
+    struct cache **out, char *err, size_t errlen);
 /* Whether this process holds the store now (a plain cache_open: true). */
 bool cache_is_owner(struct cache *c);
 /*
@@ -225,10 +250,10 @@ void cache_get_stats(struct cache *c, struct cache_stats *st);
  * refresh: a scan larger than the cache evicts what it needs next).
  * Independently the disk bound holds: when the store's files pass
  * size_bound, the oldest entries go whatever their age.
- * Default CACHE_STALE_DEFAULT; call before the first put.
+ * stale is an option of cache_open_opts and cache_open_shared (default
+ * CACHE_STALE_DEFAULT).
  */
 #define CACHE_STALE_DEFAULT 86400
-void cache_set_stale(struct cache *c, uint64_t seconds);
 
 /*
  * Count a hit or miss of the entries of prefix (the text given to

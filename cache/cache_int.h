@@ -22,13 +22,16 @@
  * remove and how many bytes it frees without reading the values; it also
  * tells feedfs-cache the prefix and age of each entry (ls, evict).
  *
- * Files: open.c (open, close, options, permissions, moving a store
+ * Files, each opening with a comment saying its layer (the layers read
+ * one way: store <- owner <- server/client <- handle; share_int.h):
+ * open.c (open, close, options, the directory's checks, moving a store
  * aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
  * the scan of the index), admin.c (verify, evict, clear, compact, flush,
- * and the one executor of control requests), ctl.c (the control socket), remote.c,
- * remote_srv.c and remote_wire.c (one store shared by the mounts of a
- * machine: its clients, the owner's data socket, the frames; see
- * remote_int.h), codec.c.
+ * and the one executor of control requests), ctl.c (the control socket), codec.c (the
+ * records' bytes), and the store shared by the mounts of a machine:
+ * owner.c (who may own and serve it), wire.c (the data socket's frames),
+ * srv.c (the owner's server), client.c (a client's connections), handle.c
+ * (cache_open_shared's handle, local or remote, and the takeover).
  */
 #ifndef FEEDFS_CACHE_INT_H
 #define FEEDFS_CACHE_INT_H
@@ -123,11 +126,36 @@ struct cache {
 	char secondary[64]; /* cache_open_secondary's own dir, removed */
 
 	/*
-	 * Set in a handle of cache_open_shared (remote.c): the functions of
-	 * cache.h then go through it, to this process's own store once it
+	 * Set in a handle of cache_open_shared (handle.c): the functions of
+	 * cache.h then go through ops, to this process's own store once it
 	 * owns one, else to the owner's data socket; db is NULL.
 	 */
-	struct cache_remote *remote;
+	const struct cache_ops *ops;
+	struct cache_share *share;
+	/*
+	 * Set by the owner's server (srv.c) before it serves, cleared after
+	 * it stopped: its request threads (cache_no_evict) then leave the
+	 * size check and its eviction to the server's maintenance thread,
+	 * woken by maint_wake(maint_arg).
+	 */
+	void (*maint_wake)(void *arg);
+	void *maint_arg;
+};
+
+/* What cache.h's functions do on a handle of cache_open_shared. */
+struct cache_ops {
+	int (*get)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+	    struct cache_val *v);
+	void (*put)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+	    const struct cache_val *v);
+	int (*get_digest)(struct cache *c, const char *path,
+	    const struct stat *st, uint8_t digest[32]);
+	void (*put_digest)(struct cache *c, const char *path,
+	    const struct stat *st, const uint8_t digest[32]);
+	void (*get_stats)(struct cache *c, struct cache_stats *st);
+	const char *(*error)(struct cache *c);
+	const char *(*note)(struct cache *c);
+	void (*close)(struct cache *c);
 };
 
 /* Record the first failure (what failed: msg); from then on the cache is off.
@@ -136,19 +164,8 @@ void cache_fail(struct cache *c, const char *what, const char *msg);
 /* Whether n bytes at p are all zero (an unknown digest or key). */
 bool cache_is_zero(const uint8_t *p, size_t n);
 
-/* remote.c: what cache.h's functions do on a cache_open_shared handle. */
-int cache_remote_get(
-    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
-void cache_remote_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-    const struct cache_val *v);
-int cache_remote_get_digest(struct cache *c, const char *path,
-    const struct stat *st, uint8_t digest[32]);
-void cache_remote_put_digest(struct cache *c, const char *path,
-    const struct stat *st, const uint8_t digest[32]);
-void cache_remote_get_stats(struct cache *c, struct cache_stats *st);
-const char *cache_remote_error(struct cache *c);
-const char *cache_remote_note(struct cache *c);
-void cache_remote_close(struct cache *c);
+/* open.c: the checks of a cache directory in every role (cache_open). */
+int cache_private_dir(const char *dir, char *err, size_t errlen);
 
 /* store.c */
 /* The seq that the 'K' entry of key points at: 0 or -ENOENT. */
@@ -158,6 +175,10 @@ int cache_lookup_seq(
 uint64_t cache_store_bytes(struct cache *c);
 /* Delete the oldest values until about want bytes are freed. */
 void cache_evict_oldest(struct cache *c, uint64_t want);
+/* The check of the store's size against its bound, and its eviction. */
+void cache_maintain(struct cache *c);
+/* Set on the owner's request threads (srv.c): their puts never evict. */
+extern _Thread_local bool cache_no_evict;
 /*
  * The next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the

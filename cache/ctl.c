@@ -1,7 +1,7 @@
 /*
- * ctl.c - layer: store (its administration socket; calls admin.c's
- * cache_admin_run only).  The control socket of a cache that a feedfs
- * holds (see cache.h).
+ * ctl.c - layer: server (beside srv.c; owner.c makes and checks its
+ * socket; calls admin.c's cache_admin_run).  The control socket of a
+ * cache that a feedfs holds (see cache.h).
  *
  * RocksDB lets one process write a store, so feedfs-cache asks the daemon
  * that holds it to evict, clear, compact or flush: one thread accepts on
@@ -19,9 +19,10 @@
  * a pipe and joins it, so it never waits on a client.
  *
  * The socket lives in the cache directory, which cache_open made private
- * (0700, this user's): that, and the peer check, keep other users out, so
- * nothing here changes a mode by path.  ctl_listen is all that makes the
- * socket.
+ * (0700, this user's): that, not the socket's own mode, keeps other users
+ * out, so nothing here changes a mode by path; and both ends check the
+ * other's credentials (owner.c: our user, and for feedfs-cache, the
+ * process that holds the store).
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/cache.h"
+#include "cache/share_int.h"
 
 #define CTL_NAME "control.sock"
 #define CTL_LINE 4096
@@ -72,21 +73,6 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Whether the peer of a connected unix socket runs as our effective uid. */
-static bool
-peer_is_us(int fd, pid_t *pid)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
-	    len != sizeof(cr) || cr.uid != geteuid())
-		return false;
-	if (pid != NULL)
-		*pid = cr.pid;
-	return true;
-}
-
 static int
 ctl_addr(const char *dir, struct sockaddr_un *sa)
 {
@@ -95,24 +81,6 @@ ctl_addr(const char *dir, struct sockaddr_un *sa)
 	if ((size_t)snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", dir,
 		CTL_NAME) >= sizeof(sa->sun_path))
 		return -ENAMETOOLONG;
-	return 0;
-}
-
-/*
- * Remove the socket a killed feedfs left at path: 0 when path is free now,
- * -EEXIST when something other than a socket is there (left alone).
- */
-static int
-unlink_stale(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	if (unlink(path) != 0 && errno != ENOENT)
-		return -errno;
 	return 0;
 }
 
@@ -179,7 +147,7 @@ ctl_accept(struct cache_ctl *ctl)
 
 	if (fd < 0)
 		return;
-	if (!peer_is_us(fd, NULL)) {
+	if (owner_peer_ok(fd, 0, NULL) != 0) { /* not our user */
 		close(fd);
 		return;
 	}
@@ -236,53 +204,12 @@ ctl_thread(void *arg)
 	return NULL;
 }
 
-/*
- * Make dir's control socket, listening, in *fd and its path in path
- * (sun_path's size): 0, or -errno and why.  A stale socket is replaced.
- */
-static int
-ctl_listen(const char *dir, int *fd, char *path, char *err, size_t errlen)
-{
-	struct sockaddr_un sa;
-	int s, r;
-
-	if (ctl_addr(dir, &sa) != 0) {
-		snprintf(err, errlen, "%s/%s: path too long for a socket", dir,
-		    CTL_NAME);
-		return -ENAMETOOLONG;
-	}
-	if ((r = unlink_stale(sa.sun_path)) != 0) {
-		if (r == -EEXIST)
-			snprintf(err, errlen, "%s exists and is not a socket",
-			    sa.sun_path);
-		else
-			snprintf(
-			    err, errlen, "%s: %s", sa.sun_path, strerror(-r));
-		return r;
-	}
-	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(-r));
-		return r;
-	}
-	/* bind(2) makes the name and never follows a symlink there. */
-	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(s, 16) != 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(-r));
-		close(s);
-		return r;
-	}
-	memcpy(path, sa.sun_path, sizeof(sa.sun_path));
-	*fd = s;
-	return 0;
-}
-
 int
 cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
     char *err, size_t errlen)
 {
 	struct cache_ctl *ctl;
+	struct sockaddr_un sa;
 	int r;
 
 	if ((ctl = calloc(1, sizeof(*ctl))) == NULL) {
@@ -298,8 +225,17 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 		snprintf(err, errlen, "pipe: %s", strerror(-r));
 		goto fail;
 	}
-	if ((r = ctl_listen(dir, &ctl->fd, ctl->path, err, errlen)) != 0)
+	if ((r = ctl_addr(dir, &sa)) != 0) {
+		snprintf(err, errlen, "%s/%s: path too long for a socket", dir,
+		    CTL_NAME);
 		goto fail;
+	}
+	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
+	/* owner.c: a stale socket replaced, anything else refused. */
+	if ((ctl->fd = owner_listen(dir, CTL_NAME, err, errlen)) < 0) {
+		r = ctl->fd;
+		goto fail;
+	}
 	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
 		snprintf(err, errlen, "%s: %s", ctl->path, strerror(r));
 		unlink(ctl->path);
@@ -361,37 +297,23 @@ cache_ctl_request(
 {
 	uint64_t deadline =
 	    now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
-	struct sockaddr_un sa;
 	size_t n = 0, rl = strlen(req);
 	char *out = NULL;
+	long holder;
 	int fd, r;
 
-	if ((r = ctl_addr(dir, &sa)) != 0)
-		return r;
+	/* owner.c: only to the process that holds the store, of our user. */
+	if ((holder = owner_holder(dir)) <= 0)
+		return holder == 0 ? -ECONNREFUSED : (int)holder;
 	if (len == 0 || (out = malloc(rl + 1)) == NULL)
 		return -ENOMEM;
 	memcpy(out, req, rl);
 	out[rl++] = '\n';
-	if ((fd = socket(
-		 AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+	/* A full backlog (a stopped owner) is retried to the deadline. */
+	if ((fd = owner_connect(dir, CTL_NAME, holder,
+		 wire_now_ns() + (uint64_t)timeout_ms * 1000000u)) < 0) {
 		free(out);
-		return -errno;
-	}
-	/* A full backlog (a stopped owner) is EAGAIN: retry to the deadline. */
-	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		if (errno != EAGAIN && errno != EINTR) {
-			r = -errno;
-			goto out;
-		}
-		if (now_ms() >= deadline) {
-			r = -ETIMEDOUT;
-			goto out;
-		}
-		poll(NULL, 0, 10);
-	}
-	if (!peer_is_us(fd, NULL)) {
-		r = -EPERM; /* not ours: tell it nothing */
-		goto out;
+		return fd;
 	}
 	for (size_t off = 0; off < rl;) {
 		ssize_t w = send(fd, out + off, rl - off, MSG_NOSIGNAL);

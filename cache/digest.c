@@ -117,8 +117,8 @@ cache_get_digest(struct cache *c, const char *path, const struct stat *st,
 	size_t vlen;
 	int r = -ENOENT;
 
-	if (c != NULL && c->remote != NULL)
-		return cache_remote_get_digest(c, path, st, digest);
+	if (c != NULL && c->ops != NULL)
+		return c->ops->get_digest(c, path, st, digest);
 	if (c == NULL || atomic_load(&c->disabled))
 		return -ENOENT;
 	memo_key(path, k);
@@ -148,8 +148,8 @@ cache_put_digest(struct cache *c, const char *path, const struct stat *st,
 	struct timespec now;
 	char *e = NULL;
 
-	if (c != NULL && c->remote != NULL) {
-		cache_remote_put_digest(c, path, st, digest);
+	if (c != NULL && c->ops != NULL) {
+		c->ops->put_digest(c, path, st, digest);
 		return;
 	}
 	if (c == NULL || atomic_load(&c->disabled) || cache_is_zero(digest, 32))

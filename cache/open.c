@@ -1,7 +1,9 @@
 /*
- * open.c - opening and closing the store: options, the directory and its
- * permissions, the format marker, the lock probe, a damaged or old store
- * moved aside, the read-only secondary instance of feedfs-cache.
+ * open.c - layer: store (calls nothing of the sharing layer; owner.c uses
+ * its checks of the directory).  Opening and closing the store: options
+ * (cache_open_opts), the directory and its permissions, the format marker,
+ * the lock probe, a damaged or old store moved aside, the read-only
+ * secondary instance of feedfs-cache.
  *
  * Writes skip the WAL: everything here can be recomputed, the WAL would
  * double the bytes written, and a batch is applied atomically to the
@@ -39,8 +41,8 @@ cache_fail(struct cache *c, const char *what, const char *msg)
 const char *
 cache_error(struct cache *c)
 {
-	if (c != NULL && c->remote != NULL)
-		return cache_remote_error(c);
+	if (c != NULL && c->ops != NULL)
+		return c->ops->error(c);
 	if (c == NULL || !atomic_load(&c->disabled))
 		return NULL;
 	return c->err;
@@ -116,8 +118,8 @@ private_files(const char *dir)
  * and why.  One that others can read or enter (made by an older feedfs)
  * is made 0700 where the file system lets us.
  */
-static int
-private_dir(const char *dir, char *err, size_t errlen)
+int
+cache_private_dir(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd, r;
@@ -408,7 +410,7 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 	char *e = NULL;
 	int r;
 
-	if ((r = private_dir(dir, err, errlen)) != 0)
+	if ((r = cache_private_dir(dir, err, errlen)) != 0)
 		return r;
 	c->db = open_cfs(c, dir, NULL, &e);
 	if (e != NULL) {
@@ -437,6 +439,17 @@ int
 cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen)
 {
+	struct cache_opts o = {size_bound, mem_bound, CACHE_STALE_DEFAULT,
+	    NULL, NULL};
+
+	return cache_open_opts(dir, &o, out, err, errlen);
+}
+
+int
+cache_open_opts(const char *dir, const struct cache_opts *o,
+    struct cache **out, char *err, size_t errlen)
+{
+	uint64_t size_bound = o->size_bound, mem_bound = o->mem_bound;
 	struct cache *c;
 	char why[512];
 	int r;
@@ -476,6 +489,7 @@ cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
 		goto fail;
 	}
 	cache_load_seq(c);
+	c->stale = o->stale;
 	*out = c;
 	return 0;
 fail:
@@ -489,8 +503,8 @@ fail:
 const char *
 cache_note(struct cache *c)
 {
-	if (c != NULL && c->remote != NULL)
-		return cache_remote_note(c);
+	if (c != NULL && c->ops != NULL)
+		return c->ops->note(c);
 	return c != NULL && c->note[0] != '\0' ? c->note : NULL;
 }
 
@@ -522,8 +536,8 @@ cache_close(struct cache *c)
 
 	if (c == NULL)
 		return;
-	if (c->remote != NULL) {
-		cache_remote_close(c);
+	if (c->ops != NULL) {
+		c->ops->close(c);
 		return;
 	}
 	/* Without the WAL, unflushed puts live only in the memtable. */

@@ -125,13 +125,6 @@ cache_load_totals(struct cache *c)
 	atomic_store(&c->oldest_time, t.oldest);
 }
 
-void
-cache_set_stale(struct cache *c, uint64_t seconds)
-{
-	if (c != NULL)
-		c->stale = seconds;
-}
-
 /* The bytes admission fills the store up to. */
 static uint64_t
 admit_bytes(const struct cache *c)
@@ -199,7 +192,7 @@ static int put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 
 /*
  * A hit on an entry put more than stale / 2 seconds ago: rewrite it as
- * new (cache_set_stale).  v is the value read, its payload in v->data.
+ * new (cache.h, struct cache_opts: stale).  v is the value read, its payload in v->data.
  */
 static void
 maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
@@ -246,8 +239,8 @@ cache_get(
 
 	if (c == NULL)
 		return -ENOENT;
-	if (c->remote != NULL) /* a shared handle: remote.c */
-		return cache_remote_get(c, key, v);
+	if (c->ops != NULL) /* a shared handle: handle.c */
+		return c->ops->get(c, key, v);
 	if (atomic_load(&c->disabled) || cache_is_zero(key, CACHE_KEY_LEN) ||
 	    cache_lookup_seq(c, key, &seq) != 0)
 		goto miss;
@@ -449,14 +442,32 @@ reserve(struct cache *c, uint64_t cost)
 	}
 }
 
-/* Every check_every bytes put, one thread checks the size against the bound. */
+_Thread_local bool cache_no_evict;
+
+/*
+ * Every check_every bytes put, one thread checks the size against the
+ * bound: the putting thread (which the eviction slows down, as it
+ * should), or the owner's maintenance thread (srv.c) when the putting
+ * thread is one of its request threads (cache_no_evict: a refresh on a
+ * hit).
+ */
 static void
 maybe_evict(struct cache *c, uint64_t added)
 {
-	uint64_t used;
-
 	if (atomic_fetch_add(&c->since_check, added) + added < c->check_every)
 		return;
+	if (cache_no_evict && c->maint_wake != NULL) {
+		c->maint_wake(c->maint_arg);
+		return;
+	}
+	cache_maintain(c);
+}
+
+void
+cache_maintain(struct cache *c)
+{
+	uint64_t used;
+
 	if (atomic_flag_test_and_set(&c->evicting))
 		return;
 	atomic_store(&c->since_check, 0);
@@ -550,8 +561,8 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	uint64_t cost = entry_cost(v->len, plen), seq, h, cur = 0;
 	atomic_uint_least64_t *slot;
 
-	if (c != NULL && c->remote != NULL) {
-		cache_remote_put(c, key, v); /* the owner admits it */
+	if (c != NULL && c->ops != NULL) {
+		c->ops->put(c, key, v); /* the owner admits it */
 		return;
 	}
 	if (c == NULL || atomic_load(&c->disabled) ||
@@ -606,8 +617,8 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (c == NULL)
 		return;
-	if (c->remote != NULL) {
-		cache_remote_get_stats(c, st);
+	if (c->ops != NULL) {
+		c->ops->get_stats(c, st);
 		return;
 	}
 	st->hits = atomic_load(&c->hits);

@@ -112,14 +112,15 @@ open_cache(struct feed *f)
 		log_info("cache_size = 0: serving without a cache");
 		return;
 	}
-	if (cache_open_shared(m->cache_dir, m->cache_size, f->cache_mem, NULL,
-		cache_say, &f->cache, msg, sizeof(msg)) != 0) {
+	struct cache_opts o = {m->cache_size, f->cache_mem, m->cache_stale,
+	    NULL, cache_say};
+
+	if (cache_open_shared(m->cache_dir, &o, &f->cache, msg, sizeof(msg)) !=
+	    0) {
 		log_warn("cache: %s; serving without the cache", msg);
 		snprintf(f->cache_err, sizeof(f->cache_err), "%s", msg);
 		f->cache = NULL;
-		return;
 	}
-	cache_set_stale(f->cache, m->cache_stale);
 }
 
 /* The cluster tier; a failure (an auth file refused) serves without. */

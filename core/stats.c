@@ -75,7 +75,7 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 }
 
 /*
- * Admission (cache.h, cache_set_stale) and the hit rate of the last
+ * Admission (cache.h, cache_opts' stale) and the hit rate of the last
  * JOB_EPOCH_SLOTS epochs of each job.
  */
 static void

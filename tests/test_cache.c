@@ -83,6 +83,21 @@ open_cache(const char *name, uint64_t size_bound, struct cache **c)
 	return r;
 }
 
+/* open_cache with cache_opts' stale (seconds). */
+static int
+open_cache_stale(
+    const char *name, uint64_t size_bound, uint64_t stale, struct cache **c)
+{
+	struct cache_opts o = {size_bound, 16 * MB, stale, NULL, NULL};
+	char dir[128], err[512];
+	int r;
+
+	path_in(dir, sizeof(dir), name);
+	if ((r = cache_open_opts(dir, &o, c, err, sizeof(err))) != 0)
+		fprintf(stderr, "cache_open_opts: %s\n", err);
+	return r;
+}
+
 static void
 test_hashes(void)
 {
@@ -375,11 +390,11 @@ test_bound(void)
 	uint8_t key[CACHE_KEY_LEN];
 	int kept = 0;
 
-	if (open_cache("c-bound", bound, &c) != 0) {
+	/* stale 0: oldest first, whatever their use */
+	if (open_cache_stale("c-bound", bound, 0, &c) != 0) {
 		CHECK(0);
 		return;
 	}
-	cache_set_stale(c, 0); /* oldest first, whatever their use */
 	for (int i = 0; i < n; i++) {
 		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
 		key_of(1000 + i, key);
@@ -451,11 +466,10 @@ test_admission(void)
 	uint8_t key[CACHE_KEY_LEN];
 	int kept = 0, first_denied = -1, fit;
 
-	if (open_cache("c-admit", bound, &c) != 0) {
+	if (open_cache_stale("c-admit", bound, 2, &c) != 0) {
 		CHECK(0);
 		return;
 	}
-	cache_set_stale(c, 2);
 	cache_get_stats(c, &st);
 	/* 95% of 4 MB, values of 256 KB and < 256 bytes of index: 15. */
 	fit = (int)(st.admit_bytes / (256 * 1024 + 256));

@@ -11,7 +11,11 @@
     hits on both;
   - the new owner unmounts (exit status 0): the last mount reads on,
     takes over and hits >= 90%; it unmounts (exit status 0), and
-    `feedfs-cache verify` finds the store sound (0 damaged)."""
+    `feedfs-cache verify` finds the store sound (0 damaged);
+  - (as root) a cache_dir owned by another user (nobody), or writable by
+    its group, is refused: the mount says why once, serves the right bytes
+    without the cache, and its stats say the cache is off (issue 17
+    item 2)."""
 
 import os
 import signal
@@ -30,11 +34,12 @@ FEEDFS_CACHE = os.path.join(fflib.BUILDDIR, "feedfs-cache")
 t = fflib.Test()
 data = t.gen(t.path("data"), n=N, classes=4, seed=11)
 C = t.path("cache")
-cfg = t.config(t.path("feedfs.conf"), data, {
+JOBS = {
     "a": dict(epochs=5, seed=3,
               pipeline="decode resize(96) cache random_resized_crop(64) "
               "flip(0.5) normalize(imagenet)"),
-}, cache_dir=C)
+}
+cfg = t.config(t.path("feedfs.conf"), data, JOBS, cache_dir=C)
 refs = [t.ref(cfg, "a", e, t.path("ref", "a%d" % e)) for e in range(5)]
 
 
@@ -219,3 +224,28 @@ rc, out, err = fc("verify")
 check(rc == 0 and ": 0 damaged" in out,
       "feedfs-cache verify: exit %d\n%s%s" % (rc, out, err))
 log("after the unmounts: %s" % out.strip().splitlines()[-1])
+
+# ---- another user's cache_dir is refused, in every role ----------------------
+if os.geteuid() == 0:
+    for how, why in (("nobody", "is owned by uid 65534"),
+                     ("group", "is writable by group or others")):
+        D = t.path("theirs-" + how)
+        os.mkdir(D, 0o700)
+        if how == "nobody":
+            os.chown(D, 65534, 65534)
+        else:
+            os.chmod(D, 0o770)
+        cx = t.config(t.path("x-%s.conf" % how), data, JOBS, cache_dir=D)
+        with fflib.Mount(t, cx, t.path("mx-" + how)) as mx:
+            read_epoch(mx, 0)
+            st = mx.stats()
+            text = mx.log()
+        check(st["feedfs_cache_enabled"] == 0,
+              "%s: the cache is on in %s" % (how, D))
+        lines = [x for x in text.splitlines() if why in x]
+        check(len(lines) == 1 and "serving without the cache" in lines[0],
+              "%s: expected one line saying why the cache is refused:\n%s"
+              % (how, text))
+        log("cache_dir %s: %s" % (how, lines[0] if lines else "?"))
+else:
+    log("(not root: another user's cache_dir not tried)")

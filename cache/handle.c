@@ -1,0 +1,393 @@
+/*
+ * handle.c - layer: handle (the top: calls owner.c, srv.c, client.c, the
+ * control socket and the store).  cache_open_shared's handle: one
+ * interface (struct cache_ops, through which cache.h's functions go) over
+ * two implementations, this process's own store once it holds it, else
+ * the owner's data socket (client.c); the takeover that switches from the
+ * second to the first, with the options given at open.
+ *
+ * Takeover: when the client finds that nobody holds the store
+ * (-ENOTCONN), one thread of this process tries to take it (owner.c's
+ * open.lock, then cache_open); the one process that gets it opens the
+ * store and starts both sockets, the others attach to it.  A store left
+ * by a killed owner recovers as after any crash (no WAL: its unflushed
+ * puts are lost, never wrong).  The new owner's size bound is the larger
+ * of its own cache_size and the bound the old owner announced, so a
+ * takeover never shrinks the shared cache (feedfs.conf(5)).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/share_int.h"
+
+#define RETRY_BUSY_MS 50     /* another process is taking the store */
+#define RETRY_FAILED_MS 1000 /* the store could not be opened */
+
+struct cache_share {
+	char dir[4096];
+	struct cache_opts o; /* o.label points at self.label */
+	struct share_self self;
+	struct client *cl;
+
+	/* Set once, when this process holds the store; never unset. */
+	_Atomic(struct cache *) local;
+	struct cache_srv *srv; /* under takeover; stopped by close */
+	struct cache_ctl *ctl;
+	pthread_mutex_t takeover;	/* one attempt at a time */
+	atomic_uint_least64_t retry_at; /* no takeover before (ns) */
+	atomic_uint_least64_t bytes_read, bytes_written;
+};
+
+static void
+say(struct cache_share *sh, bool warn, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (sh->o.say == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sh->o.say(warn, msg);
+}
+
+static struct cache *
+local_of(struct cache *c)
+{
+	return atomic_load(&c->share->local);
+}
+
+/*
+ * Become the owner: take the store with the handle's options and start
+ * both sockets.  Called with takeover held.  0 when this process holds it
+ * now; -EBUSY when another one does, -ETIMEDOUT when another one has been
+ * taking it for wait_ms; else cache_open's error and why.
+ */
+static int
+become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
+{
+	struct cache_opts o = sh->o;
+	uint64_t was = client_owner_bound(sh->cl);
+	struct cache *c;
+	char msg[1024];
+	long holder;
+	int e, lk;
+
+	if ((lk = owner_open_lock(sh->dir, wait_ms)) < 0) {
+		snprintf(err, errlen, "%s/%s: %s", sh->dir, OPEN_LOCK,
+		    strerror(-lk));
+		return lk;
+	}
+	if ((holder = owner_holder(sh->dir)) != 0) {
+		close(lk);
+		snprintf(err, errlen, "%s is held by pid %ld", sh->dir, holder);
+		return -EBUSY;
+	}
+	if (was > o.size_bound)
+		o.size_bound = was; /* a takeover never shrinks the cache */
+	e = cache_open_opts(sh->dir, &o, &c, err, errlen);
+	close(lk); /* the store's own lock holds from here */
+	if (e != 0)
+		return e;
+	if (cache_note(c) != NULL)
+		say(sh, true, "%s", cache_note(c));
+	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
+		say(sh, true, "no control socket for feedfs-cache: %s", msg);
+	if (srv_start(c, &sh->self, sh->dir, &sh->srv, msg, sizeof(msg)) != 0)
+		say(sh, true, "other mounts cannot attach: %s", msg);
+	atomic_store(&sh->local, c);
+	return 0;
+}
+
+/* Nobody holds the store: one thread tries to take it. */
+static void
+try_takeover(struct cache_share *sh)
+{
+	uint64_t now = wire_now_ns();
+	char err[1024];
+	int e;
+
+	if (now < atomic_load(&sh->retry_at) ||
+	    pthread_mutex_trylock(&sh->takeover) != 0)
+		return;
+	if (atomic_load(&sh->local) != NULL) {
+		pthread_mutex_unlock(&sh->takeover);
+		return;
+	}
+	if ((e = become_owner(sh, 0, err, sizeof(err))) == 0) {
+		say(sh, false,
+		    "this feedfs (pid %ld) is the owner of %s now, serving "
+		    "the other mounts on %s/%s",
+		    (long)getpid(), sh->dir, sh->dir, DATA_NAME);
+	} else if (e == -EBUSY || e == -ETIMEDOUT) {
+		atomic_store(
+		    &sh->retry_at, now + (uint64_t)RETRY_BUSY_MS * 1000000u);
+	} else {
+		say(sh, true, "cannot take over %s: %s", sh->dir, err);
+		atomic_store(
+		    &sh->retry_at, now + (uint64_t)RETRY_FAILED_MS * 1000000u);
+	}
+	pthread_mutex_unlock(&sh->takeover);
+}
+
+static void
+count(struct cache_share *sh, bool hit)
+{
+	atomic_fetch_add(hit ? &sh->self.hits : &sh->self.misses, 1);
+}
+
+static int
+h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+{
+	struct cache_share *sh = c->share;
+	struct cache *l = local_of(c);
+	int e = -ENOENT;
+
+	if (l == NULL && !cache_is_zero(key, CACHE_KEY_LEN) &&
+	    (e = client_get(sh->cl, key, v)) == -ENOTCONN) {
+		try_takeover(sh);
+		l = local_of(c);
+		e = -ENOENT;
+	}
+	if (l != NULL && (e = cache_get(l, key, v)) == 0)
+		atomic_fetch_add(&sh->bytes_read, v->len);
+	count(sh, e == 0);
+	return e == 0 ? 0 : -ENOENT;
+}
+
+static void
+h_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    const struct cache_val *v)
+{
+	struct cache_share *sh = c->share;
+	struct cache *l = local_of(c);
+
+	if (cache_is_zero(key, CACHE_KEY_LEN))
+		return;
+	if (l == NULL && client_put(sh->cl, key, v) == -ENOTCONN) {
+		try_takeover(sh);
+		l = local_of(c);
+	}
+	if (l != NULL) {
+		cache_put(l, key, v);
+		atomic_fetch_add(&sh->bytes_written, v->len);
+	}
+}
+
+static int
+h_get_digest(struct cache *c, const char *path, const struct stat *st,
+    uint8_t digest[32])
+{
+	struct cache_share *sh = c->share;
+	struct cache *l = local_of(c);
+	int e;
+
+	if (l == NULL &&
+	    (e = client_get_digest(sh->cl, path, st, digest)) != -ENOTCONN)
+		return e == 0 ? 0 : -ENOENT;
+	if (l == NULL) {
+		try_takeover(sh);
+		l = local_of(c);
+	}
+	return l != NULL ? cache_get_digest(l, path, st, digest) : -ENOENT;
+}
+
+static void
+h_put_digest(struct cache *c, const char *path, const struct stat *st,
+    const uint8_t digest[32])
+{
+	struct cache_share *sh = c->share;
+	struct cache *l = local_of(c);
+
+	if (cache_is_zero(digest, 32))
+		return;
+	if (l == NULL &&
+	    client_put_digest(sh->cl, path, st, digest) == -ENOTCONN) {
+		try_takeover(sh);
+		l = local_of(c);
+	}
+	if (l != NULL)
+		cache_put_digest(l, path, st, digest);
+}
+
+static void
+h_get_stats(struct cache *c, struct cache_stats *st)
+{
+	struct cache_share *sh = c->share;
+	struct cache *l = local_of(c);
+	struct client_stats cs;
+	struct wire_stats ws;
+
+	memset(st, 0, sizeof(*st));
+	client_counts(sh->cl, &cs);
+	if (l != NULL) {
+		cache_get_stats(l, st);
+		/*
+		 * The clients' puts the owner's queue had no room for (srv
+		 * was set before local, and stays until close).
+		 */
+		st->insert_failures += srv_dropped(sh->srv);
+	} else if (client_owner_stats(sh->cl, &ws) == 0) {
+		st->disk_bytes = ws.disk_bytes;
+		st->disabled = ws.disabled != 0;
+	}
+	/* This mount's own lookups and traffic, not the store's. */
+	st->hits = atomic_load(&sh->self.hits);
+	st->misses = atomic_load(&sh->self.misses);
+	st->bytes_read = atomic_load(&sh->bytes_read) + cs.bytes_read;
+	st->bytes_written = atomic_load(&sh->bytes_written) + cs.bytes_written;
+	st->insert_failures += cs.insert_failures + cs.dropped;
+}
+
+static const char *
+h_error(struct cache *c)
+{
+	struct cache *l = local_of(c);
+
+	return l != NULL ? cache_error(l) : client_error(c->share->cl);
+}
+
+static const char *
+h_note(struct cache *c)
+{
+	struct cache *l = local_of(c);
+
+	return l != NULL ? cache_note(l) : NULL;
+}
+
+static void
+h_close(struct cache *c)
+{
+	struct cache_share *sh = c->share;
+	struct cache *l;
+
+	/* The sockets go before the store, so no new owner races them. */
+	pthread_mutex_lock(&sh->takeover);
+	srv_stop(sh->srv);
+	cache_ctl_stop(sh->ctl);
+	l = atomic_load(&sh->local);
+	pthread_mutex_unlock(&sh->takeover);
+	if (l != NULL)
+		cache_close(l);
+	client_free(sh->cl);
+	pthread_mutex_destroy(&sh->takeover);
+	free(sh);
+	pthread_mutex_destroy(&c->errlock);
+	free(c);
+}
+
+static const struct cache_ops share_ops = {
+    .get = h_get,
+    .put = h_put,
+    .get_digest = h_get_digest,
+    .put_digest = h_put_digest,
+    .get_stats = h_get_stats,
+    .error = h_error,
+    .note = h_note,
+    .close = h_close,
+};
+
+bool
+cache_is_owner(struct cache *c)
+{
+	return c != NULL && (c->ops == NULL || local_of(c) != NULL);
+}
+
+/* The mount point from the command line: feedfs's last argument. */
+static void
+default_label(char *buf, size_t len)
+{
+	char cmd[8192], *last = NULL;
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	cmd[n] = '\0';
+	for (char *p = cmd; p < cmd + n; p += strlen(p) + 1)
+		if (*p != '\0')
+			last = p;
+	if (last != NULL && last != cmd)
+		snprintf(buf, len, "%s", last);
+}
+
+int
+cache_open_shared(const char *dir, const struct cache_opts *o,
+    struct cache **out, char *err, size_t errlen)
+{
+	struct cache_share *sh;
+	struct cache *c;
+	int e;
+
+	/* Every role: the directory must be this user's alone. */
+	if ((e = owner_check_dir(dir, err, errlen)) != 0)
+		return e;
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (sh = calloc(1, sizeof(*sh))) == NULL) {
+		free(c);
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->errlock, NULL);
+	c->ops = &share_ops;
+	c->share = sh;
+	snprintf(sh->dir, sizeof(sh->dir), "%s", dir);
+	if (o->label != NULL)
+		snprintf(
+		    sh->self.label, sizeof(sh->self.label), "%s", o->label);
+	else
+		default_label(sh->self.label, sizeof(sh->self.label));
+	sh->o = *o;
+	sh->o.label = sh->self.label;
+	pthread_mutex_init(&sh->takeover, NULL);
+	if ((e = client_new(dir, &sh->self, o->say, &sh->cl)) != 0) {
+		snprintf(err, errlen, "%s", strerror(-e));
+		goto fail;
+	}
+
+	pthread_mutex_lock(&sh->takeover);
+	e = become_owner(sh, OPEN_LOCK_WAIT_MS, err, errlen);
+	pthread_mutex_unlock(&sh->takeover);
+	if (e == 0) {
+		say(sh, false,
+		    "this feedfs (pid %ld) owns the cache in %s; other mounts "
+		    "attach through %s/%s",
+		    (long)getpid(), dir, dir, DATA_NAME);
+		*out = c;
+		return 0;
+	}
+	if (e == -ETIMEDOUT)
+		say(sh, true,
+		    "another process has held %s/%s for %d ms: starting as a "
+		    "client of %s, which misses until an owner serves it",
+		    dir, OPEN_LOCK, OPEN_LOCK_WAIT_MS, dir);
+	else if (e != -EBUSY)
+		goto fail;
+	else
+		say(sh, false,
+		    "%s is held by another feedfs: using it through %s/%s", dir,
+		    dir, DATA_NAME);
+	(void)client_attach(sh->cl); /* it logs who */
+	*out = c;
+	return 0;
+fail:
+	client_free(sh->cl);
+	pthread_mutex_destroy(&sh->takeover);
+	free(sh);
+	pthread_mutex_destroy(&c->errlock);
+	free(c);
+	return e;
+}
