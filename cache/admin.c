@@ -1,9 +1,11 @@
 /*
- * admin.c - administration: scan the index, check, evict, clear, compact
- * and flush, and the one executor of control requests that both the
- * control socket and feedfs-cache (on a store no feedfs holds) run.
+ * admin.c - layer: store (its administration; calls store.c and codec.c,
+ * and is called by ctl.c, open.c and feedfs-cache).  Check, evict, clear,
+ * compact and flush, and the one executor of control requests that both
+ * the control socket and feedfs-cache (on a store no feedfs holds) run.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,40 +15,6 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache_int.h"
-
-int
-cache_scan(
-    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
-{
-	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
-	struct cache_entry ent;
-	uint8_t t0[CODEC_SEQ_KEY];
-	char *e = NULL;
-	int r = 0;
-
-	codec_seq_key('T', 0, t0);
-	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
-	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-		size_t kl, vl;
-		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
-		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
-
-		if (kl < 1 || k[0] != 'T')
-			break;
-		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
-			continue;
-		if ((r = fn(&ent, arg)) != 0)
-			break;
-	}
-	rocksdb_iter_get_error(it, &e);
-	if (e != NULL) {
-		snprintf(err, errlen, "%s", e);
-		rocksdb_free(e);
-		r = -EIO;
-	}
-	rocksdb_iter_destroy(it);
-	return r;
-}
 
 int
 cache_check_entry(
@@ -159,6 +127,11 @@ cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
 	int r;
 
 	x.b = rocksdb_writebatch_create();
+	/*
+	 * No put between the scan and the totals (cache_int.h: admin): a
+	 * put's accounting would else be lost or counted twice.
+	 */
+	pthread_rwlock_wrlock(&c->admin);
 	r = cache_scan(c, evict_one, &x, err, errlen);
 	if (r == 0 && x.n > 0) {
 		rocksdb_write(c->db, c->wopts, x.b, &e);
@@ -168,11 +141,13 @@ cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
 			r = -EIO;
 		}
 	}
-	rocksdb_writebatch_destroy(x.b);
-	if (r == 0 && x.n > 0) {
-		compact_all(c);
+	if (r == 0 && x.n > 0)
 		cache_load_totals(c);
-	}
+	pthread_rwlock_unlock(&c->admin);
+	rocksdb_writebatch_destroy(x.b);
+	/* The space goes back outside the lock: puts go on meanwhile. */
+	if (r == 0 && x.n > 0)
+		compact_all(c);
 	if (r == 0) {
 		*n = x.n;
 		*bytes = x.bytes;
@@ -200,22 +175,26 @@ cache_clear(
 	char *e = NULL;
 	int r;
 
-	r = cache_scan(c, count_one, nb, err, errlen);
 	for (size_t i = 0; i < sizeof(kinds); i++) {
 		char lo[1] = {kinds[i]}, hi[1] = {(char)(kinds[i] + 1)};
 
 		rocksdb_writebatch_delete_range_cf(
 		    b, kinds[i] == 'V' ? c->vcf : c->cf[0], lo, 1, hi, 1);
 	}
+	/* What is counted is what is deleted: no put in between. */
+	pthread_rwlock_wrlock(&c->admin);
+	r = cache_scan(c, count_one, nb, err, errlen);
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_writebatch_destroy(b);
+	if (e == NULL)
+		cache_load_totals(c);
+	pthread_rwlock_unlock(&c->admin);
 	if (e != NULL) {
 		snprintf(err, errlen, "%s", e);
 		rocksdb_free(e);
 		return -EIO;
 	}
 	compact_all(c);
-	cache_load_totals(c);
 	*n = nb[0];
 	*bytes = nb[1];
 	return r == -EIO ? 0 : r; /* a damaged index is cleared too */
@@ -371,9 +350,10 @@ cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
 		snprintf(reply, len,
 		    "ok hits %" PRIu64 " misses %" PRIu64 " inserts %" PRIu64
 		    " denied %" PRIu64 " evictions %" PRIu64
-		    " refreshes %" PRIu64,
+		    " refreshes %" PRIu64 " oversize %" PRIu64
+		    " written %" PRIu64,
 		    st.hits, st.misses, st.inserts, st.denied, st.evictions,
-		    st.refreshes);
+		    st.refreshes, st.oversize, st.bytes_written);
 		break;
 	case CACHE_ADMIN_PREFIX_STATS: {
 		struct cache_prefix_stat ps[CACHE_PFX_MAX];

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /*
  * 2: the index holds prefix text and time; 3: decode uses only the DCT
@@ -57,9 +58,16 @@ struct cache_stats {
 	 * deleted to make room or keep the bound, entries a hit rewrote as
 	 * new (see cache_opts' stale); live entries and their bytes as the
 	 * index counts them, and the bytes admission fills up to.
+	 * oversize: values not stored because they are over size_bound / 4
+	 * (not in denied, which counts only a full cache's refusals).
 	 */
-	uint64_t inserts, denied, evictions, refreshes;
+	uint64_t inserts, denied, evictions, refreshes, oversize;
 	uint64_t entries, used_bytes, admit_bytes;
+	/*
+	 * Bytes of the values read from and written to the store (header
+	 * and payload; inserts and refreshes): only what was stored, never
+	 * a put that was denied, oversize, a duplicate or failed.
+	 */
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
@@ -77,7 +85,9 @@ struct cache_stats {
  * to the effective user and be writable by nobody else; one that others
  * can read (made by an older feedfs) is made 0700.  The files in dir are
  * made 0600 once open; RocksDB makes later ones 0644 less the umask, which
- * a library does not change: the 0700 directory keeps those private.
+ * a library does not change: feedfs, feedfs-fill and feedfs-cache set
+ * umask 077 in main, so those are 0600 too, and the 0700 directory keeps
+ * them private whatever the umask of another program that opens it.
  *
  * Fails with a message when dir cannot be used: -EACCES when another user
  * owns dir or group or others can write it, -EBUSY when another process
@@ -191,8 +201,27 @@ void cache_key(
  */
 int cache_get_digest(struct cache *c, const char *path, const struct stat *st,
     uint8_t digest[32]);
+/*
+ * cache_put_digest drops a memo that cache_memo_trusted(st, st, now)
+ * refuses: one for a file changed within CACHE_MEMO_GRAIN_NS of now.
+ */
 void cache_put_digest(struct cache *c, const char *path, const struct stat *st,
     const uint8_t digest[32]);
+/*
+ * Whether a digest memo may be made (git's racy-timestamp rule, see
+ * git's Documentation/technical/racy-git.txt): before and after are the
+ * file's fstat taken before and after the read that digested it, t0 the
+ * CLOCK_REALTIME taken before that first fstat.  True when the two stats
+ * agree (size, mtime, ctime, inode, device) and the file's mtime and
+ * ctime are older than t0 by more than CACHE_MEMO_GRAIN_NS, the coarsest
+ * timestamp granularity of the file systems feedfs reads (FAT: 2 s).  A
+ * file changed after t0 then always gets a newer ctime; one changed in
+ * the same tick as it was read (same size, same times) is "racily clean"
+ * and gets no memo: it is read and digested again at its next use.
+ */
+#define CACHE_MEMO_GRAIN_NS 2000000000LL
+bool cache_memo_trusted(const struct stat *before, const struct stat *after,
+    const struct timespec *t0);
 
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
@@ -304,7 +333,8 @@ int cache_flush(struct cache *c, char *err, size_t errlen);
  *	-> "ok[ WORDS]" or "error MESSAGE"
  *
  * stats answers "ok hits H misses M inserts I denied D evictions E
- * refreshes R"; prefix-stats "ok" and, per prefix counted since the
+ * refreshes R oversize O written W" (cache_stats; W is bytes_written);
+ * prefix-stats "ok" and, per prefix counted since the
  * holder opened the store, a tab, its text, a tab, its hits, a tab, its
  * misses; evict-* and clear "ok N BYTES".
  * evict-prefix drops the entries whose prefix text is TEXT (the rest of the
@@ -340,15 +370,28 @@ int cache_admin_run(struct cache *c, const char *line, char *reply, size_t len);
  * The control socket, dir/control.sock: a thread of the feedfs that holds
  * dir answers one request per connection with cache_admin_run.  The
  * socket is made in dir, which cache_open made private (0700, this user's),
- * so only the owner of dir can connect; a stale socket left by a killed
- * feedfs is replaced, anything else at that name is an error.
+ * and a peer whose SO_PEERCRED uid is not this process's effective uid is
+ * closed unanswered; a stale socket left by a killed feedfs is replaced,
+ * anything else at that name is an error.  A client has 2 s from its
+ * connect to send its whole line, or is closed unanswered; 8 connections
+ * are read at once, more wait in the backlog.  No client delays another
+ * for longer than that, nor cache_ctl_stop at all (it waits only for a
+ * request being run, e.g. a compaction).
  */
 struct cache_ctl;
 int cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
     char *err, size_t errlen);
 void cache_ctl_stop(struct cache_ctl *ctl); /* NULL is fine */
-/* Client side: send req, the reply (without the newline) in reply. */
+/*
+ * Client side: send req, the reply (without the newline) in reply, all
+ * within timeout_ms (a compaction of a large store can need more than a
+ * few seconds).  0; -ETIMEDOUT when the holder did not answer in time
+ * (stopped, or busy); -EPERM when the socket's holder is another user;
+ * -ECONNREFUSED, -ENOENT when none listens; -EIO when it closed
+ * unanswered.
+ */
+#define CACHE_CTL_TIMEOUT_MS 5000
 int cache_ctl_request(
-    const char *dir, const char *req, char *reply, size_t len);
+    const char *dir, const char *req, char *reply, size_t len, int timeout_ms);
 
 #endif

@@ -25,9 +25,9 @@
  * Files, each opening with a comment saying its layer (the layers read
  * one way: store <- owner <- server/client <- handle; share_int.h):
  * open.c (open, close, options, the directory's checks, moving a store
- * aside), digest.c (hashes, digest memos), store.c (get, put, eviction),
- * admin.c (scan, verify, evict, clear, compact, flush, and the one
- * executor of control requests), ctl.c (the control socket), codec.c (the
+ * aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
+ * the scan of the index), admin.c (verify, evict, clear, compact, flush,
+ * and the one executor of control requests), ctl.c (the control socket), codec.c (the
  * records' bytes), and the store shared by the mounts of a machine:
  * owner.c (who may own and serve it), wire.c (the data socket's frames),
  * srv.c (the owner's server), client.c (a client's connections), handle.c
@@ -53,8 +53,13 @@
 #define CACHE_PFX_MAX 32
 
 /*
- * Lock order: none; the mutable state is atomics, and err is written once,
- * under errlock, before the disabled flag is set.
+ * Lock order: admin, then errlock.  The mutable state is atomics; err is
+ * written once, under errlock, before the disabled flag is set.  admin
+ * keeps the admission totals (used, entries) true to the index: a put or
+ * a refresh (store.c), with the eviction it may run, holds it shared from
+ * its admission to its accounting; admin.c's deletes (evict, clear) hold
+ * it exclusive until cache_load_totals has counted what is left.  It
+ * prefers writers: a stream of puts does not starve an admin request.
  */
 #define CACHE_PUTTING 256
 
@@ -100,6 +105,8 @@ struct cache {
 	uint64_t stale;		      /* seconds; 0: every entry is stale */
 	atomic_uint_least64_t used, entries, oldest_time;
 	atomic_uint_least64_t inserts, denied, refreshed;
+	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
+	pthread_rwlock_t admin;
 	/*
 	 * Hits and misses per prefix text (cache_note_use): a slot is
 	 * claimed by one CAS of state 0 -> 1, its text written, then state
@@ -176,10 +183,16 @@ extern _Thread_local bool cache_no_evict;
  * The next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the
  * staleness defaults to CACHE_STALE_DEFAULT.  Called at open; admin.c
- * calls cache_load_totals after it deletes entries.
+ * calls cache_load_totals after it deletes entries, holding c->admin
+ * exclusive (so that no put's accounting falls between its scan and its
+ * result).
  */
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
+
+/* Init and destroy c->admin (open.c, for every struct cache it makes). */
+void cache_admin_lock_init(struct cache *c);
+void cache_admin_lock_destroy(struct cache *c);
 
 /* Flush both column families' memtables (the WAL is off); *e on error. */
 void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,

@@ -1,18 +1,28 @@
 /*
- * ctl.c - the control socket of a cache that a feedfs holds (see cache.h).
+ * ctl.c - layer: server (beside srv.c; owner.c makes and checks its
+ * socket; calls admin.c's cache_admin_run).  The control socket of a
+ * cache that a feedfs holds (see cache.h).
  *
  * RocksDB lets one process write a store, so feedfs-cache asks the daemon
  * that holds it to evict, clear, compact or flush: one thread accepts on
- * dir/control.sock and runs one request per connection, in turn.  A
- * request is one line of at most CTL_LINE bytes; so is the reply.
+ * dir/control.sock and runs one request per connection.  A request is one
+ * line of at most CTL_LINE bytes; so is the reply.
  *
- * Layer: server (beside srv.c; owner.c makes and checks its socket).  The
- * socket lives in the cache directory, which cache_open made private
+ * Nothing a client does holds the thread: it reads the connections it
+ * has (at most CTL_MAX_CONN; more wait in the listen backlog) with one
+ * poll(2), without blocking, and each connection has one deadline for its
+ * whole request line, CTL_DEADLINE_MS from its accept, after which it is
+ * closed unanswered; the reply is sent without blocking (a client that
+ * reads nothing loses it).  A peer whose SO_PEERCRED uid is not our
+ * effective uid is closed unread.  The thread waits only on a request it
+ * runs (a compaction may take a while); cache_ctl_stop wakes it through
+ * a pipe and joins it, so it never waits on a client.
+ *
+ * The socket lives in the cache directory, which cache_open made private
  * (0700, this user's): that, not the socket's own mode, keeps other users
  * out, so nothing here changes a mode by path; and both ends check the
  * other's credentials (owner.c: our user, and for feedfs-cache, the
- * process that holds the store).  cache_ctl_stop wakes the thread with
- * shutdown(2) on the listening socket and joins it.
+ * process that holds the store).
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,25 +32,46 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/share_int.h"
 
 #define CTL_NAME "control.sock"
 #define CTL_LINE 4096
-#define CTL_TIMEOUT_MS 5000 /* for a client to send its line */
+#define CTL_DEADLINE_MS 2000 /* for a client to send its whole line */
+#define CTL_MAX_CONN 8	     /* connections read at once */
+
+/* A connection being read: its line so far, and its deadline. */
+struct ctl_conn {
+	int fd; /* -1: free */
+	size_t n;
+	uint64_t deadline; /* ms, CLOCK_MONOTONIC */
+	char buf[CTL_LINE];
+};
 
 struct cache_ctl {
 	struct cache *c;
-	int fd;
-	atomic_bool stopping;
+	int fd;	     /* listening */
+	int wake[2]; /* cache_ctl_stop writes to wake[1] */
 	pthread_t thread;
+	struct ctl_conn conn[CTL_MAX_CONN];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static int
 ctl_addr(const char *dir, struct sockaddr_un *sa)
@@ -53,65 +84,123 @@ ctl_addr(const char *dir, struct sockaddr_un *sa)
 	return 0;
 }
 
-/* Read one line (without its newline) into buf; -1 on error or timeout. */
-static int
-read_line(int fd, char *buf, size_t len, int timeout_ms)
+/* Answer conn's complete line (NUL-terminated in buf) and close it. */
+static void
+ctl_answer(struct cache_ctl *ctl, struct ctl_conn *cn)
 {
-	size_t n = 0;
+	char reply[CTL_LINE];
+	size_t len;
 
-	while (n + 1 < len) {
-		struct pollfd p = {fd, POLLIN, 0};
-
-		if (poll(&p, 1, timeout_ms) <= 0)
-			return -1;
-		if (read(fd, buf + n, 1) <= 0)
-			return n > 0 ? (buf[n] = '\0', 0) : -1;
-		if (buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = '\0';
-	return 0;
+	cache_admin_run(ctl->c, cn->buf, reply, sizeof(reply) - 1);
+	len = strlen(reply);
+	reply[len++] = '\n';
+	/* One send, never waiting: the reply fits an empty socket buffer. */
+	(void)send(cn->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 static void
-write_all(int fd, const char *s, size_t len)
+ctl_close(struct ctl_conn *cn)
 {
-	while (len > 0) {
-		ssize_t r = write(fd, s, len);
+	if (cn->fd >= 0)
+		close(cn->fd);
+	cn->fd = -1;
+	cn->n = 0;
+}
 
-		if (r <= 0)
-			return;
-		s += r;
-		len -= (size_t)r;
+/* Read what conn has; answer it once its line is whole. */
+static void
+ctl_read(struct cache_ctl *ctl, struct ctl_conn *cn)
+{
+	ssize_t r = read(cn->fd, cn->buf + cn->n, sizeof(cn->buf) - 1 - cn->n);
+	char *nl;
+
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) { /* a line without its newline at EOF is whole too */
+		if (r == 0 && cn->n > 0) {
+			cn->buf[cn->n] = '\0';
+			ctl_answer(ctl, cn);
+		}
+		ctl_close(cn);
+		return;
 	}
+	cn->n += (size_t)r;
+	cn->buf[cn->n] = '\0';
+	if ((nl = memchr(cn->buf, '\n', cn->n)) != NULL) {
+		*nl = '\0';
+		ctl_answer(ctl, cn);
+		ctl_close(cn);
+	} else if (cn->n == sizeof(cn->buf) - 1) {
+		static const char msg[] = "error request too long\n";
+
+		(void)send(
+		    cn->fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ctl_close(cn);
+	}
+}
+
+/* Accept one connection into a free slot (there is one). */
+static void
+ctl_accept(struct cache_ctl *ctl)
+{
+	int fd = accept4(ctl->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (owner_peer_ok(fd, 0, NULL) != 0) { /* not our user */
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		if (ctl->conn[i].fd < 0) {
+			ctl->conn[i].fd = fd;
+			ctl->conn[i].n = 0;
+			ctl->conn[i].deadline = now_ms() + CTL_DEADLINE_MS;
+			return;
+		}
+	close(fd); /* not reached: the caller polls only with a free slot */
 }
 
 static void *
 ctl_thread(void *arg)
 {
 	struct cache_ctl *ctl = arg;
-	char req[CTL_LINE], reply[CTL_LINE];
+	struct pollfd p[2 + CTL_MAX_CONN];
 
-	while (!atomic_load(&ctl->stopping)) {
-		int fd = accept(ctl->fd, NULL, NULL);
+	for (;;) {
+		uint64_t now = now_ms(), next = UINT64_MAX;
+		int nfree = 0, timeout;
 
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+		p[0] = (struct pollfd){ctl->wake[0], POLLIN, 0};
+		for (int i = 0; i < CTL_MAX_CONN; i++) {
+			struct ctl_conn *cn = &ctl->conn[i];
+
+			if (cn->fd >= 0 && cn->deadline <= now)
+				ctl_close(cn); /* too slow: unanswered */
+			if (cn->fd < 0) {
+				nfree++;
+				p[2 + i] = (struct pollfd){-1, 0, 0};
 				continue;
-			break; /* shut down by cache_ctl_stop */
+			}
+			if (cn->deadline < next)
+				next = cn->deadline;
+			p[2 + i] = (struct pollfd){cn->fd, POLLIN, 0};
 		}
-		if (owner_peer_ok(fd, 0, NULL) != 0) { /* not our user */
-			close(fd);
-			continue;
-		}
-		if (read_line(fd, req, sizeof(req), CTL_TIMEOUT_MS) == 0) {
-			cache_admin_run(ctl->c, req, reply, sizeof(reply) - 1);
-			strcat(reply, "\n");
-			write_all(fd, reply, strlen(reply));
-		}
-		close(fd);
+		/* Full: new connections wait in the backlog. */
+		p[1] = (struct pollfd){nfree > 0 ? ctl->fd : -1, POLLIN, 0};
+		timeout = next == UINT64_MAX ? -1 : (int)(next - now);
+		if (poll(p, 2 + CTL_MAX_CONN, timeout) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents != 0)
+			break; /* cache_ctl_stop */
+		for (int i = 0; i < CTL_MAX_CONN; i++)
+			if (p[2 + i].fd >= 0 && p[2 + i].revents != 0)
+				ctl_read(ctl, &ctl->conn[i]);
+		if (p[1].revents & POLLIN)
+			ctl_accept(ctl);
 	}
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		ctl_close(&ctl->conn[i]);
 	return NULL;
 }
 
@@ -123,16 +212,24 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 	struct sockaddr_un sa;
 	int r;
 
-	if (ctl_addr(dir, &sa) != 0) {
-		snprintf(err, errlen, "%s/%s: path too long for a socket", dir,
-		    CTL_NAME);
-		return -ENAMETOOLONG;
-	}
 	if ((ctl = calloc(1, sizeof(*ctl))) == NULL) {
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	ctl->c = c;
+	ctl->fd = ctl->wake[0] = ctl->wake[1] = -1;
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		ctl->conn[i].fd = -1;
+	if (pipe2(ctl->wake, O_CLOEXEC) != 0) {
+		r = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(-r));
+		goto fail;
+	}
+	if ((r = ctl_addr(dir, &sa)) != 0) {
+		snprintf(err, errlen, "%s/%s: path too long for a socket", dir,
+		    CTL_NAME);
+		goto fail;
+	}
 	snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
 	/* owner.c: a stale socket replaced, anything else refused. */
 	if ((ctl->fd = owner_listen(dir, CTL_NAME, err, errlen)) < 0) {
@@ -140,17 +237,20 @@ cache_ctl_start(struct cache *c, const char *dir, struct cache_ctl **out,
 		goto fail;
 	}
 	if ((r = pthread_create(&ctl->thread, NULL, ctl_thread, ctl)) != 0) {
-		errno = r;
-		goto fail_errno;
+		snprintf(err, errlen, "%s: %s", ctl->path, strerror(r));
+		unlink(ctl->path);
+		r = -r;
+		goto fail;
 	}
 	*out = ctl;
 	return 0;
-fail_errno:
-	r = -errno;
-	snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
 fail:
 	if (ctl->fd >= 0)
 		close(ctl->fd);
+	if (ctl->wake[0] >= 0) {
+		close(ctl->wake[0]);
+		close(ctl->wake[1]);
+	}
 	free(ctl);
 	return r;
 }
@@ -160,35 +260,109 @@ cache_ctl_stop(struct cache_ctl *ctl)
 {
 	if (ctl == NULL)
 		return;
-	atomic_store(&ctl->stopping, true);
-	shutdown(ctl->fd, SHUT_RDWR);
+	/* The thread waits on no client: it wakes at once (or when the
+	 * request it runs is done). */
+	while (write(ctl->wake[1], "x", 1) < 0 && errno == EINTR)
+		;
 	pthread_join(ctl->thread, NULL);
 	close(ctl->fd);
+	close(ctl->wake[0]);
+	close(ctl->wake[1]);
 	unlink(ctl->path);
 	free(ctl);
 }
 
-int
-cache_ctl_request(const char *dir, const char *req, char *reply, size_t len)
+/* Wait for events on fd until the deadline: 0, or -ETIMEDOUT. */
+static int
+wait_fd(int fd, short events, uint64_t deadline)
 {
+	for (;;) {
+		uint64_t now = now_ms();
+		struct pollfd p = {fd, events, 0};
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)(deadline - now));
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int
+cache_ctl_request(
+    const char *dir, const char *req, char *reply, size_t len, int timeout_ms)
+{
+	uint64_t deadline =
+	    now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
+	size_t n = 0, rl = strlen(req);
+	char *out = NULL;
 	long holder;
 	int fd, r;
 
 	/* owner.c: only to the process that holds the store, of our user. */
 	if ((holder = owner_holder(dir)) <= 0)
 		return holder == 0 ? -ECONNREFUSED : (int)holder;
+	if (len == 0 || (out = malloc(rl + 1)) == NULL)
+		return -ENOMEM;
+	memcpy(out, req, rl);
+	out[rl++] = '\n';
+	/* A full backlog (a stopped owner) is retried to the deadline. */
 	if ((fd = owner_connect(dir, CTL_NAME, holder,
-		 wire_now_ns() + (uint64_t)CTL_TIMEOUT_MS * 1000000u)) < 0)
+		 wire_now_ns() + (uint64_t)timeout_ms * 1000000u)) < 0) {
+		free(out);
 		return fd;
-	{
-		int fl = fcntl(fd, F_GETFL);
-
-		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* as before */
 	}
-	write_all(fd, req, strlen(req));
-	write_all(fd, "\n", 1);
-	/* Compactions of a large cache take a while: no timeout here. */
-	r = read_line(fd, reply, len, -1) == 0 ? 0 : -EIO;
+	for (size_t off = 0; off < rl;) {
+		ssize_t w = send(fd, out + off, rl - off, MSG_NOSIGNAL);
+
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR) {
+			r = -errno;
+			goto out;
+		}
+		if ((r = wait_fd(fd, POLLOUT, deadline)) != 0)
+			goto out;
+	}
+	/* The reply: one line, to the deadline (a compaction counts too). */
+	for (;;) {
+		ssize_t got;
+
+		if (n + 1 >= len) {
+			r = -EMSGSIZE;
+			break;
+		}
+		got = read(fd, reply + n, len - 1 - n);
+		if (got > 0) {
+			char *nl;
+
+			n += (size_t)got;
+			reply[n] = '\0';
+			if ((nl = memchr(reply, '\n', n)) != NULL) {
+				*nl = '\0';
+				r = 0;
+				break;
+			}
+			continue;
+		}
+		if (got == 0) { /* closed unanswered (or a partial line) */
+			r = -EIO;
+			break;
+		}
+		if (errno != EAGAIN && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+		if ((r = wait_fd(fd, POLLIN, deadline)) != 0)
+			break;
+	}
+out:
 	close(fd);
+	free(out);
 	return r;
 }

@@ -1,9 +1,14 @@
 /*
- * digest.c - the hashes (SHA-256 of sources, cache keys) and the digest
- * memos, which let a hit skip reading its source.
+ * digest.c - layer: store (calls codec.c, and open.c's cache_fail).  The
+ * hashes (SHA-256 of sources, cache keys) and the digest memos, which let
+ * a hit skip reading its source.
  *
  * Digest memos are never evicted: they are small (~100 bytes a source
- * file) and bounded by the number of source files.
+ * file) and bounded by the number of source files.  A memo is made only
+ * for a file whose times are older than the read that digested it by more
+ * than the file system's timestamp granularity (git's racy-timestamp rule,
+ * cache_memo_trusted): a file changed in the same tick as it was read
+ * keeps its stat and would else map its new content to the old digest.
  */
 #include <sys/stat.h>
 
@@ -11,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 #include <rocksdb/c.h>
@@ -62,6 +68,37 @@ cache_key(
 		memset(key, 0, CACHE_KEY_LEN);
 }
 
+/*
+ * Whether file time t is older than t0 (a clock reading) by more than the
+ * grain.  t may be anything (a client sends its stat): compared in
+ * seconds first, so that no subtraction can overflow.
+ */
+static bool
+older(const struct timespec *t, const struct timespec *t0)
+{
+	int64_t s0 = (int64_t)t0->tv_sec, d;
+
+	if ((int64_t)t->tv_sec < s0 - 10)
+		return true;
+	if ((int64_t)t->tv_sec > s0)
+		return false;
+	d = (s0 - (int64_t)t->tv_sec) * 1000000000 +
+	    ((int64_t)t0->tv_nsec - (int64_t)t->tv_nsec);
+	return d > CACHE_MEMO_GRAIN_NS;
+}
+
+bool
+cache_memo_trusted(const struct stat *before, const struct stat *after,
+    const struct timespec *t0)
+{
+	uint8_t a[CODEC_MEMO_STAT], b[CODEC_MEMO_STAT];
+
+	codec_memo_stat(before, a);
+	codec_memo_stat(after, b);
+	return memcmp(a, b, sizeof(a)) == 0 && older(&before->st_mtim, t0) &&
+	       older(&before->st_ctim, t0);
+}
+
 static void
 memo_key(const char *path, uint8_t k[CODEC_MEMO_KEY])
 {
@@ -108,6 +145,7 @@ cache_put_digest(struct cache *c, const char *path, const struct stat *st,
     const uint8_t digest[32])
 {
 	uint8_t k[CODEC_MEMO_KEY], v[CODEC_MEMO_VAL];
+	struct timespec now;
 	char *e = NULL;
 
 	if (c != NULL && c->ops != NULL) {
@@ -115,6 +153,14 @@ cache_put_digest(struct cache *c, const char *path, const struct stat *st,
 		return;
 	}
 	if (c == NULL || atomic_load(&c->disabled) || cache_is_zero(digest, 32))
+		return;
+	/*
+	 * The caller's read began before now: a stat racy against now is
+	 * racy against that read too (a client's memo is checked here, by
+	 * the owner, as well).
+	 */
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (!cache_memo_trusted(st, st, &now))
 		return;
 	memo_key(path, k);
 	memcpy(v, digest, 32);

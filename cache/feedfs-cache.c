@@ -11,9 +11,13 @@
  * asked to flush first, through its control socket, so that they see
  * everything).  Writing commands (evict, clear, compact) go through the
  * control socket when a feedfs holds the store, and open it themselves
- * when none does.  Exit status: 0, 1 for damage found by verify or a
- * failed command, 2 for a usage error.
+ * when none does.  Each request to that feedfs has a deadline (--timeout,
+ * default 5 s); one not answered in time ends the command.  Exit status:
+ * 0, 1 for damage found by verify or a failed command, 2 for a usage
+ * error, 3 when the feedfs that holds the store did not answer in time.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,12 +36,44 @@
 
 #define EXIT_DAMAGE 1
 #define EXIT_USAGE 2
+#define EXIT_TIMEOUT 3 /* the feedfs that holds the store did not answer */
+
+/* --timeout: each request to the holder's control socket, in ms. */
+static int timeout_ms = CACHE_CTL_TIMEOUT_MS;
+/* Set once a request timed out: the command stops, main exits 3. */
+static bool timed_out;
+
+/*
+ * A request to the feedfs that holds dir (who: cache_probe_lock's text
+ * naming it), within timeout_ms: cache_ctl_request's return.  A timeout is
+ * said here, once, and ends the command.
+ */
+static int
+ctl(const char *dir, const char *who, const char *req, char *reply, size_t len)
+{
+	int r;
+
+	if (timed_out)
+		return -ETIMEDOUT;
+	r = cache_ctl_request(dir, req, reply, len, timeout_ms);
+	if (r == -ETIMEDOUT) {
+		timed_out = true;
+		fprintf(stderr,
+		    "feedfs-cache: %s, and it did not answer '%s' on "
+		    "%s/control.sock within %.1f s: it may be stopped "
+		    "(SIGSTOP, a debugger) or busy; nothing more was asked "
+		    "(--timeout SECONDS gives it longer)\n",
+		    who, req, dir, timeout_ms / 1000.0);
+	}
+	return r;
+}
 
 static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-	    "usage: feedfs-cache [-c config] [--cache-dir dir] command\n"
+	    "usage: feedfs-cache [-c config] [--cache-dir dir] "
+	    "[--timeout seconds] command\n"
 	    "\n"
 	    "  stats                     entries, bytes, hits, misses, per "
 	    "prefix\n"
@@ -50,6 +86,9 @@ usage(FILE *fp)
 	    "  clear                     drop everything\n"
 	    "  compact                   give the space of dropped entries "
 	    "back\n"
+	    "\n  --timeout SECONDS         for the feedfs that holds the "
+	    "cache to answer\n"
+	    "                            each request (default 5)\n"
 	    "\nSee feedfs-cache(8).\n");
 }
 
@@ -123,11 +162,14 @@ open_read(const char *dir, struct cache **c)
 	char err[1024], reply[512], who[1024];
 
 	if (held(dir, who, sizeof(who)) &&
-	    cache_ctl_request(dir, "flush", reply, sizeof(reply)) != 0)
+	    ctl(dir, who, "flush", reply, sizeof(reply)) != 0) {
+		if (timed_out)
+			return -1;
 		fprintf(stderr,
 		    "feedfs-cache: %s; its control socket does not answer, "
 		    "so entries not yet flushed are not seen\n",
 		    who);
+	}
 	if (cache_open_secondary(dir, c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs-cache: %s\n", err);
 		return -1;
@@ -217,9 +259,11 @@ print_prefixes(
 {
 	char reply[4096], who[1024];
 	bool live = held(dir, who, sizeof(who)) &&
-		    cache_ctl_request(dir, "prefix-stats", reply,
-			sizeof(reply)) == 0 &&
+		    ctl(dir, who, "prefix-stats", reply, sizeof(reply)) == 0 &&
 		    strncmp(reply, "ok", 2) == 0;
+
+	if (timed_out)
+		return;
 
 	for (struct pfx *p = t->list; p; p = p->next) {
 		char *fmt = strstr(p->text, "|format=");
@@ -316,7 +360,7 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 	struct tally t = {0};
 	struct cache_stats st;
 	char err[512], reply[512], who[1024], hb[32];
-	uint64_t hits, misses, ins, den, ev, rf;
+	uint64_t hits, misses, ins, den, ev, rf, ovs, wr;
 	int r;
 
 	if (open_read(dir, &c) != 0)
@@ -336,7 +380,7 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 	printf("bytes\t%" PRIu64 " (%s)\n", t.bytes, hb);
 	printf("disk_bytes\t%" PRIu64 "\n", st.disk_bytes);
 	if (held(dir, who, sizeof(who)) &&
-	    cache_ctl_request(dir, "stats", reply, sizeof(reply)) == 0 &&
+	    ctl(dir, who, "stats", reply, sizeof(reply)) == 0 &&
 	    sscanf(reply, "ok hits %" SCNu64 " misses %" SCNu64, &hits,
 		&misses) == 2) {
 		printf("hits\t%" PRIu64 "\n", hits);
@@ -351,11 +395,20 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 			printf("evictions\t%" PRIu64 "\n", ev);
 			printf("refreshes\t%" PRIu64 "\n", rf);
 		}
-	} else {
+		if (sscanf(reply,
+			"ok hits %*u misses %*u inserts %*u denied %*u "
+			"evictions %*u refreshes %*u oversize %" SCNu64
+			" written %" SCNu64,
+			&ovs, &wr) == 2) {
+			printf("oversize\t%" PRIu64 "\n", ovs);
+			printf("written_bytes\t%" PRIu64 "\n", wr);
+		}
+	} else if (!timed_out) {
 		printf("hits\tn/a (no running feedfs holds it)\n");
 		printf("misses\tn/a\n");
 	}
-	print_mounts(dir);
+	if (!timed_out)
+		print_mounts(dir);
 	print_prefixes(c, &t, dir, cfg);
 	cache_close(c);
 	tally_free(&t);
@@ -535,8 +588,9 @@ cmd_write(const char *dir, const char *req)
 		return EXIT_USAGE;
 	}
 	if (held(dir, who, sizeof(who))) {
-		if ((r = cache_ctl_request(dir, req, reply, sizeof(reply))) !=
-		    0) {
+		if ((r = ctl(dir, who, req, reply, sizeof(reply))) != 0) {
+			if (timed_out)
+				return EXIT_TIMEOUT;
 			fprintf(stderr,
 			    "feedfs-cache: %s, and its control socket "
 			    "%s/control.sock does not answer: %s\n",
@@ -569,6 +623,12 @@ main(int argc, char **argv)
 	char err[2048], req[4200];
 	int i, ret;
 
+	/*
+	 * A store it opens itself (no feedfs holds it) makes files 0644
+	 * less the umask, and so does the secondary instance's copy in /tmp:
+	 * they are its user's alone (cache.h).
+	 */
+	umask(077);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -583,7 +643,21 @@ main(int argc, char **argv)
 			dir = argv[++i];
 		else if (strncmp(a, "--cache-dir=", 12) == 0)
 			dir = a + 12;
-		else if (strcmp(a, "-c") == 0 && i + 1 < argc)
+		else if ((strcmp(a, "--timeout") == 0 && i + 1 < argc) ||
+			 strncmp(a, "--timeout=", 10) == 0) {
+			const char *v = a[9] == '=' ? a + 10 : argv[++i];
+			char *end;
+			double sec = strtod(v, &end);
+
+			if (*v == '\0' || *end != '\0' || !(sec > 0) ||
+			    sec > 86400) {
+				fprintf(stderr,
+				    "feedfs-cache: --timeout needs seconds "
+				    "(more than 0, at most 86400)\n");
+				return EXIT_USAGE;
+			}
+			timeout_ms = sec * 1000 < 1 ? 1 : (int)(sec * 1000);
+		} else if (strcmp(a, "-c") == 0 && i + 1 < argc)
 			config = argv[++i];
 		else if (cmd && strcmp(a, "--prefix") == 0 && i + 1 < argc)
 			prefix = argv[++i];
@@ -648,5 +722,5 @@ main(int argc, char **argv)
 		ret = EXIT_USAGE;
 	}
 	cfg_free(cfg);
-	return ret;
+	return timed_out ? EXIT_TIMEOUT : ret;
 }

@@ -18,6 +18,8 @@
  * not be stored (or, with on_error = fail, not read), 2 on usage, config
  * and dataset errors ("feedfs-fill: FILE:LINE: message").
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -464,6 +466,7 @@ main(int argc, char **argv)
 
 	if ((ret = parse_args(argc, argv, &a)) != 0)
 		return ret;
+	umask(077); /* what it makes (a shard index) is its user's alone */
 	log_init(PROG, false, false);
 	signal(SIGPIPE, SIG_IGN);
 

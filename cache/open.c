@@ -459,6 +459,7 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&c->errlock, NULL);
+	cache_admin_lock_init(c);
 	atomic_flag_clear(&c->evicting);
 	set_options(c, size_bound, mem_bound);
 	r = open_store(c, dir, why, sizeof(why));
@@ -494,6 +495,7 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 fail:
 	free_handles(c);
 	pthread_mutex_destroy(&c->errlock);
+	cache_admin_lock_destroy(c);
 	free(c);
 	return r;
 }
@@ -559,6 +561,7 @@ cache_close(struct cache *c)
 	if (c->secondary[0] != '\0')
 		remove_tree(c->secondary);
 	pthread_mutex_destroy(&c->errlock);
+	cache_admin_lock_destroy(c);
 	free(c);
 }
 
@@ -586,6 +589,7 @@ cache_open_secondary(
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&c->errlock, NULL);
+	cache_admin_lock_init(c);
 	atomic_flag_clear(&c->evicting);
 	set_options(c, UINT64_MAX / 2, 16u << 20);
 	rocksdb_options_set_create_if_missing(c->opts, 0);

@@ -1,5 +1,8 @@
 /*
- * store.c - cache_get, cache_put and eviction of the oldest values.
+ * store.c - layer: store (the bottom, with open.c, digest.c, admin.c and
+ * codec.c; calls codec.c, and open.c's cache_fail).  cache_get,
+ * cache_put, eviction of the oldest values, the scan of the index, and
+ * the admin lock that keeps the admission totals true (cache_int.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -11,6 +14,58 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache_int.h"
+
+void
+cache_admin_lock_init(struct cache *c)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(
+	    &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c->admin, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+void
+cache_admin_lock_destroy(struct cache *c)
+{
+	pthread_rwlock_destroy(&c->admin);
+}
+
+int
+cache_scan(
+    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
+{
+	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
+	struct cache_entry ent;
+	uint8_t t0[CODEC_SEQ_KEY];
+	char *e = NULL;
+	int r = 0;
+
+	codec_seq_key('T', 0, t0);
+	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
+		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
+
+		if (kl < 1 || k[0] != 'T')
+			break;
+		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
+			continue;
+		if ((r = fn(&ent, arg)) != 0)
+			break;
+	}
+	rocksdb_iter_get_error(it, &e);
+	if (e != NULL) {
+		snprintf(err, errlen, "%s", e);
+		rocksdb_free(e);
+		r = -EIO;
+	}
+	rocksdb_iter_destroy(it);
+	return r;
+}
 
 void
 cache_load_seq(struct cache *c)
@@ -159,9 +214,12 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	    now > ent.time && now - ent.time > c->stale / 2) {
 		struct cache_val nv = *v;
 
+		/* Shared with puts, not with admin deletes (cache_int.h). */
+		pthread_rwlock_rdlock(&c->admin);
 		if (put_at(c, key, &nv, ent.prefix, ent.prefix_len, seq,
 			false) == 0)
 			atomic_fetch_add(&c->refreshed, 1);
+		pthread_rwlock_unlock(&c->admin);
 	}
 	rocksdb_free(e);
 	rocksdb_free(t);
@@ -510,8 +568,11 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	if (c == NULL || atomic_load(&c->disabled) ||
 	    cache_is_zero(key, CACHE_KEY_LEN))
 		return;
-	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4)
-		return; /* would evict most of the cache: not worth it */
+	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4) {
+		/* Would evict most of the cache: not worth it. */
+		atomic_fetch_add(&c->oversize, 1);
+		return;
+	}
 	/*
 	 * Two workers that missed the same sample at once (its batches of
 	 * two epochs, made together) both put it: the second would be an
@@ -525,19 +586,25 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 			return; /* being put by another worker */
 		slot = NULL;	/* another key's slot: go on unclaimed */
 	}
+	/*
+	 * From admission to accounting, exclusive of admin deletes: their
+	 * cache_load_totals then counts every entry once (cache_int.h).
+	 */
+	pthread_rwlock_rdlock(&c->admin);
 	if (cache_lookup_seq(c, key, &seq) == 0)
-		goto out;
+		goto unlock;
 	/* stale = 0: no admission, the oldest go when the files pass the
 	 * bound (maybe_evict), as before admission. */
 	if (c->stale != 0 && !reserve(c, cost)) {
 		atomic_fetch_add(&c->denied, 1);
-		goto out;
+		goto unlock;
 	}
 	if (put_at(c, key, v, prefix, plen, 0, c->stale != 0) == 0)
 		atomic_fetch_add(&c->inserts, 1);
 	else if (c->stale != 0)
 		sub_sat(&c->used, cost);
-out:
+unlock:
+	pthread_rwlock_unlock(&c->admin);
 	if (slot != NULL)
 		atomic_store(slot, 0);
 }
@@ -561,6 +628,7 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->insert_failures = atomic_load(&c->insert_failures);
 	st->inserts = atomic_load(&c->inserts);
 	st->denied = atomic_load(&c->denied);
+	st->oversize = atomic_load(&c->oversize);
 	st->evictions = atomic_load(&c->evicted);
 	st->refreshes = atomic_load(&c->refreshed);
 	st->entries = atomic_load(&c->entries);

@@ -42,18 +42,24 @@ transient(int e)
  * malloc'd buffer; *st gets its fstat.  The open follows no link and refuses
  * anything but a regular file (ds_sample_open).  -EIO for a broken or missing
  * sample, -EAGAIN for a transient failure, -ENODEV when the dataset's root
- * itself is gone.
+ * itself is gone.  With steady: whether a digest memo of what was read may
+ * be made (cache_memo_trusted: the fstat after the read agrees with *st,
+ * and the file's times are older than the clock before the open by more
+ * than their granularity).
  */
 static int
 read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
-    struct stat *st, char *err, size_t errlen)
+    struct stat *st, bool *steady, char *err, size_t errlen)
 {
+	struct timespec t0;
+	struct stat after;
 	uint32_t id;
 	const struct dataset *ds = job_source_of(j, gid, &id)->ds;
 	uint8_t *buf = NULL;
 	size_t got = 0;
 	int fd, r;
 
+	clock_gettime(CLOCK_REALTIME, &t0);
 	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
 		struct stat rs;
 
@@ -93,6 +99,9 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 			break; /* shrank under us: decode what is there */
 		got += (size_t)n;
 	}
+	if (steady != NULL)
+		*steady = fstat(fd, &after) == 0 &&
+			  cache_memo_trusted(st, &after, &t0);
 	*out = buf; /* transferred */
 	*len = got;
 	buf = NULL;
@@ -322,7 +331,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	size_t len = 0;
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
-	bool have_digest = false;
+	bool have_digest = false, steady = false;
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
@@ -333,11 +342,12 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		if (lookup(j, c, epoch, key, tkey, img) == 0)
 			return 0;
 	}
-	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, &steady, err, errlen)) !=
+	    0)
 		return r;
 	if (cached && !have_digest) {
 		cache_sha256(src, len, digest);
-		if (c != NULL)
+		if (c != NULL && steady)
 			cache_put_digest(c, path, &st, digest);
 		sample_keys(j, digest, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0) {
@@ -397,7 +407,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	}
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
-	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
 	cache_key(digest, j->tier_text, key);
@@ -438,7 +448,7 @@ run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
 	char msg[384];
 	int r;
 
-	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
+	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return r;
 	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
 	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));

@@ -98,6 +98,10 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 	    "the cache was full of entries used within cache_stale.\n"
 	    "# TYPE feedfs_cache_admission_denied_total counter\n"
 	    "feedfs_cache_admission_denied_total %" PRIu64 "\n"
+	    "# HELP feedfs_cache_oversize_total Values not stored: over "
+	    "cache_size / 4.\n"
+	    "# TYPE feedfs_cache_oversize_total counter\n"
+	    "feedfs_cache_oversize_total %" PRIu64 "\n"
 	    "# HELP feedfs_cache_evictions_total Entries deleted to make "
 	    "room or keep cache_size.\n"
 	    "# TYPE feedfs_cache_evictions_total counter\n"
@@ -117,8 +121,8 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 	    "up to (95%% of cache_size).\n"
 	    "# TYPE feedfs_cache_admit_bytes gauge\n"
 	    "feedfs_cache_admit_bytes %" PRIu64 "\n",
-	    cs->inserts, cs->denied, cs->evictions, cs->refreshes, cs->entries,
-	    cs->used_bytes, cs->admit_bytes);
+	    cs->inserts, cs->denied, cs->oversize, cs->evictions, cs->refreshes,
+	    cs->entries, cs->used_bytes, cs->admit_bytes);
 	sb_printf(sb,
 	    "# HELP feedfs_epoch_cache_hits_total Local cache hits of an "
 	    "epoch (the last %d epochs of each job).\n"

@@ -276,6 +276,11 @@ main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o) != 0)
 		return EXIT_CONFIG;
+	/*
+	 * Every file feedfs makes is its user's alone: RocksDB makes the
+	 * files of a store 0644 less the umask (cache.h), shard indexes too.
+	 */
+	umask(077);
 	log_init("feedfs", false, o.debug);
 	if (realpath(o.mountpoint, mnt) == NULL) {
 		fprintf(

@@ -5,11 +5,14 @@
  * the request executor and the control socket, the value codec, and the
  * permissions of the cache directory.
  */
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache.h"
+#include "cache/cache_int.h"
 #include "cache/codec.h"
 #include "tests/testlib.h"
 
@@ -171,6 +175,20 @@ test_roundtrip(void)
 	CHECK_EQ_INT(stat(file, &sb), 0);
 	cache_sha256("not really a jpeg", 17, d);
 	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), -ENOENT);
+	/*
+	 * Racily clean (issue 17 item 11): a file changed just now gets no
+	 * memo, since a rewrite in the same timestamp tick (same size,
+	 * mtime and ctime: sb again, as a coarse file system gives it)
+	 * would else be served the old digest.
+	 */
+	cache_put_digest(c, file, &sb, d);
+	f = fopen(file, "r+");
+	fputs("NOT really a jpeg", f);
+	fclose(f);
+	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), -ENOENT);
+	/* The same file last changed 10 s ago: its memo is made. */
+	sb.st_mtim.tv_sec -= 10;
+	sb.st_ctim.tv_sec -= 10;
 	cache_put_digest(c, file, &sb, d);
 	memset(got, 0, sizeof(got));
 	CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), 0);
@@ -464,8 +482,26 @@ test_admission(void)
 		cache_get_stats(c, &st2);
 		if (st2.denied > st.denied && first_denied < 0)
 			first_denied = i;
+		/* Written bytes: what was stored, a denied put none (item 7).
+		 */
+		CHECK_EQ_INT(st2.bytes_written - st.bytes_written,
+		    st2.inserts > st.inserts ? CODEC_ENV_HDR + in.len : 0);
 		free(in.data);
 	}
+	/*
+	 * A value over size_bound / 4 is not stored: counted in oversize,
+	 * not in denied, and writes nothing (issue 17 item 12).
+	 */
+	cache_get_stats(c, &st);
+	in = val_of(77, 1024, 1024, 1, 0, 1024 * 1024);
+	key_of(2999, key);
+	cache_put(c, key, &in);
+	free(in.data);
+	cache_get_stats(c, &st2);
+	CHECK_EQ_INT(st2.oversize - st.oversize, 1);
+	CHECK_EQ_INT(st2.denied, st.denied);
+	CHECK_EQ_INT(st2.bytes_written, st.bytes_written);
+	CHECK(!has(c, 2999));
 	cache_get_stats(c, &st);
 	CHECK_EQ_INT(st.inserts, fit);
 	CHECK_EQ_INT(first_denied, fit);
@@ -563,6 +599,117 @@ test_threads(void)
 	cache_get_stats(c, &st);
 	CHECK_EQ_INT(st.hits + st.misses, 800);
 	CHECK(st.hits > 0);
+	cache_close(c);
+}
+
+struct totals {
+	uint64_t n, used;
+};
+
+static int
+total_one(const struct cache_entry *e, void *arg)
+{
+	struct totals *t = arg;
+
+	t->n++;
+	t->used += e->len + e->prefix_len + CACHE_VAL_OVERHEAD;
+	return 0;
+}
+
+struct racer {
+	struct cache *c;
+	int id;
+	atomic_int *rounds; /* the admin thread's, so far */
+	atomic_bool *done;
+};
+
+static void *
+race_put(void *arg)
+{
+	struct racer *w = arg;
+	struct cache_val in;
+	uint8_t key[CACHE_KEY_LEN];
+	int last = 200000;
+
+	/*
+	 * Puts all along the admin rounds, and 200 after them: each round
+	 * reloads the totals, so a drift shows if the last one raced.
+	 */
+	for (int i = 0; i < last; i++) {
+		if (last == 200000 && i >= 1500 && atomic_load(w->done))
+			last = i + 200;
+		in = val_of(i, 8, 8, 3, 0, 192 + (size_t)(i % 7) * 64);
+		in.prefix = i % 2 ? "decode resize(64)" : "decode resize(32)";
+		key_of(1000000 * (w->id + 1) + i, key);
+		cache_put(w->c, key, &in);
+		free(in.data);
+	}
+	return NULL;
+}
+
+static void *
+race_admin(void *arg)
+{
+	struct racer *w = arg;
+	char err[256];
+	uint64_t n, b;
+
+	while (atomic_load(w->rounds) < 6) {
+		switch (atomic_fetch_add(w->rounds, 1) % 3) {
+		case 0:
+			cache_evict_match(w->c, "decode resize(64)", 0, &n, &b,
+			    err, sizeof(err));
+			break;
+		case 1:
+			cache_evict_match(w->c, NULL, (uint64_t)time(NULL) + 1,
+			    &n, &b, err, sizeof(err));
+			break;
+		default:
+			cache_clear(w->c, &n, &b, err, sizeof(err));
+		}
+	}
+	atomic_store(w->done, true);
+	return NULL;
+}
+
+/*
+ * Admin deletes (evict, clear) while puts run (issue 17 item 12): the
+ * admission totals stay those of the index, as a fresh scan counts it.
+ * Six admin rounds (evict a prefix, evict by age, clear) run while two
+ * threads put; the puts go on a little after the last.
+ */
+static void
+test_admin_race(void)
+{
+	struct cache *c = NULL;
+	struct cache_stats st;
+	struct totals t = {0, 0};
+	struct racer w[3];
+	pthread_t th[3];
+	atomic_bool done = false;
+	atomic_int rounds = 0;
+	char err[256];
+
+	if (open_cache("c-race", 1024 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct racer){c, i, &rounds, &done};
+		pthread_create(
+		    &th[i], NULL, i < 2 ? race_put : race_admin, &w[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	CHECK(atomic_load(&rounds) >= 6);
+	CHECK_EQ_INT(cache_scan(c, total_one, &t, err, sizeof(err)), 0);
+	cache_get_stats(c, &st);
+	fprintf(stderr,
+	    "admin race: %d admin rounds; %" PRIu64 " entries (scan %" PRIu64
+	    "), %" PRIu64 " bytes (scan %" PRIu64 ")\n",
+	    atomic_load(&rounds), st.entries, t.n, st.used_bytes, t.used);
+	CHECK_EQ_INT(st.entries, t.n);
+	CHECK_EQ_INT(st.used_bytes, t.used);
 	cache_close(c);
 }
 
@@ -703,6 +850,72 @@ test_damaged_store(void)
 	rocksdb_options_destroy(o);
 }
 
+static uint64_t
+time_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int
+ctl_connect(const char *dir)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/control.sock", dir);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	CHECK(fd >= 0);
+	return fd;
+}
+
+/*
+ * Slow clients of the control socket (issue 17 item 5): one that says
+ * nothing and one that trickles a byte every 300 ms delay no other
+ * request; the trickler is closed unanswered at its one deadline (2 s
+ * from its connect, though it never stops sending); a line over the
+ * limit is refused.  Returns the silent client, still connected.
+ */
+static int
+test_ctl_peers(const char *dir)
+{
+	char reply[512], big[5000];
+	int quiet = ctl_connect(dir), slow = ctl_connect(dir), fd;
+	uint64_t t0 = time_ms();
+	ssize_t got = 1;
+
+	CHECK(send(slow, "sta", 3, MSG_NOSIGNAL) == 3);
+	CHECK_EQ_INT(
+	    cache_ctl_request(dir, "stats", reply, sizeof(reply), 1000), 0);
+	CHECK(strncmp(reply, "ok hits ", 8) == 0);
+	CHECK(time_ms() - t0 < 1000);
+	while (time_ms() - t0 < 4000) {
+		char b;
+
+		if (send(slow, "s", 1, MSG_NOSIGNAL) != 1)
+			break;
+		usleep(300000);
+		got = recv(slow, &b, 1, MSG_DONTWAIT);
+		if (got == 0 || (got < 0 && errno != EAGAIN))
+			break;
+	}
+	CHECK(got <= 0 && time_ms() - t0 < 3000);
+	close(slow);
+	fd = ctl_connect(dir);
+	memset(big, 'x', sizeof(big));
+	CHECK(send(fd, big, sizeof(big), MSG_NOSIGNAL) > 0);
+	got = recv(fd, reply, sizeof(reply) - 1, 0);
+	reply[got > 0 ? got : 0] = '\0';
+	CHECK(strncmp(reply, "error request too long", 22) == 0);
+	close(fd);
+	return quiet;
+}
+
 static void
 test_admin(void)
 {
@@ -711,8 +924,8 @@ test_admin(void)
 	struct cache_val out;
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512], reply[256], sock[160];
-	uint64_t n = 0, bytes = 0;
-	int cnt[3] = {0, 0, 0};
+	uint64_t n = 0, bytes = 0, t0;
+	int cnt[3] = {0, 0, 0}, quiet;
 
 	if (open_cache("c-admin", 64 * MB, &c) != 0) {
 		CHECK(0);
@@ -761,19 +974,31 @@ test_admin(void)
 	/* The control socket. */
 	CHECK_EQ_INT(cache_ctl_start(c, dir, &ctl, err, sizeof(err)), 0);
 	put_n(c, 20, 1, "p1");
-	CHECK_EQ_INT(cache_ctl_request(dir, "stats", reply, sizeof(reply)), 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "stats", reply, sizeof(reply),
+			 CACHE_CTL_TIMEOUT_MS),
+	    0);
 	CHECK(strncmp(reply, "ok hits ", 8) == 0);
-	CHECK_EQ_INT(
-	    cache_ctl_request(dir, "evict-prefix p1", reply, sizeof(reply)), 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "evict-prefix p1", reply,
+			 sizeof(reply), CACHE_CTL_TIMEOUT_MS),
+	    0);
 	CHECK(strcmp(reply, "ok 1 840") == 0);
-	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply)), 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply),
+			 CACHE_CTL_TIMEOUT_MS),
+	    0);
 	CHECK(strcmp(reply, "ok") == 0);
-	CHECK_EQ_INT(cache_ctl_request(dir, "bogus", reply, sizeof(reply)), 0);
+	CHECK_EQ_INT(cache_ctl_request(dir, "bogus", reply, sizeof(reply),
+			 CACHE_CTL_TIMEOUT_MS),
+	    0);
 	CHECK(strncmp(reply, "error ", 6) == 0);
-	cache_ctl_stop(ctl);
+	quiet = test_ctl_peers(dir);
+	t0 = time_ms();
+	cache_ctl_stop(ctl); /* with a silent client connected */
+	CHECK(time_ms() - t0 < 1000);
+	close(quiet);
 	snprintf(sock, sizeof(sock), "%s/control.sock", dir);
 	CHECK(access(sock, F_OK) != 0);
-	CHECK(cache_ctl_request(dir, "stats", reply, sizeof(reply)) < 0);
+	CHECK(cache_ctl_request(dir, "stats", reply, sizeof(reply),
+		  CACHE_CTL_TIMEOUT_MS) < 0);
 	cache_close(c);
 }
 
@@ -1044,6 +1269,7 @@ main(void)
 	test_bound();
 	test_admission();
 	test_threads();
+	test_admin_race();
 	test_full();
 	test_damaged_store();
 	test_admin();
