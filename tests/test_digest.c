@@ -75,6 +75,20 @@ slurp(const char *path, size_t *len)
 	return b;
 }
 
+/* p (n bytes) grown to len with zeroes; exits on failure. */
+static uint8_t *
+pad(uint8_t *p, size_t n, size_t len)
+{
+	uint8_t *q = realloc(p, len);
+
+	if (q == NULL) {
+		free(p);
+		exit(99);
+	}
+	memset(q + n, 0, len - n);
+	return q;
+}
+
 /* Write len bytes over path in place (same inode), keeping its mtime. */
 static void
 rewrite(const char *path, const uint8_t *b, size_t len, bool keep_mtime)
@@ -163,12 +177,8 @@ test_sample_path(void)
 	b = slurp(p1, &lb);
 	/* Both padded with zeroes to one size (after the EOI marker). */
 	len = la > lb ? la : lb;
-	a = realloc(a, len);
-	b = realloc(b, len);
-	if (a == NULL || b == NULL)
-		exit(99);
-	memset(a + la, 0, len - la);
-	memset(b + lb, 0, len - lb);
+	a = pad(a, la, len);
+	b = pad(b, lb, len);
 	rewrite(p0, a, len, false);
 	rewrite(p1, b, len, false);
 	n = j->raw_bytes;
