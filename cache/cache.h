@@ -226,7 +226,10 @@ bool cache_memo_trusted(const struct stat *before, const struct stat *after,
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
-/* Whether key has an entry (its index record; the value is not read). */
+/*
+ * Whether key has an entry (its index record; the value is not read).  A
+ * store of this process only: false on a cache_open_shared handle.
+ */
 bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],

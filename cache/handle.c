@@ -42,7 +42,7 @@ struct cache_share {
 	struct cache_ctl *ctl;
 	pthread_mutex_t takeover;	/* one attempt at a time */
 	atomic_uint_least64_t retry_at; /* no takeover before (ns) */
-	atomic_uint_least64_t bytes_read, bytes_written;
+	atomic_uint_least64_t bytes_read;
 };
 
 static void
@@ -176,10 +176,8 @@ h_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		try_takeover(sh);
 		l = local_of(c);
 	}
-	if (l != NULL) {
-		cache_put(l, key, v);
-		atomic_fetch_add(&sh->bytes_written, v->len);
-	}
+	if (l != NULL)
+		cache_put(l, key, v); /* the store counts what it stores */
 }
 
 static int
@@ -238,12 +236,17 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 	} else if (client_owner_stats(sh->cl, &ws) == 0) {
 		st->disk_bytes = ws.disk_bytes;
 		st->disabled = ws.disabled != 0;
+		st->bytes_written = ws.bytes_written;
 	}
 	/* This mount's own lookups and traffic, not the store's. */
 	st->hits = atomic_load(&sh->self.hits);
 	st->misses = atomic_load(&sh->self.misses);
 	st->bytes_read = atomic_load(&sh->bytes_read) + cs.bytes_read;
-	st->bytes_written = atomic_load(&sh->bytes_written) + cs.bytes_written;
+	/*
+	 * bytes_written stays the store's own figure, in either role: what
+	 * the shared cache stored (issue 17 item 7: never a put it refused),
+	 * not what this mount handed over.
+	 */
 	st->insert_failures += cs.insert_failures + cs.dropped;
 }
 

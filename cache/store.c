@@ -166,7 +166,8 @@ cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
 {
 	uint64_t seq;
 
-	return c != NULL && cache_lookup_seq(c, key, &seq) == 0;
+	/* A shared handle has no db of its own: ask the store it uses. */
+	return c != NULL && c->ops == NULL && cache_lookup_seq(c, key, &seq) == 0;
 }
 
 /* Forget a missing or corrupt entry (best effort). */

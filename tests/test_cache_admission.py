@@ -81,11 +81,12 @@ part = t.config(t.path("part.conf"), data, JOBS, cache_dir=t.path("c-part"),
                 cache_size=str(size))
 ref2 = t.ref(part, "a", 2, t.path("ref", "a2"))
 with fflib.Mount(t, part, t.path("mnt")) as m:
-    ins = []
+    ins, wrote = [], []
     for e in range(4):
         read_epoch(m, "a", e, ref2 if e == 2 else None)
         s = stats(m)
         ins.append(s["feedfs_cache_inserts_total"])
+        wrote.append(s["feedfs_cache_written_bytes_total"])
         log("epoch %d: %d hits of %d; %d inserts, %d denied, %d evictions"
             % (e, epoch_hits(s, "a", e), N, ins[-1],
                s["feedfs_cache_admission_denied_total"],
@@ -97,6 +98,9 @@ with fflib.Mount(t, part, t.path("mnt")) as m:
     check(s["feedfs_cache_used_bytes"] <= admit, "used %d > admit %d"
           % (s["feedfs_cache_used_bytes"], admit))
     check(ins[3] == ins[0], "inserts went on once full: %s" % ins)
+    # Issue 17 item 7: what was stored, never a denied put.
+    check(wrote[3] == wrote[0] and 0 < wrote[0] <= admit,
+          "written bytes %s grew once full (admit %d)" % (wrote, admit))
     check(s["feedfs_cache_evictions_total"] == 0,
           "%d evictions" % s["feedfs_cache_evictions_total"])
     check(s["feedfs_cache_admission_denied_total"] ==
