@@ -58,7 +58,8 @@ class Loader:
     (or start=) yields exactly the batches an uninterrupted run would have.
     A new iteration starts where the last one stopped, or from the start
     once every batch was yielded.  len() is the number of batches one
-    iteration from the start position yields."""
+    iteration from the start position yields; .epoch and .batch are those
+    of the batch last yielded."""
 
     def __init__(self, job, epochs, start=None, rank=None, world=None,
                  pin_memory=None, device=None, non_blocking=True, ids=False,
@@ -102,6 +103,7 @@ class Loader:
             self._start = self._position(start)
         self._pos = self._start
         self._bufs = None
+        self.epoch = self.batch = None  # of the batch last yielded
 
     # ---- position -----------------------------------------------------------
 
@@ -223,6 +225,7 @@ class Loader:
                 if self._norm is not None:
                     x = torch.addcmul(-self._norm[1], x.float(),
                                       self._norm[0])
+                self.epoch, self.batch = e, b
                 self._pos = (e, b + 1) if b + 1 < self.batches_per_epoch \
                     else (self._next_epoch(e), 0)
                 with gate:
