@@ -28,7 +28,6 @@ The two-process DDP run is test_python_ddp.py; feedfs.top is
 test_python_top.py.
 """
 
-import io
 import json
 import os
 import subprocess
@@ -95,7 +94,7 @@ def equal(a, path, what):
           "%s: bytes differ from numpy.load(%s)" % (what, path))
 
 
-# ---- import ------------------------------------------------------------------
+# ---- import -----------------------------------------------------------------
 env = dict(os.environ, PYTHONPATH=PYDIR)
 r = subprocess.run([fflib.PY, "-c", "import sys, feedfs; "
                     "assert 'torch' not in sys.modules, 'torch imported'; "
@@ -112,7 +111,7 @@ except ImportError:
     torch = None
 
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    # ---- Job: info -------------------------------------------------------------
+    # ---- Job: info ----------------------------------------------------------
     for name in JOBS:
         job = feedfs.Job(m.p(name))
         with open(m.p(name, "info.json")) as f:
@@ -129,7 +128,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     except FileNotFoundError:
         pass
 
-    # ---- Job: every batch equals numpy.load -------------------------------------
+    # ---- Job: every batch equals numpy.load ---------------------------------
     for name, epochs in (("train", (0, 1)), ("u8", (0,)), ("dl", (0,))):
         job = feedfs.Job(m.p(name))
         for e in epochs:
@@ -230,7 +229,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         pass
     log("RANK/WORLD_SIZE pick the view; bad ranks and buffers are refused")
 
-    # ---- torch.Loader ---------------------------------------------------------------
+    # ---- torch.Loader -------------------------------------------------------
     if torch is None:
         log("torch is missing (python3-torch): the Loader is not tested")
     else:
@@ -323,7 +322,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             pass
         log("Loader: uint8 normalized gives (x/255 - mean)/std")
 
-    # ---- Mixture -------------------------------------------------------------------
+    # ---- Mixture ------------------------------------------------------------
     mix = feedfs.Mixture(m.p("mix"))
     check(mix.sources == ["web", "curated"], "sources %s" % mix.sources)
     check(mix.weights() == {"web": 0.7, "curated": 0.3},
@@ -371,7 +370,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     log("Mixture: set() returns the first unopened epoch; bad weights raise "
         "ValueError with the mount's reason")
 
-    # ---- stats -------------------------------------------------------------------------
+    # ---- stats --------------------------------------------------------------
     s = feedfs.stats(m.mnt)
     check(s[("feedfs_workers", ())] == 2, "feedfs_workers %s"
           % s.get(("feedfs_workers", ())))

@@ -26,7 +26,7 @@ from fflib import check, log  # noqa: E402
 PYDIR = os.path.join(fflib.SRCDIR, "python")
 sys.path.insert(0, PYDIR)
 try:
-    import numpy as np
+    import numpy  # noqa: F401 (feedfs needs it)
     import torch.distributed as dist
 except ImportError as e:
     fflib.skip("numpy/torch not importable: %s" % e)

@@ -119,7 +119,7 @@ while feedfs.stats(m.mnt).get(key, 0) <= 0:
     check(time.monotonic() < deadline, "the mount shows no images/s")
     time.sleep(0.1)
 
-# ---- two refreshes under a pty, then Ctrl-C ----------------------------------
+# ---- two refreshes under a pty, then Ctrl-C ---------------------------------
 pid, fd = spawn_top(m.mnt)
 out = read_until(fd, b"", lambda b: b.count(CLEAR) >= 3 and
                  b.rsplit(CLEAR, 1)[1].count(b"\n") >= 6)
@@ -148,7 +148,7 @@ log("feedfs.top: %d frames under a pty with train's images/s (%.1f); "
 stop.set()
 th.join()
 
-# ---- without a terminal --------------------------------------------------------
+# ---- without a terminal -----------------------------------------------------
 r = subprocess.run([fflib.PY, "-m", "feedfs.top", "--count", "2", "-n", "0.2",
                     m.mnt], env=env, stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE, timeout=60)
@@ -162,7 +162,7 @@ check(r.returncode == 1 and b"not a feedfs mount" in r.stderr,
       "a plain directory: %d %s" % (r.returncode, r.stderr.decode()))
 log("without a tty: two plain frames; a plain directory is refused")
 
-# ---- the mount goes away -----------------------------------------------------
+# ---- the mount goes away ----------------------------------------------------
 pid, fd = spawn_top(m.mnt)
 out = read_until(fd, b"", lambda b: b.count(CLEAR) >= 1 and b"train" in b)
 check(b"train" in out, "no first frame:\n%r" % out)

@@ -138,7 +138,8 @@ def _checked(path, out, parsed, size):
         raise ValueError("%s: %s %s does not fit a buffer of %s %s"
                          % (path, dtype, tuple(shape), out.dtype, out.shape))
     if hl + shape[0] * (out[0].nbytes if out.ndim else 0) != size:
-        raise ValueError("%s: size %d disagrees with its header" % (path, size))
+        raise ValueError("%s: size %d disagrees with its header"
+                         % (path, size))
     return out[:shape[0]]
 
 
