@@ -13,6 +13,13 @@ a rank that ran out.  There is no sampler to set_epoch() and no worker
 process.  gloo on CPUs, nccl with one GPU per process.  --checkpoint:
 rank 0 saves the model, the optimizer and the Loader's position (the same
 on every rank); a restart resumes at the next batch on every rank.
+
+Debian 12's torchrun (torch 1.13 under Python 3.11) stops at once with
+"AttributeError: 'NoneType' object has no attribute 'get'" when its
+--redirects and --tee are left at 0; give both a stream, which keeps
+stdout and stderr on the terminal:
+
+  torchrun --redirects 1 --tee 1 --nproc_per_node=2 examples/ddp_train.py ...
 """
 import argparse
 import os

@@ -104,7 +104,14 @@ check(r.returncode == 0, "import feedfs: %s" % r.stderr.decode())
 check(os.path.realpath(r.stdout.decode().strip()) == os.path.realpath(
     os.path.join(PYDIR, "feedfs", "__init__.py")),
       "feedfs came from %s" % r.stdout.decode())
-log("import feedfs works without importing torch")
+# Without torch at all: feedfs works, feedfs.torch says what is missing.
+r = subprocess.run([fflib.PY, "-c", "import sys; sys.modules['torch'] = None"
+                    "\nimport feedfs\ntry:\n    import feedfs.torch\n"
+                    "except ImportError as e:\n    print('no torch:', e)"],
+                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+check(r.returncode == 0 and b"no torch:" in r.stdout,
+      "without torch: %s %s" % (r.stdout, r.stderr))
+log("import feedfs works without importing torch, and without torch")
 try:
     import torch
 except ImportError:
@@ -369,6 +376,30 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         pass
     log("Mixture: set() returns the first unopened epoch; bad weights raise "
         "ValueError with the mount's reason")
+
+    # ---- the examples ----
+    ex = os.path.join(fflib.SRCDIR, "examples")
+    r = subprocess.run([fflib.PY, os.path.join(ex, "numpy_loop.py"), m.mnt,
+                        "--epochs", "2", "--start", "1:2"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0 and b"epoch 1: %d batches" % (
+        job.batches_per_epoch - 2) in r.stdout,
+        "numpy_loop.py: %s" % r.stdout.decode())
+    if torch is not None:
+        ck = t.path("ck.pt")
+        for epochs, want in (("1", b"epoch 0 batch 5 step 6"),
+                             ("2", b"resuming at epoch 1 batch 0")):
+            r = subprocess.run([fflib.PY, os.path.join(ex, "pytorch_train.py"),
+                                m.mnt, "--epochs", epochs, "--checkpoint",
+                                ck], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+            check(r.returncode == 0 and want in r.stdout,
+                  "pytorch_train.py --epochs %s: %s"
+                  % (epochs, r.stdout.decode()))
+        check(b"epoch 1 batch 5 step 6" in r.stdout,
+              "pytorch_train.py resumed: %s" % r.stdout.decode())
+    log("examples: numpy_loop.py from 1:2; pytorch_train.py resumes from "
+        "its checkpoint")
 
     # ---- stats --------------------------------------------------------------
     s = feedfs.stats(m.mnt)

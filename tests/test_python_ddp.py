@@ -104,13 +104,13 @@ runs = [0]
 
 def torchrun(script, *args):
     """torchrun's output.  Debian's torch 1.13 under Python 3.11 fails with
-    its default --redirects 0 (Std.from_str("0") is None there: IntFlag no
-    longer iterates its zero member), so stdout is tee'd and stderr goes to
-    a log file, printed on failure."""
+    its default --redirects 0 --tee 0 (Std.from_str("0") is None there:
+    IntFlag no longer iterates its zero member), so stdout is tee'd: both
+    streams still come here.  Its logs go in the test's directory."""
     runs[0] += 1
     logs = t.path("torchrun-%d" % runs[0])
     cmd = [fflib.PY, "-m", "torch.distributed.run", "--standalone",
-           "--nnodes=1", "--nproc_per_node=%d" % W, "--redirects", "2",
+           "--nnodes=1", "--nproc_per_node=%d" % W, "--redirects", "1",
            "--tee", "1", "--log_dir", logs, script] + list(args)
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=240)
