@@ -9,7 +9,8 @@
         ckpt["loader"] = loader.state_dict()
 
 No worker processes: the mount decodes.  One background thread reads
-batch b+1 into pinned host memory while the trainer runs on batch b.
+batches b+1 and b+2 into pinned host memory while the trainer runs on
+batch b.
 """
 
 import queue
@@ -26,7 +27,6 @@ __all__ = ["Loader"]
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-_NBUF = 3  # yielded b, b-1 (its copy may still run), b+1 being read
 _DONE = object()
 
 
@@ -43,6 +43,11 @@ class Loader:
     device     where the tensors go (None: they stay on the host)
     non_blocking  the copy to device is asynchronous (from pinned memory)
     ids        yield (images, labels, ids)
+    prefetch   batches read ahead of the one yielded last (default 2; the
+               host buffers are prefetch + 2 batches: the one yielded,
+               the one before, whose copy may still run, and those read
+               ahead).  2 keeps the thread from waiting for the trainer
+               to take a batch before it reads the next.
     normalize  for a uint8 job: convert on the device to float32 and
                normalize there, (x / 255 - mean) / std per channel, so 4x
                fewer bytes cross the bus.  True uses mean and std when
@@ -63,7 +68,7 @@ class Loader:
 
     def __init__(self, job, epochs, start=None, rank=None, world=None,
                  pin_memory=None, device=None, non_blocking=True, ids=False,
-                 normalize=False, mean=None, std=None):
+                 normalize=False, mean=None, std=None, prefetch=2):
         self.job = job if isinstance(job, feedfs.Job) else feedfs.Job(job)
         self.epochs = list(range(epochs)) if isinstance(epochs, int) \
             else [int(e) for e in epochs]
@@ -76,6 +81,9 @@ class Loader:
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
         self.non_blocking = non_blocking
         self.ids = ids
+        if int(prefetch) < 1:
+            raise ValueError("prefetch %s: at least 1" % prefetch)
+        self._nbuf = int(prefetch) + 2
         self._norm = None
         if normalize:
             if self.job.dtype != np.uint8:
@@ -158,7 +166,7 @@ class Loader:
         if self._bufs is None:
             tdtype = torch.from_numpy(np.empty(0, self.job.dtype)).dtype
             self._bufs = []
-            for _ in range(_NBUF):
+            for _ in range(self._nbuf):
                 t = torch.empty(self.job.shape, dtype=tdtype,
                                 pin_memory=self.pin_memory)
                 self._bufs.append((t, t.numpy()))
@@ -171,19 +179,20 @@ class Loader:
         try:
             for i, (e, b) in enumerate(todo):
                 with gate:
-                    # Batch i may overwrite batch i-3's buffer once batch
-                    # i-1 is yielded (i-3 is then past "after next"), and
-                    # once any copy from it to the device has finished.
-                    while gate.given < i and not stop.is_set():
+                    # Batch i goes into batch k = i - nbuf's buffer once k
+                    # is past valid (k + 2 is yielded), and once any copy
+                    # from it to the device has finished.
+                    k = i - self._nbuf
+                    while gate.given < k + 2 and not stop.is_set():
                         gate.wait()
                     if stop.is_set():
                         return
-                    event = gate.events.pop(i - _NBUF, None)
+                    event = gate.events.pop(k, None)
                 if event is not None:
                     event.synchronize()
                 d = self.job.epoch_dir(e, self.rank, self.world)
                 path = "%s/batch-%06d" % (d, b)
-                t, arr = bufs[i % _NBUF]
+                t, arr = bufs[i % self._nbuf]
                 x = feedfs.read_into(path + ".npy", arr)
                 y = feedfs._load_small(path + ".labels.npy")
                 z = feedfs._load_small(path + ".ids.npy") if self.ids \
