@@ -229,6 +229,26 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
 }
 
+/*
+ * A mixture's first unopened epoch: where a write of JOB/mixture made now
+ * would take effect (feed_mixture_set), for python/feedfs's Mixture.set.
+ */
+static void
+stats_mixture(struct feed *f, struct sbuf *sb)
+{
+	sb_printf(sb, "# HELP feedfs_mixture_next_epoch The first epoch a "
+		      "write of JOB/mixture applies to.\n"
+		      "# TYPE feedfs_mixture_next_epoch gauge\n");
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->njobs; i++)
+		if (job_is_mixture(&f->jobs[i]))
+			sb_printf(sb,
+			    "feedfs_mixture_next_epoch{job=\"%s\"} %" PRIu32
+			    "\n",
+			    f->jobs[i].cfg->name, f->jobs[i].opened);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* The mount's gauges: waits, queue, workers, memory, buffers. */
 static void
 stats_mount(struct feed *f, struct sbuf *sb)
@@ -345,6 +365,7 @@ feed_stats(struct feed *f, size_t *len)
 	struct sbuf sb = {0};
 
 	stats_jobs(f, &sb);
+	stats_mixture(f, &sb);
 	stats_mount(f, &sb);
 	stats_cache(f, &sb);
 	stats_cluster(f, &sb);

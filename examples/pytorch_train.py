@@ -1,54 +1,36 @@
 #!/usr/bin/python3
-"""Train a small ResNet from a feedfs mount: a plain PyTorch loop whose input
-is the batch files, with no DataLoader workers and no decoding in Python.
+"""Train a small CNN from a feedfs mount with feedfs.torch.Loader: a plain
+PyTorch loop whose input is the batch files, with no DataLoader workers
+and no decoding in Python.
 
   examples/pytorch_train.py MOUNT [--job train] [--epochs 1] [--steps N]
-                           [--rank R --world W]
+                           [--checkpoint FILE]
 
-The job's info.json gives the shape and class count.  Each step reads
-epoch-NNNN/batch-NNNNNN.npy (already decoded, cropped, flipped, normalized,
-float32 CHW) and its .labels.npy.  While the model trains on batch b, feedfs
-prepares b+1.. b+readahead in the background.  With --world W (one process
-per GPU, as with DistributedDataParallel) rank R reads rank-R-of-W/.
+The job's info.json gives the shape and the class count.  The Loader reads
+epoch-NNNN/batch-NNNNNN.npy (decoded, cropped, flipped, normalized by the
+mount) and .labels.npy, batch b+1 in a background thread while the model
+trains on batch b, into pinned memory when there is a GPU, and copies each
+batch there asynchronously.  A uint8 job is normalized on the device.
+With --checkpoint the model, the optimizer and the Loader's position are
+saved every 50 steps and at the end; run it again and it resumes at the
+batch after the last one saved.  For several processes, see ddp_train.py.
 """
-import argparse, json, os, time
+import argparse
+import os
+import sys
+import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_into(path, buf):
-    """The batch at path, read into the front of tensor buf: one read into
-    memory we keep, no new array (and no fresh page faults) per batch."""
-    with open(path, "rb", buffering=0) as f:
-        np.lib.format.read_magic(f)
-        shape, _, _ = np.lib.format.read_array_header_1_0(f)
-        out = buf[: shape[0]]
-        mv = memoryview(out.numpy().reshape(-1).view(np.uint8))
-        got = 0
-        while got < len(mv):
-            n = f.readinto(mv[got:])
-            if not n:
-                raise EOFError(path)
-            got += n
-    return out
-
-
-def batches(mount, job, epoch, rank, world, bufs):
-    """(images, labels) of each batch of the epoch; images are views of
-    bufs, used in turn, valid until the batch after next is read."""
-    base = os.path.join(mount, job)
-    if world > 1:
-        base = os.path.join(base, "rank-%d-of-%d" % (rank, world))
-    d = os.path.join(base, "epoch-%04d" % epoch)
-    b = 0
-    while os.path.exists(os.path.join(d, "batch-%06d.npy" % b)):
-        x = read_into(os.path.join(d, "batch-%06d.npy" % b), bufs[b % 2])
-        y = torch.from_numpy(np.load(os.path.join(d, "batch-%06d.labels.npy" % b)))
-        yield x, y
-        b += 1
+try:
+    import feedfs
+except ImportError:  # run from the source tree, not installed
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "python"))
+    import feedfs
+import feedfs.torch
 
 
 class SmallNet(nn.Module):
@@ -66,39 +48,59 @@ class SmallNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def loader_for(job, epochs, device):
+    """The job's Loader; a CHW job is wanted (the net's layout), uint8
+    normalized on the device, anything else as the mount made it."""
+    if job.layout != "CHW":
+        raise SystemExit("this example wants a CHW job; %s is %s"
+                         % (job.name, job.layout))
+    return feedfs.torch.Loader(job, epochs=epochs, device=device,
+                               normalize=job.dtype == "uint8")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mount")
     ap.add_argument("--job", default="train")
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=0, help="stop after N steps (0: whole epochs)")
-    ap.add_argument("--rank", type=int, default=0)
-    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=0,
+                    help="stop after N steps (0: whole epochs)")
+    ap.add_argument("--checkpoint", help="save and resume here")
     a = ap.parse_args()
 
-    info = json.load(open(os.path.join(a.mount, a.job, "info.json")))
-    if info["dtype"] != "float32" or info["layout"] != "CHW":
-        raise SystemExit("this example wants a float32 CHW job; %s is %s %s"
-                         % (a.job, info["dtype"], info["layout"]))
-    model = SmallNet(info["sample_shape"][0], info["num_classes"])
-    # Two batch buffers, pinned where there is a GPU, reused all along.
-    bufs = [torch.empty(info["shape"], dtype=torch.float32) for _ in range(2)]
-    if torch.cuda.is_available():
-        bufs = [b.pin_memory() for b in bufs]
+    job = feedfs.Job(os.path.join(a.mount, a.job))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = SmallNet(job.shape[1], len(job.classes)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loader = loader_for(job, a.epochs, device)
+    if a.checkpoint and os.path.exists(a.checkpoint):
+        ck = torch.load(a.checkpoint)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        loader.load_state_dict(ck["loader"])  # exactly where it stopped
+        print("resuming at epoch %(epoch)d batch %(batch)d" % ck["loader"])
+
+    def save():
+        if a.checkpoint:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                        "loader": loader.state_dict()}, a.checkpoint)
+
     step, t0, seen = 0, time.perf_counter(), 0
-    for epoch in range(a.epochs):
-        for x, y in batches(a.mount, a.job, epoch, a.rank, a.world, bufs):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            seen += x.shape[0]
-            print("epoch %d step %d loss %.4f (%.0f images/s)"
-                  % (epoch, step, loss.item(), seen / (time.perf_counter() - t0)))
-            if a.steps and step >= a.steps:
-                return
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        seen += x.shape[0]
+        print("epoch %d batch %d step %d loss %.4f (%.0f images/s)"
+              % (loader.epoch, loader.batch, step, loss.item(),
+                 seen / (time.perf_counter() - t0)))
+        if step % 50 == 0:
+            save()
+        if a.steps and step >= a.steps:
+            break
+    save()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ shuffle, the val order, the partial last batch, and rank views that shard
 as torch's DistributedSampler does."""
 
 import json
-import importlib.util
 import os
 import sys
 
@@ -58,13 +57,13 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(nb == (N + B - 1) // B, "batches_per_epoch %d" % nb)
 
     epoch_ids = {}
-    # examples/pytorch_train.py's reader, loaded from the source tree.
-    spec = importlib.util.spec_from_file_location(
-        "pytorch_train", os.path.join(fflib.SRCDIR, "examples",
-                                      "pytorch_train.py"))
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    read_into = example.read_into
+    # The package's reader (python/feedfs, what examples/pytorch_train.py
+    # reads through), from the source tree.
+    sys.path.insert(0, os.path.join(fflib.SRCDIR, "python"))
+    import feedfs
+
+    def read_into(path, buf):
+        return torch.from_numpy(feedfs.read_into(path, buf.numpy()))
     reuse = {np.dtype(info[j]["dtype"]).str: torch.from_numpy(np.empty(
         info[j]["shape"], dtype=info[j]["dtype"])) for j in info}
     for (jobname, epoch), ref in sorted(refs.items()):
@@ -107,8 +106,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                                  .reshape(shape), rx),
                   "%s.npy: raw data differs" % base)
 
-            # The README's and the example's reading pattern: into one
-            # reused tensor (examples/pytorch_train.py's own read_into).
+            # The README's reading pattern: into one reused tensor
+            # (feedfs.read_into, as feedfs.torch.Loader reads).
             out = read_into(base + ".npy", reuse[dtype.str])
             check(np.array_equal(out.numpy(), rx),
                   "%s.npy: read_into differs" % base)

@@ -1,0 +1,516 @@
+"""feedfs - read a feedfs mount's batches from Python.
+
+    import feedfs
+    job = feedfs.Job("/mnt/feed/train")
+    for images, labels in job.epoch(3):          # numpy arrays
+        ...
+    loader = feedfs.torch.Loader(job, epochs=range(90))   # torch, optional
+    feedfs.Mixture("/mnt/feed/mix").set(web=0.5, curated=0.5)
+    feedfs.stats("/mnt/feed")                    # .feedfs/stats as a dict
+    python3 -m feedfs.top /mnt/feed              # live view
+
+A batch is a path (JOB/[rank-R-of-W/]epoch-NNNN/batch-NNNNNN.npy): the
+mount decodes and prepares it, and this package only reads it, each batch
+in one read into memory it keeps.  numpy is required; feedfs.torch needs
+torch and is imported on first use (import feedfs never imports torch).
+See feedfs-python(7).
+"""
+
+import errno
+import importlib
+import io
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+
+__all__ = ["Job", "Epoch", "Mixture", "stats", "read_into", "rank_world"]
+__version__ = "0.1.0"
+
+MAX_WORLD = 1024  # the rank views the mount serves: 1 <= W <= 1024
+
+
+def __getattr__(name):
+    # feedfs.torch and feedfs.top on first use: torch stays optional.
+    if name in ("torch", "top"):
+        return importlib.import_module("feedfs." + name)
+    raise AttributeError("module 'feedfs' has no attribute %r" % name)
+
+
+# ---- reading one .npy -------------------------------------------------------
+
+def _parse_header(head):
+    """(header length, shape, dtype) of a .npy file from its first bytes,
+    or None when head is too short for the whole header."""
+    if len(head) < 10 or head[:6] != b"\x93NUMPY":
+        raise ValueError("not a .npy file")
+    if head[6] == 1:
+        hl = 10 + int.from_bytes(head[8:10], "little")
+    elif head[6] in (2, 3):
+        if len(head) < 12:
+            return None
+        hl = 12 + int.from_bytes(head[8:12], "little")
+    else:
+        raise ValueError(".npy version %d.%d" % (head[6], head[7]))
+    if len(head) < hl:
+        return None
+    f = io.BytesIO(bytes(head[:hl]))
+    if np.lib.format.read_magic(f) == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    if fortran and len(shape) > 1:
+        raise ValueError(".npy in Fortran order")
+    return hl, shape, dtype
+
+
+def _preadv_all(fd, bufs, off):
+    """preadv until every buffer is full; returns the bytes read (less at
+    end of file)."""
+    bufs = [memoryview(b).cast("B") for b in bufs]
+    total = 0
+    while bufs:
+        n = os.preadv(fd, bufs, off)
+        if n == 0:
+            break
+        total += n
+        off += n
+        while bufs and n >= len(bufs[0]):
+            n -= len(bufs[0])
+            bufs.pop(0)
+        if bufs and n:
+            bufs[0] = bufs[0][n:]
+    return total
+
+
+def read_into(path, out):
+    """Read the .npy file at path into the front of out, a C-contiguous
+    numpy array whose shape after the first axis and dtype are the file's;
+    return out[:n], n the file's first dimension.
+
+    One read in the usual case: the header's length is the file's size
+    modulo one sample's bytes (the mount pads it to 64 bytes, far less than
+    a sample), and the header and the data go into one preadv; the header
+    is then checked, and a file that does not fit that guess is read in
+    two.  Nothing new is allocated for the data."""
+    if not out.flags.c_contiguous:
+        raise ValueError("read_into: the buffer must be C-contiguous")
+    sample = out[0].nbytes if out.ndim else out.nbytes
+    flat = out.reshape(-1).view(np.uint8)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        hl = size % sample if sample >= 4096 else 0
+        head = bytearray(hl if hl >= 64 else 4096)
+        if hl >= 64 and size - hl <= flat.nbytes:
+            got = _preadv_all(fd, [head, flat[:size - hl]], 0)
+            parsed = _parse_header(head) if got == size else None
+            if parsed is not None and parsed[0] == hl:
+                return _checked(path, out, parsed, size)
+        # The general way: the header, then the data where it says.
+        head = bytearray(4096)
+        got = _preadv_all(fd, [head], 0)
+        parsed = _parse_header(head[:got])
+        if parsed is None:  # a header over 4 KiB
+            head = bytearray(65536 + 12)
+            parsed = _parse_header(head[:_preadv_all(fd, [head], 0)])
+            if parsed is None:
+                raise ValueError("%s: .npy header too long" % path)
+        hl = parsed[0]
+        n = size - hl
+        if n > flat.nbytes:
+            raise ValueError("%s: %d bytes of data, the buffer holds %d"
+                             % (path, n, flat.nbytes))
+        if _preadv_all(fd, [flat[:n]], hl) != n:
+            raise EOFError("%s: short read" % path)
+        return _checked(path, out, parsed, size)
+    finally:
+        os.close(fd)
+
+
+def _checked(path, out, parsed, size):
+    hl, shape, dtype = parsed
+    if dtype != out.dtype or tuple(shape[1:]) != out.shape[1:] \
+            or not shape or shape[0] > out.shape[0]:
+        raise ValueError("%s: %s %s does not fit a buffer of %s %s"
+                         % (path, dtype, tuple(shape), out.dtype, out.shape))
+    if hl + shape[0] * (out[0].nbytes if out.ndim else 0) != size:
+        raise ValueError("%s: size %d disagrees with its header"
+                         % (path, size))
+    return out[:shape[0]]
+
+
+def _load_small(path):
+    """A small .npy (labels, ids) as a new writable array, in one read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        buf = bytearray(size)
+        if _preadv_all(fd, [buf], 0) != size:
+            raise EOFError("%s: short read" % path)
+    finally:
+        os.close(fd)
+    hl, shape, dtype = _parse_header(buf)
+    return np.frombuffer(buf, dtype=dtype, offset=hl,
+                         count=int(np.prod(shape))).reshape(shape)
+
+
+# ---- ranks ------------------------------------------------------------------
+
+def rank_world(rank=None, world=None):
+    """(rank, world): the arguments where given, else torch.distributed's
+    when torch is imported and its process group is initialized, else the
+    RANK and WORLD_SIZE environment variables (torchrun sets them), else
+    (0, 1)."""
+    r = w = None
+    td = sys.modules.get("torch.distributed")
+    if td is not None and td.is_available() and td.is_initialized():
+        r, w = td.get_rank(), td.get_world_size()
+    elif "WORLD_SIZE" in os.environ:
+        w = int(os.environ["WORLD_SIZE"])
+        r = int(os.environ.get("RANK", "0"))
+    rank = r if rank is None else rank
+    world = w if world is None else world
+    rank = 0 if rank is None else int(rank)
+    world = 1 if world is None else int(world)
+    if not 1 <= world <= MAX_WORLD or not 0 <= rank < world:
+        raise ValueError("rank %d of world %d: want 0 <= rank < world <= %d"
+                         % (rank, world, MAX_WORLD))
+    return rank, world
+
+
+# ---- a job ------------------------------------------------------------------
+
+class Job:
+    """A job directory of a mount, such as /mnt/feed/train.
+
+    .info is its info.json; .classes, .batch_size, .batches_per_epoch,
+    .epochs, .dtype (numpy), .shape (a full batch's) come from it."""
+
+    def __init__(self, path):
+        if isinstance(path, Job):
+            path = path.path
+        self.path = os.path.abspath(os.fspath(path))
+        try:
+            with open(os.path.join(self.path, "info.json")) as f:
+                self.info = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                errno.ENOENT, "not a feedfs job directory (no info.json)",
+                self.path) from None
+        i = self.info
+        self.name = i["job"]
+        self.classes = list(i["classes"])
+        self.batch_size = int(i["batch_size"])
+        self.batches_per_epoch = int(i["batches_per_epoch"])
+        self.epochs = int(i["epochs"])
+        self.dtype = np.dtype(i["dtype"])
+        self.shape = tuple(i["shape"])
+        self.layout = i["layout"]
+        # The plan's sample count: a mixture's epoch_samples, else samples.
+        self.samples = int(i.get("epoch_samples", i["samples"]))
+        self.drop_last = bool(i.get("drop_last", False))
+
+    def __repr__(self):
+        return "feedfs.Job(%r)" % self.path
+
+    def nbatches(self, world=1):
+        """Batches per epoch of each rank of world (DistributedSampler's
+        padding, or its cut with drop_last)."""
+        if self.drop_last and world > 1:
+            per = self.samples // world
+        else:
+            per = -(-self.samples // world)
+        if self.drop_last:
+            return per // self.batch_size
+        return -(-per // self.batch_size)
+
+    def batch_len(self, b, world=1):
+        """Samples in batch b of a rank's view of world."""
+        if self.drop_last and world > 1:
+            per = self.samples // world
+        else:
+            per = -(-self.samples // world)
+        if not 0 <= b < self.nbatches(world):
+            return 0
+        return min(self.batch_size, per - b * self.batch_size)
+
+    def epoch_dir(self, e, rank=0, world=1):
+        """The directory of epoch e in rank's view of world."""
+        if not 0 <= e < self.epochs:
+            raise IndexError("epoch %d of job %s (it has %d)"
+                             % (e, self.name, self.epochs))
+        d = self.path
+        if world > 1:
+            d = os.path.join(d, "rank-%d-of-%d" % (rank, world))
+        return os.path.join(d, "epoch-%04d" % e)
+
+    def epoch(self, e, rank=None, world=None, start=0, ids=False,
+              copy=False):
+        """The batches of epoch e: an iterable of (images, labels) numpy
+        arrays, (images, labels, ids) with ids=True; len() is its number
+        of batches.
+
+        rank and world default to torch.distributed's (when it is
+        initialized) or to RANK and WORLD_SIZE; with world > 1 the
+        batches are rank's shard (JOB/rank-R-of-W/).  start skips to batch
+        start.
+
+        Each batch is read in one read into one of two buffers that the
+        iteration reuses, so images is a view that stays valid until the
+        batch after next is read: enough for a non_blocking copy of batch
+        b to a GPU to run while b+1 is read.  Keep an array longer with
+        copy=True (or images.copy()).  labels and ids are new arrays."""
+        rank, world = rank_world(rank, world)
+        return Epoch(self, e, rank, world, start, ids, copy)
+
+
+class Epoch:
+    """One epoch of a job in one rank's view; see Job.epoch."""
+
+    def __init__(self, job, e, rank, world, start, ids, copy):
+        self.job, self.epoch, self.rank, self.world = job, e, rank, world
+        self.dir = job.epoch_dir(e, rank, world)
+        self.nbatches = job.nbatches(world)
+        if not 0 <= start <= self.nbatches:
+            raise IndexError("start %d: epoch %d has %d batches"
+                             % (start, e, self.nbatches))
+        self.start, self.ids, self.copy = start, ids, copy
+
+    def __len__(self):
+        return self.nbatches - self.start
+
+    def path(self, b, suffix=".npy"):
+        """The file of batch b: suffix ".npy", ".labels.npy" or ".ids.npy"."""
+        return os.path.join(self.dir, "batch-%06d%s" % (b, suffix))
+
+    def __iter__(self):
+        job = self.job
+        bufs = [None, None]
+        for b in range(self.start, self.nbatches):
+            k = b % 2
+            if bufs[k] is None:
+                bufs[k] = np.empty(job.shape, dtype=job.dtype)
+            x = read_into(self.path(b), bufs[k])
+            if self.copy:
+                x = x.copy()
+            y = _load_small(self.path(b, ".labels.npy"))
+            if self.ids:
+                yield x, y, _load_small(self.path(b, ".ids.npy"))
+            else:
+                yield x, y
+
+
+# ---- mixtures ---------------------------------------------------------------
+
+_MIX_ONE = 1000000  # weights are kept in millionths (core/mix.h)
+
+
+def _weight_text(w):
+    """A weight as the mount's parser takes it: a decimal, at most six
+    places, no sign and no exponent."""
+    if isinstance(w, bool) or not isinstance(w, (int, float, np.integer,
+                                                  np.floating, str)):
+        raise ValueError("%r is not a weight" % (w,))
+    if isinstance(w, str):
+        return w
+    w = float(w)
+    if math.isnan(w) or math.isinf(w):
+        return repr(w)
+    if w < 0:
+        return "-%s" % _weight_text(-w)
+    return ("%.6f" % w).rstrip("0").rstrip(".") or "0"
+
+
+_WEIGHT = re.compile(r"[0-9]*(\.[0-9]*)?\Z")
+
+
+def _check_weights(pairs, names):
+    """The mount's reason for refusing pairs (core/mix.c's words), or
+    None when it would take them."""
+    if not pairs:
+        return "no NAME:WEIGHT pair"
+    if len(pairs) > 64:
+        return "more than 64 sources"
+    seen, total = set(), 0
+    for name, text in pairs:
+        if not name or any(c.isspace() or c in ",:" for c in name):
+            return "'%s:%s': expected NAME:WEIGHT" % (name, text)
+        if len(name.encode()) > 128:
+            return "a source name longer than 128 bytes"
+        if text.startswith("-"):
+            return "%s: a negative weight" % name
+        bad = ("%s: '%s' is not a weight (a decimal from 0 to 1000000)"
+               % (name, text))
+        if not text.isascii() or not _WEIGHT.match(text) or \
+                not any(c.isdigit() for c in text):
+            return bad
+        ip, _, frac = text.partition(".")
+        v = int(ip or "0") * _MIX_ONE + int((frac + "000000")[:6])
+        if len(frac) > 6 and frac[6] >= "5":
+            v += 1
+        if v > 1000000 * _MIX_ONE:
+            return bad
+        if name in seen:
+            return "%s named twice" % name
+        seen.add(name)
+        if name not in names:
+            return "unknown source '%s'" % name
+        total += v
+    if total == 0:
+        return "the weights sum to 0"
+    return None
+
+
+def _parse_weights(text):
+    out = {}
+    for tok in text.replace(",", " ").split():
+        name, _, w = tok.partition(":")
+        out[name] = float(w)
+    return out
+
+
+class Mixture:
+    """The weights of a mixture job (a job with `mixture =`).
+
+    .sources are its sources' names, in order.  Epochs already opened keep
+    their weights; a change applies from the first epoch not opened yet
+    (feedfs.conf(5), MIXTURES)."""
+
+    def __init__(self, job):
+        self.job = job if isinstance(job, Job) else Job(job)
+        if "sources" not in self.job.info:
+            raise ValueError("job %s is not a mixture" % self.job.name)
+        self.sources = [s["name"] for s in self.job.info["sources"]]
+
+    def __repr__(self):
+        return "feedfs.Mixture(%r)" % self.job.path
+
+    def weights(self, e=None):
+        """{source: weight} in force for epoch e, or, with e None, what
+        the next epoch not opened yet gets.  Reading an epoch's weights
+        opens that epoch as reading its batches does: a later set() applies
+        after it."""
+        if e is None:
+            p = os.path.join(self.job.path, "mixture")
+        else:
+            p = os.path.join(self.job.epoch_dir(e), "mixture")
+        with open(p) as f:
+            return _parse_weights(f.read())
+
+    def _next_epoch(self):
+        v = stats(os.path.dirname(self.job.path)).get(
+            ("feedfs_mixture_next_epoch", (("job", self.job.name),)))
+        return None if v is None else int(v)
+
+    def set(self, weights=None, **kw):
+        """Write new weights, as a dict or as keywords (set(web=0.5,
+        curated=0.5)); sources not named get 0.  Returns the first epoch
+        they apply to.  Weights the mount would refuse raise ValueError
+        with its reason (the mount itself answers EINVAL and gives its
+        reason only in its log, so the same checks are made here first);
+        PermissionError for a user other than root or the mount's
+        owner."""
+        w = dict(weights or {})
+        w.update(kw)
+        pairs = [(str(k), _weight_text(v)) for k, v in w.items()]
+        why = _check_weights(pairs, self.sources)
+        if why is not None:
+            raise ValueError("job %s: mixture refused: %s"
+                             % (self.job.name, why))
+        line = " ".join("%s:%s" % p for p in pairs) + "\n"
+        before = self._next_epoch()
+        fd = os.open(os.path.join(self.job.path, "mixture"),
+                     os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, line.encode())
+        except OSError as e:
+            if e.errno == errno.EINVAL:
+                raise ValueError(
+                    "job %s: mixture %r refused by the mount (its log says "
+                    "why)" % (self.job.name, line.strip())) from None
+            raise
+        finally:
+            os.close(fd)
+        after = self._next_epoch()
+        if before is None or after is None or before == after:
+            return after
+        # Epochs were opened meanwhile: the write applied from one of
+        # before..after, all opened now, so reading their weights changes
+        # nothing; the first with the new weights is the answer.
+        new = _parse_weights(line)
+        want = {s: new.get(s, 0.0) for s in self.sources}
+        for e in range(before, min(after, self.job.epochs)):
+            got = self.weights(e)
+            if all(abs(got.get(s, 0.0) / max(sum(got.values()), 1e-12) -
+                       want[s] / sum(want.values())) < 1e-6
+                   for s in self.sources):
+                return e
+        return after
+
+
+# ---- counters ---------------------------------------------------------------
+
+def _unescape(v):
+    return v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+
+
+def _parse_labels(text):
+    """'a="x",b="y"' -> (("a", "x"), ("b", "y")), Prometheus escaping."""
+    out, i = [], 0
+    while i < len(text):
+        eq = text.index("=", i)
+        name = text[i:eq].strip().lstrip(",").strip()
+        j = eq + 2  # past ="
+        v = []
+        while text[j] != '"':
+            if text[j] == "\\":
+                v.append(text[j:j + 2])
+                j += 2
+            else:
+                v.append(text[j])
+                j += 1
+        out.append((name, _unescape("".join(v))))
+        i = j + 1
+        while i < len(text) and text[i] in ", ":
+            i += 1
+    return tuple(out)
+
+
+def parse_stats(text):
+    """Prometheus text -> {(name, ((label, value), ...)): float}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, val = line.rpartition(" ")
+        if "{" in key:
+            name, _, rest = key.partition("{")
+            labels = _parse_labels(rest.rsplit("}", 1)[0])
+        else:
+            name, labels = key, ()
+        out[(name, labels)] = float(val)
+    return out
+
+
+def stats(mount):
+    """The counters of MOUNT/.feedfs/stats: a dict keyed by (name,
+    labels), labels a tuple of (label, value) pairs in the mount's order:
+
+        s = feedfs.stats("/mnt/feed")
+        s["feedfs_images_per_second", (("job", "train"),)]
+        s["feedfs_workers", ()]
+
+    mount may also be a job directory or a feedfs.Job."""
+    if isinstance(mount, Job):
+        mount = os.path.dirname(mount.path)
+    p = os.path.join(os.fspath(mount), ".feedfs", "stats")
+    if not os.path.exists(p) and os.path.exists(
+            os.path.join(os.fspath(mount), "info.json")):
+        p = os.path.join(os.path.dirname(os.path.abspath(mount)), ".feedfs",
+                         "stats")
+    with open(p) as f:
+        return parse_stats(f.read())
