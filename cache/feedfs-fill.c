@@ -35,6 +35,7 @@
 #include "cache/cluster.h"
 #include "core/config.h"
 #include "core/dataset.h"
+#include "core/feed.h"
 #include "core/job.h"
 #include "core/log.h"
 #include "core/plan.h"
@@ -151,13 +152,16 @@ apply_opts(struct cfg *c, const char *list)
 	return ret;
 }
 
+/* A worker, with a scratch arena (xf.h) as the mount's workers have. */
 static void *
 worker(void *arg)
 {
 	struct fill *fl = arg;
+	struct xf_arena *a = xf_arena_new(64u << 20);
 	char err[1024];
 	size_t i;
 
+	xf_arena_use(a); /* NULL (no memory): malloc */
 	while ((i = atomic_fetch_add(&fl->next, 1)) < fl->n) {
 		int r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
 		if (r == 1)
@@ -172,6 +176,8 @@ worker(void *arg)
 			log_warn("%s", err);
 		}
 	}
+	xf_arena_use(NULL);
+	xf_arena_free(a);
 	return NULL;
 }
 
@@ -467,6 +473,7 @@ main(int argc, char **argv)
 	if ((ret = parse_args(argc, argv, &a)) != 0)
 		return ret;
 	umask(077); /* what it makes (a shard index) is its user's alone */
+	feed_keep_freed_memory(); /* before any thread (core/feed.h) */
 	log_init(PROG, false, false);
 	signal(SIGPIPE, SIG_IGN);
 

@@ -216,6 +216,11 @@ struct feed {
 	unsigned npool;
 	uint64_t pool_bytes; /* theirs, counted in mem_used */
 	uint64_t pool_reused, pool_allocated; /* bufpool_get's, for stats */
+	/* The workers' scratch arenas (sched.c): each worker's cap, all
+	 * caps (counted in mem_used), their bytes now, buffers reused and
+	 * blocks mapped. */
+	uint64_t scratch_cap, scratch_reserved;
+	uint64_t scratch_bytes, scratch_reused, scratch_fresh;
 };
 
 /* An open batch file. */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,28 @@ open_cluster(struct feed *f)
 	}
 	for (size_t i = 0; i < f->njobs; i++)
 		f->jobs[i].cluster = f->cluster;
+}
+
+/*
+ * glibc hands freed memory back to the kernel: blocks above its mmap
+ * threshold are unmapped when freed, and a heap's free top is trimmed
+ * past 2x that threshold.  Memory given back is faulted in and cleared
+ * again (clear_page) at its next use, and in a cold epoch the same
+ * memory is freed and taken again all the time: a memtable's worth of
+ * values that RocksDB copies in after every flush, the write batch of
+ * each put, libjpeg's coefficient buffers of a progressive image.  That
+ * was 15 page faults per image in a steady cold epoch (the samples' own
+ * buffers aside, which xf.h's arenas keep).  Fixed thresholds keep it:
+ * what the process holds is then the high-water mark of what it used,
+ * which the memory budget and the cache's share bound already.  Blocks
+ * of 32 MB and more (batch buffers: bufpool.c keeps them) are still
+ * mapped apart.
+ */
+void
+feed_keep_freed_memory(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 int

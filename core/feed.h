@@ -51,6 +51,11 @@ int feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
     struct feed **out, char *err, size_t errlen);
 /* Open the cache and start the workers (after any fork). */
 int feed_start(struct feed *f);
+/*
+ * Make freed memory stay with the process (glibc's mallopt): call once in
+ * main, before any thread.  See feed.c.
+ */
+void feed_keep_freed_memory(void);
 void feed_free(struct feed *f);
 
 size_t feed_njobs(const struct feed *f);

@@ -39,10 +39,10 @@ transient(int e)
 
 /*
  * Sample id's file (a global id of j: its source's), read whole into a
- * malloc'd buffer; *st gets its fstat.  The open follows no link and refuses
- * anything but a regular file (ds_sample_open).  -EIO for a broken or missing
- * sample, -EAGAIN for a transient failure, -ENODEV when the dataset's root
- * itself is gone.  With steady: whether a digest memo of what was read may
+ * buffer from xf_alloc (freed with xf_free); *st gets its fstat.  The open
+ * follows no link and refuses anything but a regular file
+ * (ds_sample_open).  -EIO for a broken or missing sample, -EAGAIN for a
+ * transient failure, -ENODEV when the dataset's root itself is gone.  With steady: whether a digest memo of what was read may
  * be made (cache_memo_trusted: the fstat after the read agrees with *st,
  * and the file's times are older than the clock before the open by more
  * than their granularity).
@@ -78,7 +78,7 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 		r = -EIO;
 		goto out;
 	}
-	if ((buf = malloc(st->st_size ? (size_t)st->st_size : 1)) == NULL) {
+	if ((buf = xf_alloc(st->st_size ? (size_t)st->st_size : 1)) == NULL) {
 		snprintf(err, errlen, "%s/%s: out of memory", ds->root,
 		    ds->samples[id].path);
 		r = -EAGAIN;
@@ -107,7 +107,7 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 	buf = NULL;
 	r = 0;
 out:
-	free(buf);
+	xf_free(buf);
 	close(fd);
 	return r;
 }
@@ -351,12 +351,12 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 			cache_put_digest(c, path, &st, digest);
 		sample_keys(j, digest, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0) {
-			free(src);
+			xf_free(src);
 			return 0;
 		}
 	}
 	r = xf_run_prefix(j->pl, src, len, img, msg, sizeof(msg));
-	free(src);
+	xf_free(src);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;
@@ -413,18 +413,18 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	cache_key(digest, j->tier_text, key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
-		free(img.px);
-		free(src);
+		xf_free(img.px);
+		xf_free(src);
 		return 1;
 	}
 	r = xf_run_prefix(j->pl, src, len, &img, msg, sizeof(msg));
-	free(src);
+	xf_free(src);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;
 	}
 	r = tier_put(j->cluster, key, &img);
-	free(img.px);
+	xf_free(img.px);
 	if (r == -EFBIG)
 		snprintf(err, errlen,
 		    "%s: its prefix is too large for the cluster tier", path);
@@ -452,7 +452,7 @@ run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
 		return r;
 	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
 	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));
-	free(src);
+	xf_free(src);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;

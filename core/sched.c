@@ -150,12 +150,40 @@ make_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id, char *msg,
 	    b->pos[s], raw, sched_slot(b, s), id, true, msg, msglen);
 }
 
+/*
+ * The stats of the worker's arena: what it holds now, buffers reused and
+ * blocks mapped, as changes from what was counted before (updated).
+ * Locked.
+ */
+static void
+scratch_count(struct feed *f, struct xf_arena *a, uint64_t *counted,
+    uint64_t *reused, uint64_t *fresh)
+{
+	uint64_t now = xf_arena_bytes(a), r, n;
+
+	xf_arena_counts(a, &r, &n);
+	f->scratch_reused += r - *reused;
+	f->scratch_fresh += n - *fresh;
+	f->scratch_bytes += now - *counted; /* wraps back when it shrinks */
+	*reused = r;
+	*fresh = n;
+	*counted = now;
+}
+
+/*
+ * A worker: makes slots while there are any, with a scratch arena of its
+ * own for the samples' buffers (no fresh pages per sample: xf.h), whose
+ * cap sched_start counted in the memory budget.
+ */
 static void *
 worker(void *arg)
 {
 	struct feed *f = arg;
+	struct xf_arena *a = xf_arena_new(f->scratch_cap);
+	uint64_t counted = 0, reused = 0, fresh = 0;
 	char msg[512];
 
+	xf_arena_use(a); /* NULL (no memory): malloc, as before */
 	pthread_mutex_lock(&f->lock);
 	while (!f->stopping) {
 		struct batch *b =
@@ -185,8 +213,12 @@ worker(void *arg)
 			    cache_error(f->cache));
 
 		pthread_mutex_lock(&f->lock);
+		scratch_count(f, a, &counted, &reused, &fresh);
 		slot_done(f, b, s, r, id, msg);
 	}
+	xf_arena_use(NULL);
+	xf_arena_free(a);
+	scratch_count(f, NULL, &counted, &reused, &fresh);
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
 }
@@ -197,6 +229,20 @@ sched_start(struct feed *f)
 	int r;
 
 	f->nthreads = cfg_threads(&f->cfg->mount);
+	/*
+	 * A worker's buffers for one sample are a few megabytes (a decoded
+	 * photo, its resized copy, the resize's rows): its arena keeps up to
+	 * 32 MB, and all of them an eighth of the budget at most, counted
+	 * in it from the start (batches get the rest).  Larger images'
+	 * buffers are malloc'd and freed as before.
+	 */
+	f->scratch_cap = f->memory / 8 / f->nthreads;
+	if (f->scratch_cap > (32u << 20))
+		f->scratch_cap = 32u << 20;
+	pthread_mutex_lock(&f->lock);
+	f->scratch_reserved = f->scratch_cap * f->nthreads;
+	feed_mem_add(f, f->scratch_reserved);
+	pthread_mutex_unlock(&f->lock);
 	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
 		return -ENOMEM;
 	for (unsigned i = 0; i < f->nthreads; i++) {
@@ -220,6 +266,10 @@ sched_stop(struct feed *f)
 	pthread_mutex_unlock(&f->lock);
 	for (unsigned i = 0; i < f->nthreads; i++)
 		pthread_join(f->threads[i], NULL);
+	pthread_mutex_lock(&f->lock);
+	feed_mem_sub(f, f->scratch_reserved);
+	f->scratch_reserved = 0;
+	pthread_mutex_unlock(&f->lock);
 	free(f->threads);
 	f->threads = NULL;
 	f->nthreads = 0;

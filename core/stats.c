@@ -325,8 +325,20 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# HELP feedfs_batch_buffers_allocated_total Batch buffers "
 	    "allocated anew.\n"
 	    "# TYPE feedfs_batch_buffers_allocated_total counter\n"
-	    "feedfs_batch_buffers_allocated_total %" PRIu64 "\n",
-	    f->pool_reused, f->pool_allocated);
+	    "feedfs_batch_buffers_allocated_total %" PRIu64 "\n"
+	    "# HELP feedfs_scratch_bytes Bytes the workers keep for the "
+	    "samples' buffers (decode, resize), in feedfs_memory_bytes.\n"
+	    "# TYPE feedfs_scratch_bytes gauge\n"
+	    "feedfs_scratch_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_scratch_reused_total Sample buffers taken from "
+	    "those kept (no page faults).\n"
+	    "# TYPE feedfs_scratch_reused_total counter\n"
+	    "feedfs_scratch_reused_total %" PRIu64 "\n"
+	    "# HELP feedfs_scratch_mapped_total Sample buffers mapped anew.\n"
+	    "# TYPE feedfs_scratch_mapped_total counter\n"
+	    "feedfs_scratch_mapped_total %" PRIu64 "\n",
+	    f->pool_reused, f->pool_allocated, f->scratch_bytes,
+	    f->scratch_reused, f->scratch_fresh);
 	pthread_mutex_unlock(&f->lock);
 }
 

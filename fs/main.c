@@ -281,6 +281,7 @@ main(int argc, char **argv)
 	 * files of a store 0644 less the umask (cache.h), shard indexes too.
 	 */
 	umask(077);
+	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
 	if (realpath(o.mountpoint, mnt) == NULL) {
 		fprintf(

@@ -475,7 +475,8 @@ test_relaxed_idle(void)
 		for (struct rview *rv = f->rviews; rv; rv = rv->next)
 			meta += rv->mem;
 		CHECK_EQ_INT(f->meta_used, meta);
-		CHECK_EQ_INT(f->mem_used, text_bytes(f) + meta + f->pool_bytes);
+		CHECK_EQ_INT(f->mem_used, text_bytes(f) + meta + f->pool_bytes +
+						  f->scratch_reserved);
 	}
 	pthread_mutex_unlock(&f->lock);
 

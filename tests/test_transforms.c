@@ -1088,6 +1088,69 @@ test_bounds(void)
 	free(j);
 }
 
+/*
+ * The scratch arena: a pipeline run under one gives the same bytes as
+ * without, and after the first samples of each size takes every buffer
+ * from blocks it keeps (no block mapped anew: no fresh page); it keeps
+ * under its cap, and what exceeds the cap is malloc'd and freed.
+ */
+static void
+test_arena(void)
+{
+	struct xf_pipeline *pl = parse_ok("decode resize(64) cache "
+					  "random_resized_crop(48) flip(0.5)");
+	static const uint8_t rgb[3] = {10, 120, 240};
+	uint32_t sizes[3][2] = {{400, 300}, {300, 420}, {350, 350}};
+	uint8_t *j[3], want[3][48 * 48 * 3], got[48 * 48 * 3];
+	unsigned long len[3];
+	struct xf_arena *a;
+	uint64_t reused, fresh, fresh1;
+	char err[256];
+	void *p, *q;
+
+	if (pl == NULL)
+		return;
+	for (int i = 0; i < 3; i++) {
+		j[i] = make_jpeg(sizes[i][0], sizes[i][1], 3, rgb, &len[i]);
+		CHECK_EQ_INT(xf_run(pl, j[i], len[i], 7, XF_UINT8, XF_HWC,
+				 want[i], err, sizeof(err)),
+		    0);
+	}
+	CHECK((a = xf_arena_new(64u << 20)) != NULL);
+	xf_arena_use(a);
+	for (int round = 0; round < 4; round++) {
+		if (round == 2)
+			xf_arena_counts(a, &reused, &fresh1);
+		for (int i = 0; i < 3; i++) {
+			CHECK_EQ_INT(xf_run(pl, j[i], len[i], 7, XF_UINT8,
+					 XF_HWC, got, err, sizeof(err)),
+			    0);
+			CHECK(memcmp(got, want[i], sizeof(got)) == 0);
+		}
+	}
+	xf_arena_counts(a, &reused, &fresh);
+	CHECK(fresh1 > 0);
+	CHECK_EQ_INT(fresh, fresh1); /* steady: nothing mapped anew */
+	CHECK(reused > 0);
+	CHECK(xf_arena_bytes(a) > 0 && xf_arena_bytes(a) <= (64u << 20));
+	/* Over half the cap: malloc'd, and xf_free frees it. */
+	CHECK((p = xf_alloc(40u << 20)) != NULL);
+	CHECK((q = xf_alloc(1u << 20)) != NULL);
+	memset(p, 1, 40u << 20);
+	xf_free(p);
+	xf_free(q);
+	xf_free(NULL);
+	CHECK(xf_arena_bytes(a) <= (64u << 20));
+	xf_arena_use(NULL);
+	xf_arena_free(a);
+	/* Without one: malloc and free. */
+	CHECK((p = xf_alloc(1u << 20)) != NULL);
+	free(p);
+	for (int i = 0; i < 3; i++)
+		free(j[i]);
+	xf_pipeline_free(pl);
+}
+
 int
 main(void)
 {
@@ -1104,5 +1167,6 @@ main(void)
 	test_run_partial();
 	test_bounds();
 	test_scans();
+	test_arena();
 	return TEST_SUMMARY();
 }

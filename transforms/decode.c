@@ -199,8 +199,8 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 		snprintf(err, errlen, "corrupt data: empty image");
 		goto out;
 	}
-	if ((px = malloc((size_t)w * h * 3)) == NULL ||
-	    (cmyk && (row = malloc((size_t)w * 4)) == NULL)) {
+	if ((px = xf_alloc((size_t)w * h * 3)) == NULL ||
+	    (cmyk && (row = xf_alloc((size_t)w * 4)) == NULL)) {
 		snprintf(err, errlen, "out of memory");
 		r = -ENOMEM;
 		goto out;
@@ -235,8 +235,8 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	r = 0;
 out:
 	jpeg_destroy_decompress(&cinfo);
-	free(row);
-	free(px);
+	xf_free(row);
+	xf_free(px);
 	return r;
 }
 
@@ -427,8 +427,8 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
 	}
 	box_region(x, y, cw, ch, cinfo.scale_num, W, H, &rg);
 	xoff = box_crop(&cinfo, &rg, W);
-	if ((px = malloc((size_t)rg.rw * rg.rh * 3)) == NULL ||
-	    (row = malloc((size_t)cinfo.output_width * bpp)) == NULL) {
+	if ((px = xf_alloc((size_t)rg.rw * rg.rh * 3)) == NULL ||
+	    (row = xf_alloc((size_t)cinfo.output_width * bpp)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		r = -ENOMEM;
 		goto out;
@@ -445,7 +445,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
 	r = 0;
 out:
 	jpeg_destroy_decompress(&cinfo);
-	free(row);
-	free(px);
+	xf_free(row);
+	xf_free(px);
 	return r;
 }

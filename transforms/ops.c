@@ -24,7 +24,7 @@ xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w, uint32_t h,
 
 	if (w == 0 || h == 0)
 		return -EINVAL;
-	if ((px = malloc((size_t)w * h * 3)) == NULL)
+	if ((px = xf_alloc((size_t)w * h * 3)) == NULL)
 		return -ENOMEM;
 	/* The columns of in that fall inside the box, in box coordinates. */
 	ix0 = x0 < 0 ? 0 : x0;
@@ -236,7 +236,7 @@ bound(const struct xf_pipeline *pl, const struct xf_op *op, const char *what,
 static int
 replace(struct xf_image *img, struct xf_image *n)
 {
-	free(img->px);
+	xf_free(img->px);
 	*img = *n;
 	return 0;
 }
@@ -395,7 +395,7 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0,
 		    err, errlen);
 		if (r != 0) {
-			free(img.px);
+			xf_free(img.px);
 			return r;
 		}
 	}
@@ -426,7 +426,7 @@ run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
 	if (r == 0)
 		xf_convert(
 		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
-	free(img->px);
+	xf_free(img->px);
 	img->px = NULL;
 	return r;
 }
@@ -476,12 +476,12 @@ run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
 	/* The horizontal pass reads at most img.h rows. */
 	if ((r = bound(pl, op, "intermediate", op->w, img.h, err, errlen)) !=
 	    0) {
-		free(img.px);
+		xf_free(img.px);
 		return r;
 	}
 	r = xf_resize_fbox(&img, box, op->w, op->h, &n);
 	if (r != 0) {
-		free(img.px);
+		xf_free(img.px);
 		snprintf(err, errlen, "%s", strerror(-r));
 		return r;
 	}

@@ -57,8 +57,8 @@ bilinear_filter(double x)
 static void
 coeffs_free(struct coeffs *c)
 {
-	free(c->bounds);
-	free(c->k);
+	xf_free(c->bounds);
+	xf_free(c->k);
 }
 
 /*
@@ -81,12 +81,12 @@ coeffs_make(
 
 	c->ksize = ksize;
 	c->nmax = 0;
-	c->bounds = malloc(sizeof(*c->bounds) * 2 * outsize);
-	c->k = malloc(sizeof(*c->k) * (size_t)ksize * outsize);
-	kk = malloc(sizeof(*kk) * (size_t)ksize);
+	c->bounds = xf_alloc(sizeof(*c->bounds) * 2 * outsize);
+	c->k = xf_alloc(sizeof(*c->k) * (size_t)ksize * outsize);
+	kk = xf_alloc(sizeof(*kk) * (size_t)ksize);
 	if (c->bounds == NULL || c->k == NULL || kk == NULL) {
 		coeffs_free(c);
-		free(kk);
+		xf_free(kk);
 		return -ENOMEM;
 	}
 	for (uint32_t xx = 0; xx < outsize; xx++) {
@@ -127,7 +127,7 @@ coeffs_make(
 		if (xmax > c->nmax)
 			c->nmax = xmax;
 	}
-	free(kk);
+	xf_free(kk);
 	return 0;
 }
 
@@ -236,7 +236,7 @@ hvec_make(const struct coeffs *c, uint32_t outw, struct hvec *hv)
 	int16_t *v;
 
 	hv->npairs = np;
-	hv->mem = malloc(nq * (size_t)np * 2 * 32 + 32);
+	hv->mem = xf_alloc(nq * (size_t)np * 2 * 32 + 32);
 	if (hv->mem == NULL)
 		return -ENOMEM;
 	hv->v = v = (int16_t *)(((uintptr_t)hv->mem + 31) & ~(uintptr_t)31);
@@ -457,7 +457,7 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 		if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
 			goto out;
 		r = -ENOMEM;
-		if ((tmp = malloc((size_t)w * (last - first) * 3)) == NULL)
+		if ((tmp = xf_alloc((size_t)w * (last - first) * 3)) == NULL)
 			goto out;
 #ifdef HAVE_AVX2_KERNELS
 		if (simd && (r = hvec_make(&ch, w, &hv)) != 0)
@@ -487,11 +487,11 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 	r = 0;
 out:
 #ifdef HAVE_AVX2_KERNELS
-	free(hv.mem);
+	xf_free(hv.mem);
 #endif
 	coeffs_free(&ch);
 	coeffs_free(&cv);
-	free(tmp);
+	xf_free(tmp);
 	return r;
 }
 
@@ -511,10 +511,10 @@ resize_new(const uint8_t *src, size_t stride, const uint8_t *end,
 	uint8_t *px;
 	int r;
 
-	if ((px = malloc((size_t)w * h * 3)) == NULL)
+	if ((px = xf_alloc((size_t)w * h * 3)) == NULL)
 		return -ENOMEM;
 	if ((r = resize_rect(src, stride, end, cw, ch, box, w, h, px)) != 0) {
-		free(px);
+		xf_free(px);
 		return r;
 	}
 	out->w = w;

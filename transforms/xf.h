@@ -16,7 +16,10 @@
 enum xf_dtype { XF_UINT8, XF_FLOAT16, XF_FLOAT32 };
 enum xf_layout { XF_HWC, XF_CHW };
 
-/* An 8-bit RGB image; px is malloc'd and owned by whoever holds the struct. */
+/*
+ * An 8-bit RGB image; px is owned by whoever holds the struct and comes
+ * from xf_alloc: it is freed with xf_free, on the thread that made it.
+ */
 struct xf_image {
 	uint32_t w, h;
 	uint8_t *px; /* w * h * 3 bytes, HWC */
@@ -187,5 +190,31 @@ void xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
 void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
 uint16_t xf_float_to_half(float f);
+
+/*
+ * Scratch arenas.  A thread that makes many samples installs an arena
+ * (xf_arena_use), and the buffers of the ops (decoded and resized pixels,
+ * a resize's intermediate rows) come from it and go back to it, their
+ * pages kept: a steady state faults in no fresh page.  An arena keeps at
+ * most cap bytes (xf_arena_bytes: how many now, for the caller's memory
+ * budget); what does not fit, and small requests, are malloc'd.  An arena
+ * belongs to one thread at a time; xf_arena_free it after that thread has
+ * stopped using it (or installed NULL).
+ *
+ * xf_alloc: n bytes from the calling thread's arena, else from malloc
+ * (NULL: no memory).  xf_free: p from xf_alloc on this thread, or from
+ * malloc (NULL is fine).  Without an arena installed, they are malloc and
+ * free.
+ */
+struct xf_arena;
+struct xf_arena *xf_arena_new(size_t cap);
+void xf_arena_free(struct xf_arena *a);
+void xf_arena_use(struct xf_arena *a);
+size_t xf_arena_bytes(const struct xf_arena *a);
+/* Requests served by a block kept, and blocks mapped (fresh pages). */
+void xf_arena_counts(const struct xf_arena *a, uint64_t *reused,
+    uint64_t *fresh);
+void *xf_alloc(size_t n);
+void xf_free(void *p);
 
 #endif
