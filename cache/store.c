@@ -483,10 +483,71 @@ cache_maintain(struct cache *c)
 	atomic_flag_clear(&c->evicting);
 }
 
+#define BATCH_KEEP_MAX (8u << 20) /* a thread's batch kept up to this */
+
+static pthread_key_t batch_key;
+static pthread_once_t batch_once = PTHREAD_ONCE_INIT;
+
+static void
+batch_free(void *b)
+{
+	rocksdb_writebatch_destroy(b);
+}
+
+static void
+batch_key_make(void)
+{
+	if (pthread_key_create(&batch_key, batch_free) != 0)
+		batch_key = (pthread_key_t)-1; /* no key: a batch per put */
+}
+
+/*
+ * The calling thread's write batch, empty: kept between puts (cleared,
+ * its buffer kept), so that a put does not grow a new one to the
+ * value's size, page by fresh page.  Freed when the thread exits.
+ */
+static rocksdb_writebatch_t *
+thread_batch(bool *kept)
+{
+	rocksdb_writebatch_t *b = NULL;
+
+	pthread_once(&batch_once, batch_key_make);
+	*kept = false;
+	if (batch_key != (pthread_key_t)-1 &&
+	    (b = pthread_getspecific(batch_key)) != NULL) {
+		*kept = true;
+		return b;
+	}
+	b = rocksdb_writebatch_create();
+	if (batch_key != (pthread_key_t)-1 &&
+	    pthread_setspecific(batch_key, b) == 0)
+		*kept = true;
+	return b;
+}
+
+/* Done with the thread's batch b: cleared for the next put, unless it
+ * grew large (a huge value): that one is freed, not kept. */
+static void
+thread_batch_done(rocksdb_writebatch_t *b, bool kept)
+{
+	size_t size;
+
+	rocksdb_writebatch_data(b, &size);
+	if (kept && size <= BATCH_KEEP_MAX) {
+		rocksdb_writebatch_clear(b);
+		return;
+	}
+	if (kept)
+		pthread_setspecific(batch_key, NULL);
+	rocksdb_writebatch_destroy(b);
+}
+
 /*
  * Write v under key as the newest entry, with prefix (plen bytes) in its
  * index record; old_seq nonzero: a refresh, which deletes the entry at
- * old_seq in the same write.  0, or -ENOMEM / -EIO (counted).
+ * old_seq in the same write.  0, or -ENOMEM / -EIO (counted).  The value
+ * goes into the write batch as two parts, the envelope's header and the
+ * payload where it lies: no copy of it is made here.
  */
 static int
 put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
@@ -495,30 +556,31 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 {
 	rocksdb_writebatch_t *b;
 	uint8_t ik[CODEC_INDEX_KEY], vk[CODEC_SEQ_KEY], tk[CODEC_SEQ_KEY],
-	    sb[8];
-	uint8_t *buf, *tv;
+	    sb[8], hdr[CODEC_ENV_HDR];
+	const char *vparts[2] = {(const char *)hdr, (const char *)v->data};
+	size_t vsizes[2] = {CODEC_ENV_HDR, v->len};
+	const char *vkey = (const char *)vk;
+	size_t vklen = sizeof(vk);
+	uint8_t *tv;
 	uint64_t seq;
 	char *e = NULL;
+	bool kept;
 
-	if ((buf = malloc(CODEC_ENV_HDR + v->len + CODEC_TIDX_LEN + plen)) ==
-	    NULL) {
+	if ((tv = malloc(CODEC_TIDX_LEN + plen)) == NULL) {
 		atomic_fetch_add(&c->insert_failures, 1);
 		return -ENOMEM;
 	}
-	tv = buf + CODEC_ENV_HDR + v->len;
 	seq = atomic_fetch_add(&c->seq, 1);
-	codec_env_seal(buf, key, v);
-	if (v->len > 0)
-		memcpy(buf + CODEC_ENV_HDR, v->data, v->len);
+	codec_env_seal(hdr, key, v);
 
 	codec_index_key(key, ik);
 	codec_seq_key('V', seq, vk);
 	codec_seq_key('T', seq, tk);
 	codec_put_be64(sb, seq);
 	codec_tidx_encode(tv, key, v->len, (uint64_t)time(NULL), prefix, plen);
-	b = rocksdb_writebatch_create();
-	rocksdb_writebatch_put_cf(b, c->vcf, (const char *)vk, sizeof(vk),
-	    (const char *)buf, CODEC_ENV_HDR + v->len);
+	b = thread_batch(&kept);
+	rocksdb_writebatch_putv_cf(
+	    b, c->vcf, 1, &vkey, &vklen, v->len > 0 ? 2 : 1, vparts, vsizes);
 	rocksdb_writebatch_put(b, (const char *)tk, sizeof(tk),
 	    (const char *)tv, CODEC_TIDX_LEN + plen);
 	rocksdb_writebatch_put(
@@ -531,8 +593,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		rocksdb_writebatch_delete(b, (const char *)tk, sizeof(tk));
 	}
 	rocksdb_write(c->db, c->wopts, b, &e);
-	rocksdb_writebatch_destroy(b);
-	free(buf);
+	thread_batch_done(b, kept);
+	free(tv);
 	if (e != NULL) {
 		atomic_fetch_add(&c->insert_failures, 1);
 		cache_fail(c, "write", e);

@@ -29,6 +29,7 @@ struct job_stats {
 	atomic_uint_fast64_t samples, decode_errors, substituted;
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
+	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts */
 	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];

@@ -239,9 +239,19 @@ tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
 	return r;
 }
 
+/* CPU time of the calling thread, in ns. */
+static uint64_t
+thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * Keep img in the local cache under key, in the job's cache_format (a
- * failure is only counted).
+ * failure is only counted).  Its CPU time goes to the job's put_ns.
  */
 static void
 local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
@@ -249,6 +259,7 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 {
 	struct cache_val v;
 	uint8_t *enc = NULL;
+	uint64_t t0 = thread_ns();
 
 	v.w = img->w;
 	v.h = img->h;
@@ -266,6 +277,7 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	}
 	cache_put(c, key, &v);
 	free(enc);
+	atomic_fetch_add(&j->st.put_ns, thread_ns() - t0);
 }
 
 /*

@@ -186,6 +186,10 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 		"Batches that failed (on_error = fail).", false),
 	    C("feedfs_worker_busy_seconds_total", busy_ns,
 		"Worker time spent preparing samples.", true),
+	    C("feedfs_cache_put_cpu_seconds_total", put_ns,
+		"Worker CPU time spent storing samples in the local cache "
+		"(encoding them too; RocksDB's flushes are its own threads).",
+		true),
 	    C("feedfs_job_read_wait_seconds_total", read_wait_ns,
 		"Time readers of the job waited for its batches.", true),
 	    C("feedfs_job_read_waits_total", read_waits,
