@@ -20,9 +20,10 @@
  * and the transforms take none).
  *
  * The memory budget (feed.memory, the `memory` key less the cache's
- * share) counts every byte the engine holds for readers in feed.mem_used,
- * in two parts:
+ * share) counts every byte the engine holds for readers in feed.mem_used:
  *
+ *  - the workers' scratch arenas (sched.c, transforms/arena.c): their
+ *    caps, counted from sched_start to sched_stop, whatever they hold;
  *  - what it can give back: batches' data, pooled buffers, relaxed
  *    views' finished samples and spare sample buffers, epoch orders.
  *    batch_make_room frees them, the cheapest to make again first (idle
