@@ -4,8 +4,8 @@
  * Sample ids are positions in the list of samples sorted by relative path
  * (byte order), so they are stable across mounts.  ImageFolder: classes are
  * the subdirectories of root sorted by name (as torchvision does), label =
- * index of the class; files ending in .jpg/.jpeg (any case) are found at
- * any depth below a class directory; hidden entries are skipped; symbolic
+ * index of the class; files ending in .jpg/.jpeg/.png (any case) are found
+ * at any depth below a class directory; hidden entries are skipped; symbolic
  * links are followed only where they lead to a place inside root (others
  * are skipped), and a directory reached through links is read at most
  * once.  Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses

@@ -295,19 +295,82 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 }
 
 /*
+ * A cache key whose text names the decoder of the source: a PNG's key
+ * text is the job's with libspng's id added (xf_png_decoder_id), so a
+ * libspng upgrade misses on PNG entries only and JPEG keys stay as they
+ * were.
+ */
+static void
+png_key(const uint8_t digest[32], const char *text, bool png,
+    uint8_t key[CACHE_KEY_LEN])
+{
+	char *t;
+
+	if (!png) {
+		cache_key(digest, text, key);
+		return;
+	}
+	if (asprintf(&t, "%s\n%s", text, xf_png_decoder_id()) < 0) {
+		/* Never a key of a JPEG's text: one no entry has. */
+		memset(key, 0xff, CACHE_KEY_LEN);
+		return;
+	}
+	cache_key(digest, t, key);
+	free(t);
+}
+
+/*
+ * The digest memo of the source named name.  A PNG's is kept under
+ * "png:" + name, so that a hit tells which decoder's key to look up
+ * without reading the source: a JPEG costs one memo lookup as before, a
+ * PNG two.
+ */
+static bool
+memo_get(struct cache *c, const char *name, const struct stat *st,
+    uint8_t digest[32], bool *png)
+{
+	char alt[4200];
+
+	if (cache_get_digest(c, name, st, digest) == 0) {
+		*png = false;
+		return true;
+	}
+	if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) <
+		sizeof(alt) &&
+	    cache_get_digest(c, alt, st, digest) == 0) {
+		*png = true;
+		return true;
+	}
+	return false;
+}
+
+static void
+memo_put(struct cache *c, const char *name, const struct stat *st,
+    const uint8_t digest[32], bool png)
+{
+	char alt[4200];
+
+	if (!png)
+		cache_put_digest(c, name, st, digest);
+	else if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) <
+		 sizeof(alt))
+		cache_put_digest(c, alt, st, digest);
+}
+
+/*
  * The keys of digest: key for the local cache (the prefix and its
  * cache_format), tkey for the cluster tier (the prefix: the tier keeps raw
  * pixels).  Equal for raw.
  */
 static void
-sample_keys(const struct job *j, const uint8_t digest[32],
+sample_keys(const struct job *j, const uint8_t digest[32], bool png,
     uint8_t key[CACHE_KEY_LEN], uint8_t tkey[CACHE_KEY_LEN])
 {
-	cache_key(digest, j->key_text, key);
+	png_key(digest, j->key_text, png, key);
 	if (j->cfg->cache_format == 0)
 		memcpy(tkey, key, CACHE_KEY_LEN);
 	else
-		cache_key(digest, j->tier_text, tkey);
+		png_key(digest, j->tier_text, png, tkey);
 }
 
 /*
@@ -357,24 +420,25 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	size_t len = 0;
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
-	bool have_digest = false;
+	bool have_digest = false, png = false;
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
 	if (cached && c != NULL && stat(path, &st) == 0 &&
-	    cache_get_digest(c, path, &st, digest) == 0) {
+	    memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
-		sample_keys(j, digest, key, tkey);
+		sample_keys(j, digest, png, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0)
 			return 0;
 	}
 	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
 		return r;
 	if (cached && !have_digest) {
+		png = xf_is_png(src, len);
 		cache_sha256(src, len, digest);
 		if (c != NULL)
-			cache_put_digest(c, path, &st, digest);
-		sample_keys(j, digest, key, tkey);
+			memo_put(c, path, &st, digest, png);
+		sample_keys(j, digest, png, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0) {
 			free(src);
 			return 0;
@@ -435,7 +499,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j, id, &src, &len, &st, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	cache_key(digest, j->tier_text, key);
+	png_key(digest, j->tier_text, xf_is_png(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
 		free(img.px);

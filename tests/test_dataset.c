@@ -177,14 +177,14 @@ test_errors(void)
 	make("none/x.jpg", 0);
 	r = open_ds("none", NULL, &ds, err, sizeof(err));
 	CHECK(r < 0);
-	snprintf(want, sizeof(want), "no JPEG images found under %s/none", tmp);
+	snprintf(want, sizeof(want), "no JPEG or PNG images found under %s/none", tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 
 	make("void", 1);
 	r = open_ds("void", NULL, &ds, err, sizeof(err));
 	CHECK(r < 0);
-	snprintf(want, sizeof(want), "no JPEG images found under %s/void", tmp);
+	snprintf(want, sizeof(want), "no JPEG or PNG images found under %s/void", tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 }
