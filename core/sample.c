@@ -54,6 +54,12 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 	size_t got = 0;
 	int fd, r;
 
+	if (ds->nshards > 0) {
+		/* A tar member, by pread (core/ds_tar.c). */
+		r = ds_member_read(ds, id, SAMPLE_MAX_FILE, out, len, st, err,
+		    errlen);
+		return r == 0 ? 0 : transient(-r) ? -EAGAIN : -EIO;
+	}
 	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
 		struct stat rs;
 
@@ -406,6 +412,21 @@ lookup(struct job *j, struct cache *c, uint32_t epoch,
 }
 
 /*
+ * What the digest memo of sample id is keyed by, with its name: the
+ * file's stat, or for a tar member its shard's (ds_sample_stat).  The
+ * name "ROOT/SHARD:MEMBER" tells members apart; a file of that name is
+ * another inode, so never a stale hit.
+ */
+static int
+sample_stat(const struct job *j, uint32_t gid, struct stat *st)
+{
+	uint32_t id;
+	const struct dataset *ds = job_source_of(j, gid, &id)->ds;
+
+	return ds_sample_stat(ds, id, st);
+}
+
+/*
  * The prefix image of sample id: from the local cache or the cluster tier
  * when one holds it, else decoded (and stored in both).  Errors name the
  * file.
@@ -424,7 +445,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
-	if (cached && c != NULL && stat(path, &st) == 0 &&
+	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
 	    memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
 		sample_keys(j, digest, png, key, tkey);

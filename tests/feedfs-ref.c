@@ -134,7 +134,7 @@ main(int argc, char **argv)
 
 		cd = &c->datasets[k];
 		if (ds[k] == NULL &&
-		    ds_open(cd->name, cd->root, cd->manifest, NULL, NULL,
+		    ds_open_cfg(cd, c->mount.cache_dir, NULL, NULL,
 			&ds[k], err, sizeof(err)) != 0) {
 			fprintf(stderr, "feedfs-ref: %s\n", err);
 			return 1;
