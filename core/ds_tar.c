@@ -683,7 +683,7 @@ ds_tar_index_parse(
 		struct tar_member *m = &ix->m[have];
 		uint32_t nl, dl;
 
-		if (!get32(&c, &nl) || nl == 0 || nl > c.left)
+		if (!get32(&c, &nl) || nl > c.left)
 			goto bad;
 		if ((m->name = malloc((size_t)nl + 1)) == NULL) {
 			r = -ENOMEM;
