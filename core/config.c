@@ -510,8 +510,8 @@ check_cfg(struct parser *p)
 		const struct cfg_dataset *d = &c->datasets[i];
 
 		if (!d->root && !d->shards)
-			return perr(p, d->line, "[dataset %s] has no root",
-			    d->name);
+			return perr(
+			    p, d->line, "[dataset %s] has no root", d->name);
 		if (d->shards && (d->root || d->manifest))
 			return perr(p, d->line,
 			    "[dataset %s]: shards and %s exclude each other",

@@ -281,10 +281,11 @@ ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
 	if (d->shards == NULL)
 		return ds_open(d->name, d->root, d->manifest, progress, arg,
 		    out, err, errlen);
-	if (cache_dir != NULL && asprintf(&idx, "%s/shard-index", cache_dir) < 0)
+	if (cache_dir != NULL &&
+	    asprintf(&idx, "%s/shard-index", cache_dir) < 0)
 		idx = NULL;
-	r = ds_open_shards(d->name, d->shards, d->label, idx, progress, arg,
-	    out, err, errlen);
+	r = ds_open_shards(
+	    d->name, d->shards, d->label, idx, progress, arg, out, err, errlen);
 	free(idx);
 	return r;
 }

@@ -71,19 +71,18 @@ void ds_free(struct dataset *ds);
 
 /*
  * WebDataset tar shards (core/ds_tar.c).  shards is a glob
- * ("/d/shard-*.tar") or a file listing shard paths one a line (relative ones from the
- * file's directory; '#' starts a comment).  label is "cls" (the integer
- * text of the sample's .cls member), "json:KEY" (the integer field KEY of
- * its .json member) or "none" (-1).  A sample is the members sharing a
- * key (the name up to the first dot of its last component); its image is
- * the member with extension jpg, jpeg or png (any case).  Sample paths
- * are "SHARD:MEMBER", SHARD relative to ds->root (the directory the
- * shards share).  Each shard is indexed once from its headers (ustar,
- * GNU long names, pax) and the index kept in index_dir (NULL: not kept),
- * named by the shard's path and holding its size, mtime, ctime, inode
- * and device: a remount whose shard matches reads the index, not the
- * shard.  A damaged shard (truncated, a bad header) is indexed up to the
- * damage and logged; members that cannot be served (links, devices,
+ * ("/d/shard-*.tar") or a file listing shard paths one a line (relative ones
+ * from the file's directory; '#' starts a comment).  label is "cls" (the
+ * integer text of the sample's .cls member), "json:KEY" (the integer field KEY
+ * of its .json member) or "none" (-1).  A sample is the members sharing a key
+ * (the name up to the first dot of its last component); its image is the member
+ * with extension jpg, jpeg or png (any case).  Sample paths are "SHARD:MEMBER",
+ * SHARD relative to ds->root (the directory the shards share).  Each shard is
+ * indexed once from its headers (ustar, GNU long names, pax) and the index kept
+ * in index_dir (NULL: not kept), named by the shard's path and holding its
+ * size, mtime, ctime, inode and device: a remount whose shard matches reads the
+ * index, not the shard.  A damaged shard (truncated, a bad header) is indexed
+ * up to the damage and logged; members that cannot be served (links, devices,
  * sparse files, unsafe names, duplicates, an oversized pax header, data
  * past the end, a missing label) become samples with bad set, which
  * fail when read (on_error applies).  Errors: no shard matches, a shard
@@ -107,8 +106,7 @@ int ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
  * What names sample id in messages and in the digest memo: "ROOT/PATH"
  * ("ROOT/SHARD:MEMBER" for a member).  -ENAMETOOLONG if it does not fit.
  */
-int ds_sample_name(const struct dataset *ds, size_t id, char *buf,
-    size_t len);
+int ds_sample_name(const struct dataset *ds, size_t id, char *buf, size_t len);
 
 /*
  * The stat the digest memo of sample id is keyed by: its file's (stat,

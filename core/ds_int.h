@@ -59,7 +59,7 @@ enum tar_status { TS_COMPLETE, TS_TRUNCATED, TS_BADHEADER, TS_READ };
 
 struct tar_member {
 	char *name;
-	uint8_t kind;      /* enum tar_kind */
+	uint8_t kind;	    /* enum tar_kind */
 	uint64_t off, size; /* the data, inside the shard */
 	/* .cls and .json members of at most 64 KiB: their text (+ NUL) */
 	bool has_data;
@@ -93,7 +93,7 @@ const char *ds_tm_why(unsigned kind);
  */
 int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
     uint8_t **out, size_t *len);
-int ds_tar_index_parse(const uint8_t *d, size_t len, const struct stat *st,
-    struct tar_index *ix);
+int ds_tar_index_parse(
+    const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix);
 
 #endif

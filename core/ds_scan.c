@@ -357,8 +357,8 @@ restore:
 }
 
 /*
- * Add the image files (is_image) at any depth under fd (taken), s->rel, with label;
- * linked: reached through a link.  Subdirectories are read after the
+ * Add the image files (is_image) at any depth under fd (taken), s->rel, with
+ * label; linked: reached through a link.  Subdirectories are read after the
  * listing, in the order of their names.
  */
 static int
@@ -614,7 +614,8 @@ ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
 		goto out;
 	}
 	if (s.n == 0) {
-		snprintf(err, errlen, "no JPEG or PNG images found under %s", root);
+		snprintf(
+		    err, errlen, "no JPEG or PNG images found under %s", root);
 		r = -ENOENT;
 		free(s.v);
 		goto out;

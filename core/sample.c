@@ -56,8 +56,8 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 
 	if (ds->nshards > 0) {
 		/* A tar member, by pread (core/ds_tar.c). */
-		r = ds_member_read(ds, id, SAMPLE_MAX_FILE, out, len, st, err,
-		    errlen);
+		r = ds_member_read(
+		    ds, id, SAMPLE_MAX_FILE, out, len, st, err, errlen);
 		return r == 0 ? 0 : transient(-r) ? -EAGAIN : -EIO;
 	}
 	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
@@ -341,8 +341,7 @@ memo_get(struct cache *c, const char *name, const struct stat *st,
 		*png = false;
 		return true;
 	}
-	if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) <
-		sizeof(alt) &&
+	if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) < sizeof(alt) &&
 	    cache_get_digest(c, alt, st, digest) == 0) {
 		*png = true;
 		return true;

@@ -41,8 +41,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    (ix.m[i].kind == TM_FILE &&
 				ix.m[i].size > size - ix.m[i].off))
 				abort(); /* a member outside the shard */
-			if (ix.m[i].has_data &&
-			    ix.m[i].dlen != ix.m[i].size)
+			if (ix.m[i].has_data && ix.m[i].dlen != ix.m[i].size)
 				abort();
 		}
 		if (ds_tar_index_encode(&ix, &st, &enc, &len) == 0) {

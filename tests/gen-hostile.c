@@ -20,15 +20,13 @@
  *                  stray bytes before a marker, garbage after EOI)
  *   b_broken       truncated at several points, zero bytes, random bytes, a
  *                  GIF named .jpg, PNGs (valid ones, one named .jpg, one
- *                  interlaced; a 65500x65500 IHDR, bad CRCs, a cut IDAT), 12-bit, 65500x65500 headers
- *                  (decompression bombs), 1x65500 and 65500x1 (a resize
- *                  makes them gigabytes), 576 progressive scans, zero
- *                  width, corrupt entropy data, a segment length running
- *                  past the end
- *   "c names ü ☃"  unicode, spaces, quotes and a backslash in names
- *   d_links        symlinks: into the root, out of it (DIR, default
- *                  OUTDIR.outside, gets the target; skipped by the scan),
- *                  dangling, loops
+ *                  interlaced; a 65500x65500 IHDR, bad CRCs, a cut IDAT),
+ * 12-bit, 65500x65500 headers (decompression bombs), 1x65500 and 65500x1 (a
+ * resize makes them gigabytes), 576 progressive scans, zero width, corrupt
+ * entropy data, a segment length running past the end "c names ü ☃"  unicode,
+ * spaces, quotes and a backslash in names d_links        symlinks: into the
+ * root, out of it (DIR, default OUTDIR.outside, gets the target; skipped by the
+ * scan), dangling, loops
  *
  * Everything is deterministic.  The JPEGs come from libjpeg's compressor,
  * not TurboJPEG's: CMYK and YCCK input, arithmetic coding and restart
@@ -390,7 +388,7 @@ png_chunk(unsigned char *p, const char *type, const unsigned char *d,
 static size_t
 make_png_ex(unsigned char *p, bool interlace, uint32_t w, uint32_t h)
 {
-	unsigned char ihdr[13] = { 0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0 };
+	unsigned char ihdr[13] = {0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0};
 	unsigned char raw[2 * (1 + 6) + 1], z[64];
 	uint32_t a = 1, b = 0;
 	size_t n = 0, zn = 0;
@@ -400,15 +398,15 @@ make_png_ex(unsigned char *p, bool interlace, uint32_t w, uint32_t h)
 	ihdr[12] = interlace ? 1 : 0;
 	if (interlace) {
 		/* (0,0) | (1,0) | (0,1) (1,1): each a pass row, filter none */
-		static const int xy[4][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 },
-			{ 1, 1 } };
+		static const int xy[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
 
 		for (int k = 0; k < 4; k++) {
 			if (k < 3)
 				raw[n++] = 0;
 			for (int c = 0; c < 3; c++)
-				raw[n++] = (unsigned char)(40 *
-				    (3 * xy[k][0] + c + 3 * xy[k][1]));
+				raw[n++] =
+				    (unsigned char)(40 * (3 * xy[k][0] + c +
+							     3 * xy[k][1]));
 		}
 	} else {
 		for (int y = 0; y < 2; y++) {
