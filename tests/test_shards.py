@@ -17,7 +17,8 @@ names) and by GNU tar (--format=posix, --format=gnu):
   index file is ignored and rewritten;
 - label = json:KEY and label = none;
 - a mixture of the shard dataset and the directory dataset serves what
-  feedfs-ref computes;
+  feedfs-ref computes, and so does a rank view; relaxed order serves each
+  shard sample once;
 - a shard rewritten under the mount fails its samples (EIO, "changed
   since it was indexed"), never serves other bytes.
 """
@@ -165,7 +166,10 @@ def multiset(x, y):
 
 glob_spec = os.path.join(shards, "*.tar")
 cfg = conf(t.path("a.conf"), t.path("list.txt"), extra={
-    "mix": dict(mixture="sh:0.5 dir:0.5", shuffle="yes", epochs=2)})
+    "mix": dict(mixture="sh:0.5 dir:0.5", shuffle="yes", epochs=2),
+    "rel": dict(dataset="sh", shuffle="yes", order="relaxed",
+                pipeline="decode resize(48) cache random_resized_crop(40) "
+                         "flip(0.5)")})
 idxdir = os.path.join(cache, "shard-index")
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     with open(m.p("val", "samples.tsv")) as f:
@@ -194,6 +198,20 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       f.read(), "%s/epoch-%04d/%s differs from feedfs-ref"
                       % (job, e, name))
     log("shard job and mixture (shards + directory) equal feedfs-ref")
+    # a rank view, and relaxed order, over the shards
+    ref = t.ref(cfg, "val", 0, t.path("ref-rank"), rank=1, world=2)
+    for name in sorted(os.listdir(ref)):
+        with open(os.path.join(ref, name), "rb") as f:
+            check(fflib.read_file(m.p("val", "rank-1-of-2", "epoch-0000",
+                                      name)) == f.read(),
+                  "val/rank-1-of-2/%s differs from feedfs-ref" % name)
+    ids = []
+    for b in range(json.load(open(m.p("rel", "info.json")))[
+            "batches_per_epoch"]):
+        ids += list(np.load(m.p("rel", "epoch-0000",
+                                "batch-%06d.ids.npy" % b)))
+    check(sorted(ids) == list(range(N)), "relaxed order: ids %s" % ids)
+    log("rank view as feedfs-ref; relaxed order serves each sample once")
     check(m.alive(), "feedfs died")
 idx = {f: os.stat(os.path.join(idxdir, f)) for f in os.listdir(idxdir)}
 check(len(idx) == 4, "shard-index holds %s" % sorted(idx))
