@@ -20,7 +20,10 @@ names) and by GNU tar (--format=posix, --format=gnu):
   feedfs-ref computes, and so does a rank view; relaxed order serves each
   shard sample once;
 - a shard rewritten under the mount fails its samples (EIO, "changed
-  since it was indexed"), never serves other bytes.
+  since it was indexed"), never serves other bytes;
+- feedfs-fill fills the cluster tier from shards (then finds it all there),
+  and a mount with an empty local cache hits the tier for every sample
+  (where /usr/bin/memcached exists).
 """
 
 import errno
@@ -29,6 +32,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -275,4 +279,47 @@ with fflib.Mount(t, c3, t.path("mnt")) as m:
           "the log does not say the shard changed:\n%s" % m.log()[-2000:])
     check(m.alive(), "feedfs died")
 log("a shard rewritten under the mount: %d batches EIO, logged" % bad)
+
+# feedfs-fill fills the cluster tier from shards; a mount with an empty
+# local cache then finds every prefix there
+MEMCACHED = "/usr/bin/memcached"
+if os.access(MEMCACHED, os.X_OK):
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    argv = [MEMCACHED, "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m",
+            "64"] + (["-u", "root"] if os.geteuid() == 0 else [])
+    mc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.01)
+        c4 = conf(t.path("f.conf"), glob_spec, cache_dir=t.path("cache4"),
+                  cluster="127.0.0.1:%d" % port)
+        fill = os.path.join(fflib.BUILDDIR, "feedfs-fill")
+        outs = []
+        for _ in range(2):
+            r = subprocess.run([fill, c4, "val"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+            check(r.returncode == 0, "feedfs-fill: %s" % r.stdout.decode())
+            outs.append(r.stdout.decode())
+        n3 = N - len(groups[3])
+        check("%d computed, 0 already there" % n3 in outs[0] and
+              "0 computed, %d already there" % n3 in outs[1],
+              "feedfs-fill over shards:\n%s" % "".join(outs))
+        with fflib.Mount(t, c4, t.path("mnt")) as m:
+            x4, _, _ = epoch(m, "val")
+            hits = m.job_stat("feedfs_cluster_hits_total", "val")
+            check(hits == n3, "cluster hits %d of %d" % (hits, n3))
+        log("feedfs-fill over shards: %d computed, then all there; a mount "
+            "hits the tier for each" % n3)
+    finally:
+        mc.terminate()
+        mc.wait()
+else:
+    log("no %s: feedfs-fill over shards not checked" % MEMCACHED)
 log("ok")
