@@ -223,7 +223,7 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 		return -1;
 	}
 	free(index);
-	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &ds, err,
+	if (ds_open_cfg(d, cfg->mount.cache_dir, NULL, NULL, &ds, err,
 		sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
 		free(keytext);
