@@ -286,8 +286,8 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
  * libspng upgrade misses on PNG entries only and JPEG keys stay as they
  * were.
  */
-static void
-png_key(const uint8_t digest[32], const char *text, bool png,
+void
+sample_cache_key(const uint8_t digest[32], const char *text, bool png,
     uint8_t key[CACHE_KEY_LEN])
 {
 	char *t;
@@ -311,8 +311,8 @@ png_key(const uint8_t digest[32], const char *text, bool png,
  * without reading the source: a JPEG costs one memo lookup as before, a
  * PNG two.
  */
-static bool
-memo_get(struct cache *c, const char *name, const struct stat *st,
+bool
+sample_memo_get(struct cache *c, const char *name, const struct stat *st,
     uint8_t digest[32], bool *png)
 {
 	char alt[4200];
@@ -351,11 +351,11 @@ static void
 sample_keys(const struct job *j, const uint8_t digest[32], bool png,
     uint8_t key[CACHE_KEY_LEN], uint8_t tkey[CACHE_KEY_LEN])
 {
-	png_key(digest, j->key_text, png, key);
+	sample_cache_key(digest, j->key_text, png, key);
 	if (j->cfg->cache_format == 0)
 		memcpy(tkey, key, CACHE_KEY_LEN);
 	else
-		png_key(digest, j->tier_text, png, tkey);
+		sample_cache_key(digest, j->tier_text, png, tkey);
 }
 
 /*
@@ -425,7 +425,7 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 
 	/* A remembered digest: a hit in either tier reads no source. */
 	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
-	    memo_get(c, path, &st, digest, &png)) {
+	    sample_memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
 		sample_keys(j, digest, png, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0)
@@ -500,7 +500,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	png_key(digest, j->tier_text, xf_is_png(src, len), key);
+	sample_cache_key(digest, j->tier_text, xf_is_png(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
 		free(img.px);

@@ -27,6 +27,7 @@ names) and by GNU tar (--format=posix, --format=gnu):
 """
 
 import errno
+import glob
 import hashlib
 import io
 import json
@@ -230,6 +231,25 @@ now = {f: os.stat(os.path.join(idxdir, f)) for f in os.listdir(idxdir)}
 check(all(now[f].st_mtime_ns == idx[f].st_mtime_ns and
           now[f].st_ino == idx[f].st_ino for f in idx),
       "a remount rewrote the kept index")
+
+# feedfs-cache -c: the fraction of each job cached, as the mount names and
+# keys its samples (a member's memo is under SHARD:MEMBER with the shard's
+# stat).  Memos are made only for sources older than the racy-timestamp
+# grain (2 s), so wait that out first and read each job once more.
+newest = max(os.stat(p).st_ctime for p in
+             glob.glob(glob_spec) + [os.path.join(shards, "sub",
+                                                  "shard-03.tar")])
+time.sleep(max(0.0, newest + 2.5 - time.time()))
+with fflib.Mount(t, cfg, t.path("mnt")) as m:
+    epoch(m, "val")
+    epoch(m, "dval")
+r = subprocess.run([os.path.join(fflib.BUILDDIR, "feedfs-cache"), "-c", cfg,
+                    "stats"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+out = r.stdout.decode()
+for job in ("val", "dval"):
+    check("job %s: %d of %d samples cached (100.0%%)" % (job, N, N) in out,
+          "feedfs-cache -c stats, job %s:\n%s" % (job, out))
+log("feedfs-cache -c: every shard member and file counted as cached")
 os.utime(os.path.join(shards, "shard-01.tar"))
 garbled = sorted(idx)[0]
 with open(os.path.join(idxdir, garbled), "r+b") as f:
