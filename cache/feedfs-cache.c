@@ -32,6 +32,7 @@
 #include "core/config.h"
 #include "core/dataset.h"
 #include "core/job.h"
+#include "core/sample.h"
 #include "transforms/xf.h"
 
 #define EXIT_DAMAGE 1
@@ -223,7 +224,7 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 		return -1;
 	}
 	free(index);
-	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &ds, err,
+	if (ds_open_cfg(d, cfg->mount.cache_dir, NULL, NULL, &ds, err,
 		sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
 		free(keytext);
@@ -232,13 +233,14 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 	for (size_t i = 0; i < ds->n; i++) {
 		uint8_t digest[32], key[CACHE_KEY_LEN];
 		struct stat st;
+		bool png;
 
-		snprintf(path, sizeof(path), "%s/%s", ds->root,
-		    ds->samples[i].path);
-		if (stat(path, &st) != 0 ||
-		    cache_get_digest(c, path, &st, digest) != 0)
+		/* As the mount names and keys it: a file, a tar member, a PNG. */
+		if (ds_sample_name(ds, i, path, sizeof(path)) != 0 ||
+		    ds_sample_stat(ds, i, &st) != 0 ||
+		    !sample_memo_get(c, path, &st, digest, &png))
 			continue;
-		cache_key(digest, keytext, key);
+		sample_cache_key(digest, keytext, png, key);
 		n += cache_has(c, key);
 	}
 	*nsamples = ds->n;

@@ -332,7 +332,7 @@ open_job(struct run *rn)
 	char err[2048];
 
 	d = &c->datasets[cj->dataset_index];
-	if (ds_open(d->name, d->root, d->manifest, NULL, NULL, &rn->ds, err,
+	if (ds_open_cfg(d, c->mount.cache_dir, NULL, NULL, &rn->ds, err,
 		sizeof(err)) != 0) {
 		if (d->line > 0)
 			fprintf(stderr, PROG ": %s:%d: dataset %s: %s\n",

@@ -79,6 +79,8 @@ cfg_free(struct cfg *c)
 		free(c->datasets[i].name);
 		free(c->datasets[i].root);
 		free(c->datasets[i].manifest);
+		free(c->datasets[i].shards);
+		free(c->datasets[i].label);
 	}
 	for (size_t i = 0; i < c->njobs; i++) {
 		free(c->jobs[i].name);
@@ -505,12 +507,28 @@ check_cfg(struct parser *p)
 		return perr(p, p->line, "no [dataset NAME] section");
 	if (c->njobs == 0)
 		return perr(p, p->line, "no [job NAME] section");
-	for (size_t i = 0; i < c->ndatasets; i++)
-		if (!c->datasets[i].root)
-			return perr(p, c->datasets[i].line,
-			    "[dataset %s] has "
-			    "no root",
-			    c->datasets[i].name);
+	for (size_t i = 0; i < c->ndatasets; i++) {
+		const struct cfg_dataset *d = &c->datasets[i];
+
+		if (!d->root && !d->shards)
+			return perr(
+			    p, d->line, "[dataset %s] has no root", d->name);
+		if (d->shards && (d->root || d->manifest))
+			return perr(p, d->line,
+			    "[dataset %s]: shards and %s exclude each other",
+			    d->name, d->root ? "root" : "manifest");
+		if (d->label && !d->shards)
+			return perr(p, d->line,
+			    "[dataset %s]: label applies to shards only",
+			    d->name);
+		if (d->label && strcmp(d->label, "cls") != 0 &&
+		    strcmp(d->label, "none") != 0 &&
+		    (strncmp(d->label, "json:", 5) != 0 || d->label[5] == '\0'))
+			return perr(p, d->line,
+			    "[dataset %s]: label '%s': expected cls, json:KEY "
+			    "or none",
+			    d->name, d->label);
+	}
 	for (size_t i = 0; i < c->njobs; i++)
 		if ((r = check_job(p, &c->jobs[i])) != 0)
 			return r;

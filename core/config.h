@@ -48,6 +48,8 @@ struct cfg_dataset {
 	char *name;
 	char *root;     /* absolute */
 	char *manifest; /* absolute, or NULL for ImageFolder */
+	char *shards;   /* WebDataset tar shards: a glob or a list file */
+	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
 	int line;       /* of the [dataset NAME] header */
 };
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/ds_int.h"
 
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
@@ -257,10 +259,62 @@ ds_free(struct dataset *ds)
 	if (ds == NULL)
 		return;
 	ds_free_samples(ds->samples, ds->n);
+	for (size_t i = 0; i < ds->nshards; i++)
+		free(ds->shards[i].path);
+	free(ds->shards);
 	for (size_t i = 0; ds->classes != NULL && i < ds->nclasses; i++)
 		free(ds->classes[i]);
 	free(ds->classes);
 	free(ds->root);
 	free(ds->name);
 	free(ds);
+}
+
+int
+ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
+    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
+    size_t errlen)
+{
+	char *idx = NULL;
+	int r;
+
+	if (d->shards == NULL)
+		return ds_open(d->name, d->root, d->manifest, progress, arg,
+		    out, err, errlen);
+	if (cache_dir != NULL &&
+	    asprintf(&idx, "%s/shard-index", cache_dir) < 0)
+		idx = NULL;
+	r = ds_open_shards(
+	    d->name, d->shards, d->label, idx, progress, arg, out, err, errlen);
+	free(idx);
+	return r;
+}
+
+int
+ds_sample_name(const struct dataset *ds, size_t id, char *buf, size_t len)
+{
+	if (id >= ds->n)
+		return -EINVAL;
+	if ((size_t)snprintf(buf, len, "%s/%s",
+		strcmp(ds->root, "/") == 0 ? "" : ds->root,
+		ds->samples[id].path) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int
+ds_sample_stat(const struct dataset *ds, size_t id, struct stat *st)
+{
+	char path[PATH_MAX];
+	int r;
+
+	if (id >= ds->n)
+		return -EINVAL;
+	if (ds->nshards > 0)
+		return stat(ds->shards[ds->samples[id].shard].path, st) == 0
+			   ? 0
+			   : -errno;
+	if ((r = ds_sample_name(ds, id, path, sizeof(path))) != 0)
+		return r;
+	return stat(path, st) == 0 ? 0 : -errno;
 }

@@ -4,8 +4,8 @@
  * Sample ids are positions in the list of samples sorted by relative path
  * (byte order), so they are stable across mounts.  ImageFolder: classes are
  * the subdirectories of root sorted by name (as torchvision does), label =
- * index of the class; files ending in .jpg/.jpeg (any case) are found at
- * any depth below a class directory; hidden entries are skipped; symbolic
+ * index of the class; files ending in .jpg/.jpeg/.png (any case) are found
+ * at any depth below a class directory; hidden entries are skipped; symbolic
  * links are followed only where they lead to a place inside root (others
  * are skipped), and a directory reached through links is read at most
  * once.  Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
@@ -22,22 +22,38 @@
 #include <stdint.h>
 
 struct ds_sample {
-	char *path; /* relative to root */
+	char *path; /* relative to root; a shard's: "SHARD:MEMBER" */
 	int64_t label;
 	/* The file itself, relative to root and through no symbolic link,
 	 * where path goes through one (scan only); NULL: path. */
 	char *open_path;
+	/* Tar shards only: the image member's data, size bytes at off in
+	 * shards[shard]; bad, when set, why it cannot be served (a static
+	 * string: "a symbolic link member", ...). */
+	uint32_t shard;
+	uint64_t off, size;
+	const char *bad;
+};
+
+/* A tar shard as it was indexed: reads check that it did not change. */
+struct ds_shard {
+	char *path; /* absolute */
+	struct stat st;
 };
 
 struct dataset {
 	char *name;
-	char *root; /* absolute */
+	char *root; /* absolute; shards: the directory they are found under */
 	struct ds_sample *samples;
 	size_t n;
-	char **classes; /* ImageFolder: class names; manifest: "0", "1", ... */
+	/* ImageFolder: class names; manifest: "0", "1", ...; shards with
+	 * label = cls or json:KEY: the distinct labels in increasing order */
+	char **classes;
 	size_t nclasses;
 	bool
 	    manifest; /* links in paths are resolved at open (ds_sample_open) */
+	struct ds_shard *shards; /* WebDataset tar shards (ds_open_shards) */
+	size_t nshards;
 };
 
 /* Called now and then while scanning (for a progress line). */
@@ -52,6 +68,63 @@ int ds_open(const char *name, const char *root, const char *manifest,
     ds_progress_fn progress, void *arg, struct dataset **out, char *err,
     size_t errlen);
 void ds_free(struct dataset *ds);
+
+/*
+ * WebDataset tar shards (core/ds_tar.c).  shards is a glob
+ * ("/d/shard-*.tar") or a file listing shard paths one a line (relative ones
+ * from the file's directory; '#' starts a comment).  label is "cls" (the
+ * integer text of the sample's .cls member), "json:KEY" (the integer field KEY
+ * of its .json member) or "none" (-1).  A sample is the members sharing a key
+ * (the name up to the first dot of its last component); its image is the member
+ * with extension jpg, jpeg or png (any case).  Sample paths are "SHARD:MEMBER",
+ * SHARD relative to ds->root (the directory the shards share).  Each shard is
+ * indexed once from its headers (ustar, GNU long names, pax) and the index kept
+ * in index_dir (NULL: not kept), named by the shard's path and holding its
+ * size, mtime, ctime, inode and device: a remount whose shard matches reads the
+ * index, not the shard.  A damaged shard (truncated, a bad header) is indexed
+ * up to the damage and logged; members that cannot be served (links, devices,
+ * sparse files, unsafe names, duplicates, an oversized pax header, data
+ * past the end, a missing label) become samples with bad set, which
+ * fail when read (on_error applies).  Errors: no shard matches, a shard
+ * that is not a regular file or cannot be read, a bad label mode, no
+ * samples at all.
+ */
+int ds_open_shards(const char *name, const char *shards, const char *label,
+    const char *index_dir, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen);
+
+struct cfg_dataset;
+/*
+ * The dataset of a config section: root (+ manifest), or shards whose
+ * index is kept under cache_dir/shard-index (cache_dir may be NULL).
+ */
+int ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
+    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
+    size_t errlen);
+
+/*
+ * What names sample id in messages and in the digest memo: "ROOT/PATH"
+ * ("ROOT/SHARD:MEMBER" for a member).  -ENAMETOOLONG if it does not fit.
+ */
+int ds_sample_name(const struct dataset *ds, size_t id, char *buf, size_t len);
+
+/*
+ * The stat the digest memo of sample id is keyed by: its file's (stat,
+ * following links as the scan did), or for a member its shard's (the
+ * member's name is in ds_sample_name).  0 or -errno.
+ */
+int ds_sample_stat(const struct dataset *ds, size_t id, struct stat *st);
+
+/*
+ * Read a tar member sample's image bytes (ds->shards set) with pread,
+ * after checking that the shard is the one indexed (size, mtime, inode):
+ * *out (malloc'd) and *len; *st gets the shard's fstat.  Nothing outside
+ * [off, off + size) is read.  -EIO with err ("SHARD:MEMBER: why") for a
+ * bad member, a changed or short shard; -EFBIG when size > max; -ENOMEM,
+ * -EMFILE... (transient) as they come.
+ */
+int ds_member_read(const struct dataset *ds, size_t id, size_t max,
+    uint8_t **out, size_t *len, struct stat *st, char *err, size_t errlen);
 
 /*
  * Open sample id for reading, safely: no symlink followed at open time

@@ -7,7 +7,9 @@
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/dataset.h"
 
@@ -35,5 +37,63 @@ int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
  * Returns the descriptor, or -1 with errno set.  Thread-safe.
  */
 int ds_open_beneath(int dirfd, const char *rel, int flags);
+
+/* ---- tar shards (ds_tar.c) ---- */
+
+/* What a member is; all but TM_FILE are refused when read (ds_tm_why). */
+enum tar_kind {
+	TM_FILE,
+	TM_SYMLINK,
+	TM_HARDLINK,
+	TM_DEVICE,
+	TM_SPARSE,
+	TM_BADNAME,
+	TM_PASTEND,
+	TM_BIGMETA,
+	TM_BADTYPE,
+	TM_NKINDS
+};
+
+/* How the scan of a shard ended. */
+enum tar_status { TS_COMPLETE, TS_TRUNCATED, TS_BADHEADER, TS_READ };
+
+struct tar_member {
+	char *name;
+	uint8_t kind;	    /* enum tar_kind */
+	uint64_t off, size; /* the data, inside the shard */
+	/* .cls and .json members of at most 64 KiB: their text (+ NUL) */
+	bool has_data;
+	char *data;
+	uint32_t dlen;
+};
+
+/* A shard's members in file order, and where and why the scan stopped. */
+struct tar_index {
+	struct tar_member *m;
+	size_t n;
+	uint32_t status; /* enum tar_status */
+	uint64_t status_off;
+};
+
+/*
+ * Index the tar file fd of fsize bytes from its headers (pread only).
+ * Damage stops the scan and is said in ix->status (what came before is
+ * kept); members past the end are recorded as TM_PASTEND.  0, or -ENOMEM
+ * (ix then empty).  Never reads outside [0, fsize).
+ */
+int ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix);
+void ds_tar_index_free(struct tar_index *ix);
+const char *ds_tm_why(unsigned kind);
+
+/*
+ * The kept index: encode (the shard's stat first, a SHA-256 last) and
+ * parse through a checking cursor.  parse: -ESTALE when st (may be NULL:
+ * not checked) is not the stat encoded, -EINVAL for anything malformed,
+ * -ENOMEM.  Members' offsets are checked to lie inside the shard.
+ */
+int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
+    uint8_t **out, size_t *len);
+int ds_tar_index_parse(
+    const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix);
 
 #endif

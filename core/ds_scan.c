@@ -89,13 +89,18 @@ by_subdir(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/*
+ * The names the scan takes as images: .jpg, .jpeg and .png, any case.  The
+ * decoder goes by the magic bytes, not by this name.
+ */
 static bool
-is_jpeg(const char *name)
+is_image(const char *name)
 {
 	size_t n = strlen(name);
 
 	return (n > 4 && strcasecmp(name + n - 4, ".jpg") == 0) ||
-	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0);
+	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0) ||
+	       (n > 4 && strcasecmp(name + n - 4, ".png") == 0);
 }
 
 /* Append a sample (path and open_path, which may be NULL, are taken). */
@@ -352,8 +357,8 @@ restore:
 }
 
 /*
- * Add the JPEG files at any depth under fd (taken), s->rel, with label;
- * linked: reached through a link.  Subdirectories are read after the
+ * Add the image files (is_image) at any depth under fd (taken), s->rel, with
+ * label; linked: reached through a link.  Subdirectories are read after the
  * listing, in the order of their names.
  */
 static int
@@ -399,7 +404,7 @@ scan_dir(struct scan *s, int fd, int64_t label, bool linked)
 			r = scan_error(s, name, -ENAMETOOLONG);
 			break;
 		}
-		if (t == DT_REG && is_jpeg(name)) {
+		if (t == DT_REG && is_image(name)) {
 			open_path = target;
 			if ((path = malloc(len + 1 + nlen + 1)) == NULL) {
 				free(open_path);
@@ -609,7 +614,8 @@ ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
 		goto out;
 	}
 	if (s.n == 0) {
-		snprintf(err, errlen, "no JPEG images found under %s", root);
+		snprintf(
+		    err, errlen, "no JPEG or PNG images found under %s", root);
 		r = -ENOENT;
 		free(s.v);
 		goto out;

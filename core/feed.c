@@ -30,7 +30,7 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 		const struct cfg_dataset *d = &c->datasets[i];
 		char msg[768];
 
-		if ((r = ds_open(d->name, d->root, d->manifest, progress, arg,
+		if ((r = ds_open_cfg(d, c->mount.cache_dir, progress, arg,
 			 &f->ds[i], msg, sizeof(msg))) != 0) {
 			if (d->line > 0)
 				snprintf(err, errlen, "%s:%d: dataset %s: %s",

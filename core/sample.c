@@ -60,6 +60,18 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 	int fd, r;
 
 	clock_gettime(CLOCK_REALTIME, &t0);
+	if (ds->nshards > 0) {
+		/*
+		 * A tar member, by pread (core/ds_tar.c), which checks that
+		 * the shard is still the one indexed; *st is the shard's.
+		 * The racy rule holds for the shard's times.
+		 */
+		r = ds_member_read(
+		    ds, id, SAMPLE_MAX_FILE, out, len, st, err, errlen);
+		if (r == 0 && steady != NULL)
+			*steady = cache_memo_trusted(st, st, &t0);
+		return r == 0 ? 0 : transient(-r) ? -EAGAIN : -EIO;
+	}
 	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
 		struct stat rs;
 
@@ -281,19 +293,81 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 }
 
 /*
+ * A cache key whose text names the decoder of the source: a PNG's key
+ * text is the job's with libspng's id added (xf_png_decoder_id), so a
+ * libspng upgrade misses on PNG entries only and JPEG keys stay as they
+ * were.
+ */
+void
+sample_cache_key(const uint8_t digest[32], const char *text, bool png,
+    uint8_t key[CACHE_KEY_LEN])
+{
+	char *t;
+
+	if (!png) {
+		cache_key(digest, text, key);
+		return;
+	}
+	if (asprintf(&t, "%s\n%s", text, xf_png_decoder_id()) < 0) {
+		/* Never a key of a JPEG's text: one no entry has. */
+		memset(key, 0xff, CACHE_KEY_LEN);
+		return;
+	}
+	cache_key(digest, t, key);
+	free(t);
+}
+
+/*
+ * The digest memo of the source named name.  A PNG's is kept under
+ * "png:" + name, so that a hit tells which decoder's key to look up
+ * without reading the source: a JPEG costs one memo lookup as before, a
+ * PNG two.
+ */
+bool
+sample_memo_get(struct cache *c, const char *name, const struct stat *st,
+    uint8_t digest[32], bool *png)
+{
+	char alt[4200];
+
+	if (cache_get_digest(c, name, st, digest) == 0) {
+		*png = false;
+		return true;
+	}
+	if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) < sizeof(alt) &&
+	    cache_get_digest(c, alt, st, digest) == 0) {
+		*png = true;
+		return true;
+	}
+	return false;
+}
+
+static void
+memo_put(struct cache *c, const char *name, const struct stat *st,
+    const uint8_t digest[32], bool png)
+{
+	char alt[4200];
+
+	if (!png)
+		cache_put_digest(c, name, st, digest);
+	else if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) <
+		 sizeof(alt))
+		cache_put_digest(c, alt, st, digest);
+}
+
+/*
  * The keys of digest: key for the local cache (the prefix and its
  * cache_format), tkey for the cluster tier (the prefix: the tier keeps raw
  * pixels).  Equal for raw.
  */
 static void
-sample_keys(const struct job *j, const uint8_t digest[32],
+sample_keys(const struct job *j, const uint8_t digest[32], bool png,
     uint8_t key[CACHE_KEY_LEN], uint8_t tkey[CACHE_KEY_LEN])
 {
-	cache_key(digest, j->key_text, key);
+	sample_cache_key(digest, j->key_text, png, key);
 	if (j->cfg->cache_format == 0)
 		memcpy(tkey, key, CACHE_KEY_LEN);
 	else
-		cache_key(digest, j->tier_text, tkey);
+		sample_cache_key(digest, j->tier_text, png, tkey);
 }
 
 /*
@@ -329,6 +403,21 @@ lookup(struct job *j, struct cache *c, uint32_t epoch,
 }
 
 /*
+ * What the digest memo of sample id is keyed by, with its name: the
+ * file's stat, or for a tar member its shard's (ds_sample_stat).  The
+ * name "ROOT/SHARD:MEMBER" tells members apart; a file of that name is
+ * another inode, so never a stale hit.
+ */
+static int
+sample_stat(const struct job *j, uint32_t gid, struct stat *st)
+{
+	uint32_t id;
+	const struct dataset *ds = job_source_of(j, gid, &id)->ds;
+
+	return ds_sample_stat(ds, id, st);
+}
+
+/*
  * The prefix image of sample id: from the local cache or the cluster tier
  * when one holds it, else decoded (and stored in both).  Errors name the
  * file.
@@ -343,14 +432,14 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	size_t len = 0;
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
-	bool have_digest = false, steady = false;
+	bool have_digest = false, steady = false, png = false;
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
-	if (cached && c != NULL && stat(path, &st) == 0 &&
-	    cache_get_digest(c, path, &st, digest) == 0) {
+	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
+	    sample_memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
-		sample_keys(j, digest, key, tkey);
+		sample_keys(j, digest, png, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0)
 			return 0;
 	}
@@ -358,10 +447,11 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	    0)
 		return r;
 	if (cached && !have_digest) {
+		png = xf_is_png(src, len);
 		cache_sha256(src, len, digest);
 		if (c != NULL && steady)
-			cache_put_digest(c, path, &st, digest);
-		sample_keys(j, digest, key, tkey);
+			memo_put(c, path, &st, digest, png);
+		sample_keys(j, digest, png, key, tkey);
 		if (lookup(j, c, epoch, key, tkey, img) == 0) {
 			xf_free(src);
 			return 0;
@@ -422,7 +512,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	cache_key(digest, j->tier_text, key);
+	sample_cache_key(digest, j->tier_text, xf_is_png(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j->cluster, key, &img) == 0) {
 		xf_free(img.px);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/cache.h"
 #include "core/job.h"
 
 struct cache;
@@ -38,6 +39,21 @@ int sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 int sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *order, uint64_t pos, bool raw, void *dst,
     uint32_t *id_out, bool log, char *err, size_t errlen);
+
+/*
+ * The remembered digest of the source named name (ds_sample_name) with
+ * stat st (ds_sample_stat), and whether it is a PNG's (kept under "png:"
+ * + name): true on a memo, else false.
+ */
+bool sample_memo_get(struct cache *c, const char *name, const struct stat *st,
+    uint8_t digest[32], bool *png);
+/*
+ * The cache key of a source with digest under the key text text (a job's
+ * key_text): a PNG's text names its decoder too (xf_png_decoder_id).
+ */
+void sample_cache_key(const uint8_t digest[32], const char *text, bool png,
+    uint8_t key[CACHE_KEY_LEN]);
+
 
 /*
  * feedfs-fill's step: make sure the cluster tier (j->cluster, required)

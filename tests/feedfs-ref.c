@@ -133,9 +133,8 @@ main(int argc, char **argv)
 		    cj->nsources ? cj->source_index[s] : cj->dataset_index;
 
 		cd = &c->datasets[k];
-		if (ds[k] == NULL &&
-		    ds_open(cd->name, cd->root, cd->manifest, NULL, NULL,
-			&ds[k], err, sizeof(err)) != 0) {
+		if (ds[k] == NULL && ds_open_cfg(cd, c->mount.cache_dir, NULL,
+					 NULL, &ds[k], err, sizeof(err)) != 0) {
 			fprintf(stderr, "feedfs-ref: %s\n", err);
 			return 1;
 		}

@@ -19,15 +19,14 @@
  *                  1x1, 10000x3, 3x10000, huge COM and EXIF segments,
  *                  stray bytes before a marker, garbage after EOI)
  *   b_broken       truncated at several points, zero bytes, random bytes, a
- *                  PNG and a GIF named .jpg, 12-bit, 65500x65500 headers
- *                  (decompression bombs), 1x65500 and 65500x1 (a resize
- *                  makes them gigabytes), 576 progressive scans, zero
- *                  width, corrupt entropy data, a segment length running
- *                  past the end
- *   "c names ü ☃"  unicode, spaces, quotes and a backslash in names
- *   d_links        symlinks: into the root, out of it (DIR, default
- *                  OUTDIR.outside, gets the target; skipped by the scan),
- *                  dangling, loops
+ *                  GIF named .jpg, PNGs (valid ones, one named .jpg, one
+ *                  interlaced; a 65500x65500 IHDR, bad CRCs, a cut IDAT),
+ * 12-bit, 65500x65500 headers (decompression bombs), 1x65500 and 65500x1 (a
+ * resize makes them gigabytes), 576 progressive scans, zero width, corrupt
+ * entropy data, a segment length running past the end "c names ü ☃"  unicode,
+ * spaces, quotes and a backslash in names d_links        symlinks: into the
+ * root, out of it (DIR, default OUTDIR.outside, gets the target; skipped by the
+ * scan), dangling, loops
  *
  * Everything is deterministic.  The JPEGs come from libjpeg's compressor,
  * not TurboJPEG's: CMYK and YCCK input, arithmetic coding and restart
@@ -380,20 +379,41 @@ png_chunk(unsigned char *p, const char *type, const unsigned char *d,
 	return 12 + n;
 }
 
-/* A valid 2x2 RGB PNG: zlib with one stored deflate block. */
+/*
+ * A valid 2x2 RGB PNG: zlib with one stored deflate block; with interlace
+ * the same pixels in Adam7 order (passes 1, 6 and 7 are the only ones a
+ * 2x2 image has: (0,0), then (1,0), then row 1).  The IHDR then claims
+ * w x h (2 x 2 for a valid file).
+ */
 static size_t
-make_png(unsigned char *p)
+make_png_ex(unsigned char *p, bool interlace, uint32_t w, uint32_t h)
 {
-	static const unsigned char ihdr[13] = { 0, 0, 0, 2, 0, 0, 0, 2, 8, 2,
-		0, 0, 0 };
-	unsigned char raw[2 * (1 + 6)], z[64];
+	unsigned char ihdr[13] = {0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0};
+	unsigned char raw[2 * (1 + 6) + 1], z[64];
 	uint32_t a = 1, b = 0;
 	size_t n = 0, zn = 0;
 
-	for (int y = 0; y < 2; y++) {
-		raw[n++] = 0; /* filter: none */
-		for (int x = 0; x < 6; x++)
-			raw[n++] = (unsigned char)(40 * (x + 3 * y));
+	put32(ihdr, w);
+	put32(ihdr + 4, h);
+	ihdr[12] = interlace ? 1 : 0;
+	if (interlace) {
+		/* (0,0) | (1,0) | (0,1) (1,1): each a pass row, filter none */
+		static const int xy[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+
+		for (int k = 0; k < 4; k++) {
+			if (k < 3)
+				raw[n++] = 0;
+			for (int c = 0; c < 3; c++)
+				raw[n++] =
+				    (unsigned char)(40 * (3 * xy[k][0] + c +
+							     3 * xy[k][1]));
+		}
+	} else {
+		for (int y = 0; y < 2; y++) {
+			raw[n++] = 0; /* filter: none */
+			for (int x = 0; x < 6; x++)
+				raw[n++] = (unsigned char)(40 * (x + 3 * y));
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		a = (a + raw[i]) % 65521;
@@ -415,6 +435,12 @@ make_png(unsigned char *p)
 	n += png_chunk(p + n, "IDAT", z, zn);
 	n += png_chunk(p + n, "IEND", NULL, 0);
 	return n;
+}
+
+static size_t
+make_png(unsigned char *p)
+{
+	return make_png_ex(p, false, 2, 2);
 }
 
 /* A valid 1x1 GIF89a (one black pixel). */
@@ -517,9 +543,28 @@ gen_broken(void)
 	rnd[0] = 0x42; /* never FF D8 */
 	emit("b_broken/random.jpg", rnd, sizeof(rnd), "bad", L, "not a JPEG",
 	    "4096 random bytes");
+	/* PNG (issue 20): told by its magic bytes, whatever its name. */
 	n = make_png(png);
-	emit("b_broken/png.jpg", png, n, "bad", L, "not a JPEG",
-	    "a valid PNG named .jpg");
+	emit("b_broken/png.jpg", png, n, "ok", L, "-",
+	    "a valid PNG named .jpg (decoded: magic bytes, not the name)");
+	emit("b_broken/png-valid.png", png, n, "ok", L, "-", "a valid PNG");
+	n = make_png_ex(png, true, 2, 2);
+	emit("b_broken/png-interlaced.png", png, n, "ok", L, "-",
+	    "a valid Adam7-interlaced PNG");
+	n = make_png_ex(png, false, 65500, 65500);
+	emit("b_broken/png-bomb-65500.png", png, n, "bad", L, "max_pixels",
+	    "a PNG whose IHDR claims 65500x65500 (valid CRC)");
+	n = make_png(png);
+	png[8 + 8 + 13 + 3] ^= 0x5a; /* the IHDR's CRC */
+	emit("b_broken/png-bad-crc.png", png, n, "bad", L, "corrupt PNG",
+	    "a PNG whose IHDR CRC is wrong");
+	n = make_png(png);
+	png[n - 12 - 1] ^= 0x01; /* the last byte of the IDAT's CRC */
+	emit("b_broken/png-bad-idat-crc.png", png, n, "bad", L, "corrupt PNG",
+	    "a PNG whose IDAT CRC is wrong");
+	n = make_png(png);
+	emit("b_broken/png-trunc.png", png, n - 12 - 20, "bad", L,
+	    "corrupt PNG", "a PNG cut inside its IDAT");
 	emit("b_broken/gif.jpg", gif1x1, sizeof(gif1x1), "bad", L,
 	    "not a JPEG", "a valid GIF named .jpg");
 

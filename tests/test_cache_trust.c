@@ -605,7 +605,11 @@ test_stopped(void)
 	    "  stopped owner: 8 x 300 gets and puts in %.2f s, the slowest "
 	    "%.2f s\n",
 	    t1, worst);
-	CHECK(t1 < 2.0 * RPC_TIMEOUT_MS / 1000 + 1.0);
+	/*
+	 * Per request it would be 2400 deadlines; bounds are generous for a
+	 * loaded machine (CI's ASan pass), not a rate.
+	 */
+	CHECK(t1 < 10.0);
 	CHECK_EQ_INT(said_stopped, 1);
 	CHECK(!cache_is_owner(cli));
 	/* Running again: the breaker's probe attaches within its time. */
@@ -624,7 +628,7 @@ test_stopped(void)
 	CHECK_EQ_INT(hits, 1);
 	/* The failures of 8 requests in flight opened the breaker once: it
 	 * did not grow per failure. */
-	CHECK(now_s() - t0 < 2.0 * RPC_TIMEOUT_MS / 1000 + 1.5);
+	CHECK(now_s() - t0 < 8.0); /* grown per failure: 30 s */
 out:
 	cache_close(cli);
 	reap(pid);
@@ -657,7 +661,7 @@ test_slow_and_off(void)
 		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
 		t0 = now_s() - t0;
 		fprintf(stderr, "  slow owner: a miss in %.2f s\n", t0);
-		CHECK(t0 < RPC_TIMEOUT_MS / 1000.0 + 0.5);
+		CHECK(t0 < 2.5); /* the fake answers after 3 s */
 	}
 	CHECK(!cache_is_owner(cli));
 	CHECK_EQ_INT(said_gone, gone); /* slow is not gone */
@@ -672,7 +676,16 @@ test_slow_and_off(void)
 		CHECK(0);
 		goto out;
 	}
-	CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+	/*
+	 * A miss, and the owner's reason; on a loaded machine (CI's ASan
+	 * pass) the first request or the STATS after it may pass its
+	 * deadline, which is a plain miss: ask again for a while.
+	 */
+	for (int i = 0; i < 100 && cache_error(cli) == NULL; i++) {
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+		if (cache_error(cli) == NULL)
+			usleep(50000);
+	}
 	CHECK(cache_error(cli) != NULL &&
 	      strstr(cache_error(cli), "the fake's disk") != NULL);
 	reap(pid);

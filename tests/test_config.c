@@ -251,6 +251,17 @@ test_mistakes(void)
 	bad("[dataset d]\nroot = /\n", 2, "no [job NAME]");
 	bad("[job j]\n", 1, "no [dataset NAME]");
 	bad("[dataset d]\nmanifest = x\n[job j]\n", 1, "has no root");
+	/* Tar shards (issue 20): instead of root, labels only with them. */
+	bad("[dataset d]\nroot = /\nshards = /x/*.tar\n[job j]\n", 1,
+	    "shards and root exclude each other");
+	bad("[dataset d]\nshards = /x/*.tar\nmanifest = m\n[job j]\n", 1,
+	    "shards and manifest exclude each other");
+	bad("[dataset d]\nroot = /\nlabel = cls\n[job j]\n", 1,
+	    "label applies to shards only");
+	bad("[dataset d]\nshards = /x/*.tar\nlabel = json:\n[job j]\n", 1,
+	    "expected cls, json:KEY or none");
+	bad("[dataset d]\nshards = /x/*.tar\nlabel = txt\n[job j]\n", 1,
+	    "expected cls, json:KEY or none");
 	/* Keys. */
 	bad(HEAD "colour = blue\n", 5, "unknown key 'colour' in [job j]");
 	bad("[mount]\nthreds = 2\n" HEAD, 2, "unknown key 'threds' in [mount]");

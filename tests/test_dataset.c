@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/dataset.h"
+#include "core/ds_int.h"
 #include "tests/testlib.h"
 
 static char tmp[64];
@@ -177,14 +178,14 @@ test_errors(void)
 	make("none/x.jpg", 0);
 	r = open_ds("none", NULL, &ds, err, sizeof(err));
 	CHECK(r < 0);
-	snprintf(want, sizeof(want), "no JPEG images found under %s/none", tmp);
+	snprintf(want, sizeof(want), "no JPEG or PNG images found under %s/none", tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 
 	make("void", 1);
 	r = open_ds("void", NULL, &ds, err, sizeof(err));
 	CHECK(r < 0);
-	snprintf(want, sizeof(want), "no JPEG images found under %s/void", tmp);
+	snprintf(want, sizeof(want), "no JPEG or PNG images found under %s/void", tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 }
@@ -548,6 +549,121 @@ test_fan(void)
 	CHECK(now_s() - t0 < 1.0);
 }
 
+/*
+ * Tar shards (issue 20), made by GNU tar: samples, labels, classes,
+ * member bytes by pread, the memo's stat, the kept index (reused, stale,
+ * damaged) and the errors of ds_open_shards.
+ */
+static void
+test_shards(void)
+{
+	struct dataset *ds = NULL, *ds2 = NULL;
+	struct tar_index ix;
+	char glob[512], idx[512], cmd[1024], err[512], list[512];
+	uint8_t *buf = NULL, *enc = NULL;
+	size_t len = 0, elen = 0;
+	struct stat st, sh;
+	int r;
+
+	make("tarsrc", 1);
+	make("tars", 1);
+	write_file("tarsrc/a.jpg", "JPEG-BYTES-A");
+	write_file("tarsrc/a.cls", "7\n");
+	write_file("tarsrc/b.png", "PNG-B");
+	write_file("tarsrc/b.cls", " 2 ");
+	write_file("tarsrc/c.txt", "no image: not a sample");
+	snprintf(cmd, sizeof(cmd),
+	    "tar -C %s/tarsrc -cf %s/tars/s.tar a.jpg a.cls b.png b.cls c.txt",
+	    tmp, tmp);
+	CHECK(system(cmd) == 0);
+	snprintf(glob, sizeof(glob), "%s/tars/*.tar", tmp);
+	snprintf(idx, sizeof(idx), "%s/idx", tmp);
+	r = ds_open_shards(
+	    "t", glob, "cls", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r != 0) {
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+		return;
+	}
+	CHECK_EQ_INT((int)ds->n, 2);
+	CHECK_EQ_INT((int)ds->nshards, 1);
+	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
+	CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.png");
+	CHECK_EQ_INT((int)ds->samples[0].label, 7);
+	CHECK_EQ_INT((int)ds->samples[1].label, 2);
+	CHECK_EQ_INT((int)ds->nclasses, 2);
+	CHECK_EQ_STR(ds->classes[0], "2");
+	CHECK_EQ_STR(ds->classes[1], "7");
+	CHECK_EQ_INT(
+	    ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err, sizeof(err)),
+	    0);
+	CHECK(len == 12 && buf != NULL && memcmp(buf, "JPEG-BYTES-A", 12) == 0);
+	free(buf);
+	CHECK_EQ_INT(
+	    ds_member_read(ds, 1, 4, &buf, &len, &st, err, sizeof(err)),
+	    -EFBIG);
+	/* The memo's stat is the shard's. */
+	CHECK_EQ_INT(ds_sample_stat(ds, 1, &st), 0);
+	snprintf(cmd, sizeof(cmd), "%s/tars/s.tar", tmp);
+	CHECK(stat(cmd, &sh) == 0 && sh.st_ino == st.st_ino);
+	/* The kept index gives the same; a stat that differs is stale. */
+	r = ds_open_shards(
+	    "t", glob, "json:x", idx, NULL, NULL, &ds2, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds2->n, 2);
+		CHECK(ds2->samples[0].bad != NULL); /* no .json member */
+		CHECK(ds2->samples[0].off == ds->samples[0].off);
+		ds_free(ds2);
+	}
+	{
+		int fd = open(cmd, O_RDONLY);
+
+		CHECK(fd >= 0);
+		CHECK_EQ_INT(ds_tar_scan(fd, (uint64_t)sh.st_size, &ix), 0);
+		close(fd);
+		CHECK_EQ_INT((int)ix.n, 5);
+		CHECK_EQ_INT(ds_tar_index_encode(&ix, &sh, &enc, &elen), 0);
+		ds_tar_index_free(&ix);
+		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, &sh, &ix), 0);
+		CHECK_EQ_INT((int)ix.n, 5);
+		ds_tar_index_free(&ix);
+		sh.st_mtim.tv_nsec ^= 1;
+		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, &sh, &ix), -ESTALE);
+		enc[elen / 2] ^= 1;
+		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, NULL, &ix), -EINVAL);
+		CHECK_EQ_INT(ds_tar_index_parse(enc, 7, NULL, &ix), -EINVAL);
+		free(enc);
+	}
+	ds_free(ds);
+	/* Errors. */
+	snprintf(glob, sizeof(glob), "%s/tars/none-*.tar", tmp);
+	CHECK_EQ_INT(ds_open_shards("t", glob, "cls", NULL, NULL, NULL, &ds,
+			 err, sizeof(err)),
+	    -ENOENT);
+	CHECK(strstr(err, "no file matches") != NULL);
+	CHECK_EQ_INT(ds_open_shards("t", glob, "bogus", NULL, NULL, NULL, &ds,
+			 err, sizeof(err)),
+	    -EINVAL);
+	write_file("list.txt", "# nothing\n\n");
+	snprintf(list, sizeof(list), "%s/list.txt", tmp);
+	CHECK_EQ_INT(ds_open_shards("t", list, "cls", NULL, NULL, NULL, &ds,
+			 err, sizeof(err)),
+	    -ENOENT);
+	CHECK(strstr(err, "lists no shard") != NULL);
+	/* A list naming the shard relative to itself. */
+	write_file("list.txt", "tars/s.tar\n");
+	CHECK_EQ_INT(ds_open_shards("t", list, "none", NULL, NULL, NULL, &ds,
+			 err, sizeof(err)),
+	    0);
+	if (ds != NULL) {
+		CHECK_EQ_INT((int)ds->n, 2);
+		CHECK_EQ_INT((int)ds->samples[0].label, -1);
+		CHECK_EQ_INT((int)ds->nclasses, 0);
+		ds_free(ds);
+	}
+}
+
 int
 main(void)
 {
@@ -565,6 +681,7 @@ main(void)
 	test_links(false);
 	test_links(true);
 	test_fan();
+	test_shards();
 	ds_free(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd) != 0)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_hostile.sh - the hostile inputs of issue 6 through a real mount:
-#  (a) gen-hostile's set (CMYK, YCCK, arithmetic, 10000x3, PNG named .jpg,
+#  (a) gen-hostile's set (CMYK, YCCK, arithmetic, 10000x3, PNGs: valid,
+#      interlaced, named .jpg (decoded by magic bytes), a 65500x65500 IHDR,
+#      bad IHDR and IDAT CRCs, a cut IDAT,
 #      truncations, 12-bit, 65500x65500 bombs, 1x65500 and 65500x1 images
 #      that resize(72) would make gigabytes, 576 progressive scans, odd
 #      names, symlinks, those out of the root skipped ...):

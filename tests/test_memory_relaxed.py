@@ -63,6 +63,14 @@ def status(pid):
     return out
 
 
+def sanitized(pid):
+    """Whether the daemon runs under AddressSanitizer (CI's second pass):
+    its shadow memory and the quarantine of freed blocks (256 MB) are in
+    its RSS, which then says nothing about feedfs's own memory."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def batch_path(m, e, b, suffix):
     return m.p("rel", "epoch-%04d" % e, "batch-%06d%s" % (b, suffix))
 
@@ -103,17 +111,21 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(st["feedfs_memory_peak_bytes"] <= limit + 64 * 1024,
           "counted %d bytes, over the limit %d" %
           (st["feedfs_memory_peak_bytes"], limit))
-    check(s["VmHWM"] <= 16 * MIB + 100 * MIB,
-          "VmHWM %d over memory + 100 MiB" % s["VmHWM"])
     # The batches fill the budget by epoch 250 or so; from then on RSS
     # grows only by the views' choices (about 300 bytes a view).
     grew = rss[EPOCHS - 1][0] - rss[299][0]
     meta = rss[EPOCHS - 1][1] - rss[299][1]
     log("epochs 300-499: RSS %+.2f MB, metadata %+.2f MB" %
         (grew / 1e6, meta / 1e6))
-    check(grew < meta + 4 * MIB,
-          "RSS grew %d bytes over 200 more views (metadata: %d)" %
-          (grew, meta))
+    if sanitized(pid):
+        # The counted bytes above still hold the budget; RSS is ASan's.
+        log("AddressSanitizer build: RSS bounds not checked")
+    else:
+        check(s["VmHWM"] <= 16 * MIB + 100 * MIB,
+              "VmHWM %d over memory + 100 MiB" % s["VmHWM"])
+        check(grew < meta + 4 * MIB,
+              "RSS grew %d bytes over 200 more views (metadata: %d)" %
+              (grew, meta))
 
     # The first views went idle long ago (their batches given back, their
     # samples' buffers dropped): read again, the same bytes.

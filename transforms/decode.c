@@ -1,5 +1,5 @@
 /*
- * decode.c - JPEG to 8-bit RGB with libjpeg(-turbo).
+ * decode.c - JPEG to 8-bit RGB with libjpeg(-turbo); PNG goes to png.c.
  *
  * The decoder settings are libjpeg's defaults (ISLOW IDCT, fancy
  * upsampling), which is what Pillow uses outside draft mode, so that a
@@ -152,6 +152,9 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	bool cmyk;
 	uint32_t w, h;
 
+	/* By magic bytes, not by name: no scaled decode for PNG. */
+	if (xf_is_png(jpeg, len))
+		return xf_png_decode(jpeg, len, max_pixels, out, err, errlen);
 	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
 		snprintf(err, errlen, "not a JPEG");
 		return -EINVAL;

@@ -100,6 +100,25 @@ size_t xf_prefix_text(const struct xf_pipeline *pl, char *buf, size_t len);
  */
 const char *xf_decoder_id(void);
 
+/*
+ * PNG (transforms/png.c).  xf_decode_max and everything above it decode a
+ * PNG wherever they decode a JPEG: the format is told by the magic bytes.
+ * xf_png_decoder_id ("libspng 0.7.3") is part of the cache key of PNG
+ * samples only (a JPEG's key does not change with libspng).
+ */
+const char *xf_png_decoder_id(void);
+bool xf_is_png(const uint8_t *buf, size_t len);
+/*
+ * PNG to 8-bit RGB as PIL's convert("RGB") (gray replicated, palette
+ * looked up, alpha dropped), 16-bit samples as round(v / 257); interlaced
+ * files too.  -EFBIG ("image too large: ...") over max_pixels (0: no
+ * bound) before anything of the image's size is allocated; -EINVAL
+ * ("corrupt PNG: ...", "not a PNG") for a damaged file (a bad CRC of any
+ * chunk, a truncated stream), -ENOMEM.
+ */
+int xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
+    struct xf_image *out, char *err, size_t errlen);
+
 /* Refuses combinations of pipeline and output (normalize with uint8). */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
@@ -155,7 +174,8 @@ int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen);
 /* xf_decode refusing (-EFBIG, "image too large: ...") more than max_pixels
  * (0: no bound); xf_decode uses XF_DEFAULT_MAX_PIXELS.  Both refuse a file
- * of more than XF_MAX_SCANS scans (-EINVAL, "too many scans"). */
+ * of more than XF_MAX_SCANS scans (-EINVAL, "too many scans").  Both
+ * decode a PNG too (xf_png_decode; min_w and min_h do not apply). */
 int xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
     uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
     size_t errlen);
