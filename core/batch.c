@@ -305,24 +305,16 @@ batch_new(struct feed *f, const struct feed_key *k, enum batch_need need)
 	return b;
 }
 
-/*
- * Give empty b its data (the room is made, its images counted) and queue
- * its slots.  With defer (readahead), the images buffer of a strict,
- * non-gpu batch is taken only when a worker starts its first slot or a
- * reader reads it (batch_images_buf): by then, in a cold epoch, a batch
- * read to its end usually has one to hand on, where taking it now would
- * fault in and clear fresh pages for each batch of the readahead.
- */
+/* Give empty b its data (the room is made) and queue its slots. */
 static int
-fill(struct feed *f, struct batch *b, bool defer)
+fill(struct feed *f, struct batch *b)
 {
 	struct job *j = b->job;
 	bool gpu = j->cfg->gpu;
 
-	defer = defer && !gpu && j->cfg->order != CFG_ORDER_RELAXED;
-	if (!gpu && !defer)
+	if (!gpu)
 		b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES]);
-	else if (gpu)
+	else
 		b->raw = bufpool_get(f, b->g.raw_size);
 	b->file[BK_LABELS] = malloc(b->g.size[BK_LABELS]);
 	b->file[BK_IDS] = malloc(b->g.size[BK_IDS]);
@@ -333,12 +325,12 @@ fill(struct feed *f, struct batch *b, bool defer)
 	b->next = b->inflight = 0;
 	b->mem = data_bytes(b);
 	feed_mem_add(f, b->mem);
-	if ((!gpu && !defer && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
+	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
 	    !b->file[BK_LABELS] || !b->file[BK_IDS] || !b->pos || !b->order) {
 		drop_data(f, b);
 		return -ENOMEM;
 	}
-	if (!gpu && !defer)
+	if (!gpu)
 		job_npy_header(
 		    j, b->g.len, BK_IMAGES, (char *)b->file[BK_IMAGES]);
 	job_npy_header(j, b->g.len, BK_LABELS, (char *)b->file[BK_LABELS]);
@@ -398,20 +390,6 @@ recycle(struct feed *f, const struct batch *b)
 		batch_destroy(f, victim);
 }
 
-int
-batch_images_buf(struct feed *f, struct batch *b)
-{
-	if (b->empty || b->job->cfg->gpu || b->file[BK_IMAGES] != NULL)
-		return 0;
-	recycle(f, b);
-	if ((b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES])) ==
-	    NULL)
-		return -ENOMEM;
-	job_npy_header(
-	    b->job, b->g.len, BK_IMAGES, (char *)b->file[BK_IMAGES]);
-	return 0;
-}
-
 struct batch *
 batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 {
@@ -441,12 +419,12 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 		b->active++; /* not destroyed while we wait */
 		wait_room(f, b, bytes, main_buf(b));
 		b->active--;
-		r = b->empty ? fill(f, b, false) : 0;
+		r = b->empty ? fill(f, b) : 0;
 		order_put(o);
 		return r == 0 ? b : NULL;
 	}
 	if (!make_room(f, bytes, false, bufpool_has(f, main_buf(b))) ||
-	    fill(f, b, need == BN_AHEAD) != 0) {
+	    fill(f, b) != 0) {
 		order_put(o);
 		if (made && need == BN_AHEAD)
 			batch_destroy(f, b);

@@ -262,9 +262,6 @@ struct batch *batch_find(struct feed *f, const struct feed_key *k);
  */
 struct batch *batch_get(struct feed *f, const struct feed_key *k,
     enum batch_need need);
-/* Give b its images buffer if readahead left it without one (see fill):
- * 0, or -ENOMEM.  The buffer's bytes are counted already.  Locked. */
-int batch_images_buf(struct feed *f, struct batch *b);
 /* Make the images of a ready gpu = on batch from its raw samples (an
  * active reader holds b).  Locked; may unlock while converting. */
 int batch_images(struct feed *f, struct batch *b);

@@ -590,9 +590,7 @@ feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 	if (batch_get(f, &b->key, BN_READ) != b)
 		return -ENOMEM;
 	b->active++;
-	if (h->kind == BK_IMAGES)
-		r = batch_images_buf(f, b); /* readahead deferred it */
-	if (r == 0 && whole) {
+	if (whole) {
 		wait_ready(f, b);
 		if (b->err)
 			r = -EIO;

@@ -204,10 +204,6 @@ worker(void *arg)
 		if (b->next == b->g.len)
 			sched_dequeue(f, b);
 		b->inflight++;
-		if (batch_images_buf(f, b) != 0) { /* readahead deferred it */
-			slot_done(f, b, s, -ENOMEM, 0, "out of memory");
-			continue;
-		}
 		pthread_mutex_unlock(&f->lock);
 
 		r = make_slot(f, b, s, &id, msg, sizeof(msg));
