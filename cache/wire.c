@@ -176,16 +176,13 @@ dec_stat(const uint8_t *b, struct stat *st)
 	st->st_dev = (dev_t)codec_get_le64(b + 48);
 }
 
+/* The same fields in the same order as a digest memo's stat. */
+_Static_assert(WIRE_STAT_LEN == CODEC_MEMO_STAT, "a memo's stat");
+
 void
 wire_enc_stat(const struct stat *st, uint8_t b[WIRE_STAT_LEN])
 {
-	codec_put_le64(b, (uint64_t)st->st_size);
-	codec_put_le64(b + 8, (uint64_t)st->st_mtim.tv_sec);
-	codec_put_le64(b + 16, (uint64_t)st->st_mtim.tv_nsec);
-	codec_put_le64(b + 24, (uint64_t)st->st_ctim.tv_sec);
-	codec_put_le64(b + 32, (uint64_t)st->st_ctim.tv_nsec);
-	codec_put_le64(b + 40, (uint64_t)st->st_ino);
-	codec_put_le64(b + 48, (uint64_t)st->st_dev);
+	codec_memo_stat(st, b);
 }
 
 static int

@@ -47,9 +47,8 @@ by_mpath(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
-/* Has path a ".." component (one that may leave the root)? */
-static bool
-has_dotdot(const char *path)
+bool
+ds_has_dotdot(const char *path)
 {
 	for (const char *p = path; p != NULL; p = strchr(p, '/')) {
 		if (*p == '/')
@@ -75,7 +74,7 @@ parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
 		return "empty path";
 	if (line[0] == '/')
 		return "path must be relative to the dataset root";
-	if (has_dotdot(line))
+	if (ds_has_dotdot(line))
 		return "path must not have a '..' component (it would leave "
 		       "the dataset root)";
 	errno = 0;

@@ -96,4 +96,7 @@ int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
 int ds_tar_index_parse(
     const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix);
 
+/* Has path a ".." component (one that may leave the root)?  dataset.c */
+bool ds_has_dotdot(const char *path);
+
 #endif

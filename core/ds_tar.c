@@ -253,15 +253,7 @@ ix_add(struct tar_index *ix, char *name, uint8_t kind, uint64_t off,
 static bool
 unsafe_name(const char *name)
 {
-	if (name[0] == '/')
-		return true;
-	for (const char *p = name; p != NULL; p = strchr(p, '/')) {
-		if (*p == '/')
-			p++;
-		if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
-			return true;
-	}
-	return false;
+	return name[0] == '/' || ds_has_dotdot(name);
 }
 
 /* The extension of a member name as WebDataset sees it: after the first
