@@ -329,6 +329,13 @@ void relaxed_start(struct feed *f, struct batch *b, char *msg,
 bool relaxed_reclaim(struct feed *f, bool meta);
 void relaxed_free_all(struct feed *f);
 
+/*
+ * feed.c: stop the workers and give back every batch, relaxed view, order
+ * and pooled buffer (what feed_free does first; the engine's tests then
+ * check that every counted byte was uncounted).  Not locked.
+ */
+void feed_drain(struct feed *f);
+
 /* feed.c: size bytes for an owned text, counted as metadata until
  * feed_text_free (NULL: no memory, or metadata at its cap). */
 char *feed_owned_alloc(struct feed *f, size_t size);

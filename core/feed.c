@@ -195,10 +195,8 @@ feed_start(struct feed *f)
 }
 
 void
-feed_free(struct feed *f)
+feed_drain(struct feed *f)
 {
-	if (!f)
-		return;
 	sched_stop(f);
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = 0; i < FEED_HASH; i++)
@@ -208,6 +206,14 @@ feed_free(struct feed *f)
 	order_free_all(f);
 	bufpool_free_all(f);
 	pthread_mutex_unlock(&f->lock);
+}
+
+void
+feed_free(struct feed *f)
+{
+	if (!f)
+		return;
+	feed_drain(f);
 	free(f->rfree);
 	free(f->nrfree);
 	cache_ctl_stop(f->ctl);

@@ -523,14 +523,8 @@ test_relaxed_idle(void)
 		}
 
 	/* Every byte counted is uncounted. */
-	sched_stop(f);
+	feed_drain(f);
 	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < FEED_HASH; i++)
-		while (f->table[i])
-			batch_destroy(f, f->table[i]);
-	relaxed_free_all(f);
-	order_free_all(f);
-	bufpool_free_all(f);
 	CHECK_EQ_INT(f->nrviews, 0);
 	CHECK_EQ_INT(f->meta_used, 0);
 	CHECK_EQ_INT(f->spare_bytes, 0);
