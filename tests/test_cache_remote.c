@@ -18,35 +18,12 @@
 
 #include "cache/cache.h"
 #include "tests/testlib.h"
+#include "tests/cachetest.h"
 
 #define MB (1024u * 1024u)
 #define VAL_LEN (256 * 352 * 3) /* decode resize(256) of a 4:3 image */
 
 static char tmp[64];
-
-static void
-key_of(int i, uint8_t key[CACHE_KEY_LEN])
-{
-	uint8_t d[32];
-	char s[32];
-
-	snprintf(s, sizeof(s), "source %d", i);
-	cache_sha256(s, strlen(s), d);
-	cache_key(d, "decode resize(256)", key);
-}
-
-static struct cache_val
-val_of(int i, size_t len)
-{
-	struct cache_val v = {
-	    352, 256, 3, 0, NULL, len, "decode resize(256)", 0};
-	uint8_t *p = malloc(len ? len : 1);
-
-	for (size_t k = 0; k < len; k++)
-		p[k] = (uint8_t)(k * 31 + (size_t)i * 7 + (k >> 8));
-	v.data = p;
-	return v;
-}
 
 static bool
 same_val(const struct cache_val *a, const struct cache_val *b)
@@ -96,24 +73,6 @@ open_shared(const char *dir, uint64_t bound, const char *label,
 	if (r != 0)
 		fprintf(stderr, "cache_open_shared: %s\n", err);
 	return r;
-}
-
-/*
- * The owner queues puts and answers gets first: wait (5 s at most) until
- * its store has done n inserts.
- */
-static void
-wait_inserts(struct cache *own, uint64_t n)
-{
-	struct cache_stats st;
-
-	for (int i = 0; i < 500; i++) {
-		cache_get_stats(own, &st);
-		if (st.inserts >= n)
-			return;
-		usleep(10000);
-	}
-	CHECK(st.inserts >= n);
 }
 
 static void

@@ -42,6 +42,7 @@
 #include "cache/share_int.h"
 #include "cache/wire.h"
 #include "tests/testlib.h"
+#include "tests/cachetest.h"
 
 #define MB (1024u * 1024u)
 #define VAL_LEN (256 * 352 * 3)
@@ -67,30 +68,6 @@ now_s(void)
 	return (double)wire_now_ns() / 1e9;
 }
 
-static void
-key_of(int i, uint8_t key[CACHE_KEY_LEN])
-{
-	uint8_t d[32];
-	char s[32];
-
-	snprintf(s, sizeof(s), "source %d", i);
-	cache_sha256(s, strlen(s), d);
-	cache_key(d, "decode resize(256)", key);
-}
-
-static struct cache_val
-val_of(int i, size_t len)
-{
-	struct cache_val v = {
-	    352, 256, 3, 0, NULL, len, "decode resize(256)", 0};
-	uint8_t *p = malloc(len);
-
-	for (size_t k = 0; k < len; k++)
-		p[k] = (uint8_t)(k * 31 + (size_t)i * 7);
-	v.data = p;
-	return v;
-}
-
 static int
 open_shared(const char *dir, uint64_t bound, uint64_t stale, const char *label,
     struct cache **c)
@@ -102,20 +79,6 @@ open_shared(const char *dir, uint64_t bound, uint64_t stale, const char *label,
 	if (r != 0)
 		fprintf(stderr, "  cache_open_shared(%s): %s\n", label, err);
 	return r;
-}
-
-static void
-wait_inserts(struct cache *own, uint64_t n)
-{
-	struct cache_stats st;
-
-	for (int i = 0; i < 500; i++) {
-		cache_get_stats(own, &st);
-		if (st.inserts >= n)
-			return;
-		usleep(10000);
-	}
-	CHECK(st.inserts >= n);
 }
 
 /* A raw connection to dir's data socket: fd, or -1. */
