@@ -4,9 +4,17 @@
  * without feedfs.  Files are read into memory before the clock starts so
  * that what is timed is the decode alone.
  *
- *   decode-floor [--threads N] LIST     (LIST: one path per line)
+ *   decode-floor [--threads N] [--pipeline TEXT [--dtype uint8|float32]
+ *       [--layout HWC|CHW]] LIST          (LIST: one path per line)
  *
- * Prints "decode-floor: N images in S s = R images/s (T threads)".
+ * With --pipeline, each image goes through feedfs's own transforms
+ * instead (xf_run_prefix, then xf_run_suffix into a sample of dtype and
+ * layout, random draws keyed by the image's index; a scratch arena per
+ * thread, as the mount's workers have): what that pipeline costs in
+ * process, without the cache, FUSE or the kernel, to set beside the
+ * floor and the mount's epochs.
+ *
+ * Prints "decode-floor: N images in S s = R images/s (T threads, F failed)".
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +28,8 @@
 
 #include <jpeglib.h>
 
+#include "transforms/xf.h"
+
 struct file {
 	unsigned char *data;
 	size_t len;
@@ -28,6 +38,9 @@ struct file {
 static struct file *files;
 static size_t nfiles;
 static atomic_size_t next, failed;
+static struct xf_pipeline *pl; /* --pipeline: feedfs's transforms */
+static enum xf_dtype dtype = XF_FLOAT32;
+static enum xf_layout layout = XF_CHW;
 
 struct jerr {
 	struct jpeg_error_mgr pub;
@@ -78,16 +91,45 @@ decode(const struct file *f, unsigned char **buf, size_t *cap)
 	return 0;
 }
 
+/* Image i through the pipeline into dst (a sample's bytes). */
+static int
+transform(size_t i, void *dst)
+{
+	struct xf_image img = {0};
+	char err[256];
+
+	if (xf_run_prefix(pl, files[i].data, files[i].len, &img, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "decode-floor: image %zu: %s\n", i, err);
+		return -1;
+	}
+	return xf_run_suffix(pl, &img, i, dtype, layout, dst);
+}
+
 static void *
 worker(void *arg)
 {
 	unsigned char *buf = NULL;
 	size_t cap = 0, i;
+	struct xf_arena *a = NULL;
 
 	(void)arg;
+	if (pl != NULL) {
+		cap = xf_sample_bytes(pl, dtype);
+		if ((buf = malloc(cap)) == NULL) {
+			atomic_fetch_add(&failed, nfiles);
+			return NULL;
+		}
+		a = xf_arena_new(64u << 20);
+		xf_arena_use(a); /* NULL (no memory): malloc */
+	}
 	while ((i = atomic_fetch_add(&next, 1)) < nfiles)
-		if (decode(&files[i], &buf, &cap) != 0)
+		if ((pl ? transform(i, buf) : decode(&files[i], &buf, &cap)) != 0)
 			atomic_fetch_add(&failed, 1);
+	if (pl != NULL) {
+		xf_arena_use(NULL);
+		xf_arena_free(a);
+	}
 	free(buf);
 	return NULL;
 }
@@ -140,16 +182,40 @@ int
 main(int argc, char **argv)
 {
 	long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
+	const char *pipeline = NULL;
 	struct timespec t0, t1;
 	pthread_t *th;
+	char err[256];
 	int i = 1;
 
-	if (argc == 4 && strcmp(argv[1], "--threads") == 0) {
-		nthreads = atol(argv[2]);
-		i = 3;
+	for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+		const char *o = argv[i], *v = argv[i + 1];
+
+		if (strcmp(o, "--threads") == 0)
+			nthreads = atol(v);
+		else if (strcmp(o, "--pipeline") == 0)
+			pipeline = v;
+		else if (strcmp(o, "--dtype") == 0 && strcmp(v, "uint8") == 0)
+			dtype = XF_UINT8;
+		else if (strcmp(o, "--dtype") == 0 && strcmp(v, "float32") == 0)
+			dtype = XF_FLOAT32;
+		else if (strcmp(o, "--layout") == 0 && strcmp(v, "HWC") == 0)
+			layout = XF_HWC;
+		else if (strcmp(o, "--layout") == 0 && strcmp(v, "CHW") == 0)
+			layout = XF_CHW;
+		else
+			break;
 	}
 	if (argc - i != 1 || nthreads < 1) {
-		fprintf(stderr, "usage: decode-floor [--threads N] LIST\n");
+		fprintf(stderr, "usage: decode-floor [--threads N] [--pipeline "
+				"TEXT [--dtype uint8|float32] [--layout "
+				"HWC|CHW]] LIST\n");
+		return 2;
+	}
+	if (pipeline != NULL &&
+	    (xf_pipeline_parse(pipeline, &pl, err, sizeof(err)) != 0 ||
+		xf_check_output(pl, dtype, err, sizeof(err)) != 0)) {
+		fprintf(stderr, "decode-floor: %s\n", err);
 		return 2;
 	}
 	if (load(argv[i]) != 0)
@@ -166,5 +232,6 @@ main(int argc, char **argv)
 	printf("decode-floor: %zu images in %.2f s = %.0f images/s (%ld "
 	       "threads, %zu failed)\n",
 	    nfiles, s, (double)nfiles / s, nthreads, (size_t)failed);
+	xf_pipeline_free(pl);
 	return failed ? 1 : 0;
 }
