@@ -98,8 +98,8 @@ transform(size_t i, void *dst)
 	struct xf_image img = {0};
 	char err[256];
 
-	if (xf_run_prefix(pl, files[i].data, files[i].len, &img, err,
-		sizeof(err)) != 0) {
+	if (xf_run_prefix(
+		pl, files[i].data, files[i].len, &img, err, sizeof(err)) != 0) {
 		fprintf(stderr, "decode-floor: image %zu: %s\n", i, err);
 		return -1;
 	}
@@ -124,7 +124,8 @@ worker(void *arg)
 		xf_arena_use(a); /* NULL (no memory): malloc */
 	}
 	while ((i = atomic_fetch_add(&next, 1)) < nfiles)
-		if ((pl ? transform(i, buf) : decode(&files[i], &buf, &cap)) != 0)
+		if ((pl ? transform(i, buf) : decode(&files[i], &buf, &cap)) !=
+		    0)
 			atomic_fetch_add(&failed, 1);
 	if (pl != NULL) {
 		xf_arena_use(NULL);
@@ -158,15 +159,16 @@ load(const char *list)
 			if (!files)
 				return -1;
 		}
-		if ((fp = fopen(line, "rb")) == NULL || fseek(fp, 0, SEEK_END) ||
-		    (sz = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET)) {
+		if ((fp = fopen(line, "rb")) == NULL ||
+		    fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 0 ||
+		    fseek(fp, 0, SEEK_SET)) {
 			perror(line);
 			return -1;
 		}
 		files[nfiles].len = (size_t)sz;
 		files[nfiles].data = malloc((size_t)sz);
-		if (!files[nfiles].data ||
-		    fread(files[nfiles].data, 1, (size_t)sz, fp) != (size_t)sz) {
+		if (!files[nfiles].data || fread(files[nfiles].data, 1,
+					       (size_t)sz, fp) != (size_t)sz) {
 			perror(line);
 			return -1;
 		}
@@ -228,7 +230,7 @@ main(int argc, char **argv)
 		pthread_join(th[k], NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double s = (double)(t1.tv_sec - t0.tv_sec) +
-	    (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		   (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	printf("decode-floor: %zu images in %.2f s = %.0f images/s (%ld "
 	       "threads, %zu failed)\n",
 	    nfiles, s, (double)nfiles / s, nthreads, (size_t)failed);
