@@ -4,6 +4,7 @@
  * flip, random resized crop parameters, the output conversion, float16,
  * and decoding JPEGs made here with libjpeg's compressor.
  */
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -766,6 +767,106 @@ test_resize_paths(void)
 	CHECK_EQ_INT(bad, 0);
 }
 
+/*
+ * An image of w x h whose last byte is the last before a page that cannot
+ * be read, so that a kernel reading past the buffer's end faults; free
+ * with guard_free.
+ */
+static void
+guard_image(uint32_t w, uint32_t h, uint32_t seed, struct xf_image *im)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)w * h * 3;
+	size_t len = (n + pg - 1) / pg * pg;
+	uint8_t *base = mmap(NULL, len + pg, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(base != MAP_FAILED);
+	CHECK_EQ_INT(mprotect(base + len, pg, PROT_NONE), 0);
+	im->w = w;
+	im->h = h;
+	im->px = base + len - n;
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		im->px[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+static void
+guard_free(struct xf_image *im)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (size_t)im->w * im->h * 3, len = (n + pg - 1) / pg * pg;
+
+	munmap(im->px + n - len, len + pg);
+}
+
+/* resize (box: xf_resize_box of the bottom-right (bw, bh); fb: fbox) on
+ * both paths; false (and a message) where they differ. */
+static bool
+same_paths(const struct xf_image *in, uint32_t bw, uint32_t bh, const float *fb,
+    uint32_t w, uint32_t h)
+{
+	struct xf_image a, b;
+	bool same;
+	int r;
+
+	for (int scalar = 1; scalar >= 0; scalar--) {
+		if (scalar)
+			setenv("FEEDFS_XF_SCALAR", "1", 1);
+		else
+			unsetenv("FEEDFS_XF_SCALAR");
+		if (fb != NULL)
+			r = xf_resize_fbox(in, fb, w, h, scalar ? &a : &b);
+		else
+			r = xf_resize_box(in, in->w - bw, in->h - bh, bw, bh, w,
+			    h, scalar ? &a : &b);
+		CHECK_EQ_INT(r, 0);
+	}
+	same = memcmp(a.px, b.px, (size_t)w * h * 3) == 0;
+	if (!same)
+		fprintf(stderr, "%ux%u box %ux%u%s -> %ux%u: paths differ\n",
+		    in->w, in->h, bw, bh, fb != NULL ? " (fbox)" : "", w, h);
+	free(a.px);
+	free(b.px);
+	return same;
+}
+
+/*
+ * The horizontal kernel at every width from 1 to 40 out of every source
+ * width up to 5 times it (1 to 6 pairs of taps: every unrolled kernel and
+ * the loop of H_ANY; every group of four cut short), on images that end
+ * at an unreadable page: the last rows must not read past the buffer's
+ * end, whether the image is resized whole, through a box at its
+ * bottom-right corner or a fractional box touching it, and with or
+ * without a vertical pass.
+ */
+static void
+test_resize_edges(void)
+{
+	int bad = 0, n = 0;
+
+	for (uint32_t w = 1; w <= 40; w++) {
+		for (uint32_t iw = 1; iw <= w * 5 + 1; iw++) {
+			struct xf_image in;
+			uint32_t ih = 1 + (iw + w) % 4;
+			float fb[4] = {0.5f, 0.25f, (float)iw, (float)ih};
+
+			guard_image(iw, ih, iw * 131 + w, &in);
+			bad += !same_paths(&in, iw, ih, NULL, w, ih);
+			bad += !same_paths(&in, iw, ih, NULL, w, 1 + w % 3);
+			if (iw > 1)
+				bad +=
+				    !same_paths(&in, iw - 1, ih, NULL, w, ih);
+			if (iw > 1 && ih > 1)
+				bad += !same_paths(&in, 0, 0, fb, w, ih);
+			n++;
+			guard_free(&in);
+		}
+	}
+	CHECK(n > 2000);
+	CHECK_EQ_INT(bad, 0);
+}
+
 /* The vector conversion against the tables, every byte value, odd sizes. */
 static void
 test_convert_paths(void)
@@ -1163,6 +1264,7 @@ main(void)
 	test_convert();
 	test_decode();
 	test_resize_paths();
+	test_resize_edges();
 	test_convert_paths();
 	test_run_partial();
 	test_bounds();
