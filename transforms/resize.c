@@ -46,7 +46,7 @@ struct coeffs {
 	int ksize;
 	int nmax;    /* the largest n of any output */
 	int *bounds; /* lo, n per output */
-	int32_t *k;
+	int32_t *k;  /* ksize per output, of which only the first n are set */
 };
 
 static double
@@ -114,19 +114,16 @@ coeffs_make(
 			kk[x] = w;
 			ww += w;
 		}
+		/*
+		 * Pillow divides by ww (unless 0), then rounds away from
+		 * zero; the triangle is never negative, so only the
+		 * "+ 0.5" of its two roundings is ever taken.
+		 */
+		if (ww == 0.0)
+			ww = 1.0;
 		for (x = 0; x < xmax; x++)
-			if (ww != 0.0)
-				kk[x] /= ww;
-		for (x = 0; x < xmax; x++) {
-			if (kk[x] < 0)
-				k[x] = (int32_t)(-0.5 +
-						 kk[x] * (1 << PRECISION_BITS));
-			else
-				k[x] = (int32_t)(0.5 +
-						 kk[x] * (1 << PRECISION_BITS));
-		}
-		for (; x < ksize; x++)
-			k[x] = 0;
+			k[x] =
+			    (int32_t)(0.5 + kk[x] / ww * (1 << PRECISION_BITS));
 		c->bounds[xx * 2] = xmin;
 		c->bounds[xx * 2 + 1] = xmax;
 		if (xmax > c->nmax)
@@ -618,6 +615,7 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 	bool need_h = w != inw || bx0 != 0.0f || bx1 != (float)inw;
 	bool need_v = h != inh || by0 != 0.0f || by1 != (float)inh;
 	struct coeffs ch = {0}, cv = {0};
+	const struct coeffs *hc = &ch;
 	uint8_t *tmp = NULL;
 	size_t tstride;
 	int first, last, r;
@@ -642,21 +640,24 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 	src += (size_t)first * stride;
 	tstride = stride;
 	if (need_h) {
-		if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
+		/* Square (box and size): the same coefficients both ways. */
+		if (inw == inh && w == h && bx0 == by0 && bx1 == by1)
+			hc = &cv;
+		else if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
 			goto out;
 		r = -ENOMEM;
 		if ((tmp = xf_alloc((size_t)w * (last - first) * 3)) == NULL)
 			goto out;
 #ifdef HAVE_AVX2_KERNELS
-		if (simd && (r = hvec_make(&ch, w, &hv)) != 0)
+		if (simd && (r = hvec_make(hc, w, &hv)) != 0)
 			goto out;
 		if (simd)
 			pass_horizontal_avx2(src, stride, end, tmp, w,
-			    (uint32_t)(last - first), &ch, &hv);
+			    (uint32_t)(last - first), hc, &hv);
 		else
 #endif
 			pass_horizontal(
-			    src, stride, tmp, w, (uint32_t)(last - first), &ch);
+			    src, stride, tmp, w, (uint32_t)(last - first), hc);
 		src = tmp;
 		tstride = (size_t)w * 3;
 	}
