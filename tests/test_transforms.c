@@ -867,6 +867,38 @@ test_resize_edges(void)
 	CHECK_EQ_INT(bad, 0);
 }
 
+/*
+ * The vertical kernel's row tail: output rows of n = 3w bytes for every
+ * n % 32 (and n below 32, where the tail is all of it), heights 1 to 9
+ * out of 1 to 9 rows, up and down.  With no horizontal pass it reads the
+ * source rows themselves, which end at an unreadable page (whole, or a box
+ * at the bottom-right corner, whose rows are narrower than the stride);
+ * with one, the temporary.
+ */
+static void
+test_resize_vtail(void)
+{
+	int bad = 0, n = 0;
+
+	for (uint32_t w = 1; w <= 48; w++) {
+		for (uint32_t ih = 1; ih <= 9; ih++) {
+			struct xf_image in;
+
+			guard_image(w + 3, ih, w * 17 + ih, &in);
+			for (uint32_t h = 1; h <= 9; h++) {
+				bad +=
+				    !same_paths(&in, w + 3, ih, NULL, w + 3, h);
+				bad += !same_paths(&in, w, ih, NULL, w, h);
+				bad += !same_paths(&in, w + 3, ih, NULL, w, h);
+				n++;
+			}
+			guard_free(&in);
+		}
+	}
+	CHECK(n > 400);
+	CHECK_EQ_INT(bad, 0);
+}
+
 /* The vector conversion against the tables, every byte value, odd sizes. */
 static void
 test_convert_paths(void)
@@ -1265,6 +1297,7 @@ main(void)
 	test_decode();
 	test_resize_paths();
 	test_resize_edges();
+	test_resize_vtail();
 	test_convert_paths();
 	test_run_partial();
 	test_bounds();

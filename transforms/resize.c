@@ -20,7 +20,9 @@
  *   each output's pixels come in one 16-byte load per four or five taps,
  *   which pshufb spreads into the pairs (the loads, inserts and shuffles,
  *   not the multiplies, were most of the cost of two taps at a time).
- * - vertical, AVX2: contiguous rows, 32 bytes at a time in int32 lanes.
+ * - vertical, AVX2: contiguous rows, 32 bytes at a time in int32 lanes,
+ *   the rest of a row 8 at a time, the last step ending at the row's end
+ *   (it recomputes bytes already written, to the same values).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -44,7 +46,7 @@ struct coeffs {
 	int ksize;
 	int nmax;    /* the largest n of any output */
 	int *bounds; /* lo, n per output */
-	int32_t *k;
+	int32_t *k;  /* ksize per output, of which only the first n are set */
 };
 
 static double
@@ -112,19 +114,16 @@ coeffs_make(
 			kk[x] = w;
 			ww += w;
 		}
+		/*
+		 * Pillow divides by ww (unless 0), then rounds away from
+		 * zero; the triangle is never negative, so only the
+		 * "+ 0.5" of its two roundings is ever taken.
+		 */
+		if (ww == 0.0)
+			ww = 1.0;
 		for (x = 0; x < xmax; x++)
-			if (ww != 0.0)
-				kk[x] /= ww;
-		for (x = 0; x < xmax; x++) {
-			if (kk[x] < 0)
-				k[x] = (int32_t)(-0.5 +
-						 kk[x] * (1 << PRECISION_BITS));
-			else
-				k[x] = (int32_t)(0.5 +
-						 kk[x] * (1 << PRECISION_BITS));
-		}
-		for (; x < ksize; x++)
-			k[x] = 0;
+			k[x] =
+			    (int32_t)(0.5 + kk[x] / ww * (1 << PRECISION_BITS));
 		c->bounds[xx * 2] = xmin;
 		c->bounds[xx * 2 + 1] = xmax;
 		if (xmax > c->nmax)
@@ -480,39 +479,85 @@ pass_horizontal_avx2(const uint8_t *src, size_t stride, const uint8_t *end,
 	}
 }
 
-/* The vertical pass with AVX2, 32 bytes of a row at a time. */
+/* One tap: the 8 bytes at p, widened to int32, times ky, added to a. */
+#define V_TAP(a, p, ky)                                                        \
+	a = _mm256_add_epi32(a,                                                \
+	    _mm256_mullo_epi32(                                                \
+		_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p))),   \
+		ky))
+
+/* The 8 sums in a (shifted, int32) to 8 clipped bytes at d. */
+__attribute__((target("avx2"))) static inline void
+v_store8(uint8_t *d, __m256i a)
+{
+	__m128i x = _mm_packs_epi32(
+	    _mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+
+	_mm_storel_epi64((__m128i *)d, _mm_packus_epi16(x, x));
+}
+
+/*
+ * Bytes [i, n) of an output row (0 < n - i < 32, 8 <= n) from the rows at
+ * s, in m = (n - i + 7) / 8 steps of 8 (m constant where inlined), the
+ * last at n - 8: it writes again, with the same values, bytes that an
+ * earlier step wrote, and no step reads outside the row's n bytes.
+ */
+__attribute__((target("avx2"), always_inline)) static inline void
+v_tail(const uint8_t *s, size_t stride, const int32_t *k, int cnt, uint8_t *d,
+    size_t i, size_t n, int m)
+{
+	__m256i a[4];
+	size_t o[4];
+
+	for (int j = 0; j < m; j++) {
+		o[j] = j + 1 < m ? i + 8 * (size_t)j : n - 8;
+		a[j] = _mm256_set1_epi32(ROUND_BIAS);
+	}
+	for (int y = 0; y < cnt; y++, s += stride) {
+		__m256i ky = _mm256_set1_epi32(k[y]);
+
+		for (int j = 0; j < m; j++)
+			V_TAP(a[j], s + o[j], ky);
+	}
+	for (int j = 0; j < m; j++)
+		v_store8(d + o[j], _mm256_srai_epi32(a[j], PRECISION_BITS));
+}
+
+/*
+ * The vertical pass with AVX2, 32 bytes of a row at a time, then the rest
+ * (n % 32) in steps of 8; only rows narrower than 8 bytes (w < 3) are
+ * left to the portable loop.
+ */
 __attribute__((target("avx2"))) static void
 pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
     uint32_t outh, int first, const struct coeffs *c)
 {
 	const __m256i bias = _mm256_set1_epi32(ROUND_BIAS);
 	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-	size_t n = (size_t)w * 3;
+	size_t n = (size_t)w * 3, nv = n / 32 * 32;
+	int m = (int)(n - nv + 7) / 8;
 
+	if (n < 8) {
+		pass_vertical(src, stride, w, dst, outh, first, c);
+		return;
+	}
 	for (uint32_t yy = 0; yy < outh; yy++) {
 		const int32_t *k = c->k + (size_t)yy * c->ksize;
 		int lo = c->bounds[yy * 2] - first, cnt = c->bounds[yy * 2 + 1];
 		const uint8_t *s0 = src + (size_t)lo * stride;
 		uint8_t *d = dst + yy * n;
-		size_t i = 0;
 
-		for (; i + 32 <= n; i += 32) {
+		for (size_t i = 0; i < nv; i += 32) {
 			__m256i a0 = bias, a1 = bias, a2 = bias, a3 = bias;
 			const uint8_t *s = s0 + i;
 
 			for (int y = 0; y < cnt; y++, s += stride) {
 				__m256i ky = _mm256_set1_epi32(k[y]);
 
-#define VTAP(a, o)                                                             \
-	a = _mm256_add_epi32(                                                  \
-	    a, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(        \
-				      (const __m128i *)(s + (o)))),            \
-		   ky))
-				VTAP(a0, 0);
-				VTAP(a1, 8);
-				VTAP(a2, 16);
-				VTAP(a3, 24);
-#undef VTAP
+				V_TAP(a0, s, ky);
+				V_TAP(a1, s + 8, ky);
+				V_TAP(a2, s + 16, ky);
+				V_TAP(a3, s + 24, ky);
 			}
 			a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
 			a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
@@ -523,10 +568,25 @@ pass_vertical_avx2(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
 			a0 = _mm256_permutevar8x32_epi32(a0, perm);
 			_mm256_storeu_si256((__m256i *)(d + i), a0);
 		}
-		if (i < n)
-			v_row(src, stride, i, n, d, yy, first, c);
+		switch (m) {
+		case 1:
+			v_tail(s0, stride, k, cnt, d, nv, n, 1);
+			break;
+		case 2:
+			v_tail(s0, stride, k, cnt, d, nv, n, 2);
+			break;
+		case 3:
+			v_tail(s0, stride, k, cnt, d, nv, n, 3);
+			break;
+		case 4:
+			v_tail(s0, stride, k, cnt, d, nv, n, 4);
+			break;
+		default: /* n % 32 == 0 */
+			break;
+		}
 	}
 }
+#undef V_TAP
 
 /* AVX2 unless the CPU lacks it or FEEDFS_XF_SCALAR is set (tests). */
 static bool
@@ -555,6 +615,7 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 	bool need_h = w != inw || bx0 != 0.0f || bx1 != (float)inw;
 	bool need_v = h != inh || by0 != 0.0f || by1 != (float)inh;
 	struct coeffs ch = {0}, cv = {0};
+	const struct coeffs *hc = &ch;
 	uint8_t *tmp = NULL;
 	size_t tstride;
 	int first, last, r;
@@ -579,21 +640,24 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 	src += (size_t)first * stride;
 	tstride = stride;
 	if (need_h) {
-		if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
+		/* Square (box and size): the same coefficients both ways. */
+		if (inw == inh && w == h && bx0 == by0 && bx1 == by1)
+			hc = &cv;
+		else if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
 			goto out;
 		r = -ENOMEM;
 		if ((tmp = xf_alloc((size_t)w * (last - first) * 3)) == NULL)
 			goto out;
 #ifdef HAVE_AVX2_KERNELS
-		if (simd && (r = hvec_make(&ch, w, &hv)) != 0)
+		if (simd && (r = hvec_make(hc, w, &hv)) != 0)
 			goto out;
 		if (simd)
 			pass_horizontal_avx2(src, stride, end, tmp, w,
-			    (uint32_t)(last - first), &ch, &hv);
+			    (uint32_t)(last - first), hc, &hv);
 		else
 #endif
 			pass_horizontal(
-			    src, stride, tmp, w, (uint32_t)(last - first), &ch);
+			    src, stride, tmp, w, (uint32_t)(last - first), hc);
 		src = tmp;
 		tstride = (size_t)w * 3;
 	}
