@@ -143,4 +143,13 @@ int ds_member_read(const struct dataset *ds, size_t id, size_t max,
 int ds_sample_open(const struct dataset *ds, size_t id, int *fd,
     struct stat *st, char *err, size_t errlen);
 
+/*
+ * Ask the kernel to start reading sample id's bytes into the page cache
+ * (posix_fadvise WILLNEED: it queues the reads and returns), so that a
+ * worker's read of it later finds them there.  A hint: opened as
+ * ds_sample_open opens it, or the shard with the member's range; any
+ * failure is ignored (the read that follows reports it).  Thread-safe.
+ */
+void ds_sample_prefetch(const struct dataset *ds, size_t id);
+
 #endif

@@ -1,6 +1,7 @@
 /*
  * ds_safeopen.c - opening a dataset's samples through no symbolic link
- * (ds_sample_open; see dataset.h for the contract).
+ * (ds_sample_open, and ds_sample_prefetch's hint; see dataset.h for the
+ * contract).
  */
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -178,4 +179,35 @@ ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
 	*fd = f;
 	*st = sb;
 	return 0;
+}
+
+void
+ds_sample_prefetch(const struct dataset *ds, size_t id)
+{
+	const struct ds_sample *sm;
+	struct stat st;
+	char err[8];
+	off_t off = 0, len = 0;
+	int fd;
+
+	if (id >= ds->n)
+		return;
+	sm = &ds->samples[id];
+	if (ds->nshards > 0) {
+		/* The member's range of its shard; ds_member_read checks the
+		 * shard when it reads. */
+		if (sm->bad != NULL || sm->shard >= ds->nshards ||
+		    (fd = open(ds->shards[sm->shard].path,
+			 O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) < 0)
+			return;
+		off = (off_t)sm->off;
+		len = (off_t)sm->size;
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return;
+		}
+	} else if (ds_sample_open(ds, id, &fd, &st, err, sizeof(err)) != 0)
+		return;
+	(void)posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED);
+	close(fd);
 }

@@ -27,6 +27,7 @@ struct job_stats {
 	/* The cluster tier: local misses it served, and those it lacked. */
 	atomic_uint_fast64_t cluster_hits, cluster_misses;
 	atomic_uint_fast64_t samples, decode_errors, substituted;
+	atomic_uint_fast64_t prefetched; /* sources read ahead (sched.c) */
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
 	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts */
@@ -103,6 +104,10 @@ struct job {
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
 	atomic_bool source_logged; /* a failure of the dataset was logged */
+	/* Whether the last sample made read its source (a miss, or no cache):
+	 * the scheduler then prefetches the files of the slots ahead
+	 * (sample_prefetch); in a warm epoch they are not read at all. */
+	atomic_bool reads_source;
 	struct cluster *cluster; /* the cluster tier, or NULL (not owned;
 				    set by feed_start and feedfs-fill) */
 	struct job_stats st;

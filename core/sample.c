@@ -440,9 +440,13 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	    sample_memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
 		sample_keys(j, digest, png, key, tkey);
-		if (lookup(j, c, epoch, key, tkey, img) == 0)
+		if (lookup(j, c, epoch, key, tkey, img) == 0) {
+			atomic_store_explicit(
+			    &j->reads_source, false, memory_order_relaxed);
 			return 0;
+		}
 	}
+	atomic_store_explicit(&j->reads_source, true, memory_order_relaxed);
 	if ((r = read_sample(j, id, &src, &len, &st, &steady, err, errlen)) !=
 	    0)
 		return r;
@@ -550,6 +554,7 @@ run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
 	char msg[384];
 	int r;
 
+	atomic_store_explicit(&j->reads_source, true, memory_order_relaxed);
 	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return r;
 	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
@@ -603,6 +608,20 @@ out:
 		job_rate_add(&j->st);
 	}
 	return r;
+}
+
+void
+sample_prefetch(struct job *j, uint32_t gid)
+{
+	uint32_t id;
+	const struct dataset *ds;
+
+	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed) ||
+	    gid >= j->ds->n)
+		return;
+	ds = job_source_of(j, gid, &id)->ds;
+	ds_sample_prefetch(ds, id);
+	atomic_fetch_add(&j->st.prefetched, 1);
 }
 
 /* sample_make, retrying a transient failure a few times. */

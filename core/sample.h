@@ -65,4 +65,13 @@ void sample_cache_key(const uint8_t digest[32], const char *text, bool png,
  */
 int sample_fill(struct job *j, uint32_t id, char *err, size_t errlen);
 
+/*
+ * Start reading sample id's source into the page cache
+ * (ds_sample_prefetch), if the job's last sample read its source
+ * (job.reads_source): the scheduler calls it for a slot some way ahead
+ * of the one a worker takes, so that a cold epoch's reads do not wait on
+ * the disk; a warm epoch, which reads no source, reads nothing ahead.
+ */
+void sample_prefetch(struct job *j, uint32_t id);
+
 #endif

@@ -181,6 +181,10 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 		"Samples that could not be read or decoded.", false),
 	    C("feedfs_substituted_total", substituted,
 		"Samples replaced by the next good one (on_error).", false),
+	    C("feedfs_prefetched_total", prefetched,
+		"Sources asked of the kernel ahead of the workers (slots "
+		"ahead, while the job's samples read their sources).",
+		false),
 	    C("feedfs_batches_total", batches, "Batches prepared.", false),
 	    C("feedfs_batch_errors_total", batch_errors,
 		"Batches that failed (on_error = fail).", false),
