@@ -16,14 +16,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <jpeglib.h>
 
 #include "transforms/xf.h"
 
@@ -31,39 +28,6 @@ struct img {
 	struct xf_image im;
 	uint32_t tw, th;
 };
-
-struct jerr {
-	struct jpeg_error_mgr pub;
-	jmp_buf jb;
-};
-
-static void
-on_error(j_common_ptr cinfo)
-{
-	longjmp(((struct jerr *)cinfo->err)->jb, 1);
-}
-
-/* The size in the JPEG's header, as ops.c's jpeg_dims gives it. */
-static int
-header_dims(const uint8_t *buf, size_t len, uint32_t *w, uint32_t *h)
-{
-	struct jpeg_decompress_struct d;
-	struct jerr je;
-
-	d.err = jpeg_std_error(&je.pub);
-	je.pub.error_exit = on_error;
-	if (setjmp(je.jb)) {
-		jpeg_destroy_decompress(&d);
-		return -EINVAL;
-	}
-	jpeg_create_decompress(&d);
-	jpeg_mem_src(&d, buf, len);
-	jpeg_read_header(&d, TRUE);
-	*w = d.image_width;
-	*h = d.image_height;
-	jpeg_destroy_decompress(&d);
-	return 0;
-}
 
 static int
 read_all(const char *path, uint8_t **buf, size_t *len)
@@ -138,7 +102,7 @@ load(const char *dir, uint32_t size, struct img *imgs, size_t max)
 			    file, sizeof(file), "%s/%s", path, fs[f]->d_name);
 			if (n < max && strstr(fs[f]->d_name, ".jpg") != NULL &&
 			    read_all(file, &buf, &len) == 0) {
-				if (header_dims(buf, len, &w, &h) == 0) {
+				if (xf_jpeg_dims(buf, len, &w, &h) == 0) {
 					target(w, h, size, &m->tw, &m->th);
 					if (xf_decode(buf, len, 2 * m->tw,
 						2 * m->th, &m->im, err,

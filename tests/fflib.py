@@ -281,6 +281,23 @@ class Mount:
         return out
 
 
+    def read_epoch(self, job, epoch, ref=None):
+        """Read every file of (job, epoch) through the mount, whole; with
+        ref (a directory of feedfs-ref's files), the listing and every
+        file's bytes must equal it."""
+        d = self.p(job, "epoch-%04d" % epoch)
+        names = sorted(os.listdir(d))
+        if ref is not None:
+            check(names == sorted(os.listdir(ref)),
+                  "%s lists %s, the reference %s"
+                  % (d, names, sorted(os.listdir(ref))))
+        for n in names:
+            got = read_file(os.path.join(d, n))
+            if ref is not None:
+                with open(os.path.join(ref, n), "rb") as f:
+                    check(got == f.read(),
+                          "%s/%s differs from feedfs-ref's" % (d, n))
+
     def job_stat(self, name, job):
         """The value of counter name for job in .feedfs/stats."""
         key = '%s{job="%s"}' % (name, job)

@@ -42,16 +42,6 @@ def stats(m):
     return out
 
 
-def read_epoch(m, job, epoch, ref=None):
-    d = m.p(job, "epoch-%04d" % epoch)
-    for name in sorted(os.listdir(d)):
-        got = fflib.read_file(os.path.join(d, name))
-        if ref is not None:
-            with open(os.path.join(ref, name), "rb") as f:
-                check(got == f.read(),
-                      "%s/%s differs from feedfs-ref's" % (d, name))
-
-
 def epoch_hits(s, job, e):
     return s.get('feedfs_epoch_cache_hits_total{job="%s",epoch="%d"}'
                  % (job, e), 0)
@@ -61,7 +51,7 @@ def epoch_hits(s, job, e):
 big = t.config(t.path("big.conf"), data, JOBS, cache_dir=t.path("c-big"),
                cache_size="1G")
 with fflib.Mount(t, big, t.path("mnt")) as m:
-    read_epoch(m, "a", 0)
+    m.read_epoch("a", 0)
     s = stats(m)
 entries, used = s["feedfs_cache_entries"], s["feedfs_cache_used_bytes"]
 check(entries == N, "%d entries after a cold epoch, expected %d"
@@ -83,7 +73,7 @@ ref2 = t.ref(part, "a", 2, t.path("ref", "a2"))
 with fflib.Mount(t, part, t.path("mnt")) as m:
     ins, wrote = [], []
     for e in range(4):
-        read_epoch(m, "a", e, ref2 if e == 2 else None)
+        m.read_epoch("a", e, ref2 if e == 2 else None)
         s = stats(m)
         ins.append(s["feedfs_cache_inserts_total"])
         wrote.append(s["feedfs_cache_written_bytes_total"])
@@ -118,8 +108,8 @@ zc = t.config(t.path("z.conf"), data, jobs, cache_dir=t.path("c-z"),
 ref_raw = t.ref(t.config(t.path("zr.conf"), data, {"z": JOBS["a"]}), "z", 1,
                 t.path("ref", "z1"))
 with fflib.Mount(t, zc, t.path("mnt")) as m:
-    read_epoch(m, "z", 0)
-    read_epoch(m, "z", 1, ref_raw)
+    m.read_epoch("z", 0)
+    m.read_epoch("z", 1, ref_raw)
     s = stats(m)
     check(epoch_hits(s, "z", 1) == N, "lossless warm epoch: %d hits"
           % epoch_hits(s, "z", 1))

@@ -44,19 +44,6 @@ cfg = t.config(t.path("feedfs.conf"), data, {
 })
 
 
-def read_epoch(m, job, epoch, ref):
-    """Read every file of (job, epoch) through m; compare with ref."""
-    d = m.p(job, "epoch-%04d" % epoch)
-    names = sorted(os.listdir(d))
-    check(names == sorted(os.listdir(ref)),
-          "%s lists %s, the reference %s" % (d, names, os.listdir(ref)))
-    for name in names:
-        got = fflib.read_file(os.path.join(d, name))
-        with open(os.path.join(ref, name), "rb") as f:
-            want = f.read()
-        check(got == want, "%s/%s differs from feedfs-ref's" % (d, name))
-
-
 def hit_rate(m, job):
     h = m.job_stat("feedfs_cache_hits_total", job)
     miss = m.job_stat("feedfs_cache_misses_total", job)
@@ -69,11 +56,11 @@ ref_b = t.ref(cfg, "b", 0, t.path("ref", "b0"))
 
 # ---- two jobs, one prefix ---------------------------------------------------
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    read_epoch(m, "a", 0, ref_a)
+    m.read_epoch("a", 0, ref_a)
     h, miss, _ = hit_rate(m, "a")
     check((h, miss) == (0, N), "cold epoch of a: %d hits %d misses, "
           "expected 0 and %d" % (h, miss, N))
-    read_epoch(m, "b", 0, ref_b)
+    m.read_epoch("b", 0, ref_b)
     h, miss, rate = hit_rate(m, "b")
     log("job b after job a: %d hits, %d misses (%.1f%%)"
         % (h, miss, 100 * rate))
@@ -90,7 +77,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(st["feedfs_cache_disk_bytes"] > 0, "remount: the cache is empty")
     log("cache bytes per image (resize(72), 72x~96x3 uint8): %.0f"
         % (st["feedfs_cache_disk_bytes"] / N))
-    read_epoch(m, "a", 0, ref_a)
+    m.read_epoch("a", 0, ref_a)
     h, miss, rate = hit_rate(m, "a")
     log("remount, job a: %d hits, %d misses (%.1f%%)" % (h, miss, 100 * rate))
     check(rate >= 0.99, "first epoch after a remount: %.1f%% hits, "
@@ -113,7 +100,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               open(os.path.join(ref_b2, f), "rb").read()
               for f in os.listdir(ref_b)),
           "the rewritten file changed nothing in b's reference")
-    read_epoch(m, "b", 0, ref_b2)
+    m.read_epoch("b", 0, ref_b2)
     h, miss, _ = hit_rate(m, "b")
     check((h, miss) == (N - 1, 1), "after rewriting %s: %d hits %d misses, "
           "expected %d and 1" % (victim, h, miss, N - 1))

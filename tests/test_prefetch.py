@@ -43,16 +43,6 @@ data = t.gen(t.path("data"), n=N, classes=3, seed=11)
 time.sleep(2.5)
 
 
-def read_epoch(m, job, epoch, ref=None):
-    d = m.p(job, "epoch-%04d" % epoch)
-    for name in sorted(os.listdir(d)):
-        got = fflib.read_file(os.path.join(d, name))
-        if ref is not None:
-            with open(os.path.join(ref, name), "rb") as f:
-                check(got == f.read(),
-                      "%s/%s differs from feedfs-ref's" % (d, name))
-
-
 def prefetched(m, job):
     return m.job_stat("feedfs_prefetched_total", job)
 
@@ -64,7 +54,7 @@ jobs = {"c": dict(pipeline=PIPE, dtype="uint8", layout="HWC", epochs=3,
                   dtype="uint8", layout="HWC", epochs=2, batch_size=B)}
 cfg = t.config(t.path("a.conf"), data, jobs, threads=THREADS, readahead=2)
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    read_epoch(m, "c", 0, t.ref(cfg, "c", 0, t.path("ref-c0")))
+    m.read_epoch("c", 0, t.ref(cfg, "c", 0, t.path("ref-c0")))
     cold = prefetched(m, "c")
     # Up to the readahead's batches of epoch 1 too, made as epoch 0 ends.
     check(cold >= LEAST and cold <= N + 2 * B,
@@ -72,7 +62,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     misses = m.job_stat("feedfs_cache_misses_total", "c")
     check(misses >= N, "%d misses in the cold epoch" % misses)
     for e in (1, 2):
-        read_epoch(m, "c", e, t.ref(cfg, "c", e, t.path("ref-c%d" % e)))
+        m.read_epoch("c", e, t.ref(cfg, "c", e, t.path("ref-c%d" % e)))
     warm = prefetched(m, "c") - cold
     hits = m.job_stat("feedfs_cache_hits_total", "c")
     check(hits >= 2 * N, "%d hits in two warm epochs" % hits)
@@ -81,7 +71,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     log("cold epoch: %d of %d prefetched; two warm epochs: %d"
         % (cold, N, warm))
     for e in (0, 1):
-        read_epoch(m, "n", e, t.ref(cfg, "n", e, t.path("ref-n%d" % e)))
+        m.read_epoch("n", e, t.ref(cfg, "n", e, t.path("ref-n%d" % e)))
     nc = prefetched(m, "n")
     check(nc >= 2 * LEAST,
           "a job without a cache op prefetched %d in two epochs" % nc)
@@ -126,7 +116,7 @@ dtype = uint8
 layout = HWC
 """ % (t.path("cache-sh"), THREADS, os.path.join(shards, "*.tar"), B, PIPE))
 with fflib.Mount(t, scfg, t.path("mnt")) as m:
-    read_epoch(m, "sc", 0, t.ref(scfg, "sc", 0, t.path("ref-sc")))
+    m.read_epoch("sc", 0, t.ref(scfg, "sc", 0, t.path("ref-sc")))
     sp = prefetched(m, "sc")
     check(sp >= LEAST,
           "a cold epoch over shards prefetched %d of %d" % (sp, N))
@@ -141,7 +131,7 @@ with fflib.Mount(t, gcfg, t.path("mnt")) as m:
     gone = os.path.join(data, files[2 * B + 20][1])  # the last batch's
     os.rename(gone, gone + ".away")
     try:
-        read_epoch(m, "g", 0)
+        m.read_epoch("g", 0)
         sub = m.job_stat("feedfs_substituted_total", "g")
         check(sub == 1, "%d substituted for one source gone" % sub)
         check(prefetched(m, "g") >= LEAST - 1,

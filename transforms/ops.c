@@ -329,8 +329,8 @@ be16(const uint8_t *p)
  * The image size from a JPEG's SOF marker, without decoding.  Returns 0,
  * or -EINVAL when no SOF is found (the decoder then says what is wrong).
  */
-static int
-jpeg_dims(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
+int
+xf_jpeg_dims(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
 {
 	size_t i = 2;
 
@@ -383,7 +383,7 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	 * decode gives the same shape as a full one.
 	 */
 	if (end > 1 && pl->ops[1].kind == XF_OP_RESIZE &&
-	    jpeg_dims(jpeg, len, &w, &h) == 0) {
+	    xf_jpeg_dims(jpeg, len, &w, &h) == 0) {
 		resize_dims(w, h, &pl->ops[1], &tw, &th);
 		min_w = tw > 0x7fffffff ? UINT32_MAX : 2 * tw;
 		min_h = th > 0x7fffffff ? UINT32_MAX : 2 * th;
@@ -463,7 +463,7 @@ run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
 	int r;
 
 	if (pl->cache_at < pl->nops || pl->nops < 2 ||
-	    op->kind != XF_OP_RRC || jpeg_dims(jpeg, len, &w, &h) != 0)
+	    op->kind != XF_OP_RRC || xf_jpeg_dims(jpeg, len, &w, &h) != 0)
 		return 1;
 	xf_rrc_params(w, h, op->scale, op->ratio, rngkey, 1ULL << 32, &x, &y,
 	    &cw, &ch);

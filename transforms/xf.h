@@ -169,6 +169,10 @@ int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
     char *err, size_t errlen);
 
+/* The image size from a JPEG's SOF marker, without decoding: 0, or
+ * -EINVAL when there is none (the decoder then says what is wrong). */
+int xf_jpeg_dims(const uint8_t *jpeg, size_t len, uint32_t *w, uint32_t *h);
+
 /* The single ops, exported for tests.  All allocate a new out->px. */
 int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen);
