@@ -462,8 +462,8 @@ run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
 	float box[4];
 	int r;
 
-	if (pl->cache_at < pl->nops || pl->nops < 2 ||
-	    op->kind != XF_OP_RRC || xf_jpeg_dims(jpeg, len, &w, &h) != 0)
+	if (pl->cache_at < pl->nops || pl->nops < 2 || op->kind != XF_OP_RRC ||
+	    xf_jpeg_dims(jpeg, len, &w, &h) != 0)
 		return 1;
 	xf_rrc_params(w, h, op->scale, op->ratio, rngkey, 1ULL << 32, &x, &y,
 	    &cw, &ch);
