@@ -1256,8 +1256,6 @@ test_perms(void)
 int
 main(void)
 {
-	char cmd[128];
-
 	snprintf(tmp, sizeof(tmp), "/tmp/test_cache.XXXXXX");
 	if (mkdtemp(tmp) == NULL) {
 		perror("mkdtemp");
@@ -1278,8 +1276,6 @@ main(void)
 	test_admin_run();
 	test_perms();
 	cache_close(NULL);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp);
+	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

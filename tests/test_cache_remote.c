@@ -305,8 +305,6 @@ out:
 int
 main(void)
 {
-	char cmd[128];
-
 	snprintf(tmp, sizeof(tmp), "/tmp/test_cache_remote.XXXXXX");
 	if (mkdtemp(tmp) == NULL) {
 		perror("mkdtemp");
@@ -314,8 +312,6 @@ main(void)
 	}
 	test_shared();
 	test_bound_shared();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp);
+	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

@@ -878,7 +878,6 @@ out:
 int
 main(int argc, char **argv)
 {
-	char cmd[128];
 	ssize_t n;
 
 	if (argc == 3 && strcmp(argv[1], "owner") == 0)
@@ -905,8 +904,6 @@ main(int argc, char **argv)
 	test_frames();
 	test_get_ahead();
 	test_options();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp);
+	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

@@ -1594,8 +1594,6 @@ main(void)
 	test_sasl();
 
 	kill_servers();
-	snprintf(err, sizeof(err), "rm -rf %s", tmp);
-	if (system(err) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp);
+	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

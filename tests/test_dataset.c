@@ -667,8 +667,6 @@ test_shards(void)
 int
 main(void)
 {
-	char cmd[128];
-
 	snprintf(tmp, sizeof(tmp), "/tmp/test_dataset.XXXXXX");
 	if (mkdtemp(tmp) == NULL) {
 		perror("mkdtemp");
@@ -683,8 +681,6 @@ main(void)
 	test_fan();
 	test_shards();
 	ds_free(NULL);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp);
+	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

@@ -239,25 +239,14 @@ test_sample_path(void)
 int
 main(void)
 {
-	char cmd[1024];
-	const char *bd = getenv("FF_BUILDDIR");
-
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 99;
 	}
-	snprintf(cmd, sizeof(cmd),
-	    "%s/tests/gen-jpegs %s/data --n 2 --classes 1 --seed 5 "
-	    ">/dev/null",
-	    bd ? bd : ".", dir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "gen-jpegs failed\n");
+	if (test_gen_jpegs(dir, 2, 1, 5) != 0)
 		return 99;
-	}
 	test_rule();
 	test_sample_path();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
+	test_rmtree(dir);
 	return TEST_SUMMARY();
 }

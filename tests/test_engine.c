@@ -703,20 +703,13 @@ int
 main(void)
 {
 	char cmd[1024];
-	const char *bd = getenv("FF_BUILDDIR");
 
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 99;
 	}
-	snprintf(cmd, sizeof(cmd),
-	    "%s/tests/gen-jpegs %s/data --n 40 --classes 3 --seed 3 "
-	    ">/dev/null",
-	    bd ? bd : ".", dir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "gen-jpegs failed\n");
+	if (test_gen_jpegs(dir, 40, 3, 3) != 0)
 		return 99;
-	}
 	test_bytes_and_budget();
 	test_small_budget();
 	test_relaxed();
@@ -731,8 +724,6 @@ main(void)
 	snprintf(cmd, sizeof(cmd), "mkdir %s/odd", dir);
 	CHECK(system(cmd) == 0);
 	test_names();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
+	test_rmtree(dir);
 	return TEST_SUMMARY();
 }
