@@ -1,7 +1,7 @@
 /*
- * cachetest.h - what the tests of the shared cache (test_cache_remote,
+ * cachetest.h - what the tests of the cache (test_cache, test_cache_remote,
  * test_cache_trust) make their keys and values with.  Include after
- * tests/testlib.h.
+ * tests/testlib.h.  The functions are static inline: a test uses some.
  */
 #ifndef FEEDFS_CACHETEST_H
 #define FEEDFS_CACHETEST_H
@@ -15,7 +15,7 @@
 #include "cache/cache.h"
 
 /* The key of "source i" under the prefix "decode resize(256)". */
-static void
+static inline void
 key_of(int i, uint8_t key[CACHE_KEY_LEN])
 {
 	uint8_t d[32];
@@ -26,12 +26,13 @@ key_of(int i, uint8_t key[CACHE_KEY_LEN])
 	cache_key(d, "decode resize(256)", key);
 }
 
-/* A raw 352 x 256 x 3 value of len bytes whose bytes depend on i. */
-static struct cache_val
-val_of(int i, size_t len)
+/* A value of shape w x h x c, dtype, len bytes (malloc'd) that depend on
+ * i; no prefix. */
+static inline struct cache_val
+val_shaped(
+    int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
 {
-	struct cache_val v = {
-	    352, 256, 3, 0, NULL, len, "decode resize(256)", 0};
+	struct cache_val v = {w, h, c, dtype, NULL, len, NULL, 0};
 	uint8_t *p = malloc(len ? len : 1);
 
 	for (size_t k = 0; k < len; k++)
@@ -40,11 +41,22 @@ val_of(int i, size_t len)
 	return v;
 }
 
+/* A raw 352 x 256 x 3 value of len bytes whose bytes depend on i, under
+ * the prefix "decode resize(256)". */
+static inline struct cache_val
+val_of(int i, size_t len)
+{
+	struct cache_val v = val_shaped(i, 352, 256, 3, 0, len);
+
+	v.prefix = "decode resize(256)";
+	return v;
+}
+
 /*
  * The owner queues puts and answers gets first: wait (5 s at most) until
  * its store has done n inserts.
  */
-static void
+static inline void
 wait_inserts(struct cache *own, uint64_t n)
 {
 	struct cache_stats st;

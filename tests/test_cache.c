@@ -26,6 +26,7 @@
 #include "cache/cache_int.h"
 #include "cache/codec.h"
 #include "tests/testlib.h"
+#include "tests/cachetest.h"
 
 #define MB (1024u * 1024u)
 
@@ -35,31 +36,6 @@ static void
 path_in(char *buf, size_t len, const char *name)
 {
 	snprintf(buf, len, "%s/%s", tmp, name);
-}
-
-/* A key that stands for entry i of a test. */
-static void
-key_of(int i, uint8_t key[CACHE_KEY_LEN])
-{
-	uint8_t d[32];
-	char s[32];
-
-	snprintf(s, sizeof(s), "source %d", i);
-	cache_sha256(s, strlen(s), d);
-	cache_key(d, "decode resize(256)", key);
-}
-
-/* A value whose bytes depend on i. */
-static struct cache_val
-val_of(int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
-{
-	struct cache_val v = {w, h, c, dtype, NULL, len, NULL, 0};
-	uint8_t *p = malloc(len ? len : 1);
-
-	for (size_t k = 0; k < len; k++)
-		p[k] = (uint8_t)(k * 31 + (size_t)i * 7 + (k >> 8));
-	v.data = p;
-	return v;
 }
 
 static bool
@@ -135,10 +111,10 @@ test_roundtrip(void)
 	FILE *f;
 	int r;
 
-	in[0] = val_of(0, 1, 1, 1, 0, 1);
-	in[1] = val_of(1, 7, 5, 3, 0, 7 * 5 * 3);
-	in[2] = val_of(2, 224, 224, 3, 0, 224 * 224 * 3);
-	in[3] = val_of(3, 16, 8, 3, 2, 16 * 8 * 3 * 4);
+	in[0] = val_shaped(0, 1, 1, 1, 0, 1);
+	in[1] = val_shaped(1, 7, 5, 3, 0, 7 * 5 * 3);
+	in[2] = val_shaped(2, 224, 224, 3, 0, 224 * 224 * 3);
+	in[3] = val_shaped(3, 16, 8, 3, 2, 16 * 8 * 3 * 4);
 
 	if (open_cache("sub/dir/c1", 1024 * MB, &c) != 0) {
 		CHECK(0);
@@ -396,7 +372,7 @@ test_bound(void)
 		return;
 	}
 	for (int i = 0; i < n; i++) {
-		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+		in = val_shaped(i, 256, 256, 4, 0, 256 * 1024);
 		key_of(1000 + i, key);
 		cache_put(c, key, &in);
 		free(in.data);
@@ -416,7 +392,7 @@ test_bound(void)
 	for (int i = 0; i < n; i++) {
 		key_of(1000 + i, key);
 		if (cache_get(c, key, &out) == 0) {
-			in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+			in = val_shaped(i, 256, 256, 4, 0, 256 * 1024);
 			CHECK(same_val(&in, &out));
 			free(in.data);
 			free(out.data);
@@ -475,7 +451,7 @@ test_admission(void)
 	fit = (int)(st.admit_bytes / (256 * 1024 + 256));
 	CHECK_EQ_INT(fit, 15);
 	for (int i = 0; i < n; i++) {
-		in = val_of(i, 256, 256, 4, 0, 256 * 1024);
+		in = val_shaped(i, 256, 256, 4, 0, 256 * 1024);
 		key_of(2000 + i, key);
 		cache_get_stats(c, &st);
 		cache_put(c, key, &in);
@@ -493,7 +469,7 @@ test_admission(void)
 	 * not in denied, and writes nothing (issue 17 item 12).
 	 */
 	cache_get_stats(c, &st);
-	in = val_of(77, 1024, 1024, 1, 0, 1024 * 1024);
+	in = val_shaped(77, 1024, 1024, 1, 0, 1024 * 1024);
 	key_of(2999, key);
 	cache_put(c, key, &in);
 	free(in.data);
@@ -521,7 +497,7 @@ test_admission(void)
 	cache_get_stats(c, &st);
 	CHECK_EQ_INT(st.refreshes, 1);
 	for (int i = 0; i < 4; i++) {
-		in = val_of(100 + i, 256, 256, 4, 0, 256 * 1024);
+		in = val_shaped(100 + i, 256, 256, 4, 0, 256 * 1024);
 		key_of(3000 + i, key);
 		cache_put(c, key, &in);
 		free(in.data);
@@ -563,7 +539,7 @@ worker(void *arg)
 		int k = w->id * 1000 + i % 50;
 
 		key_of(5000 + k, key);
-		in = val_of(k, 32, 32, 3, 0, 32 * 32 * 3);
+		in = val_shaped(k, 32, 32, 3, 0, 32 * 32 * 3);
 		if (cache_get(w->c, key, &out) == 0) {
 			if (!same_val(&in, &out))
 				w->bad++;
@@ -638,7 +614,7 @@ race_put(void *arg)
 	for (int i = 0; i < last; i++) {
 		if (last == 200000 && i >= 1500 && atomic_load(w->done))
 			last = i + 200;
-		in = val_of(i, 8, 8, 3, 0, 192 + (size_t)(i % 7) * 64);
+		in = val_shaped(i, 8, 8, 3, 0, 192 + (size_t)(i % 7) * 64);
 		in.prefix = i % 2 ? "decode resize(64)" : "decode resize(32)";
 		key_of(1000000 * (w->id + 1) + i, key);
 		cache_put(w->c, key, &in);
@@ -737,7 +713,7 @@ test_full(void)
 		CHECK(0);
 		goto out;
 	}
-	in = val_of(7, 128, 128, 3, 0, 128 * 128 * 3);
+	in = val_shaped(7, 128, 128, 3, 0, 128 * 128 * 3);
 	for (i = 0; i < 400 && cache_error(c) == NULL; i++) {
 		key_of(9000 + i, key);
 		cache_put(c, key, &in);
@@ -783,7 +759,7 @@ put_n(struct cache *c, int from, int n, const char *prefix)
 	uint8_t key[CACHE_KEY_LEN];
 
 	for (int i = from; i < from + n; i++) {
-		struct cache_val in = val_of(i, 16, 16, 3, 0, 16 * 16 * 3);
+		struct cache_val in = val_shaped(i, 16, 16, 3, 0, 16 * 16 * 3);
 
 		in.prefix = prefix;
 		key_of(i, key);
@@ -1007,7 +983,7 @@ static void
 test_codec(void)
 {
 	static const uint8_t key[CACHE_KEY_LEN] = {9, 8, 7}, other[32] = {1};
-	struct cache_val in = val_of(5, 4, 3, 2, 2, 4 * 3 * 2 * 4), out;
+	struct cache_val in = val_shaped(5, 4, 3, 2, 2, 4 * 3 * 2 * 4), out;
 	struct cache_entry ent;
 	uint8_t *buf, tk[CODEC_SEQ_KEY], tv[CODEC_TIDX_LEN + 4];
 	size_t n = CODEC_ENV_HDR + in.len;
