@@ -298,6 +298,20 @@ class Mount:
                     check(got == f.read(),
                           "%s/%s differs from feedfs-ref's" % (d, n))
 
+    def load_epoch(self, job, e=0):
+        """(images, labels, info.json) of (job, epoch e), every batch read
+        with numpy.load and concatenated."""
+        import json
+        import numpy as np
+        with open(self.p(job, "info.json")) as f:
+            info = json.load(f)
+        xs, ys = [], []
+        for b in range(info["batches_per_epoch"]):
+            base = self.p(job, "epoch-%04d" % e, "batch-%06d" % b)
+            xs.append(np.load(base + ".npy"))
+            ys.append(np.load(base + ".labels.npy"))
+        return np.concatenate(xs), np.concatenate(ys), info
+
     def job_stat(self, name, job):
         """The value of counter name for job in .feedfs/stats."""
         key = '%s{job="%s"}' % (name, job)

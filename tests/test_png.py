@@ -20,7 +20,6 @@
     clear error.
 """
 
-import json
 import warnings
 import os
 import struct
@@ -243,21 +242,11 @@ full = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
                   T.Normalize(MEAN, STD)])
 
 
-def epoch(m, job, e):
-    info = json.load(open(m.p(job, "info.json")))
-    xs, ys = [], []
-    for b in range(info["batches_per_epoch"]):
-        base = m.p(job, "epoch-%04d" % e, "batch-%06d" % b)
-        xs.append(np.load(base + ".npy"))
-        ys.append(np.load(base + ".labels.npy"))
-    return np.concatenate(xs), np.concatenate(ys)
-
-
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     with open(m.p("val8", "samples.tsv")) as f:
         rows = [line.rstrip("\n").split("\t") for line in f]
     check(len(rows) == N, "samples.tsv has %d rows" % len(rows))
-    x, y = epoch(m, "val8", 0)
+    x, y, _ = m.load_epoch("val8", 0)
     worst = 0
     for i, (_, rel, label) in enumerate(rows):
         im = Image.open(os.path.join(data, rel)).convert("RGB")
@@ -268,14 +257,14 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               % (i, rel, d))
         check(int(label) == y[i], "label of %s" % rel)
     log("(b) uint8 val of %d PNGs: max |diff| %d vs torchvision" % (N, worst))
-    x2, _ = epoch(m, "val8", 1)
+    x2, _, _ = m.load_epoch("val8", 1)
     check(np.array_equal(x, x2), "epoch 1 differs from epoch 0")
     # each PNG decoded once (its key found again in epoch 1)
     misses = m.job_stat("feedfs_cache_misses_total", "val8")
     hits = m.job_stat("feedfs_cache_hits_total", "val8")
     check(misses == N and hits == N, "two epochs: %d misses, %d hits (want "
           "%d and %d)" % (misses, hits, N, N))
-    xf, _ = epoch(m, "val", 0)
+    xf, _, _ = m.load_epoch("val", 0)
     worst = 0.0
     for i, (_, rel, _) in enumerate(rows):
         want = full(Image.open(os.path.join(data, rel)).convert("RGB"))

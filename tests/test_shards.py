@@ -154,16 +154,6 @@ def conf(path, shards_spec, label="cls", extra=None, **mount):
     return path
 
 
-def epoch(m, job, e=0):
-    info = json.load(open(m.p(job, "info.json")))
-    xs, ys = [], []
-    for b in range(info["batches_per_epoch"]):
-        base = m.p(job, "epoch-%04d" % e, "batch-%06d" % b)
-        xs.append(np.load(base + ".npy"))
-        ys.append(np.load(base + ".labels.npy"))
-    return np.concatenate(xs), np.concatenate(ys), info
-
-
 def multiset(x, y):
     return sorted((int(lbl), hashlib.sha256(s.tobytes()).hexdigest())
                   for s, lbl in zip(x, y))
@@ -184,8 +174,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(got == want, "samples.tsv:\n%s\nwant:\n%s" % (
         sorted(set(got.items()) ^ set(want.items()))[:6], len(want)))
     check([r[1] for r in rows] == sorted(got), "samples not sorted by path")
-    xd, yd, _ = epoch(m, "dval")
-    xs, ys, info = epoch(m, "val")
+    xd, yd, _ = m.load_epoch("dval")
+    xs, ys, info = m.load_epoch("val")
     check(info["classes"] == ["0", "1", "2"], "classes %s" % info["classes"])
     check(multiset(xd, yd) == multiset(xs, ys),
           "directory and shards differ as multisets of (label, image)")
@@ -224,7 +214,7 @@ check(len(idx) == 4, "shard-index holds %s" % sorted(idx))
 # remount: the kept index is read, not rewritten; a touched shard and a
 # garbled index file are indexed again
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    x2, y2, _ = epoch(m, "val")
+    x2, y2, _ = m.load_epoch("val")
     check(np.array_equal(x2, xs) and np.array_equal(y2, ys),
           "remount serves other bytes")
 now = {f: os.stat(os.path.join(idxdir, f)) for f in os.listdir(idxdir)}
@@ -241,8 +231,8 @@ newest = max(os.stat(p).st_ctime for p in
                                                   "shard-03.tar")])
 time.sleep(max(0.0, newest + 2.5 - time.time()))
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    epoch(m, "val")
-    epoch(m, "dval")
+    m.load_epoch("val")
+    m.load_epoch("dval")
 r = subprocess.run([os.path.join(fflib.BUILDDIR, "feedfs-cache"), "-c", cfg,
                     "stats"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 out = r.stdout.decode()
@@ -256,7 +246,7 @@ with open(os.path.join(idxdir, garbled), "r+b") as f:
     f.seek(40)
     f.write(b"\xff" * 16)
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    x3, y3, _ = epoch(m, "val")
+    x3, y3, _ = m.load_epoch("val")
     check(np.array_equal(x3, xs) and np.array_equal(y3, ys),
           "after reindexing: other bytes")
 now = {f: os.stat(os.path.join(idxdir, f)) for f in os.listdir(idxdir)}
@@ -271,7 +261,7 @@ for label, want_y in (("json:label", ys), ("none", -np.ones_like(ys))):
     with fflib.Mount(t, c2, t.path("mnt")) as m:
         rows = open(m.p("val", "samples.tsv")).read().splitlines()
         check(len(rows) == N - len(groups[3]), "glob: %d samples" % len(rows))
-        _, y, info = epoch(m, "val")
+        _, y, info = m.load_epoch("val")
         sub = [members[r.split("\t")[1]][0] for r in rows]
         exp = np.array(sub) if label != "none" else -np.ones(len(rows))
         check(np.array_equal(y, exp), "label = %s: %s" % (label, y))
@@ -332,7 +322,7 @@ if os.access(MEMCACHED, os.X_OK):
               "0 computed, %d already there" % n3 in outs[1],
               "feedfs-fill over shards:\n%s" % "".join(outs))
         with fflib.Mount(t, c4, t.path("mnt")) as m:
-            x4, _, _ = epoch(m, "val")
+            x4, _, _ = m.load_epoch("val")
             hits = m.job_stat("feedfs_cluster_hits_total", "val")
             check(hits == n3, "cluster hits %d of %d" % (hits, n3))
         log("feedfs-fill over shards: %d computed, then all there; a mount "
