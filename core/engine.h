@@ -188,7 +188,6 @@ struct feed {
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
-	uint32_t prefetch; /* slots ahead whose sources a worker prefetches */
 	pthread_t *threads;
 	uint64_t memory; /* budget for batches (the cache's share taken out) */
 	uint64_t cache_mem;

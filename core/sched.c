@@ -191,16 +191,16 @@ next_queued(const struct feed *f, const struct batch *b)
 }
 
 /*
- * The job and sample f->prefetch slots after slot s of b in the order the
- * workers take them: later in b, else in the batches queued after it.
- * Locked.
+ * The job and sample PREFETCH_PER_WORKER slots per worker after slot s of
+ * b in the order the workers take them: later in b, else in the batches
+ * queued after it.  Locked.
  */
 static struct job *
 prefetch_target(struct feed *f, const struct batch *b, uint32_t s,
     uint32_t *id)
 {
 	const struct batch *x = b;
-	uint32_t t = s + f->prefetch;
+	uint32_t t = s + PREFETCH_PER_WORKER * f->nthreads;
 
 	/* A queue holds few batches: readahead, and the ones opened. */
 	for (unsigned hops = 0; t >= x->g.len; hops++) {
@@ -303,7 +303,6 @@ sched_start(struct feed *f)
 	 * in it from the start (batches get the rest).  Larger images'
 	 * buffers are malloc'd and freed as before.
 	 */
-	f->prefetch = PREFETCH_PER_WORKER * f->nthreads;
 	f->scratch_cap = f->memory / 8 / f->nthreads;
 	if (f->scratch_cap > (32u << 20))
 		f->scratch_cap = 32u << 20;
