@@ -616,9 +616,8 @@ sample_prefetch(struct job *j, uint32_t gid)
 	uint32_t id;
 	const struct dataset *ds;
 
-	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed) ||
-	    gid >= j->ds->n)
-		return;
+	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed))
+		return; /* ds_sample_prefetch checks the id */
 	ds = job_source_of(j, gid, &id)->ds;
 	ds_sample_prefetch(ds, id);
 	atomic_fetch_add(&j->st.prefetched, 1);
