@@ -612,6 +612,7 @@ main(void)
 	test_mixture();
 	test_hostile_files();
 	test_absurd();
+	test_relative_paths();
 	test_missing_file();
 	test_cluster();
 	unlink(path);
