@@ -12,6 +12,10 @@ feedfs-fill, against three memcached servers started here on free
     and feedfs-ref's bytes; a second fill run skips everything;
   - feedfs-fill of values of 1 (inline), 2, 11 and 25 chunks (1 MiB
     items): a second run skips every one of them;
+  - a mount with cluster and no cluster_secret warns once that anyone who
+    reaches memcached can plant values: in its log in the foreground, on
+    the terminal that mounts it in the background; one with a secret does
+    not;
   - cluster_secret: mount G (a secret) takes none of the values stored
     without a MAC (counted in feedfs_cluster_bad_mac_total) and stores
     its own; mount H (the same secret) hits >= 95% with feedfs-ref's
@@ -145,8 +149,13 @@ def mount(name, *opts):
                                                     cluster), *opts)
 
 
+# The warning of a mount with cluster and no cluster_secret (fs/main.c).
+NO_SECRET = "cluster without cluster_secret"
+
 # ---- A computes, B finds it in the cluster ---------------------------------
 with mount("A") as m:
+    check(m.log().count(NO_SECRET) == 1, "mount A (no cluster_secret) does "
+          "not warn once that anyone can plant values:\n" + m.log())
     bytes_a = read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
     check(h == 0 and miss >= N, "mount A: %d cluster hits, %d misses; "
@@ -247,6 +256,8 @@ for path, text in ((secret, "0123456789abcdef0123456789abcdef\n"),
     os.close(fd)
 
 with mount("G", "-o", "cluster_secret=%s" % secret) as m:
+    check(NO_SECRET not in m.log(), "mount G has a cluster_secret, and "
+          "warns of none:\n" + m.log())
     read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
     st = m.stats()
@@ -283,6 +294,29 @@ check(first[1] == N and again[1] == 0 and again[2] == N,
       "expected %d computed, then all already there" % (first, again, N))
 log("feedfs-fill with the secret: %d redone, then %d skipped"
     % (first[1], again[2]))
+
+# Without -f: the warning is on the terminal that mounts, before feedfs
+# goes to the background (and then in syslog).
+mnt_bg = t.path("mnt-bg")
+os.makedirs(mnt_bg)
+r = subprocess.run([fflib.FEEDFS, "-o", "cache_dir=%s,cluster=%s"
+                    % (t.path("cache-bg"), cluster), cfg, mnt_bg],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+try:
+    err = r.stderr.decode()
+    check(r.returncode == 0 and err.count(NO_SECRET) == 1,
+          "feedfs in the background without cluster_secret: exit %d, "
+          "stderr %r" % (r.returncode, err))
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(mnt_bg, "README")):
+        check(time.monotonic() < deadline, "the background mount never "
+              "served")
+        time.sleep(0.1)
+finally:
+    fflib._force_umount(mnt_bg)
+log("no cluster_secret: one warning in the log of a mount in the "
+    "foreground, one on the terminal of one in the background; none with "
+    "a secret")
 
 os.chmod(secret2, 0o644)
 with mount("J", "-o", "cluster_secret=%s" % secret2) as m:
