@@ -9,7 +9,9 @@ feedfs-fill, against three memcached servers started here on free
     with >= 95% cluster hits, bytes equal to A's and to feedfs-ref's;
   - two feedfs-fill processes (--part 0/2 and 1/2, at once) fill for job c
     (another prefix); mount C's first epoch of c gets >= 95% cluster hits
-    and feedfs-ref's bytes; a second fill run skips everything;
+    and feedfs-ref's bytes; a second fill run skips everything; each run
+    has the sources 8 per worker ahead of its workers prefetched, every
+    sample of its list but the first 16 once;
   - feedfs-fill of values of 1 (inline), 2, 11 and 25 chunks (1 MiB
     items): a second run skips every one of them;
   - a mount with cluster and no cluster_secret warns once that anyone who
@@ -189,26 +191,45 @@ def fill(*args, conf=None, job="c", opts=""):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def summary(p, what):
+def summary(p, what, prefetch=False):
     out, err = p.communicate(timeout=120)
     out, err = out.decode(), err.decode()
     check(p.returncode == 0, "%s exited %d:\n%s%s"
           % (what, p.returncode, out, err))
     m = re.search(r"(\d+) samples, (\d+) computed, (\d+) already there", out)
     check(m is not None, "%s: no summary in %r" % (what, out))
-    return [int(x) for x in m.groups()]
+    got = [int(x) for x in m.groups()]
+    if prefetch:
+        m = re.search(r"(\d+) sources prefetched", out)
+        check(m is not None, "%s: no prefetch count in %r" % (what, out))
+        got.append(int(m.group(1)))
+    return got
 
 
+# The workers (threads=2) have the source of the sample 8 per worker
+# further on in their list read ahead (ds_sample_prefetch, as the mount's
+# workers do): each sample of the list but the first 16 is asked for once,
+# before a worker takes it.  A second run reads every source again (the
+# key is its digest), so it prefetches as much.
+AHEAD = 8 * 2
 fills = [fill("--part", "%d/2" % k, "--epochs", "0-1") for k in (0, 1)]
-parts = [summary(p, "feedfs-fill --part %d/2" % k)
+parts = [summary(p, "feedfs-fill --part %d/2" % k, prefetch=True)
          for k, p in enumerate(fills)]
 check(sum(p[0] for p in parts) == N and sum(p[1] for p in parts) == N,
       "the two parts: %s; expected %d samples computed in all" % (parts, N))
-log("feedfs-fill parts 0/2 and 1/2: %s" % parts)
-again = summary(fill("--part", "0/2"), "feedfs-fill --part 0/2, again")
+for k, p in enumerate(parts):
+    check(p[3] == max(0, p[0] - AHEAD), "feedfs-fill --part %d/2 of %d "
+          "samples prefetched %d sources; expected %d"
+          % (k, p[0], p[3], max(0, p[0] - AHEAD)))
+log("feedfs-fill parts 0/2 and 1/2 (samples, computed, there, "
+    "prefetched): %s" % parts)
+again = summary(fill("--part", "0/2"), "feedfs-fill --part 0/2, again",
+                prefetch=True)
 check(again[1] == 0 and again[2] == again[0],
       "a second run of part 0/2 computed %d, skipped %d of %d"
       % (again[1], again[2], again[0]))
+check(again[3] == max(0, again[0] - AHEAD), "a second run of part 0/2 "
+      "prefetched %d of %d sources" % (again[3], again[0]))
 r = subprocess.run([FILL, cfg, "c"], stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE)
 check(r.returncode == 2 and b"no cluster" in r.stderr,
