@@ -51,6 +51,7 @@ struct fill {
 	uint32_t *ids; /* the part, in epoch A's order */
 	size_t n;
 	atomic_size_t next;
+	size_t ahead; /* sources read ahead of the sample a worker takes */
 	/* Outcomes. */
 	atomic_uint_fast64_t computed, present, bad, failed;
 	bool fail_on_bad; /* on_error = fail: an unreadable sample fails */
@@ -163,7 +164,15 @@ worker(void *arg)
 
 	xf_arena_use(a); /* NULL (no memory): malloc */
 	while ((i = atomic_fetch_add(&fl->next, 1)) < fl->n) {
-		int r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
+		int r;
+
+		/* The source of the sample fl->ahead further on, into the
+		 * page cache while this one is read and decoded, as the
+		 * mount's workers do (sched.c): every sample reads its
+		 * source, for its key. */
+		if (fl->ahead < fl->n - i)
+			sample_prefetch_source(fl->job, fl->ids[i + fl->ahead]);
+		r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
 		if (r == 1)
 			atomic_fetch_add(&fl->present, 1);
 		else if (r == 0)
@@ -446,11 +455,13 @@ summary(const struct args *a, const struct cfg_job *cj, struct fill *fl,
 
 	printf(PROG ": part %" PRIu64 "/%" PRIu64 " of job %s: %zu samples, "
 		    "%" PRIu64 " computed, %" PRIu64 " already there, %" PRIu64
-		    " unreadable, %" PRIu64 " failed, %.1f s, %.1f img/s\n",
+		    " unreadable, %" PRIu64 " failed, %.1f s, %.1f img/s, "
+		    "%" PRIu64 " sources prefetched\n",
 	    a->part, a->parts, cj->name, fl->n, atomic_load(&fl->computed),
 	    atomic_load(&fl->present), atomic_load(&fl->bad),
 	    atomic_load(&fl->failed), secs,
-	    secs > 0 ? (double)atomic_load(&fl->computed) / secs : 0.0);
+	    secs > 0 ? (double)atomic_load(&fl->computed) / secs : 0.0,
+	    (uint64_t)atomic_load(&fl->job->st.prefetched));
 	fflush(stdout);
 	return done(fl) < fl->n || atomic_load(&fl->failed) > 0 ||
 		       (fl->fail_on_bad && atomic_load(&fl->bad) > 0)
@@ -481,6 +492,7 @@ main(int argc, char **argv)
 	    (ret = select_part(&a, &rn, &fl)) != 0)
 		goto out;
 	nth = thread_count(rn.c, &fl);
+	fl.ahead = (size_t)SAMPLE_PREFETCH_PER_WORKER * nth;
 	if ((th = calloc(nth, sizeof(*th))) == NULL) {
 		fprintf(stderr, PROG ": out of memory\n");
 		ret = 1;

@@ -639,6 +639,17 @@ nomem:
 	return -ENOMEM;
 }
 
+const char *
+cfg_cluster_warning(const struct cfg_mount *m)
+{
+	if (m->cluster == NULL || m->cluster_secret != NULL)
+		return NULL;
+	return "cluster without cluster_secret: anyone who can reach the "
+	       "memcached servers can store the pixels this mount serves for "
+	       "any sample; set cluster_secret = FILE (openssl rand -hex 32, "
+	       "mode 0600, the same on every node: feedfs.conf(5))";
+}
+
 unsigned
 cfg_threads(const struct cfg_mount *m)
 {

@@ -139,6 +139,13 @@ int cfg_parse_size(const char *s, uint64_t *out);
  */
 unsigned cfg_threads(const struct cfg_mount *m);
 
+/*
+ * What a mount of m should warn of as it starts: cluster without
+ * cluster_secret, whose values anyone who reaches the servers can plant.
+ * A constant text, or NULL when there is nothing to say.
+ */
+const char *cfg_cluster_warning(const struct cfg_mount *m);
+
 /* Booleans: yes/no, true/false, on/off, 1/0 (any case).  -EINVAL else. */
 int cfg_parse_bool(const char *s, bool *out);
 

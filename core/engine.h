@@ -211,6 +211,7 @@ struct feed {
 	uint64_t spare_bytes;          /* relaxed.c's spares, in mem_used */
 	uint64_t node_bytes;           /* fs/nodes.c's, in meta_used */
 	uint64_t queued_slots;
+	struct starved starved; /* any reader's: job.h */
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */
 	struct pooled *pool; /* bufpool.c: buffers kept for reuse */

@@ -569,22 +569,53 @@ fail:
 	return r;
 }
 
-/* Wait until b is ready (counting the wait in its job's stats).  Locked. */
+static uint64_t
+mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A reader begins or ends a wait: the spans with one waiting at least. */
+static void
+starved_begin(struct starved *s, uint64_t now)
+{
+	if (s->waiting++ == 0)
+		s->since_ns = now;
+}
+
+static void
+starved_end(struct starved *s, uint64_t now)
+{
+	if (--s->waiting == 0)
+		s->ns += now - s->since_ns;
+}
+
+/*
+ * Wait until b is ready, counting the wait in its job's stats: every
+ * reader's (read_wait_ns), and the time the job's readers and the mount's
+ * had one waiting at least (starved).  Locked.
+ */
 static void
 wait_ready(struct feed *f, struct batch *b)
 {
-	struct timespec t0, t1;
+	struct job *j = b->job;
+	uint64_t t0, t1;
 
 	if (b->ready)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = mono_ns();
+	starved_begin(&j->starved, t0);
+	starved_begin(&f->starved, t0);
 	while (!b->ready)
 		pthread_cond_wait(&b->cv, &f->lock);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	atomic_fetch_add(&b->job->st.read_wait_ns,
-	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
-		       (t1.tv_nsec - t0.tv_nsec)));
-	atomic_fetch_add(&b->job->st.read_waits, 1);
+	t1 = mono_ns();
+	starved_end(&j->starved, t1);
+	starved_end(&f->starved, t1);
+	atomic_fetch_add(&j->st.read_wait_ns, t1 - t0);
+	atomic_fetch_add(&j->st.read_waits, 1);
 }
 
 int

@@ -45,6 +45,24 @@ struct job_stats {
 	} ep[JOB_EPOCH_SLOTS];
 };
 
+/*
+ * The time at least one reader waited for a batch (feed.c's wait_ready):
+ * the readers waiting now, since when (CLOCK_MONOTONIC, ns), and the spans
+ * that ended.  Under feed.lock.  Unlike read_wait_ns, which sums every
+ * reader's waits, it grows at most as fast as the clock.
+ */
+struct starved {
+	unsigned waiting;
+	uint64_t since_ns, ns;
+};
+
+/* Its seconds until now (ns): the ended spans and the one going on. */
+static inline uint64_t
+starved_ns(const struct starved *s, uint64_t now)
+{
+	return s->ns + (s->waiting ? now - s->since_ns : 0);
+}
+
 struct cluster;
 
 /* A source of a job: its dataset and the range of global ids it has. */
@@ -111,6 +129,7 @@ struct job {
 	struct cluster *cluster; /* the cluster tier, or NULL (not owned;
 				    set by feed_start and feedfs-fill) */
 	struct job_stats st;
+	struct starved starved; /* its readers' (under feed.lock) */
 };
 
 /* The files of one batch: their sizes (header included) and headers. */

@@ -611,16 +611,21 @@ out:
 }
 
 void
-sample_prefetch(struct job *j, uint32_t gid)
+sample_prefetch_source(struct job *j, uint32_t gid)
 {
 	uint32_t id;
 	const struct dataset *ds;
 
-	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed))
-		return; /* ds_sample_prefetch checks the id */
 	ds = job_source_of(j, gid, &id)->ds;
-	ds_sample_prefetch(ds, id);
+	ds_sample_prefetch(ds, id); /* it checks the id */
 	atomic_fetch_add(&j->st.prefetched, 1);
+}
+
+void
+sample_prefetch(struct job *j, uint32_t gid)
+{
+	if (atomic_load_explicit(&j->reads_source, memory_order_relaxed))
+		sample_prefetch_source(j, gid);
 }
 
 /* sample_make, retrying a transient failure a few times. */

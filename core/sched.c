@@ -150,16 +150,6 @@ make_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id, char *msg,
 	    b->pos[s], raw, sched_slot(b, s), id, true, msg, msglen);
 }
 
-/*
- * Sources are prefetched this many slots per worker ahead of the slot a
- * worker takes.  A cold epoch's reads then find the file in the page
- * cache: on the bench machine, with the dataset out of the page cache
- * and the cache's writes going to the same disk, the workers waited on
- * reads for a quarter of the cold epoch (1.5 of 2 cores busy); with the
- * files cached, 2.
- */
-#define PREFETCH_PER_WORKER 8
-
 /* The sample of slot t of b, if it is fixed now (not a relaxed view's
  * choice still to make).  Locked. */
 static bool
@@ -191,16 +181,16 @@ next_queued(const struct feed *f, const struct batch *b)
 }
 
 /*
- * The job and sample PREFETCH_PER_WORKER slots per worker after slot s of
- * b in the order the workers take them: later in b, else in the batches
- * queued after it.  Locked.
+ * The job and sample SAMPLE_PREFETCH_PER_WORKER (sample.h) slots per
+ * worker after slot s of b in the order the workers take them: later in
+ * b, else in the batches queued after it.  Locked.
  */
 static struct job *
 prefetch_target(struct feed *f, const struct batch *b, uint32_t s,
     uint32_t *id)
 {
 	const struct batch *x = b;
-	uint32_t t = s + PREFETCH_PER_WORKER * f->nthreads;
+	uint32_t t = s + SAMPLE_PREFETCH_PER_WORKER * f->nthreads;
 
 	/* A queue holds few batches: readahead, and the ones opened. */
 	for (unsigned hops = 0; t >= x->g.len; hops++) {

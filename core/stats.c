@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
@@ -350,6 +351,39 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/*
+ * The time readers waited, at least one at a time (wait_ready): per job
+ * and for the mount.  The summed waits (feedfs_read_wait_seconds_total)
+ * grow faster than the clock when several readers wait; these never do,
+ * so their rate is the share of the time the input held training up.
+ */
+static void
+stats_starved(struct feed *f, struct sbuf *sb)
+{
+	struct timespec t;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	sb_printf(sb,
+	    "# HELP feedfs_job_read_starved_seconds_total Time at least one "
+	    "reader of the job waited for a batch.\n"
+	    "# TYPE feedfs_job_read_starved_seconds_total counter\n");
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->njobs; i++)
+		sb_printf(sb,
+		    "feedfs_job_read_starved_seconds_total{job=\"%s\"} %.6f\n",
+		    f->jobs[i].cfg->name,
+		    (double)starved_ns(&f->jobs[i].starved, now) / 1e9);
+	sb_printf(sb,
+	    "# HELP feedfs_read_starved_seconds_total Time at least one "
+	    "reader waited for a batch.\n"
+	    "# TYPE feedfs_read_starved_seconds_total counter\n"
+	    "feedfs_read_starved_seconds_total %.6f\n",
+	    (double)starved_ns(&f->starved, now) / 1e9);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* The local cache's counters and state. */
 static void
 stats_cache(struct feed *f, struct sbuf *sb)
@@ -387,6 +421,7 @@ feed_stats(struct feed *f, size_t *len)
 	stats_jobs(f, &sb);
 	stats_mixture(f, &sb);
 	stats_mount(f, &sb);
+	stats_starved(f, &sb);
 	stats_cache(f, &sb);
 	stats_cluster(f, &sb);
 	return sb_done(&sb, len);

@@ -78,7 +78,11 @@ def main():
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         loader.load_state_dict(ck["loader"])  # exactly where it stopped
-        print("resuming at epoch %(epoch)d batch %(batch)d" % ck["loader"])
+        st = loader.state_dict()  # in this run's epochs
+        if st["epoch"] is None:
+            print("the checkpoint is at the end of the epochs: starting over")
+        else:
+            print("resuming at epoch %(epoch)d batch %(batch)d" % st)
 
     def save():
         if a.checkpoint:

@@ -271,6 +271,7 @@ main(int argc, char **argv)
 	struct feedfs fs;
 	struct feed *feed = NULL;
 	struct cfg *c = NULL;
+	const char *warn; /* cfg_cluster_warning's, a constant */
 	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
 	int ret = 1, r;
 	bool state = false;
@@ -294,6 +295,10 @@ main(int argc, char **argv)
 		ret = EXIT_CONFIG;
 		goto out_opts;
 	}
+	/* On the terminal that mounts; in syslog too once in the background. */
+	warn = cfg_cluster_warning(&c->mount);
+	if (warn)
+		log_warn("%s", warn);
 	prog.tty = isatty(STDERR_FILENO);
 	r = feed_new(c, scan_progress, &prog, &feed, err, sizeof(err));
 	c = NULL; /* transferred */
@@ -340,8 +345,11 @@ main(int argc, char **argv)
 	raise_readahead(mnt);
 	if (fuse_daemonize(o.foreground) != 0)
 		goto out_unmount;
-	if (!o.foreground)
+	if (!o.foreground) {
 		log_init("feedfs", true, o.debug);
+		if (warn)
+			log_warn("%s", warn);
+	}
 
 	/* Threads from here on. */
 	if (feed_start(feed) != 0)

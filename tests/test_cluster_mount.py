@@ -9,9 +9,15 @@ feedfs-fill, against three memcached servers started here on free
     with >= 95% cluster hits, bytes equal to A's and to feedfs-ref's;
   - two feedfs-fill processes (--part 0/2 and 1/2, at once) fill for job c
     (another prefix); mount C's first epoch of c gets >= 95% cluster hits
-    and feedfs-ref's bytes; a second fill run skips everything;
+    and feedfs-ref's bytes; a second fill run skips everything; each run
+    has the sources 8 per worker ahead of its workers prefetched, every
+    sample of its list but the first 16 once;
   - feedfs-fill of values of 1 (inline), 2, 11 and 25 chunks (1 MiB
     items): a second run skips every one of them;
+  - a mount with cluster and no cluster_secret warns once that anyone who
+    reaches memcached can plant values: in its log in the foreground, on
+    the terminal that mounts it in the background; one with a secret does
+    not;
   - cluster_secret: mount G (a secret) takes none of the values stored
     without a MAC (counted in feedfs_cluster_bad_mac_total) and stores
     its own; mount H (the same secret) hits >= 95% with feedfs-ref's
@@ -145,8 +151,13 @@ def mount(name, *opts):
                                                     cluster), *opts)
 
 
+# The warning of a mount with cluster and no cluster_secret (fs/main.c).
+NO_SECRET = "cluster without cluster_secret"
+
 # ---- A computes, B finds it in the cluster ---------------------------------
 with mount("A") as m:
+    check(m.log().count(NO_SECRET) == 1, "mount A (no cluster_secret) does "
+          "not warn once that anyone can plant values:\n" + m.log())
     bytes_a = read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
     check(h == 0 and miss >= N, "mount A: %d cluster hits, %d misses; "
@@ -180,26 +191,45 @@ def fill(*args, conf=None, job="c", opts=""):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def summary(p, what):
+def summary(p, what, prefetch=False):
     out, err = p.communicate(timeout=120)
     out, err = out.decode(), err.decode()
     check(p.returncode == 0, "%s exited %d:\n%s%s"
           % (what, p.returncode, out, err))
     m = re.search(r"(\d+) samples, (\d+) computed, (\d+) already there", out)
     check(m is not None, "%s: no summary in %r" % (what, out))
-    return [int(x) for x in m.groups()]
+    got = [int(x) for x in m.groups()]
+    if prefetch:
+        m = re.search(r"(\d+) sources prefetched", out)
+        check(m is not None, "%s: no prefetch count in %r" % (what, out))
+        got.append(int(m.group(1)))
+    return got
 
 
+# The workers (threads=2) have the source of the sample 8 per worker
+# further on in their list read ahead (ds_sample_prefetch, as the mount's
+# workers do): each sample of the list but the first 16 is asked for once,
+# before a worker takes it.  A second run reads every source again (the
+# key is its digest), so it prefetches as much.
+AHEAD = 8 * 2
 fills = [fill("--part", "%d/2" % k, "--epochs", "0-1") for k in (0, 1)]
-parts = [summary(p, "feedfs-fill --part %d/2" % k)
+parts = [summary(p, "feedfs-fill --part %d/2" % k, prefetch=True)
          for k, p in enumerate(fills)]
 check(sum(p[0] for p in parts) == N and sum(p[1] for p in parts) == N,
       "the two parts: %s; expected %d samples computed in all" % (parts, N))
-log("feedfs-fill parts 0/2 and 1/2: %s" % parts)
-again = summary(fill("--part", "0/2"), "feedfs-fill --part 0/2, again")
+for k, p in enumerate(parts):
+    check(p[3] == max(0, p[0] - AHEAD), "feedfs-fill --part %d/2 of %d "
+          "samples prefetched %d sources; expected %d"
+          % (k, p[0], p[3], max(0, p[0] - AHEAD)))
+log("feedfs-fill parts 0/2 and 1/2 (samples, computed, there, "
+    "prefetched): %s" % parts)
+again = summary(fill("--part", "0/2"), "feedfs-fill --part 0/2, again",
+                prefetch=True)
 check(again[1] == 0 and again[2] == again[0],
       "a second run of part 0/2 computed %d, skipped %d of %d"
       % (again[1], again[2], again[0]))
+check(again[3] == max(0, again[0] - AHEAD), "a second run of part 0/2 "
+      "prefetched %d of %d sources" % (again[3], again[0]))
 r = subprocess.run([FILL, cfg, "c"], stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE)
 check(r.returncode == 2 and b"no cluster" in r.stderr,
@@ -247,6 +277,8 @@ for path, text in ((secret, "0123456789abcdef0123456789abcdef\n"),
     os.close(fd)
 
 with mount("G", "-o", "cluster_secret=%s" % secret) as m:
+    check(NO_SECRET not in m.log(), "mount G has a cluster_secret, and "
+          "warns of none:\n" + m.log())
     read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
     st = m.stats()
@@ -283,6 +315,29 @@ check(first[1] == N and again[1] == 0 and again[2] == N,
       "expected %d computed, then all already there" % (first, again, N))
 log("feedfs-fill with the secret: %d redone, then %d skipped"
     % (first[1], again[2]))
+
+# Without -f: the warning is on the terminal that mounts, before feedfs
+# goes to the background (and then in syslog).
+mnt_bg = t.path("mnt-bg")
+os.makedirs(mnt_bg)
+r = subprocess.run([fflib.FEEDFS, "-o", "cache_dir=%s,cluster=%s"
+                    % (t.path("cache-bg"), cluster), cfg, mnt_bg],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+try:
+    err = r.stderr.decode()
+    check(r.returncode == 0 and err.count(NO_SECRET) == 1,
+          "feedfs in the background without cluster_secret: exit %d, "
+          "stderr %r" % (r.returncode, err))
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(mnt_bg, "README")):
+        check(time.monotonic() < deadline, "the background mount never "
+              "served")
+        time.sleep(0.1)
+finally:
+    fflib._force_umount(mnt_bg)
+log("no cluster_secret: one warning in the log of a mount in the "
+    "foreground, one on the terminal of one in the background; none with "
+    "a secret")
 
 os.chmod(secret2, 0o644)
 with mount("J", "-o", "cluster_secret=%s" % secret2) as m:

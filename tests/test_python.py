@@ -16,13 +16,20 @@ mount, from the source tree (PYTHONPATH=python):
   len(); a tensor stays valid until the batch after next; resuming from
   state_dict() at every position (mid-epoch, epoch end, the start), in a
   new Loader, by start= and by iterating the same Loader again, gives
-  exactly the rest of an uninterrupted run; uint8 with normalize gives
+  exactly the rest of an uninterrupted run; epochs in any order ([1, 0],
+  [0, 2, 1], [2, 2]) are read in it and resume by their index in the list
+  (issue 25); len() follows load_state_dict(); a host tensor is still
+  valid, however long the trainer holds the next batch; an old
+  {"epoch", "batch"} checkpoint resumes; uint8 with normalize gives
   (x / 255 - mean) / std;
 - Mixture: .sources, .weights(), set() returns the first epoch not opened
   and the weights apply from there; bad weights raise ValueError with the
   mount's reason and change nothing; a refusal only the mount sees is a
   ValueError too; a job without mixture is refused;
-- stats(): the counters of .feedfs/stats keyed by (name, labels).
+- stats(): the counters of .feedfs/stats keyed by (name, labels); label
+  values with escaped backslashes, quotes and newlines un-escaped in one
+  pass, left to right (a cache_dir
+  holding them comes back as it is from feedfs_cache_error's label).
 
 The two-process DDP run is test_python_ddp.py; feedfs.top is
 test_python_top.py.
@@ -32,6 +39,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -274,10 +282,18 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               % (len(L), len(want)))
         got, st = run(L)
         same(got, want, "uninterrupted run")
-        check(st == {"epoch": 2, "batch": 0}, "state at the end: %s" % st)
-        # a tensor is valid until the batch after next is yielded
+        check(st == {"index": 2, "epoch": None, "batch": 0},
+              "state at the end: %s" % st)
+        check(len(L) == len(want), "len(Loader) after a whole run: %d"
+              % len(L))
+        # A host tensor is valid until the batch after next is yielded:
+        # batch i - 1 still holds its bytes while the trainer has batch i,
+        # however long the trainer takes (the pause lets the thread read
+        # ahead as far as it may).
         last = None
         for i, (x, y) in enumerate(ft.Loader(job, epochs=[0, 1])):
+            if 1 <= i <= 4:
+                time.sleep(0.5)
             if last is not None:
                 check(last.numpy().tobytes() == want[i - 1][1].tobytes(),
                       "Loader: batch %d changed once %d was yielded"
@@ -287,10 +303,13 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         for k in (0, 1, nb - 1, nb, nb + 2, len(want) - 1):
             L1 = ft.Loader(job, epochs=range(2), ids=True)
             head, st = run(L1, k) if k else ([], L1.state_dict())
-            check(st == {"epoch": k // nb, "batch": k % nb},
+            check(st == {"index": k // nb, "epoch": k // nb,
+                         "batch": k % nb},
                   "state after %d batches: %s" % (k, st))
             L2 = ft.Loader(job, epochs=range(2), ids=True)
             L2.load_state_dict(st)
+            check(len(L2) == len(want) - k, "len after load_state_dict at "
+                  "%d: %d, want %d" % (k, len(L2), len(want) - k))
             rest, _ = run(L2)
             same(head + rest, want, "resumed at %d (load_state_dict)" % k)
             L3 = ft.Loader(job, epochs=range(2), ids=True,
@@ -303,6 +322,56 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         # start=(1, 0): the second epoch's batches only
         L = ft.Loader(job, epochs=range(2), start=(1, 0), ids=True)
         same(run(L)[0], want[nb:], "start=(1, 0)")
+        # A checkpoint of the old form, {"epoch": e, "batch": b}, resumes.
+        L = ft.Loader(job, epochs=range(2), ids=True)
+        L.load_state_dict({"epoch": 1, "batch": 2})
+        check(len(L) == nb - 2, "len from an old checkpoint: %d" % len(L))
+        same(run(L)[0], want[nb + 2:], "old checkpoint (1, 2)")
+        L.load_state_dict({"epoch": 2, "batch": 0})  # the old form's end
+        check(L.state_dict()["index"] == 2, "the old end: %s"
+              % L.state_dict())
+
+        # Epochs in any order: the position is an index into the list, so
+        # [1, 0] is epoch 1 then epoch 0, and in [0, 2, 1] the state after
+        # epoch 0 is epoch 2's batch 0, not the end.
+        ref = {}
+        for e in range(3):
+            ref[e] = [(e, x, y, i) for x, y, i in
+                      job.epoch(e, ids=True, copy=True)]
+        for order in ([1, 0], [0, 2, 1], [2, 2]):
+            whole = [w for e in order for w in ref[e]]
+            L = ft.Loader(job, epochs=order, ids=True)
+            check(len(L) == len(whole), "epochs=%s: len %d, want %d"
+                  % (order, len(L), len(whole)))
+            got, st = run(L)
+            same(got, whole, "epochs=%s" % order)
+            check(st["index"] == len(order), "epochs=%s: end %s"
+                  % (order, st))
+            for k in (nb - 1, nb, 2 * nb - 1):
+                L1 = ft.Loader(job, epochs=order, ids=True)
+                head, st = run(L1, k)
+                check(st["index"] == k // nb and
+                      st["epoch"] == order[k // nb] and st["batch"] == k % nb,
+                      "epochs=%s: state after %d batches: %s"
+                      % (order, k, st))
+                L2 = ft.Loader(job, epochs=order, ids=True)
+                L2.load_state_dict(json.loads(json.dumps(st)))
+                check(len(L2) == len(whole) - k, "epochs=%s: len after "
+                      "resuming at %d: %d" % (order, k, len(L2)))
+                same(head + run(L2)[0], whole, "epochs=%s resumed at %d"
+                     % (order, k))
+                same(head + run(L1)[0], whole, "epochs=%s: the same Loader "
+                     "continued at %d" % (order, k))
+        try:
+            ft.Loader(job, epochs=[0, 2, 1]).load_state_dict(
+                {"index": 1, "epoch": 1, "batch": 0})
+            fflib.fail("a state whose epoch is not the list's at its index "
+                       "was accepted")
+        except ValueError:
+            pass
+        log("Loader: epochs [1, 0], [0, 2, 1], [2, 2] in their order; "
+            "resuming mid-list continues the list; len() follows "
+            "load_state_dict")
         try:
             ft.Loader(job, epochs=range(2), start=(5, 0))
             fflib.fail("a start outside the epochs was accepted")
@@ -417,4 +486,30 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(feedfs.stats(job)[("feedfs_workers", ())] == 2,
           "stats of a Job")
     log("stats(): counters keyed by name and labels")
+
+# ---- stats: label values un-escaped as Prometheus escapes them --------------
+# Each value escaped (\\ -> \\\\, " -> \\", newline -> \\n), then parsed back.
+for v in ("a\\nb", "\\\"", "x\\", "\\\\n", "q\n\\", 'say "\\n"\n'):
+    esc = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    got = feedfs.parse_stats('m{a="%s",b="%s"} 1\n' % (esc, esc))
+    check(got == {("m", (("a", v), ("b", v))): 1.0},
+          "label %r (escaped %r) parsed as %r" % (v, esc, got))
+try:
+    feedfs.parse_stats('m{a="open\\"} 1\n')
+    fflib.fail("an unterminated label value was parsed")
+except ValueError:
+    pass
+# A mount whose cache is off, with a reason that names a cache_dir holding
+# a backslash before an n, a quote and two backslashes: the label is the
+# path as it is.
+weird = t.path('cache\\n"x\\\\y')
+open(weird, "w").close()  # a file: the cache cannot open it
+cfg2 = t.config(t.path("weird.conf"), data, {"train": dict(epochs=1)},
+                cache_dir=weird)
+with fflib.Mount(t, cfg2, t.path("mnt2")) as m:
+    errs = [dict(k[1])["error"] for k in feedfs.stats(m.mnt)
+            if k[0] == "feedfs_cache_error"]
+    check(len(errs) == 1 and weird in errs[0],
+          "feedfs_cache_error's label %r does not name %r" % (errs, weird))
+log("stats(): label values with \\\\, \\\" and \\n un-escaped in one pass")
 sys.exit(0)

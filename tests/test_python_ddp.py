@@ -161,8 +161,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             check(got[:4] == w[:4] and abs(got[4] - w[4]) <= 1e-3 *
                   max(1.0, abs(w[4])), "rank %d: epoch %d batch %d differs "
                   "from Job.epoch(rank=%d, world=%d)" % (r, w[0], w[1], r, W))
-        check(full["state"] == {"epoch": 2, "batch": 0}, "state %s"
-              % full["state"])
+        check(full["state"] == {"index": 2, "epoch": None, "batch": 0},
+              "state %s" % full["state"])
     for e in range(2):
         ids = sorted(i for res in one for s in res["full"]["seen"]
                      if s[0] == e for i in s[2])
@@ -173,7 +173,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 
     # Stopped after 4 steps (epoch 1, batch 1 next), resumed in new ones.
     states = {"rank%d" % r: one[r] for r in range(W)}
-    check(all(s["head"]["state"] == {"epoch": 1, "batch": 1}
+    check(all(s["head"]["state"] == {"index": 1, "epoch": 1, "batch": 1}
               for s in states.values()), "states after 4 steps: %s"
           % [s["head"]["state"] for s in states.values()])
     with open(t.path("state.json"), "w") as f:

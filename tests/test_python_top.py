@@ -12,7 +12,11 @@ mount, from the source tree:
 - when the mount goes away (fusermount3 -u) it ends with status 1 and
   says so, no traceback;
 - without a terminal, --count 2 prints two plain frames; a directory that
-  is not a mount is an error.
+  is not a mount is an error;
+- with four readers waiting at once (their summed waits outgrow the
+  clock), "readers waited" and the job's READ WAIT stay within 100%, and
+  feedfs_read_starved_seconds_total and its per-job twin grow no faster
+  than the clock (issue 25).
 """
 
 import os
@@ -161,6 +165,69 @@ r = subprocess.run([fflib.PY, "-m", "feedfs.top", t.path("data")], env=env,
 check(r.returncode == 1 and b"not a feedfs mount" in r.stderr,
       "a plain directory: %d %s" % (r.returncode, r.stderr.decode()))
 log("without a tty: two plain frames; a plain directory is refused")
+
+# ---- several readers waiting at once ----------------------------------------
+# Four readers of a mount with one worker and no cache: they wait for
+# their batches at the same time, so the time they waited, summed, grows
+# faster than the clock.  "readers waited" is a share of the time (at
+# least one reader waiting), never past 100%; so is a job's READ WAIT.
+cfg4 = t.config(t.path("four.conf"), data, {"train": dict(epochs=10000)},
+                threads=1, cache_size=0)
+m4 = fflib.Mount(t, cfg4, t.path("mnt4")).__enter__()
+job4 = feedfs.Job(m4.p("train"))
+NREADERS = 4
+
+
+def reader4(r):
+    e = r
+    while not stop.is_set():
+        for _ in job4.epoch(e):
+            if stop.is_set():
+                return
+        e += NREADERS
+
+
+stop.clear()
+readers = [threading.Thread(target=reader4, args=(r,), daemon=True)
+           for r in range(NREADERS)]
+for th in readers:
+    th.start()
+WAIT = "feedfs_read_wait_seconds_total"
+deadline = time.monotonic() + 120
+while True:
+    # Two samples a second apart, until the summed wait outgrew the
+    # clock (readers waited together): on a loaded machine the first
+    # spans may not show it.
+    t0, s0 = time.monotonic(), feedfs.stats(m4.mnt)
+    time.sleep(1.0)
+    t1, s1 = time.monotonic(), feedfs.stats(m4.mnt)
+    dt = t1 - t0
+    summed = s1[(WAIT, ())] - s0[(WAIT, ())]
+    if summed > 1.2 * dt:
+        break
+    check(time.monotonic() < deadline, "four readers never waited at once "
+          "(summed wait %.2f s in %.2f s)" % (summed, dt))
+text = feedfs.top.frame(m4.mnt, s0, s1, dt)
+stop.set()
+for th in readers:
+    th.join(60)
+line = [x for x in text.splitlines() if x.startswith("readers waited")][0]
+pct = float(line.split()[2].rstrip("%"))
+check(0 < pct <= 100, "readers waited %.0f%% of %.2f s (%.2f s summed over "
+      "%d readers):\n%s" % (pct, dt, summed, NREADERS, text))
+row = [x for x in text.splitlines() if x.split()[:1] == ["train"]][0]
+jpct = float(row.split()[6].rstrip("%"))
+check(0 < jpct <= 100, "train's READ WAIT %.0f%%:\n%s" % (jpct, text))
+# The counters behind them: the time one reader at least waited, between
+# two reads of the stats taken within t0..t1, is at most t1 - t0.
+for key in (("feedfs_read_starved_seconds_total", ()),
+            ("feedfs_job_read_starved_seconds_total", (("job", "train"),))):
+    starved = s1[key] - s0[key]
+    check(0 < starved <= dt + 1e-5, "%s grew %.6f s in %.6f s"
+          % (key[0], starved, dt))
+m4.umount()
+log("four readers waiting at once (%.2f s summed in %.2f s): readers "
+    "waited %.0f%%, train's READ WAIT %.0f%%" % (summed, dt, pct, jpct))
 
 # ---- the mount goes away ----------------------------------------------------
 pid, fd = spawn_top(m.mnt)

@@ -454,26 +454,32 @@ class Mixture:
 
 # ---- counters ---------------------------------------------------------------
 
-def _unescape(v):
-    return v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
 
 def _parse_labels(text):
-    """'a="x",b="y"' -> (("a", "x"), ("b", "y")), Prometheus escaping."""
+    """'a="x",b="y"' -> (("a", "x"), ("b", "y")).  Values are un-escaped
+    as Prometheus escapes them (\\\\, \\" and \\n), in one pass from the
+    left, so that an escaped backslash is never the start of another
+    escape; any other backslash is kept as it is."""
     out, i = [], 0
     while i < len(text):
         eq = text.index("=", i)
         name = text[i:eq].strip().lstrip(",").strip()
         j = eq + 2  # past ="
         v = []
-        while text[j] != '"':
-            if text[j] == "\\":
-                v.append(text[j:j + 2])
+        while j >= len(text) or text[j] != '"':
+            if j >= len(text):
+                raise ValueError("stats: an unterminated label value in "
+                                 "{%s}" % text)
+            if text[j] == "\\" and j + 1 < len(text):
+                nxt = text[j + 1]
+                v.append(_ESCAPES.get(nxt, "\\" + nxt))
                 j += 2
             else:
                 v.append(text[j])
                 j += 1
-        out.append((name, _unescape("".join(v))))
+        out.append((name, "".join(v)))
         i = j + 1
         while i < len(text) and text[i] in ", ":
             i += 1

@@ -4,10 +4,10 @@
 
 Every SECONDS (default 1) it reads MOUNT/.feedfs/stats and shows, per job,
 the images/s the workers deliver, the cache hit rate, the cluster tier's
-hits, how busy the workers are and how long readers waited for batches;
-and for the mount, memory in use against its budget.  A reader that waits
-for about as long as the wall clock is starved: the input is the
-bottleneck.  Ctrl-C quits (status 0); so does the mount going away (status
+hits, how busy the workers are and the share of the time readers waited
+for batches (at least one of them: however many wait together, never more
+than 100%); and for the mount, memory in use against its budget.  Readers
+that wait about all the time are starved: the input is the bottleneck.  Ctrl-C quits (status 0); so does the mount going away (status
 1, with a message).  On a terminal it redraws in place; otherwise it prints
 one frame after another.  See feedfs-python(7).
 """
@@ -54,6 +54,9 @@ def frame(mount, prev, cur, dt):
     def delta(name, job=None):
         if prev is None or dt <= 0:
             return None
+        key = (name, (("job", job),) if job is not None else ())
+        if key not in cur:  # a mount without the counter
+            return None
         if job is None:
             return _one(cur, name) - _one(prev, name)
         return _job(cur, name, job) - _job(prev, name, job)
@@ -73,7 +76,9 @@ def frame(mount, prev, cur, dt):
             _bytes(_one(cur, "feedfs_memory_peak_bytes")),
             "" if busy_all is None else "%.1f busy of " % busy_all,
             nworkers, _one(cur, "feedfs_queue_depth")))
-    wait = delta("feedfs_read_wait_seconds_total")
+    # The time at least one reader waited, not the waits summed over the
+    # readers: a share of the time, whatever their number.
+    wait = delta("feedfs_read_starved_seconds_total")
     lines.append("readers waited %s   cache %s   cluster %s" % (
         "-" if wait is None else "%.0f%% of the time" % (100 * wait / dt),
         "on" if _one(cur, "feedfs_cache_enabled") else "off",
@@ -92,7 +97,7 @@ def frame(mount, prev, cur, dt):
         rate = hits / (hits + miss) if hits + miss else None
         cl = _job(cur, "feedfs_cluster_hits_total", j)
         b = delta("feedfs_worker_busy_seconds_total", j)
-        w = delta("feedfs_job_read_wait_seconds_total", j)
+        w = delta("feedfs_job_read_starved_seconds_total", j)
         lines.append("%-16s %10.1f %10d %8s %12d %9s %12s %11d" % (
             j[:16], _job(cur, "feedfs_images_per_second", j),
             _job(cur, "feedfs_samples_total", j), _pct(rate), cl,
@@ -101,8 +106,9 @@ def frame(mount, prev, cur, dt):
             _job(cur, "feedfs_batches_total", j)))
     lines.append("")
     lines.append("BUSY: workers busy on the job (of %d); READ WAIT: share "
-                 "of the time a reader of the job waited for a batch "
-                 "(near 100%%: the input is the bottleneck)." % nworkers)
+                 "of the time a reader of the job (one at least) waited "
+                 "for a batch (near 100%%: the input is the bottleneck)."
+                 % nworkers)
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@
     import feedfs, feedfs.torch
     loader = feedfs.torch.Loader("/mnt/feed/train", epochs=range(90),
                                  device="cuda")
-    loader.load_state_dict(ckpt["loader"])        # resume: (epoch, batch)
+    loader.load_state_dict(ckpt["loader"])        # resume: index, batch
     for images, labels in loader:                 # every batch of every epoch
         ...
         ckpt["loader"] = loader.state_dict()
@@ -34,8 +34,10 @@ class Loader:
     """Batches of a feedfs job as torch tensors, epoch after epoch.
 
     job        a feedfs.Job or a job directory
-    epochs     an int (epochs 0..n-1) or an iterable of epoch numbers
-    start      (epoch, batch) to begin at; default the first epoch's batch 0
+    epochs     an int (epochs 0..n-1) or an iterable of epoch numbers, read
+               in its order
+    start      (epoch, batch) to begin at (the epoch's first place in the
+               list), or a state_dict(); default the first epoch's batch 0
     rank, world  the rank view (default: torch.distributed's when it is
                initialized, else RANK and WORLD_SIZE, else 0 of 1)
     pin_memory host buffers in pinned memory (default: when device is a
@@ -56,15 +58,21 @@ class Loader:
                refuses normalize with dtype uint8); or a (mean, std) pair.
 
     Iterating yields (images, labels) for every batch from the current
-    position to the last epoch's end.  Host tensors (device None) are
-    views of the loader's buffers, valid until the batch after next is
-    yielded; .clone() what must live longer.  state_dict() is the position
-    of the next batch to yield; a Loader given it with load_state_dict()
-    (or start=) yields exactly the batches an uninterrupted run would have.
-    A new iteration starts where the last one stopped, or from the start
-    once every batch was yielded.  len() is the number of batches one
-    iteration from the start position yields; .epoch and .batch are those
-    of the batch last yielded."""
+    position to the end of the last epoch of the list, the epochs in the
+    list's order.  Host tensors (device None) are views of the loader's
+    buffers: batch b's stays valid until batch b + 2 is yielded; .clone()
+    what must live longer.  state_dict() is the position of the next batch
+    to yield, {"index": i, "epoch": epochs[i], "batch": b} (i an index
+    into the epochs list, so an epoch may come anywhere in it, or twice;
+    at the end i is the list's length and epoch None); a Loader given it
+    with load_state_dict() (or start=) yields exactly the batches an
+    uninterrupted run would have.  A state without "index" (an older
+    checkpoint) is read as (epoch, batch), the epoch's first place in the
+    list.  A new iteration starts where the last one stopped, or from the
+    start once every batch was yielded.  len() is the number of batches
+    of the iteration running, or else of the next one (from the position
+    load_state_dict() gave, say); .epoch and .batch are those of the batch
+    last yielded."""
 
     def __init__(self, job, epochs, start=None, rank=None, world=None,
                  pin_memory=None, device=None, non_blocking=True, ids=False,
@@ -106,59 +114,95 @@ class Loader:
                              device=dev).view(view),
                 torch.tensor([m / s for m, s in zip(mean, std)],
                              device=dev).view(view))
-        self._start = (self.epochs[0], 0) if self.epochs else (0, 0)
+        # A position is (i, b): batch b of self.epochs[i]; (len, 0) is the
+        # end.  An index, not an epoch number: epochs may come in any
+        # order, or twice.
+        self._start = (0, 0)
         if start is not None:
             self._start = self._position(start)
         self._pos = self._start
+        self._from = None  # where the iteration running began
         self._bufs = None
         self.epoch = self.batch = None  # of the batch last yielded
 
     # ---- position -----------------------------------------------------------
 
+    def _end(self):
+        return (len(self.epochs), 0)
+
+    def _step(self, i, b):
+        """(i, b) made canonical: the end of an epoch is the next one's
+        batch 0."""
+        while i < len(self.epochs) and b >= self.batches_per_epoch:
+            i, b = i + 1, 0
+        return (i, b) if i < len(self.epochs) else self._end()
+
     def _position(self, pos):
-        if isinstance(pos, dict):
-            pos = (pos["epoch"], pos["batch"])
-        e, b = int(pos[0]), int(pos[1])
-        if e not in self.epochs and not (b == 0 and self._is_end(e)):
-            raise ValueError("epoch %d is not among the loader's epochs" % e)
+        """(i, b) of pos: a state_dict(), or an (epoch, batch) pair whose
+        epoch is taken at its first place in the list.  A state_dict()
+        without "index" (those before it had one) is such a pair too."""
+        n = len(self.epochs)
+        if isinstance(pos, dict) and pos.get("index") is not None:
+            i, b = int(pos["index"]), int(pos["batch"])
+            if not 0 <= i <= n:
+                raise ValueError("index %d: the loader has %d epochs"
+                                 % (i, n))
+            e = pos.get("epoch")
+            if i < n and e is not None and int(e) != self.epochs[i]:
+                raise ValueError(
+                    "state %s: the loader's epoch at index %d is %d (a "
+                    "checkpoint of a loader with other epochs?)"
+                    % (pos, i, self.epochs[i]))
+            if i == n and b != 0:
+                raise ValueError("state %s: batch %d past the end"
+                                 % (pos, b))
+        else:
+            if isinstance(pos, dict):
+                pos = (pos["epoch"], pos["batch"])
+            e, b = int(pos[0]), int(pos[1])
+            if e in self.epochs:
+                i = self.epochs.index(e)
+            elif b == 0 and self.epochs and e == self.epochs[-1] + 1:
+                i = n  # the end as it used to be written
+            else:
+                raise ValueError("epoch %d is not among the loader's "
+                                 "epochs" % e)
         if not 0 <= b <= self.batches_per_epoch:
             raise ValueError("batch %d: an epoch has %d"
                              % (b, self.batches_per_epoch))
-        if b == self.batches_per_epoch:  # the end of e: the next epoch
-            e, b = self._next_epoch(e), 0
-        return e, b
-
-    def _end(self):
-        return (self.epochs[-1] + 1, 0) if self.epochs else (0, 0)
-
-    def _is_end(self, e):
-        return (e, 0) == self._end()
-
-    def _next_epoch(self, e):
-        i = self.epochs.index(e)
-        return self.epochs[i + 1] if i + 1 < len(self.epochs) \
-            else self._end()[0]
+        return self._step(i, b)
 
     def _todo(self, pos):
-        """(epoch, batch) of every batch from pos to the end."""
-        e, b = pos
-        if self._is_end(e):
-            return
-        for ep in self.epochs[self.epochs.index(e):]:
-            for k in range(b, self.batches_per_epoch):
-                yield ep, k
+        """(index, epoch, batch) of every batch from pos to the end."""
+        i, b = pos
+        for k in range(i, len(self.epochs)):
+            for j in range(b, self.batches_per_epoch):
+                yield k, self.epochs[k], j
             b = 0
 
     def state_dict(self):
-        """{"epoch": e, "batch": b}: the next batch to yield."""
-        return {"epoch": self._pos[0], "batch": self._pos[1]}
+        """{"index": i, "epoch": e, "batch": b}: the next batch to yield is
+        batch b of epochs[i], epoch e; at the end, i is the number of
+        epochs and e None."""
+        i, b = self._pos
+        e = self.epochs[i] if i < len(self.epochs) else None
+        return {"index": i, "epoch": e, "batch": b}
 
     def load_state_dict(self, state):
         """Continue from state (a state_dict(), or an (epoch, batch))."""
         self._pos = self._position(state)
 
+    def _next_from(self):
+        """Where the next iteration begins."""
+        return self._start if self._pos == self._end() else self._pos
+
     def __len__(self):
-        return sum(1 for _ in self._todo(self._start))
+        """The batches of the iteration running, or else of the next."""
+        pos = self._from if self._from is not None else self._next_from()
+        i, b = pos
+        if i >= len(self.epochs):
+            return 0
+        return (len(self.epochs) - i) * self.batches_per_epoch - b
 
     # ---- reading ------------------------------------------------------------
 
@@ -177,13 +221,14 @@ class Loader:
         buffer once gate allows it, and put it in out."""
         bufs = self._buffers()
         try:
-            for i, (e, b) in enumerate(todo):
+            for i, (k0, e, b) in enumerate(todo):
                 with gate:
                     # Batch i goes into batch k = i - nbuf's buffer once k
-                    # is past valid (k + 2 is yielded), and once any copy
-                    # from it to the device has finished.
+                    # is past valid (k + 2 is yielded: gate.given counts
+                    # the batches yielded), and once any copy from it to
+                    # the device has finished.
                     k = i - self._nbuf
-                    while gate.given < k + 2 and not stop.is_set():
+                    while gate.given < k + 3 and not stop.is_set():
                         gate.wait()
                     if stop.is_set():
                         return
@@ -197,14 +242,13 @@ class Loader:
                 y = feedfs._load_small(path + ".labels.npy")
                 z = feedfs._load_small(path + ".ids.npy") if self.ids \
                     else None
-                out.put((e, b, t[:x.shape[0]], y, z))
+                out.put((k0, e, b, t[:x.shape[0]], y, z))
             out.put(_DONE)
         except BaseException as ex:  # handed to the trainer's thread
             out.put(ex)
 
     def __iter__(self):
-        if self._pos == self._end():
-            self._pos = self._start
+        self._pos = self._from = self._next_from()
         todo = list(self._todo(self._pos))
         out = queue.Queue()
         gate = threading.Condition()
@@ -218,7 +262,7 @@ class Loader:
                 item = out.get()
                 if isinstance(item, BaseException):
                     raise item
-                e, b, x, y, z = item
+                k, e, b, x, y, z = item
                 y, z = torch.from_numpy(y), (None if z is None
                                              else torch.from_numpy(z))
                 event = None
@@ -235,8 +279,7 @@ class Loader:
                     x = torch.addcmul(-self._norm[1], x.float(),
                                       self._norm[0])
                 self.epoch, self.batch = e, b
-                self._pos = (e, b + 1) if b + 1 < self.batches_per_epoch \
-                    else (self._next_epoch(e), 0)
+                self._pos = self._step(k, b + 1)
                 with gate:
                     gate.given = i + 1
                     if event is not None:
@@ -244,6 +287,7 @@ class Loader:
                     gate.notify()
                 yield (x, y, z) if self.ids else (x, y)
         finally:
+            self._from = None
             stop.set()
             with gate:
                 gate.notify()
