@@ -91,10 +91,10 @@ struct job {
 	char *cache_text;     /* prefix and cache_format's suffix: the text of
 				 the local cache's index and per-prefix stats */
 	char *key_text;       /* what a cached value depends on, hashed into
-				 its local key: cache_text, max_pixels and
-				 the decoder's version */
-	char *tier_text;      /* the same for the cluster tier, which keeps
-				 raw pixels: without the format's suffix */
+				 its key (the local cache's and the cluster
+				 tier's: both hold the job's cache_format):
+				 cache_text, max_pixels and the decoder's
+				 version */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */
