@@ -139,7 +139,10 @@ now_ns(void)
  * cache_format, else -EBADMSG (a miss).  For raw, img->px is v->data (the
  * caller gives up v->data); else img->px is decoded into its own buffer and
  * v->data stays the caller's.  A value of another format under the job's
- * key (the key names the format) is damaged or forged: a miss.
+ * key (the key names the format) is damaged or forged: a miss.  So is one
+ * over the job's max_pixels, which no prefix makes, refused before it is
+ * decoded: a few KB of zstd or JPEG from the tier would else decode into
+ * any size the envelope claims (65535 x 65535 x 3 bytes).
  */
 static int
 val_pixels(const struct job *j, const struct cache_val *v,
@@ -153,6 +156,7 @@ val_pixels(const struct job *j, const struct cache_val *v,
 	if (v->c != 3 || v->dtype != 0 || v->enc != j->cfg->cache_format ||
 	    v->w == 0 || v->h == 0 ||
 	    __builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) ||
+	    (j->cfg->max_pixels != 0 && n > j->cfg->max_pixels) ||
 	    __builtin_mul_overflow(n, (size_t)3, &n))
 		return -EBADMSG;
 	if (v->enc == 0) {
