@@ -30,7 +30,9 @@ struct job_stats {
 	atomic_uint_fast64_t prefetched; /* sources read ahead (sched.c) */
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
-	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts */
+	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts and
+					cache_format's encode (and a jpeg's
+					decode of what a miss serves) */
 	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
