@@ -312,8 +312,8 @@ cache_fmt_decode(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *in,
 }
 
 int
-cache_fmt_encode_served(uint32_t enc, uint32_t w, uint32_t h,
-    const uint8_t *px, uint8_t **out, size_t *outlen, uint8_t **served)
+cache_fmt_encode_served(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *px,
+    uint8_t **out, size_t *outlen, uint8_t **served)
 {
 	uint8_t *o = NULL, *d = NULL;
 	size_t olen = 0;

@@ -145,8 +145,7 @@ now_ns(void)
  * any size the envelope claims (65535 x 65535 x 3 bytes).
  */
 static int
-val_pixels(const struct job *j, const struct cache_val *v,
-    struct xf_image *img)
+val_pixels(const struct job *j, const struct cache_val *v, struct xf_image *img)
 {
 	uint8_t *px;
 	size_t n;

@@ -102,8 +102,7 @@ open_cache(void)
 	struct cache *c = NULL;
 
 	snprintf(path, sizeof(path), "%s/cache", dir);
-	if (cache_open(path, 256u << 20, 16u << 20, &c, err, sizeof(err)) !=
-	    0)
+	if (cache_open(path, 256u << 20, 16u << 20, &c, err, sizeof(err)) != 0)
 		fprintf(stderr, "cache_open: %s\n", err);
 	CHECK(c != NULL);
 	return c;
@@ -144,9 +143,9 @@ test_jpeg(void)
 	hit = make(&s, c, 1);
 	CHECK(atomic_load(&s.j.st.cache_hits) == 1);
 	r = make(&raw, NULL, 1);
-	CHECK(memcmp(miss, hit, n) == 0);  /* the miss serves what it stores */
-	CHECK(memcmp(none, hit, n) == 0);  /* and so does no cache at all */
-	CHECK(memcmp(r, hit, n) != 0);     /* the JPEG's round trip */
+	CHECK(memcmp(miss, hit, n) == 0); /* the miss serves what it stores */
+	CHECK(memcmp(none, hit, n) == 0); /* and so does no cache at all */
+	CHECK(memcmp(r, hit, n) != 0);	  /* the JPEG's round trip */
 	free(none);
 	free(miss);
 	free(hit);
