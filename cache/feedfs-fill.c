@@ -9,8 +9,9 @@
  * while the dataset is unchanged, and every part spread over the whole
  * epoch order.  The samples are taken in the order epoch A reads them
  * (every epoch reads every sample, so that order covers epochs A..B); each
- * goes through sample_fill, which computes the key exactly as the mount
- * does and skips what the cluster already has, so a killed run restarts
+ * goes through sample_fill, which computes the key and the value (in the
+ * job's cache_format) exactly as the mount does and skips what the
+ * cluster already has, so a killed run restarts
  * where it stood.  Workers take the next sample of the list from one
  * atomic counter.
  *

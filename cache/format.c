@@ -310,3 +310,25 @@ cache_fmt_decode(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *in,
 	}
 	return -EINVAL;
 }
+
+int
+cache_fmt_encode_served(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *px,
+    uint8_t **out, size_t *outlen, uint8_t **served)
+{
+	uint8_t *o = NULL, *d = NULL;
+	size_t olen = 0;
+	int r;
+
+	if ((r = cache_fmt_encode(enc, w, h, px, &o, &olen)) != 0)
+		return r;
+	/* Decoded from the bytes that are stored: what every hit gives. */
+	if (cache_fmt_lossy(enc) &&
+	    (r = cache_fmt_decode(enc, w, h, o, olen, &d)) != 0) {
+		free(o);
+		return r;
+	}
+	*out = o; /* transferred */
+	*outlen = olen;
+	*served = d; /* transferred */
+	return 0;
+}

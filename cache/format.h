@@ -62,4 +62,23 @@ int cache_fmt_encode(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *px,
 int cache_fmt_decode(uint32_t enc, uint32_t w, uint32_t h, const uint8_t *in,
     size_t len, uint8_t **px);
 
+/*
+ * Whether enc decodes to other pixels than it was given (jpeg).  A job of
+ * a lossy format serves the round trip of its prefix images, whether or
+ * not a cache holds them (the same bytes on every read).
+ */
+static inline int
+cache_fmt_lossy(uint32_t enc)
+{
+	return CACHE_FMT_OF(enc) == CACHE_FMT_JPEG;
+}
+/*
+ * cache_fmt_encode, and the pixels every decode of those bytes gives, as
+ * a hit serves them: *served NULL when they are px (raw, lossless), else
+ * malloc'd (lossy: *out decoded once).  0, or cache_fmt_encode's or
+ * cache_fmt_decode's error, with nothing allocated.
+ */
+int cache_fmt_encode_served(uint32_t enc, uint32_t w, uint32_t h,
+    const uint8_t *px, uint8_t **out, size_t *outlen, uint8_t **served);
+
 #endif

@@ -64,11 +64,7 @@ job_cache_texts(const struct cfg_job *cj, char **index, char **key)
 static int
 key_texts(struct job *j, const struct cfg_job *cj)
 {
-	int r;
-
-	if ((r = job_cache_texts(cj, &j->cache_text, &j->key_text)) != 0)
-		return r;
-	return key_text(cj, j->prefix, &j->tier_text);
+	return job_cache_texts(cj, &j->cache_text, &j->key_text);
 }
 
 /* The part of the setup common to every job, once ds and plan.n are set. */
@@ -280,8 +276,7 @@ job_fini(struct job *j)
 	free(j->prefix);
 	free(j->cache_text);
 	free(j->key_text);
-	free(j->tier_text);
-	j->cache_text = j->key_text = j->tier_text = NULL;
+	j->cache_text = j->key_text = NULL;
 	free(j->logged);
 	j->prefix = NULL;
 	j->logged = NULL;

@@ -30,7 +30,9 @@ struct job_stats {
 	atomic_uint_fast64_t prefetched; /* sources read ahead (sched.c) */
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
-	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts */
+	atomic_uint_fast64_t put_ns; /* workers' CPU in local cache puts and
+					cache_format's encode (and a jpeg's
+					decode of what a miss serves) */
 	atomic_uint_fast64_t read_wait_ns, read_waits; /* readers waiting */
 	/* Samples finished per second, the last JOB_RATE_SECS seconds. */
 	atomic_uint_fast64_t rate_sec[JOB_RATE_SECS], rate_n[JOB_RATE_SECS];
@@ -109,10 +111,10 @@ struct job {
 	char *cache_text;     /* prefix and cache_format's suffix: the text of
 				 the local cache's index and per-prefix stats */
 	char *key_text;       /* what a cached value depends on, hashed into
-				 its local key: cache_text, max_pixels and
-				 the decoder's version */
-	char *tier_text;      /* the same for the cluster tier, which keeps
-				 raw pixels: without the format's suffix */
+				 its key (the local cache's and the cluster
+				 tier's: both hold the job's cache_format):
+				 cache_text, max_pixels and the decoder's
+				 version */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */

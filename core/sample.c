@@ -134,37 +134,50 @@ now_ns(void)
 }
 
 /*
- * A cached value this version can use, decoded from its cache_format into
- * v->data (else freed: a miss).
+ * The pixels a cached value v (of the local cache, its owner or the
+ * cluster tier) serves: 0 and img set when v is an image of the job's
+ * cache_format, else -EBADMSG (a miss).  For raw, img->px is v->data (the
+ * caller gives up v->data); else img->px is decoded into its own buffer and
+ * v->data stays the caller's.  A value of another format under the job's
+ * key (the key names the format) is damaged or forged: a miss.  So is one
+ * over the job's max_pixels, which no prefix makes, refused before it is
+ * decoded: a few KB of zstd or JPEG from the tier would else decode into
+ * any size the envelope claims (65535 x 65535 x 3 bytes).
  */
-static bool
-usable(struct cache_val *v)
+static int
+val_pixels(const struct job *j, const struct cache_val *v, struct xf_image *img)
 {
 	uint8_t *px;
 	size_t n;
 
-	if (v->c != 3 || v->dtype != 0)
-		goto bad;
-	if (v->enc != 0) {
-		/* cache_fmt_decode checks w x h against the bytes. */
-		if (cache_fmt_decode(v->enc, v->w, v->h, v->data, v->len, &px) !=
-		    0)
-			goto bad;
-		free(v->data);
-		v->data = px;
-		v->len = (size_t)v->w * v->h * 3;
-		v->enc = 0;
-		return true;
-	}
 	/* w * h * 3 must not wrap: a damaged (or forged) entry claiming
 	 * 2^32-1 x 2^32-1 would else pass with a few bytes of payload. */
-	if (v->w > 0 && v->h > 0 &&
-	    !__builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) &&
-	    !__builtin_mul_overflow(n, (size_t)3, &n) && v->len == n)
-		return true;
-bad:
-	free(v->data);
-	return false;
+	if (v->c != 3 || v->dtype != 0 || v->enc != j->cfg->cache_format ||
+	    v->w == 0 || v->h == 0 ||
+	    __builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) ||
+	    (j->cfg->max_pixels != 0 && n > j->cfg->max_pixels) ||
+	    __builtin_mul_overflow(n, (size_t)3, &n))
+		return -EBADMSG;
+	if (v->enc == 0) {
+		if (v->len != n)
+			return -EBADMSG;
+		px = v->data;
+	} else if (cache_fmt_decode(
+		       v->enc, v->w, v->h, v->data, v->len, &px) != 0)
+		return -EBADMSG; /* checks w x h against the bytes */
+	img->w = v->w;
+	img->h = v->h;
+	img->px = px;
+	return 0;
+}
+
+/* Free what of v's payload val_pixels did not hand to img. */
+static void
+val_done(struct cache_val *v, const struct xf_image *img)
+{
+	if (img == NULL || v->data != img->px)
+		free(v->data);
+	v->data = NULL;
 }
 
 /* Count a local hit or miss of epoch (job.h's per-epoch slots). */
@@ -210,43 +223,40 @@ tier_warn(struct cluster *cl)
 }
 
 /*
- * The prefix image under key in the cluster tier: 0, else a miss.
+ * The value under key in the cluster tier, as it is stored (the job's
+ * cache_format) in *v, and the pixels it serves in img: 0, else a miss.
  * cluster_get has checked the envelope against key (and its MAC with a
- * secret); what is left is that it is an image of ours (usable).
+ * secret); what is left is that it is an image of the job's (val_pixels).
+ * The caller calls val_done(v, img).
  */
 static int
-tier_get(
-    struct cluster *cl, const uint8_t key[CACHE_KEY_LEN], struct xf_image *img)
+tier_get(struct job *j, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v,
+    struct xf_image *img)
 {
-	struct cache_val v;
 	int r;
 
-	if ((r = cluster_get(cl, key, &v)) != 0) {
+	if ((r = cluster_get(j->cluster, key, v)) != 0) {
 		if (r == -EIO)
-			tier_warn(cl);
+			tier_warn(j->cluster);
 		return r;
 	}
-	if (!usable(&v))
-		return -EBADMSG; /* usable freed it */
-	img->w = v.w;
-	img->h = v.h;
-	img->px = v.data; /* transferred */
-	return 0;
+	if ((r = val_pixels(j, v, img)) != 0)
+		val_done(v, NULL);
+	return r;
 }
 
 /*
- * Store img under key in the cluster tier (cluster_put's return): raw
- * uint8 pixels, h x w x 3, sealed in the envelope by cluster_put.
+ * Store ev (an image in the job's cache_format, to_format's) under key in
+ * the cluster tier (cluster_put's return), sealed in the envelope by
+ * cluster_put: the tier holds what the local cache holds.
  */
 static int
 tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
-    const struct xf_image *img)
+    const struct cache_val *ev)
 {
-	struct cache_val v = {.w = img->w, .h = img->h, .c = 3, .dtype = 0,
-	    .data = img->px, .len = (size_t)img->w * img->h * 3, .enc = 0};
 	int r;
 
-	if ((r = cluster_put(cl, key, &v)) == -EIO)
+	if ((r = cluster_put(cl, key, ev)) == -EIO)
 		tier_warn(cl);
 	return r;
 }
@@ -262,33 +272,83 @@ thread_ns(void)
 }
 
 /*
- * Keep img in the local cache under key, in the job's cache_format (a
- * failure is only counted).  Its CPU time goes to the job's put_ns.
+ * The job's cache_format of the prefix image img, made once per miss:
+ * *ev is what the caches store (ev->data: img->px for raw, else the
+ * encoded bytes, malloc'd; the caller frees them with ev_done), and with a
+ * lossy format (jpeg) img's pixels are replaced by the decode of those
+ * bytes, which every hit of them serves: a miss, a hit, a tier hit and a
+ * read without a cache (off, refused, full or broken) serve the same
+ * bytes.  store: whether a cache will take ev; without, a lossless format
+ * has nothing to do.  0, and *stored whether ev holds a value to store; a
+ * format that cannot hold the image (jpeg over 65500 pixels a side, the
+ * same on every read) serves img as it is, stored nowhere.  -EAGAIN when
+ * out of memory (a transient error: never the raw pixels instead).  The
+ * CPU time goes to the job's put_ns.
+ */
+static int
+to_format(struct job *j, struct xf_image *img, bool store, struct cache_val *ev,
+    bool *stored)
+{
+	uint32_t enc = j->cfg->cache_format;
+	uint64_t t0 = thread_ns();
+	uint8_t *bytes = NULL, *served = NULL;
+	size_t len = 0;
+	int r = 0;
+
+	*ev = (struct cache_val){.w = img->w, .h = img->h, .c = 3,
+	    .dtype = 0, .data = img->px, .len = (size_t)img->w * img->h * 3,
+	    .prefix = j->cache_text, .enc = 0};
+	*stored = store && enc == 0;
+	if (enc == 0 || (!store && !cache_fmt_lossy(enc)))
+		return 0;
+	r = cache_fmt_encode_served(
+	    enc, img->w, img->h, img->px, &bytes, &len, &served);
+	if (r == -ENOMEM) {
+		r = -EAGAIN;
+		goto out;
+	}
+	if (r != 0) {
+		/* Lossless: the pixels are the same; lossy: never a hit. */
+		*stored = false;
+		r = 0;
+		goto out;
+	}
+	if (served != NULL) {
+		xf_free(img->px);
+		img->px = served; /* transferred */
+	}
+	ev->data = bytes; /* transferred */
+	ev->len = len;
+	ev->enc = enc;
+	*stored = store;
+out:
+	atomic_fetch_add(&j->st.put_ns, thread_ns() - t0);
+	return r;
+}
+
+/* Free what to_format allocated for ev (its bytes, not img's pixels). */
+static void
+ev_done(struct cache_val *ev)
+{
+	if (ev->enc != 0)
+		free(ev->data);
+	ev->data = NULL;
+}
+
+/*
+ * Keep ev (as to_format or the tier gave it: the job's cache_format) in
+ * the local cache under key; a failure is only counted.  Its CPU time goes
+ * to the job's put_ns.
  */
 static void
 local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-    const struct xf_image *img)
+    const struct cache_val *ev)
 {
-	struct cache_val v;
-	uint8_t *enc = NULL;
+	struct cache_val v = *ev;
 	uint64_t t0 = thread_ns();
 
-	v.w = img->w;
-	v.h = img->h;
-	v.c = 3;
-	v.dtype = 0;
-	v.data = img->px;
-	v.len = (size_t)img->w * img->h * 3;
 	v.prefix = j->cache_text;
-	v.enc = j->cfg->cache_format;
-	if (v.enc != 0) {
-		if (cache_fmt_encode(
-			v.enc, img->w, img->h, img->px, &enc, &v.len) != 0)
-			return;
-		v.data = enc;
-	}
 	cache_put(c, key, &v);
-	free(enc);
 	atomic_fetch_add(&j->st.put_ns, thread_ns() - t0);
 }
 
@@ -355,49 +415,35 @@ memo_put(struct cache *c, const char *name, const struct stat *st,
 }
 
 /*
- * The keys of digest: key for the local cache (the prefix and its
- * cache_format), tkey for the cluster tier (the prefix: the tier keeps raw
- * pixels).  Equal for raw.
- */
-static void
-sample_keys(const struct job *j, const uint8_t digest[32], bool png,
-    uint8_t key[CACHE_KEY_LEN], uint8_t tkey[CACHE_KEY_LEN])
-{
-	sample_cache_key(digest, j->key_text, png, key);
-	if (j->cfg->cache_format == 0)
-		memcpy(tkey, key, CACHE_KEY_LEN);
-	else
-		sample_cache_key(digest, j->tier_text, png, tkey);
-}
-
-/*
- * Look key up in the local cache c (may be NULL), then tkey in the
- * cluster tier; a value from the cluster is kept locally too.  0 with img
- * filled on a hit (counted); -ENOENT on a miss of both (counted by the
- * caller once the sample is made).
+ * Look key up in the local cache c (may be NULL), then in the cluster
+ * tier; a value from the cluster is kept locally too, as the tier holds
+ * it (the job's cache_format: the same bytes, so a later local hit serves
+ * what the tier hit did).  0 with img filled on a hit (counted); -ENOENT
+ * on a miss of both (counted by the caller once the sample is made).
  */
 static int
 lookup(struct job *j, struct cache *c, uint32_t epoch,
-    const uint8_t key[CACHE_KEY_LEN], const uint8_t tkey[CACHE_KEY_LEN],
-    struct xf_image *img)
+    const uint8_t key[CACHE_KEY_LEN], struct xf_image *img)
 {
 	struct cache_val v;
 
-	if (c != NULL && cache_get(c, key, &v) == 0 && usable(&v)) {
-		atomic_fetch_add(&j->st.cache_hits, 1);
-		epoch_count(j, epoch, true);
-		cache_note_use(c, j->cache_text, true);
-		img->w = v.w;
-		img->h = v.h;
-		img->px = v.data; /* transferred */
-		return 0;
+	if (c != NULL && cache_get(c, key, &v) == 0) {
+		if (val_pixels(j, &v, img) == 0) {
+			val_done(&v, img);
+			atomic_fetch_add(&j->st.cache_hits, 1);
+			epoch_count(j, epoch, true);
+			cache_note_use(c, j->cache_text, true);
+			return 0;
+		}
+		val_done(&v, NULL);
 	}
-	if (j->cluster == NULL || tier_get(j->cluster, tkey, img) != 0)
+	if (j->cluster == NULL || tier_get(j, key, &v, img) != 0)
 		return -ENOENT;
 	if (c != NULL) {
 		count_miss(j, c, epoch);
-		local_put(j, c, key, img);
+		local_put(j, c, key, &v);
 	}
+	val_done(&v, img);
 	atomic_fetch_add(&j->st.cluster_hits, 1);
 	return 0;
 }
@@ -426,21 +472,22 @@ static int
 prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
     const char *path, struct xf_image *img, char *err, size_t errlen)
 {
-	uint8_t digest[32], key[CACHE_KEY_LEN], tkey[CACHE_KEY_LEN];
+	uint8_t digest[32], key[CACHE_KEY_LEN];
+	struct cache_val ev;
 	struct stat st;
 	uint8_t *src = NULL;
 	size_t len = 0;
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
-	bool have_digest = false, steady = false, png = false;
+	bool have_digest = false, steady = false, png = false, stored = false;
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
 	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
 	    sample_memo_get(c, path, &st, digest, &png)) {
 		have_digest = true;
-		sample_keys(j, digest, png, key, tkey);
-		if (lookup(j, c, epoch, key, tkey, img) == 0) {
+		sample_cache_key(digest, j->key_text, png, key);
+		if (lookup(j, c, epoch, key, img) == 0) {
 			atomic_store_explicit(
 			    &j->reads_source, false, memory_order_relaxed);
 			return 0;
@@ -455,8 +502,8 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		cache_sha256(src, len, digest);
 		if (c != NULL && steady)
 			memo_put(c, path, &st, digest, png);
-		sample_keys(j, digest, png, key, tkey);
-		if (lookup(j, c, epoch, key, tkey, img) == 0) {
+		sample_cache_key(digest, j->key_text, png, key);
+		if (lookup(j, c, epoch, key, img) == 0) {
 			xf_free(src);
 			return 0;
 		}
@@ -467,14 +514,24 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;
 	}
+	/* What a hit would serve, cached or not (to_format). */
+	if ((r = to_format(j, img, cached, &ev, &stored)) != 0) {
+		xf_free(img->px);
+		img->px = NULL;
+		snprintf(err, errlen, "%s: out of memory", path);
+		return r;
+	}
 	if (cached && c != NULL) {
 		count_miss(j, c, epoch);
-		local_put(j, c, key, img);
+		if (stored)
+			local_put(j, c, key, &ev);
 	}
 	if (cached && j->cluster != NULL) {
 		atomic_fetch_add(&j->st.cluster_misses, 1);
-		tier_put(j->cluster, tkey, img);
+		if (stored)
+			tier_put(j->cluster, key, &ev);
 	}
+	ev_done(&ev);
 	return 0;
 }
 
@@ -501,10 +558,12 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 {
 	uint8_t digest[32], key[CACHE_KEY_LEN];
 	struct xf_image img = {0};
+	struct cache_val v;
 	char path[4096], msg[512];
 	uint8_t *src = NULL;
 	size_t len = 0;
 	struct stat st;
+	bool stored = false;
 	int r;
 
 	if (j->cluster == NULL || j->prefix[0] == '\0') {
@@ -516,9 +575,11 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return -EIO;
 	cache_sha256(src, len, digest);
-	sample_cache_key(digest, j->tier_text, xf_is_png(src, len), key);
+	/* The mount's key and format: the tier holds what a mount's does. */
+	sample_cache_key(digest, j->key_text, xf_is_png(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
-	if (tier_get(j->cluster, key, &img) == 0) {
+	if (tier_get(j, key, &v, &img) == 0) {
+		val_done(&v, &img);
 		xf_free(img.px);
 		xf_free(src);
 		return 1;
@@ -529,9 +590,14 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", path, msg);
 		return -EIO;
 	}
-	r = tier_put(j->cluster, key, &img);
+	if ((r = to_format(j, &img, true, &v, &stored)) == 0)
+		r = stored ? tier_put(j->cluster, key, &v) : -EFBIG;
+	ev_done(&v);
 	xf_free(img.px);
-	if (r == -EFBIG)
+	if (r == -EAGAIN) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		r = -ENOMEM;
+	} else if (r == -EFBIG)
 		snprintf(err, errlen,
 		    "%s: its prefix is too large for the cluster tier", path);
 	else if (r != 0) {

@@ -4,7 +4,12 @@
  * The prefix result comes from the local cache when it can (a hit reads
  * nothing from the source), else from the cluster tier (j->cluster, when
  * set; a hit there is kept locally too), else the source is read,
- * digested, decoded and the result stored in both.  The suffix (random ops, output conversion) always runs.
+ * digested, decoded and the result stored in both.  Both tiers hold the
+ * job's cache_format, under one key; every read serves what they hold: a
+ * miss serves the decode of the bytes it stores (for jpeg(Q) their round
+ * trip, computed once), and so does a read without any cache, so the
+ * bytes of a sample never depend on where its prefix came from.  The
+ * suffix (random ops, output conversion) always runs.
  * Thread safe: any number of workers make samples of one job at once.
  */
 #ifndef FEEDFS_SAMPLE_H
@@ -57,7 +62,8 @@ void sample_cache_key(const uint8_t digest[32], const char *text, bool png,
 
 /*
  * feedfs-fill's step: make sure the cluster tier (j->cluster, required)
- * holds the prefix of sample id, under the key the mount looks up.  1 when
+ * holds the prefix of sample id, under the key the mount looks up and in
+ * the job's cache_format (what a mount's miss stores there).  1 when
  * it was already there (whole; nothing decoded), 0 when decoded and
  * stored.  Else err says why: -EIO the file cannot be read or decoded,
  * -EFBIG the value is over CLUSTER_MAX_VALUE, -ECOMM a server did not

@@ -193,7 +193,8 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 		"Worker time spent preparing samples.", true),
 	    C("feedfs_cache_put_cpu_seconds_total", put_ns,
 		"Worker CPU time spent storing samples in the local cache "
-		"(encoding them too; RocksDB's flushes are its own threads).",
+		"(encoding them in cache_format too, and for jpeg(Q) decoding "
+		"what a miss serves; RocksDB's flushes are its own threads).",
 		true),
 	    C("feedfs_job_read_wait_seconds_total", read_wait_ns,
 		"Time readers of the job waited for its batches.", true),

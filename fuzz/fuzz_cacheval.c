@@ -8,12 +8,45 @@
  * key, length and checksum, from codec_env_seal) written over it first,
  * so that the fuzzer reaches past the checks into the decoded fields.  A
  * value that parses must hold exactly its payload; one sound header must
- * decode to the shape it was written with.
+ * decode to the shape it was written with.  A sound value of an encoded
+ * cache_format (lossless, jpeg: what the cluster tier now carries too) of
+ * a small enough image goes on through cache_fmt_decode, as a hit does
+ * (core/sample.c); a lossless one that decodes must encode and decode
+ * back to the same pixels.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/codec.h"
+#include "cache/format.h"
+
+/* Images decoded per input at most (the fuzzer's speed, not a bound of
+ * feedfs's, which is the job's max_pixels). */
+#define FUZZ_MAX_PIXELS (256u * 256)
+
+/* The payload of a sound envelope v (at p), decoded as a hit decodes it. */
+static void
+decode_payload(const struct cache_val *v, const uint8_t *p)
+{
+	uint8_t *px = NULL, *again = NULL, *enc = NULL;
+	size_t n = (size_t)v->w * v->h * 3, len = 0;
+
+	if (v->enc == 0 || v->c != 3 || v->dtype != 0 ||
+	    (uint64_t)v->w * v->h > FUZZ_MAX_PIXELS)
+		return;
+	if (cache_fmt_decode(v->enc, v->w, v->h, p, v->len, &px) != 0)
+		return;
+	if (CACHE_FMT_OF(v->enc) == CACHE_FMT_LOSSLESS) {
+		if (cache_fmt_encode(v->enc, v->w, v->h, px, &enc, &len) != 0 ||
+		    cache_fmt_decode(v->enc, v->w, v->h, enc, len, &again) !=
+			0 ||
+		    memcmp(px, again, n) != 0)
+			abort();
+	}
+	free(px);
+	free(again);
+	free(enc);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -58,6 +91,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (v.w == 0 || v.h == 0 || (v.enc == 0 && v.len != raw))
 			abort();
+		decode_payload(&v, buf + CODEC_ENV_HDR);
 	}
 	if (n >= CODEC_SEQ_KEY &&
 	    codec_tidx_decode(buf, CODEC_SEQ_KEY, buf + CODEC_SEQ_KEY,

@@ -1,6 +1,9 @@
 /*
  * feedfs-ref - the files of an epoch computed in-process, without FUSE,
  * threads or the cache: the reference that mounted bytes are compared with.
+ * It serves what every read of a mount serves, also with a cache_format:
+ * for jpeg(Q) the decode of the JPEG (sample_make without a cache, the
+ * path of a mount whose cache is off).
  *
  *   feedfs-ref [--rank R --world W] CONFIG|DATASET_DIR JOB EPOCH OUTDIR
  *

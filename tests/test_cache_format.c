@@ -1,8 +1,9 @@
 /*
  * test_cache_format.c - cache_format (cache/format.h): parsing and names,
  * each format's round trip on a photo-like image (raw and lossless
- * byte-exact; jpeg within the stated error), damaged bytes refused, and
- * the format carried by the value header.
+ * byte-exact; jpeg within the stated error), damaged bytes refused, the
+ * format carried by the value header, and the pixels a job serves of an
+ * image (cache_fmt_encode_served: a jpeg's round trip).
  */
 #include <errno.h>
 #include <math.h>
@@ -148,6 +149,46 @@ test_header(void)
 	CHECK(codec_env_open(buf, CODEC_ENV_HDR + 4, key, &out, NULL) != 0);
 }
 
+/*
+ * What a job serves of a prefix image (issue 25): the pixels every decode
+ * of the stored bytes gives, once from cache_fmt_encode_served; for jpeg
+ * not the image it was given (the round trip), for raw and lossless the
+ * image itself (served NULL).  Decoding the stored bytes again gives the
+ * served pixels, byte for byte.
+ */
+static void
+served(const char *fmt, uint32_t w, uint32_t h)
+{
+	uint8_t *px = photo(w, h), *enc = NULL, *srv = NULL, *dec = NULL;
+	size_t n = (size_t)w * h * 3, len = 0;
+	uint32_t e;
+
+	CHECK(cache_fmt_parse(fmt, &e) == 0);
+	CHECK(cache_fmt_encode_served(e, w, h, px, &enc, &len, &srv) == 0);
+	CHECK(cache_fmt_decode(e, w, h, enc, len, &dec) == 0);
+	if (dec == NULL)
+		goto out;
+	CHECK(cache_fmt_lossy(e) == (CACHE_FMT_OF(e) == CACHE_FMT_JPEG));
+	if (cache_fmt_lossy(e)) {
+		CHECK(srv != NULL && memcmp(srv, dec, n) == 0);
+		CHECK(srv != NULL && memcmp(srv, px, n) != 0);
+	} else {
+		CHECK(srv == NULL && memcmp(dec, px, n) == 0);
+	}
+	/* Bad sizes: an error, nothing allocated. */
+	free(enc);
+	free(srv);
+	enc = srv = NULL;
+	CHECK(cache_fmt_encode_served(e, 0, h, px, &enc, &len, &srv) ==
+	      -EINVAL);
+	CHECK(enc == NULL && srv == NULL);
+out:
+	free(px);
+	free(enc);
+	free(srv);
+	free(dec);
+}
+
 int
 main(void)
 {
@@ -159,5 +200,9 @@ main(void)
 	round_trip("jpeg(50)", 64, 48);
 	round_trip("jpeg(100)", 3, 5);
 	test_header();
+	served("raw", 64, 48);
+	served("lossless", 64, 48);
+	served("jpeg(90)", 64, 48);
+	served("jpeg(20)", 17, 13);
 	return TEST_SUMMARY();
 }

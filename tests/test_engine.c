@@ -656,7 +656,6 @@ test_key_text(void)
 	snprintf(want, sizeof(want), "decode resize(40)\nmax_pixels %u\n%s",
 	    XF_DEFAULT_MAX_PIXELS, xf_decoder_id());
 	CHECK_EQ_STR(j->key_text, want);
-	CHECK_EQ_STR(j->tier_text, want); /* raw: the same */
 	CHECK(strncmp(xf_decoder_id(), "libjpeg-turbo ", 14) == 0);
 	feed_free(f);
 }
