@@ -156,12 +156,32 @@ held(const char *dir, char *who, size_t len)
 	return cache_probe_lock(dir, who, len) == -EBUSY;
 }
 
+/*
+ * Whether dir may be used at all, before anything is opened in it: the
+ * mount's checks, on its descriptor (cache_probe_lock: this user's,
+ * writable by nobody else, not a link; LOCK a plain file, never a FIFO
+ * that blocks or a link that is followed).  Said when not.
+ */
+static bool
+trusted(const char *dir)
+{
+	char why[4500];
+	int r = cache_probe_lock(dir, why, sizeof(why));
+
+	if (r == 0 || r == -EBUSY)
+		return true;
+	fprintf(stderr, "feedfs-cache: %s\n", why);
+	return false;
+}
+
 /* Open for reading; with a feedfs holding dir, ask it to flush first. */
 static int
 open_read(const char *dir, struct cache **c)
 {
 	char err[1024], reply[512], who[1024];
 
+	if (!trusted(dir))
+		return -1;
 	if (held(dir, who, sizeof(who)) &&
 	    ctl(dir, who, "flush", reply, sizeof(reply)) != 0) {
 		if (timed_out)
@@ -589,6 +609,8 @@ cmd_write(const char *dir, const char *req)
 		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
 		return EXIT_USAGE;
 	}
+	if (!trusted(dir))
+		return EXIT_DAMAGE;
 	if (held(dir, who, sizeof(who))) {
 		if ((r = ctl(dir, who, req, reply, sizeof(reply))) != 0) {
 			if (timed_out)
