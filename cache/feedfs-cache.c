@@ -236,16 +236,24 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 {
 	const struct cfg_dataset *d = &cfg->datasets[j->dataset_index];
 	struct dataset *ds;
-	char err[1024], path[4096], *index = NULL, *keytext = NULL;
+	char err[4600], path[4096], *index = NULL, *keytext = NULL;
 	long n = 0;
+	int idx, r;
 
 	if (job_cache_texts(j, &index, &keytext) != 0) {
 		fprintf(stderr, "feedfs-cache: out of memory\n");
 		return -1;
 	}
 	free(index);
-	if (ds_open_cfg(d, cfg->mount.cache_dir, NULL, NULL, &ds, err,
-		sizeof(err)) != 0) {
+	/* The mount's shard index where it is there and passes its checks. */
+	idx = cfg->mount.cache_dir == NULL
+		  ? -1
+		  : cache_index_open(
+			cfg->mount.cache_dir, false, err, sizeof(err));
+	r = ds_open_cfg(d, idx, NULL, NULL, &ds, err, sizeof(err));
+	if (idx >= 0)
+		close(idx);
+	if (r != 0) {
 		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
 		free(keytext);
 		return -1;
