@@ -7,7 +7,8 @@
  * the source.
  *
  * The store is private to its owner: cache_open makes its directory 0700
- * and refuses one that another user owns or can write.
+ * and refuses one that another user owns or can write, or a link
+ * (cache_dir_open, below).
  *
  * Thread safety: every function may be called from any thread at once.
  * A cache that fails (disk full, read-only, corrupt) is never fatal to a
@@ -174,10 +175,46 @@ int cache_mounts(const char *dir, char **text);
 /*
  * Whether another process holds the store in dir (RocksDB's lock on
  * dir/LOCK), without taking the lock: -EBUSY and "DIR is in use by another
- * feedfs (pid N)" if so, else 0 (also when dir has no store yet).  Starts
- * no thread, so it can run before a fork.
+ * feedfs (pid N)" if so, else 0 (also when dir has no store yet).  dir is
+ * checked first (cache_dir_open) and LOCK opened relative to it: a dir
+ * that fails the checks, a LOCK that is a link, a FIFO or a device is
+ * -EACCES (-errno) and why, at once.  Starts no thread, so it can run
+ * before a fork.
  */
 int cache_probe_lock(const char *dir, char *err, size_t len);
+
+/*
+ * Trust in a cache directory, decided once, on a descriptor (cache/dir.c),
+ * by every entry point: the mount's store, feedfs-cache, feedfs-fill and
+ * the shard index.
+ *
+ * cache_dir_open: dir (made 0700 with the parents it lacks, when create)
+ * opened as a directory without following a link in its last component,
+ * and checked on the descriptor: this user's, writable by nobody else
+ * (one that others may only read or enter is made 0700).  The fd
+ * (O_CLOEXEC; the caller closes it), or -errno and why in err: -EACCES
+ * for another user's or a group- or world-writable one, -ELOOP for a
+ * symbolic link, -ENOENT for a missing one without create.
+ *
+ * cache_dir_openat: openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK |
+ * O_CLOEXEC | O_NOCTTY, mode): the fd or -errno.  A FIFO does not block
+ * it; callers fstat what they opened.
+ *
+ * cache_dir_entries_ok: every entry of the store in dfd is a file, a
+ * directory or a socket (what RocksDB and feedfs make there): 0, or
+ * -EACCES and the first link, FIFO or device named in err.  RocksDB opens
+ * its files by name, following links and blocking on FIFOs.
+ *
+ * cache_index_open: the shard index's directory, DIR/shard-index (made
+ * when create), opened through cache_dir_open(dir, create) and checked
+ * the same way (a link is refused, not followed).  The fd, or -errno and
+ * why: the index is then off.
+ */
+#define CACHE_INDEX_DIR "shard-index"
+int cache_dir_open(const char *dir, bool create, char *err, size_t errlen);
+int cache_dir_openat(int dfd, const char *name, int flags, mode_t mode);
+int cache_dir_entries_ok(int dfd, const char *dir, char *err, size_t errlen);
+int cache_index_open(const char *dir, bool create, char *err, size_t errlen);
 
 /*
  * What cache_open did besides opening, for the log, or NULL: a damaged

@@ -24,8 +24,8 @@
  *
  * Files, each opening with a comment saying its layer (the layers read
  * one way: store <- owner <- server/client <- handle; share_int.h):
- * open.c (open, close, options, the directory's checks, moving a store
- * aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
+ * dir.c (the directory's checks, on its descriptor), open.c (open, close,
+ * options, moving a store aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
  * the scan of the index), admin.c (verify, evict, clear, compact, flush,
  * and the one executor of control requests), ctl.c (the control socket), codec.c (the
  * records' bytes), and the store shared by the mounts of a machine:
@@ -164,7 +164,8 @@ void cache_fail(struct cache *c, const char *what, const char *msg);
 /* Whether n bytes at p are all zero (an unknown digest or key). */
 bool cache_is_zero(const uint8_t *p, size_t n);
 
-/* open.c: the checks of a cache directory in every role (cache_open). */
+/* open.c: the checks of a cache directory in every role (cache_open):
+ * cache_dir_open's, the descriptor then closed. */
 int cache_private_dir(const char *dir, char *err, size_t errlen);
 
 /* store.c */

@@ -156,12 +156,32 @@ held(const char *dir, char *who, size_t len)
 	return cache_probe_lock(dir, who, len) == -EBUSY;
 }
 
+/*
+ * Whether dir may be used at all, before anything is opened in it: the
+ * mount's checks, on its descriptor (cache_probe_lock: this user's,
+ * writable by nobody else, not a link; LOCK a plain file, never a FIFO
+ * that blocks or a link that is followed).  Said when not.
+ */
+static bool
+trusted(const char *dir)
+{
+	char why[4500];
+	int r = cache_probe_lock(dir, why, sizeof(why));
+
+	if (r == 0 || r == -EBUSY)
+		return true;
+	fprintf(stderr, "feedfs-cache: %s\n", why);
+	return false;
+}
+
 /* Open for reading; with a feedfs holding dir, ask it to flush first. */
 static int
 open_read(const char *dir, struct cache **c)
 {
 	char err[1024], reply[512], who[1024];
 
+	if (!trusted(dir))
+		return -1;
 	if (held(dir, who, sizeof(who)) &&
 	    ctl(dir, who, "flush", reply, sizeof(reply)) != 0) {
 		if (timed_out)
@@ -216,16 +236,24 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 {
 	const struct cfg_dataset *d = &cfg->datasets[j->dataset_index];
 	struct dataset *ds;
-	char err[1024], path[4096], *index = NULL, *keytext = NULL;
+	char err[4600], path[4096], *index = NULL, *keytext = NULL;
 	long n = 0;
+	int idx, r;
 
 	if (job_cache_texts(j, &index, &keytext) != 0) {
 		fprintf(stderr, "feedfs-cache: out of memory\n");
 		return -1;
 	}
 	free(index);
-	if (ds_open_cfg(d, cfg->mount.cache_dir, NULL, NULL, &ds, err,
-		sizeof(err)) != 0) {
+	/* The mount's shard index where it is there and passes its checks. */
+	idx = cfg->mount.cache_dir == NULL
+		  ? -1
+		  : cache_index_open(
+			cfg->mount.cache_dir, false, err, sizeof(err));
+	r = ds_open_cfg(d, idx, NULL, NULL, &ds, err, sizeof(err));
+	if (idx >= 0)
+		close(idx);
+	if (r != 0) {
 		fprintf(stderr, "feedfs-cache: job %s: %s\n", j->name, err);
 		free(keytext);
 		return -1;
@@ -589,6 +617,8 @@ cmd_write(const char *dir, const char *req)
 		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
 		return EXIT_USAGE;
 	}
+	if (!trusted(dir))
+		return EXIT_DAMAGE;
 	if (held(dir, who, sizeof(who))) {
 		if ((r = ctl(dir, who, req, reply, sizeof(reply))) != 0) {
 			if (timed_out)

@@ -339,11 +339,17 @@ open_job(struct run *rn)
 	struct cfg *c = rn->c;
 	const struct cfg_job *cj = rn->cj;
 	struct cluster_opts o = {0};
-	char err[2048];
+	char err[2048], why[5000];
+	int idx, r;
 
 	d = &c->datasets[cj->dataset_index];
-	if (ds_open_cfg(d, c->mount.cache_dir, NULL, NULL, &rn->ds, err,
-		sizeof(err)) != 0) {
+	/* The mount's shard index, through the same checks (dataset.h). */
+	if ((idx = ds_index_open(c, why, sizeof(why))) < 0 && why[0] != '\0')
+		fprintf(stderr, PROG ": %s\n", why);
+	r = ds_open_cfg(d, idx, NULL, NULL, &rn->ds, err, sizeof(err));
+	if (idx >= 0)
+		close(idx);
+	if (r != 0) {
 		if (d->line > 0)
 			fprintf(stderr, PROG ": %s:%d: dataset %s: %s\n",
 			    c->path, d->line, d->name, err);

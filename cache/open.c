@@ -48,49 +48,27 @@ cache_error(struct cache *c)
 	return c->err;
 }
 
-/* mkdir -p: the directories it makes are 0700. */
-static int
-mkdir_p(const char *dir)
-{
-	char buf[4096];
-	size_t len = strlen(dir);
-
-	if (len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, dir, len + 1);
-	for (char *p = buf + 1; *p != '\0'; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /*
- * Make the files in dir 0600 (best effort): RocksDB creates them 0644 less
- * the umask, and a library cannot change the umask of the process.  Files
- * it makes later keep that mode; the 0700 directory is what keeps them
- * from other users.
+ * Make the files in the directory dfd 0600 (best effort): RocksDB creates
+ * them 0644 less the umask, and a library cannot change the umask of the
+ * process.  Files it makes later keep that mode; the 0700 directory is
+ * what keeps them from other users.
  */
 static void
-private_files(const char *dir)
+private_files(int dfd)
 {
 	struct dirent *de;
 	struct stat st;
 	DIR *d;
 	int fd, f;
 
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if ((fd = dup(dfd)) < 0)
 		return;
 	if ((d = fdopendir(fd)) == NULL) {
 		close(fd);
 		return;
 	}
+	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		/*
 		 * Not LOCK: closing a descriptor of it would drop this
@@ -113,45 +91,19 @@ private_files(const char *dir)
 }
 
 /*
- * Make dir (0700, and the parents it lacks) or check the one there: it must
- * be a directory of this user that nobody else can write, else -EACCES
- * and why.  One that others can read or enter (made by an older feedfs)
- * is made 0700 where the file system lets us.
+ * Make dir (0700, and the parents it lacks) or check the one there, on its
+ * descriptor (cache_dir_open): a directory of this user that nobody else
+ * can write, not a link, else -EACCES (-errno) and why.
  */
 int
 cache_private_dir(const char *dir, char *err, size_t errlen)
 {
-	struct stat st;
-	int fd, r;
+	int fd = cache_dir_open(dir, true, err, errlen);
 
-	if ((r = mkdir_p(dir)) != 0) {
-		snprintf(err, errlen, "%s: %s", dir, strerror(-r));
-		return r;
-	}
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-	    fstat(fd, &st) != 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-		goto out;
-	}
-	if (st.st_uid != geteuid()) {
-		snprintf(err, errlen,
-		    "%s is owned by uid %lu, not by this user (uid %lu): "
-		    "refusing a cache that another user controls",
-		    dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
-		r = -EACCES;
-	} else if ((st.st_mode & 022) != 0) {
-		snprintf(err, errlen,
-		    "%s is writable by group or others (mode %04o): refusing "
-		    "it (chmod 700 %s)",
-		    dir, (unsigned)(st.st_mode & 07777), dir);
-		r = -EACCES;
-	} else if ((st.st_mode & 077) != 0)
-		(void)fchmod(fd, 0700);
-out:
-	if (fd >= 0)
-		close(fd);
-	return r;
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
 }
 
 static uint64_t
@@ -341,14 +293,40 @@ int
 cache_probe_lock(const char *dir, char *err, size_t errlen)
 {
 	struct flock fl = {0};
-	char path[4096];
-	int fd, r = 0;
+	struct stat st;
+	char why[4400];
+	int dfd, fd, r = 0;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/LOCK", dir) >=
-	    sizeof(path))
-		return 0;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0; /* no store yet, or cache_open will say why */
+	if ((dfd = cache_dir_open(dir, false, why, sizeof(why))) < 0) {
+		if (dfd == -ENOENT)
+			return 0; /* no store yet */
+		snprintf(err, errlen, "%s", why);
+		return dfd;
+	}
+	/* Never a FIFO's open that blocks, nor a link followed. */
+	fd = cache_dir_openat(dfd, "LOCK", O_RDONLY, 0);
+	close(dfd);
+	if (fd < 0) {
+		if (fd == -ENOENT)
+			return 0; /* no store yet */
+		if (fd == -ELOOP)
+			snprintf(err, errlen,
+			    "%s/LOCK is a symbolic link: refusing the cache "
+			    "(remove it)",
+			    dir);
+		else
+			snprintf(
+			    err, errlen, "%s/LOCK: %s", dir, strerror(-fd));
+		return fd == -ELOOP ? -EACCES : fd;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen,
+		    "%s/LOCK is not a regular file: refusing the cache "
+		    "(remove it)",
+		    dir);
+		close(fd);
+		return -EACCES;
+	}
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) {
@@ -422,15 +400,48 @@ open_cfs(struct cache *c, const char *dir, const char *secondary, char **e)
 	return db;
 }
 
+/*
+ * Whether the path dir names the directory dfd now (its last component not
+ * followed): RocksDB opens its files by path, so the directory it opened
+ * must be the one checked on dfd.
+ */
+static bool
+names_dir(int dfd, const char *dir)
+{
+	struct stat a, b;
+
+	return fstat(dfd, &a) == 0 && lstat(dir, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * Check dir on its descriptor (cache_dir_open, made if missing) and its
+ * entries (no link, FIFO or device for RocksDB to follow or block on):
+ * the fd, or -EACCES (-errno) and why.
+ */
+static int
+checked_dir(const char *dir, bool create, char *err, size_t errlen)
+{
+	int dfd, r;
+
+	if ((dfd = cache_dir_open(dir, create, err, errlen)) < 0)
+		return dfd;
+	if ((r = cache_dir_entries_ok(dfd, dir, err, errlen)) != 0) {
+		close(dfd);
+		return r;
+	}
+	return dfd;
+}
+
 /* One attempt at opening dir: 0, or -EBADMSG when the store is damaged. */
 static int
 open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 {
 	char *e = NULL;
-	int r;
+	int dfd, r;
 
-	if ((r = cache_private_dir(dir, err, errlen)) != 0)
-		return r;
+	if ((dfd = checked_dir(dir, true, err, errlen)) < 0)
+		return dfd;
 	c->db = open_cfs(c, dir, NULL, &e);
 	if (e != NULL) {
 		if (is_lock_error(e)) {
@@ -444,13 +455,24 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 		}
 		rocksdb_free(e);
 		c->db = NULL;
+		close(dfd);
 		return r;
+	}
+	if (!names_dir(dfd, dir)) {
+		snprintf(err, errlen,
+		    "%s was replaced while the store was opened: refusing it",
+		    dir);
+		close_db(c);
+		close(dfd);
+		return -EACCES;
 	}
 	if ((r = check_format(c, dir, err, errlen)) != 0) {
 		close_db(c);
+		close(dfd);
 		return r;
 	}
-	private_files(dir); /* after the open, which rewrites CURRENT */
+	private_files(dfd); /* after the open, which rewrites CURRENT */
+	close(dfd);
 	return 0;
 }
 
@@ -590,20 +612,20 @@ cache_open_secondary(
 {
 	char tmpl[] = "/tmp/feedfs-cache.XXXXXX", *e = NULL;
 	struct cache *c;
-	struct stat st;
-	int r;
+	int dfd, r;
 
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s: %s", dir,
-		    errno ? strerror(errno) : "not a directory");
-		return -ENOENT;
-	}
+	/* The same checks as the mount's, on the descriptor: made nowhere. */
+	if ((dfd = checked_dir(dir, false, err, errlen)) < 0)
+		return dfd;
 	if (mkdtemp(tmpl) == NULL) {
+		r = -errno;
 		snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
-		return -errno;
+		close(dfd);
+		return r;
 	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		rmdir(tmpl);
+		close(dfd);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
@@ -622,11 +644,20 @@ cache_open_secondary(
 		r = -EIO;
 		goto fail;
 	}
+	if (!names_dir(dfd, dir)) {
+		snprintf(err, errlen,
+		    "%s was replaced while the store was opened: refusing it",
+		    dir);
+		r = -EACCES;
+		goto fail;
+	}
 	if ((r = check_format(c, dir, err, errlen)) != 0)
 		goto fail;
+	close(dfd);
 	*out = c;
 	return 0;
 fail:
+	close(dfd);
 	cache_close(c);
 	return r;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/cache.h"
 #include "core/config.h"
 #include "core/ds_int.h"
 
@@ -270,23 +271,38 @@ ds_free(struct dataset *ds)
 }
 
 int
-ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
-    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
-    size_t errlen)
+ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
+    void *arg, struct dataset **out, char *err, size_t errlen)
 {
-	char *idx = NULL;
-	int r;
-
 	if (d->shards == NULL)
 		return ds_open(d->name, d->root, d->manifest, progress, arg,
 		    out, err, errlen);
-	if (cache_dir != NULL &&
-	    asprintf(&idx, "%s/shard-index", cache_dir) < 0)
-		idx = NULL;
-	r = ds_open_shards(
-	    d->name, d->shards, d->label, idx, progress, arg, out, err, errlen);
-	free(idx);
-	return r;
+	return ds_open_shards(d->name, d->shards, d->label, index_fd, progress,
+	    arg, out, err, errlen);
+}
+
+int
+ds_index_open(const struct cfg *c, char *why, size_t whylen)
+{
+	bool shards = false;
+	char err[4600];
+	int fd;
+
+	why[0] = '\0';
+	for (size_t i = 0; i < c->ndatasets; i++)
+		shards |= c->datasets[i].shards != NULL;
+	/* The cache off, nothing is kept under cache_dir: not the index. */
+	if (!shards || c->mount.cache_size == 0 || c->mount.cache_dir == NULL)
+		return -1;
+	if ((fd = cache_index_open(
+		 c->mount.cache_dir, true, err, sizeof(err))) < 0) {
+		snprintf(why, whylen,
+		    "shard index refused: %s; shards are indexed again at "
+		    "every start",
+		    err);
+		return -1;
+	}
+	return fd;
 }
 
 int

@@ -79,7 +79,9 @@ void ds_free(struct dataset *ds);
  * with extension jpg, jpeg or png (any case).  Sample paths are "SHARD:MEMBER",
  * SHARD relative to ds->root (the directory the shards share).  Each shard is
  * indexed once from its headers (ustar, GNU long names, pax) and the index kept
- * in index_dir (NULL: not kept), named by the shard's path and holding its
+ * in the directory index_fd (-1: not kept; cache_index_open opens and checks
+ * it, and only files are opened in it, never through a link or blocking on a
+ * FIFO), named by the SHA-256 of the shard's path and holding its
  * size, mtime, ctime, inode and device: a remount whose shard matches reads the
  * index, not the shard.  A damaged shard (truncated, a bad header) is indexed
  * up to the damage and logged; members that cannot be served (links, devices,
@@ -90,17 +92,27 @@ void ds_free(struct dataset *ds);
  * samples at all.
  */
 int ds_open_shards(const char *name, const char *shards, const char *label,
-    const char *index_dir, ds_progress_fn progress, void *arg,
-    struct dataset **out, char *err, size_t errlen);
+    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
+    char *err, size_t errlen);
 
 struct cfg_dataset;
 /*
  * The dataset of a config section: root (+ manifest), or shards whose
- * index is kept under cache_dir/shard-index (cache_dir may be NULL).
+ * index is kept in the directory index_fd (-1: not kept; ds_index_open).
  */
-int ds_open_cfg(const struct cfg_dataset *d, const char *cache_dir,
+int ds_open_cfg(const struct cfg_dataset *d, int index_fd,
     ds_progress_fn progress, void *arg, struct dataset **out, char *err,
     size_t errlen);
+/*
+ * The shard index of a [mount] section: m->cache_dir/shard-index, made if
+ * missing and opened through the cache's own checks of cache_dir
+ * (cache_index_open), only where the cache is on (cache_size > 0) and
+ * some dataset of c has shards.  The fd (the caller closes it), or -1:
+ * the index is off, and *why says why where it was refused (else "").
+ * Nothing is written under a cache_dir before it passed those checks.
+ */
+struct cfg;
+int ds_index_open(const struct cfg *c, char *why, size_t whylen);
 
 /*
  * What names sample id in messages and in the digest memo: "ROOT/PATH"

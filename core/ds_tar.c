@@ -8,7 +8,8 @@
  * field is checked against what remains of the shard (tar_scan): a
  * header with a bad checksum or a member running past the end stops the
  * index there; what came before is kept.  The index of each shard is kept
- * in index_dir and read back through one checking cursor (idx_parse).
+ * in the index directory (a descriptor the caller checked: index_fd) and
+ * read back through one checking cursor (idx_parse).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -711,36 +712,38 @@ bad:
 	return r;
 }
 
-/* index_dir/HEX.idx for the shard at path. */
-static int
-idx_path(const char *index_dir, const char *path, char *out, size_t len)
+/* HEX.idx, the name of the kept index of the shard at path. */
+static void
+idx_name(const char *path, char out[70])
 {
 	uint8_t h[32];
-	char hex[65];
 
 	sha256(path, strlen(path), h);
 	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", h[i]);
-	if ((size_t)snprintf(out, len, "%s/%s.idx", index_dir, hex) >= len)
-		return -ENAMETOOLONG;
-	return 0;
+		snprintf(out + 2 * i, 3, "%02x", h[i]);
+	memcpy(out + 64, ".idx", 5);
 }
 
-/* The kept index of the shard, if it matches st.  0 or -errno. */
+/*
+ * The kept index of the shard, if it matches st: 0 or -errno.  index_fd
+ * is the checked index directory (cache_index_open); what is opened in it
+ * is never followed through a link, never a FIFO that blocks.
+ */
 static int
-idx_load(const char *index_dir, const char *path, const struct stat *st,
-    struct tar_index *ix)
+idx_load(
+    int index_fd, const char *path, const struct stat *st, struct tar_index *ix)
 {
-	char ip[PATH_MAX];
+	char name[70];
 	struct stat is;
 	uint8_t *d;
 	int fd, r;
 
-	if (index_dir == NULL)
+	if (index_fd < 0)
 		return -ENOENT;
-	if ((r = idx_path(index_dir, path, ip, sizeof(ip))) != 0)
-		return r;
-	if ((fd = open(ip, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	idx_name(path, name);
+	if ((fd = openat(index_fd, name,
+		 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) <
+	    0)
 		return -errno;
 	/* Ours, a plain file, of a sane size. */
 	if (fstat(fd, &is) != 0 || !S_ISREG(is.st_mode) ||
@@ -760,37 +763,29 @@ idx_load(const char *index_dir, const char *path, const struct stat *st,
 	return r;
 }
 
-/* Keep the index (tmp + rename); failures only cost a rescan later. */
+/*
+ * Keep the index in index_fd (a new file, then renamed over the old one);
+ * failures only cost a rescan later.
+ */
 static void
-idx_store(const char *index_dir, const char *path, const struct stat *st,
+idx_store(int index_fd, const char *path, const struct stat *st,
     const struct tar_index *ix)
 {
-	char ip[PATH_MAX], tmp[PATH_MAX + 32];
+	char name[70], tmp[96];
 	uint8_t *d;
 	size_t len;
 	int fd;
 
-	if (index_dir == NULL || idx_path(index_dir, path, ip, sizeof(ip)) != 0)
+	if (index_fd < 0)
 		return;
-	if (mkdir(index_dir, 0700) != 0 && errno == ENOENT) {
-		/* cache_dir itself, before the cache opens it: private
-		 * (0700), as the cache makes it. */
-		char *parent = strdup(index_dir), *slash;
-
-		if (parent != NULL && (slash = strrchr(parent, '/')) != NULL &&
-		    slash != parent) {
-			*slash = '\0';
-			(void)mkdir(parent, 0700);
-		}
-		free(parent);
-		(void)mkdir(index_dir, 0700);
-	}
+	idx_name(path, name);
 	if (ds_tar_index_encode(ix, st, &d, &len) != 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", ip, (long)getpid());
-	if ((fd = open(tmp,
-		 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-		 0600)) >= 0) {
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
+	(void)unlinkat(index_fd, tmp, 0); /* a killed run's */
+	if ((fd = openat(index_fd, tmp,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) >=
+	    0) {
 		size_t put = 0;
 
 		while (put < len) {
@@ -802,8 +797,9 @@ idx_store(const char *index_dir, const char *path, const struct stat *st,
 				break;
 			put += (size_t)k;
 		}
-		if (close(fd) != 0 || put != len || rename(tmp, ip) != 0)
-			unlink(tmp);
+		if (close(fd) != 0 || put != len ||
+		    renameat(index_fd, tmp, index_fd, name) != 0)
+			(void)unlinkat(index_fd, tmp, 0);
 	}
 	free(d);
 }
@@ -1303,13 +1299,13 @@ common_dir(char **v, size_t n)
 
 /* Index one shard: the kept index, else a scan (then kept). */
 static int
-index_shard(const char *path, const struct stat *st, const char *index_dir,
+index_shard(const char *path, const struct stat *st, int index_fd,
     struct tar_index *ix, bool *scanned, char *err, size_t errlen)
 {
 	int fd, r;
 
 	*scanned = false;
-	if (idx_load(index_dir, path, st, ix) == 0)
+	if (idx_load(index_fd, path, st, ix) == 0)
 		return 0;
 	if ((fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) <
 	    0) {
@@ -1324,7 +1320,7 @@ index_shard(const char *path, const struct stat *st, const char *index_dir,
 		return r;
 	}
 	*scanned = true;
-	idx_store(index_dir, path, st, ix);
+	idx_store(index_fd, path, st, ix);
 	return 0;
 }
 
@@ -1350,8 +1346,8 @@ log_shard(const char *path, const struct tar_index *ix)
 
 int
 ds_open_shards(const char *name, const char *shards, const char *label,
-    const char *index_dir, ds_progress_fn progress, void *arg,
-    struct dataset **out, char *err, size_t errlen)
+    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
+    char *err, size_t errlen)
 {
 	struct dataset *ds;
 	enum label_mode mode;
@@ -1403,8 +1399,8 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = index_shard(sh->path, &sh->st, index_dir, &ix,
-			 &scanned, err, errlen)) != 0)
+		if ((r = index_shard(sh->path, &sh->st, index_fd, &ix, &scanned,
+			 err, errlen)) != 0)
 			goto fail;
 		log_shard(sh->path, &ix);
 		r = shard_samples(&ix, (uint32_t)i, sh->path + rootlen, mode,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
@@ -24,22 +25,30 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
     size_t errlen)
 {
 	struct cfg *c = f->cfg;
-	int r;
+	char why[5000];
+	int r, idx;
 
+	/* Through the cache's checks of cache_dir, before anything is kept. */
+	if ((idx = ds_index_open(c, why, sizeof(why))) < 0 && why[0] != '\0')
+		log_warn("%s", why);
 	for (size_t i = 0; i < c->ndatasets; i++) {
 		const struct cfg_dataset *d = &c->datasets[i];
 		char msg[768];
 
-		if ((r = ds_open_cfg(d, c->mount.cache_dir, progress, arg,
-			 &f->ds[i], msg, sizeof(msg))) != 0) {
+		if ((r = ds_open_cfg(d, idx, progress, arg, &f->ds[i], msg,
+			 sizeof(msg))) != 0) {
 			if (d->line > 0)
 				snprintf(err, errlen, "%s:%d: dataset %s: %s",
 				    c->path, d->line, d->name, msg);
 			else /* the default config of a dataset dir */
 				snprintf(err, errlen, "%s", msg);
+			if (idx >= 0)
+				close(idx);
 			return r;
 		}
 	}
+	if (idx >= 0)
+		close(idx);
 	for (size_t i = 0; i < c->njobs; i++) {
 		const struct cfg_job *cj = &c->jobs[i];
 

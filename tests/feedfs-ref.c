@@ -136,8 +136,9 @@ main(int argc, char **argv)
 		    cj->nsources ? cj->source_index[s] : cj->dataset_index;
 
 		cd = &c->datasets[k];
-		if (ds[k] == NULL && ds_open_cfg(cd, c->mount.cache_dir, NULL,
-					 NULL, &ds[k], err, sizeof(err)) != 0) {
+		/* Shards scanned here, never through a kept index. */
+		if (ds[k] == NULL && ds_open_cfg(cd, -1, NULL, NULL, &ds[k],
+					 err, sizeof(err)) != 0) {
 			fprintf(stderr, "feedfs-ref: %s\n", err);
 			return 1;
 		}

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
 #include "core/dataset.h"
 #include "core/ds_int.h"
 #include "tests/testlib.h"
@@ -559,7 +560,8 @@ test_shards(void)
 {
 	struct dataset *ds = NULL, *ds2 = NULL;
 	struct tar_index ix;
-	char glob[512], idx[512], cmd[1024], err[512], list[512];
+	char glob[512], cmd[1024], err[512], list[512];
+	int idx;
 	uint8_t *buf = NULL, *enc = NULL;
 	size_t len = 0, elen = 0;
 	struct stat st, sh;
@@ -577,12 +579,15 @@ test_shards(void)
 	    tmp, tmp);
 	CHECK(system(cmd) == 0);
 	snprintf(glob, sizeof(glob), "%s/tars/*.tar", tmp);
-	snprintf(idx, sizeof(idx), "%s/idx", tmp);
+	/* The index directory as the mount opens it: tmp/shard-index. */
+	idx = cache_index_open(tmp, true, err, sizeof(err));
+	CHECK(idx >= 0);
 	r = ds_open_shards(
 	    "t", glob, "cls", idx, NULL, NULL, &ds, err, sizeof(err));
 	CHECK_EQ_INT(r, 0);
 	if (r != 0) {
 		fprintf(stderr, "ds_open_shards: %s\n", err);
+		close(idx);
 		return;
 	}
 	CHECK_EQ_INT((int)ds->n, 2);
@@ -636,25 +641,26 @@ test_shards(void)
 		free(enc);
 	}
 	ds_free(ds);
+	close(idx);
 	/* Errors. */
 	snprintf(glob, sizeof(glob), "%s/tars/none-*.tar", tmp);
-	CHECK_EQ_INT(ds_open_shards("t", glob, "cls", NULL, NULL, NULL, &ds,
-			 err, sizeof(err)),
+	CHECK_EQ_INT(ds_open_shards("t", glob, "cls", -1, NULL, NULL, &ds, err,
+			 sizeof(err)),
 	    -ENOENT);
 	CHECK(strstr(err, "no file matches") != NULL);
-	CHECK_EQ_INT(ds_open_shards("t", glob, "bogus", NULL, NULL, NULL, &ds,
+	CHECK_EQ_INT(ds_open_shards("t", glob, "bogus", -1, NULL, NULL, &ds,
 			 err, sizeof(err)),
 	    -EINVAL);
 	write_file("list.txt", "# nothing\n\n");
 	snprintf(list, sizeof(list), "%s/list.txt", tmp);
-	CHECK_EQ_INT(ds_open_shards("t", list, "cls", NULL, NULL, NULL, &ds,
-			 err, sizeof(err)),
+	CHECK_EQ_INT(ds_open_shards("t", list, "cls", -1, NULL, NULL, &ds, err,
+			 sizeof(err)),
 	    -ENOENT);
 	CHECK(strstr(err, "lists no shard") != NULL);
 	/* A list naming the shard relative to itself. */
 	write_file("list.txt", "tars/s.tar\n");
-	CHECK_EQ_INT(ds_open_shards("t", list, "none", NULL, NULL, NULL, &ds,
-			 err, sizeof(err)),
+	CHECK_EQ_INT(ds_open_shards("t", list, "none", -1, NULL, NULL, &ds, err,
+			 sizeof(err)),
 	    0);
 	if (ds != NULL) {
 		CHECK_EQ_INT((int)ds->n, 2);
