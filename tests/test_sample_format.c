@@ -51,7 +51,7 @@ setup(struct setup *s, const char *fmt, const char *max_pixels)
 	    dir, dir, fmt, max_pixels);
 	fclose(fp);
 	if (cfg_load(path, &s->cfg, err, sizeof(err)) != 0 ||
-	    ds_open_cfg(&s->cfg->datasets[0], NULL, NULL, NULL, &s->ds, err,
+	    ds_open_cfg(&s->cfg->datasets[0], -1, NULL, NULL, &s->ds, err,
 		sizeof(err)) != 0 ||
 	    job_init_all(&s->j, s->cfg, &s->cfg->jobs[0],
 		(const struct dataset *const *)&s->ds, err, sizeof(err)) != 0) {
