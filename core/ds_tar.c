@@ -7,8 +7,12 @@
  * time, except the small .cls and .json members a label needs.  Every
  * field is checked against what remains of the shard (tar_scan): a
  * header with a bad checksum or a member running past the end stops the
- * index there; what came before is kept.  The index of each shard is kept
- * in index_dir and read back through one checking cursor (idx_parse).
+ * index there; what came before is kept.  The archive ends at two zero
+ * blocks (or one the file ends after): a lone zero block before a header
+ * is skipped, and an old-GNU sparse member's extension blocks are stepped
+ * over, so that a walk never takes member data for the end.  The index of
+ * each shard is kept in index_dir and read back through one checking
+ * cursor (idx_parse).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -276,6 +280,28 @@ is_label_ext(const char *ext)
 	return strcmp(ext, "cls") == 0 || strcmp(ext, "json") == 0;
 }
 
+/*
+ * Step *data over the extension blocks of an old GNU sparse header;
+ * ix->status says so when the shard ends or cannot be read first.
+ */
+static void
+skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
+{
+	uint8_t x[TAR_BLOCK];
+
+	do {
+		if (fsize - *data < TAR_BLOCK) {
+			ix->status = TS_TRUNCATED;
+			return;
+		}
+		if (pread_all(fd, x, TAR_BLOCK, *data) != 0) {
+			ix->status = TS_READ;
+			return;
+		}
+		*data += TAR_BLOCK;
+	} while (x[504] != 0);
+}
+
 int
 ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 {
@@ -309,8 +335,30 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 		}
 		for (int i = 0; i < TAR_BLOCK && zero; i++)
 			zero = h[i] == 0;
-		if (zero)
-			break; /* end of archive */
+		if (zero) {
+			/*
+			 * The end is two zero blocks, or one that the file
+			 * ends after.  A lone zero block before a header is
+			 * skipped (GNU tar -i; plain GNU tar warns "A lone
+			 * zero block"): a walk that lands inside member data
+			 * must not take it for the end and call the index
+			 * whole.
+			 */
+			if (fsize - off < 2 * TAR_BLOCK)
+				break;
+			if ((r = pread_all(fd, h, TAR_BLOCK, off + TAR_BLOCK)) !=
+			    0) {
+				ix->status = TS_READ;
+				r = 0;
+				break;
+			}
+			for (int i = 0; i < TAR_BLOCK && zero; i++)
+				zero = h[i] == 0;
+			if (zero)
+				break; /* end of archive */
+			off += TAR_BLOCK;
+			continue;
+		}
 		if (!tar_checksum_ok(h) || (size = tar_num(h + 124, 12)) < 0) {
 			ix->status = TS_BADHEADER;
 			break;
@@ -320,6 +368,16 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 		    type != 'K')
 			size = px.size;
 		data = off + TAR_BLOCK;
+		if (type == 'S' && h[482] != 0) {
+			/*
+			 * Old GNU sparse with more than 4 holes: extension
+			 * blocks (21 more entries each, byte 504 saying
+			 * whether another follows) come before the data.
+			 */
+			skip_sparse_ext(fd, fsize, &data, ix);
+			if (ix->status != TS_COMPLETE)
+				break;
+		}
 		end = data + (uint64_t)size;
 		if ((uint64_t)size > fsize || end > fsize) {
 			/* Past the end: record a file member, then stop. */

@@ -664,6 +664,152 @@ test_shards(void)
 	}
 }
 
+/* ds_tar_scan of the shard at rel (under tmp): its return. */
+static int
+scan_rel(const char *rel, struct tar_index *ix)
+{
+	char path[512];
+	struct stat sh;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &sh) != 0) {
+		memset(ix, 0, sizeof(*ix));
+		return -errno;
+	}
+	r = ds_tar_scan(fd, (uint64_t)sh.st_size, ix);
+	close(fd);
+	return r;
+}
+
+/* Byte off of the file at rel (under tmp), or -1. */
+static int
+byte_at(const char *rel, off_t off)
+{
+	char path[512];
+	uint8_t b;
+	int fd, r = -1;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	if ((fd = open(path, O_RDONLY)) >= 0) {
+		if (pread(fd, &b, 1, off) == 1)
+			r = b;
+		close(fd);
+	}
+	return r;
+}
+
+/*
+ * An old-GNU sparse member with extension blocks (issue 25: more than 4
+ * holes; GNU tar --format=oldgnu -S): the members after it are indexed,
+ * as tar -t lists them.  The walk used to land 512 bytes short, inside
+ * the member's data, and took a zero block there for the end of the
+ * archive: the index was "complete" without them.  A lone zero block
+ * before a header does not end the archive either.
+ */
+static void
+test_shard_sparse(void)
+{
+	struct dataset *ds = NULL;
+	struct tar_index ix;
+	char cmd[1024], glob[512], err[512], path[512];
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	int fd, r, listed = 0;
+	FILE *p;
+
+	make("sparsesrc", 1);
+	make("sparse", 1);
+	snprintf(path, sizeof(path), "%s/sparsesrc/big.bin", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	/* 10 runs of data 64 KiB apart: 10 sparse entries, 4 in the header. */
+	for (int i = 0; fd >= 0 && i < 10; i++) {
+		char d[200];
+
+		memset(d, 'A' + i, sizeof(d));
+		CHECK(pwrite(fd, d, sizeof(d), (off_t)i * 65536) ==
+		      (ssize_t)sizeof(d));
+	}
+	CHECK(fd >= 0 && ftruncate(fd, 10 * 65536) == 0);
+	if (fd >= 0)
+		close(fd);
+	write_file("sparsesrc/z.jpg", "JPEG-BYTES-Z");
+	write_file("sparsesrc/z.cls", "3");
+	snprintf(cmd, sizeof(cmd),
+	    "tar --format=oldgnu -S -C %s/sparsesrc -cf %s/sparse/sp.tar "
+	    "big.bin z.jpg z.cls",
+	    tmp, tmp);
+	CHECK(system(cmd) == 0);
+	/* The shard is what the test needs: type 'S', isextended set. */
+	CHECK_EQ_INT(byte_at("sparse/sp.tar", 156), 'S');
+	CHECK(byte_at("sparse/sp.tar", 482) > 0);
+	snprintf(cmd, sizeof(cmd), "tar -tf %s/sparse/sp.tar", tmp);
+	if ((p = popen(cmd, "r")) != NULL) {
+		char line[256];
+
+		while (fgets(line, sizeof(line), p) != NULL)
+			listed++;
+		pclose(p);
+	}
+	CHECK_EQ_INT(listed, 3);
+
+	CHECK_EQ_INT(scan_rel("sparse/sp.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 3);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	if (ix.n == 3) {
+		CHECK_EQ_INT(ix.m[0].kind, TM_SPARSE);
+		CHECK_EQ_STR(ix.m[1].name, "z.jpg");
+		CHECK_EQ_INT(ix.m[1].kind, TM_FILE);
+		CHECK_EQ_STR(ix.m[2].name, "z.cls");
+	}
+	ds_tar_index_free(&ix);
+	snprintf(glob, sizeof(glob), "%s/sparse/sp.tar", tmp);
+	r = ds_open_shards(
+	    "t", glob, "cls", NULL, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 1);
+		CHECK_EQ_STR(ds->samples[0].path, "sp.tar:z.jpg");
+		CHECK_EQ_INT((int)ds->samples[0].label, 3);
+		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
+				 err, sizeof(err)),
+		    0);
+		CHECK(len == 12 && buf != NULL &&
+		      memcmp(buf, "JPEG-BYTES-Z", 12) == 0);
+		free(buf);
+		ds_free(ds);
+	} else
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+
+	/*
+	 * A lone zero block between two members: skipped.  a.jpg's header
+	 * and data block, a zero block, then a whole tar of b.jpg.
+	 */
+	write_file("sparsesrc/a.jpg", "AAAA");
+	write_file("sparsesrc/b.jpg", "BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/sparsesrc && tar -cf ../a.tar a.jpg && "
+	    "tar -cf ../b.tar b.jpg && "
+	    "{ head -c 1024 ../a.tar; head -c 512 /dev/zero; cat ../b.tar; } "
+	    ">../sparse/lone.tar && "
+	    "{ head -c 1024 ../a.tar; head -c 512 /dev/zero; } >../one.tar",
+	    tmp);
+	CHECK(system(cmd) == 0);
+	CHECK_EQ_INT(scan_rel("sparse/lone.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 2);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	if (ix.n == 2)
+		CHECK_EQ_STR(ix.m[1].name, "b.jpg");
+	ds_tar_index_free(&ix);
+	/* One zero block that the file ends after: the end, whole. */
+	CHECK_EQ_INT(scan_rel("one.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 1);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	ds_tar_index_free(&ix);
+}
+
 int
 main(void)
 {
@@ -680,6 +826,7 @@ main(void)
 	test_links(true);
 	test_fan();
 	test_shards();
+	test_shard_sparse();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();
