@@ -591,6 +591,24 @@ sha256(const void *d, size_t n, uint8_t out[32])
 		memset(out, 0, 32);
 }
 
+/*
+ * Whether a shard is the one that was indexed: the same size, inode,
+ * device, mtime and ctime.  One test for the kept index (at open) and for
+ * every read (ds_member_read): a shard rewritten in place with its size
+ * and mtime put back (rsync --inplace -t) has a new ctime, and its
+ * members may lie elsewhere.
+ */
+static bool
+shard_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_ino == b->st_ino &&
+	       a->st_dev == b->st_dev &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 /* The shard's identity in the index: size, inode, device, mtime, ctime. */
 static void
 wput_stat(struct wbuf *b, const struct stat *st)
@@ -711,14 +729,20 @@ ds_tar_index_parse(
 		if (!get64(&c, &v[i]))
 			return -EINVAL;
 	/* A changed shard is indexed again (-ESTALE). */
-	if (st != NULL &&
-	    (v[0] != (uint64_t)st->st_size || v[1] != (uint64_t)st->st_ino ||
-		v[2] != (uint64_t)st->st_dev ||
-		v[3] != (uint64_t)st->st_mtim.tv_sec ||
-		v[4] != (uint64_t)st->st_mtim.tv_nsec ||
-		v[5] != (uint64_t)st->st_ctim.tv_sec ||
-		v[6] != (uint64_t)st->st_ctim.tv_nsec))
-		return -ESTALE;
+	if (st != NULL) {
+		struct stat was;
+
+		memset(&was, 0, sizeof(was));
+		was.st_size = (off_t)v[0];
+		was.st_ino = (ino_t)v[1];
+		was.st_dev = (dev_t)v[2];
+		was.st_mtim.tv_sec = (time_t)v[3];
+		was.st_mtim.tv_nsec = (long)v[4];
+		was.st_ctim.tv_sec = (time_t)v[5];
+		was.st_ctim.tv_nsec = (long)v[6];
+		if (!shard_same(&was, st))
+			return -ESTALE;
+	}
 	if (!get32(&c, &status) || status > TS_READ ||
 	    !get64(&c, &ix->status_off) || !get64(&c, &n))
 		return -EINVAL;
@@ -1555,10 +1579,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 		r = -errno;
 		goto out_err;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size != sh->st.st_size ||
-	    sb.st_ino != sh->st.st_ino || sb.st_dev != sh->st.st_dev ||
-	    sb.st_mtim.tv_sec != sh->st.st_mtim.tv_sec ||
-	    sb.st_mtim.tv_nsec != sh->st.st_mtim.tv_nsec) {
+	if (!S_ISREG(sb.st_mode) || !shard_same(&sb, &sh->st)) {
 		close(fd);
 		snprintf(err, errlen,
 		    "%s/%s: the shard changed since it was indexed "

@@ -810,6 +810,90 @@ test_shard_sparse(void)
 	ds_tar_index_free(&ix);
 }
 
+/*
+ * A shard rewritten in place with the same size and its mtime put back
+ * (rsync --inplace -t; issue 25): its members moved, so a read at the
+ * offsets of the index must fail clearly, never give another member's
+ * bytes.  The index's check (at the next mount) and the read's are one
+ * test of the stat, the ctime included.
+ */
+static void
+test_shard_rewritten(void)
+{
+	struct dataset *ds = NULL;
+	struct stat before, after, st;
+	struct timespec ts[2];
+	char cmd[1024], glob[512], err[512], path[512];
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	make("rwsrc", 1);
+	make("rw", 1);
+	write_file("rwsrc/a.jpg", "AAAA-AAAA");
+	write_file("rwsrc/b.jpg", "BBBB-BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/rwsrc && tar -cf ../rw/s.tar a.jpg b.jpg && "
+	    "tar -cf ../swapped.tar b.jpg a.jpg",
+	    tmp);
+	CHECK(system(cmd) == 0);
+	snprintf(path, sizeof(path), "%s/rw/s.tar", tmp);
+	snprintf(glob, sizeof(glob), "%s/rw/s.tar", tmp);
+	r = ds_open_shards(
+	    "t", glob, "none", NULL, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r != 0) {
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+		return;
+	}
+	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
+	CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err,
+			 sizeof(err)),
+	    0);
+	CHECK(len == 9 && buf != NULL && memcmp(buf, "AAAA-AAAA", 9) == 0);
+	free(buf);
+	buf = NULL;
+	/* In place (same inode), same size, the mtime put back. */
+	CHECK_EQ_INT(stat(path, &before), 0);
+	usleep(50000); /* a later ctime on any clock granularity */
+	snprintf(cmd, sizeof(cmd),
+	    "dd if=%s/swapped.tar of=%s conv=notrunc status=none", tmp, path);
+	CHECK(system(cmd) == 0);
+	ts[0] = before.st_atim;
+	ts[1] = before.st_mtim;
+	CHECK_EQ_INT(utimensat(AT_FDCWD, path, ts, 0), 0);
+	CHECK_EQ_INT(stat(path, &after), 0);
+	CHECK(after.st_ino == before.st_ino &&
+	      after.st_size == before.st_size &&
+	      after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+	      after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+	r = ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err, sizeof(err));
+	if (r == 0) {
+		CHECK(len == 9 && memcmp(buf, "AAAA-AAAA", 9) == 0);
+		if (memcmp(buf, "AAAA-AAAA", 9) != 0)
+			fprintf(stderr, "sample a.jpg read as '%.9s'\n", buf);
+	} else {
+		CHECK_EQ_INT(r, -EIO);
+		CHECK(strstr(err, "changed since it was indexed") != NULL);
+	}
+	free(buf);
+	ds_free(ds);
+	/* A new index of it (the next mount) is right. */
+	r = ds_open_shards(
+	    "t", glob, "none", NULL, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		buf = NULL;
+		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
+				 err, sizeof(err)),
+		    0);
+		CHECK(len == 9 && buf != NULL &&
+		      memcmp(buf, "AAAA-AAAA", 9) == 0);
+		free(buf);
+		ds_free(ds);
+	}
+}
+
 int
 main(void)
 {
@@ -827,6 +911,7 @@ main(void)
 	test_fan();
 	test_shards();
 	test_shard_sparse();
+	test_shard_rewritten();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();
