@@ -11,8 +11,9 @@
  * blocks (or one the file ends after): a lone zero block before a header
  * is skipped, and an old-GNU sparse member's extension blocks are stepped
  * over, so that a walk never takes member data for the end.  The index of
- * each shard is kept in index_dir and read back through one checking
- * cursor (idx_parse).
+ * each shard is kept in index_dir, unless it met a read error (which may
+ * be gone at the next scan: idx_keepable), and read back through one
+ * checking cursor (idx_parse).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -1383,7 +1384,22 @@ common_dir(char **v, size_t n)
 	return d;
 }
 
-/* Index one shard: the kept index, else a scan (then kept). */
+/*
+ * Whether an index says something of the shard's bytes, so that it may be
+ * kept under the shard's stat: complete, truncated or a bad header are
+ * the same at every scan of the same bytes; a read error (EIO, a short
+ * read) may be gone at the next, and its index is used but never kept.
+ */
+static bool
+idx_keepable(const struct tar_index *ix)
+{
+	return ix->status != TS_READ;
+}
+
+/*
+ * Index one shard: the kept index, else a scan (then kept, unless it met
+ * a read error).
+ */
 static int
 index_shard(const char *path, const struct stat *st, const char *index_dir,
     struct tar_index *ix, bool *scanned, char *err, size_t errlen)
@@ -1391,8 +1407,12 @@ index_shard(const char *path, const struct stat *st, const char *index_dir,
 	int fd, r;
 
 	*scanned = false;
-	if (idx_load(index_dir, path, st, ix) == 0)
-		return 0;
+	if (idx_load(index_dir, path, st, ix) == 0) {
+		if (idx_keepable(ix))
+			return 0;
+		/* Kept by an older feedfs: scanned again. */
+		ds_tar_index_free(ix);
+	}
 	if ((fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) <
 	    0) {
 		r = -errno;
@@ -1406,7 +1426,8 @@ index_shard(const char *path, const struct stat *st, const char *index_dir,
 		return r;
 	}
 	*scanned = true;
-	idx_store(index_dir, path, st, ix);
+	if (idx_keepable(ix))
+		idx_store(index_dir, path, st, ix);
 	return 0;
 }
 
@@ -1419,8 +1440,12 @@ log_shard(const char *path, const struct tar_index *ix)
 
 	if (ix->status != TS_COMPLETE)
 		log_warn("shard %s: %s at offset %" PRIu64
-			 ": members from there on are not indexed",
-		    path, scan_why[ix->status], ix->status_off);
+			 ": members from there on are not indexed%s",
+		    path, scan_why[ix->status], ix->status_off,
+		    ix->status == TS_READ
+			? " (the index is not kept: the next mount reads the "
+			  "shard again)"
+			: "");
 	for (size_t i = 0; i < ix->n; i++)
 		if (ix->m[i].kind != TM_FILE && nbad++ == 0)
 			first = &ix->m[i];

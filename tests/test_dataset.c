@@ -1,13 +1,20 @@
 /*
  * test_dataset - ImageFolder scans and manifests: order, labels, what is
- * skipped, error messages, progress.
+ * skipped, error messages, progress; tar shards (hostile ones, one
+ * rewritten in place, one on a FUSE file system whose reads fail).
  */
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 35
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -894,6 +901,187 @@ test_shard_rewritten(void)
 	}
 }
 
+/*
+ * A one-file FUSE file system, served by a thread of this process: the
+ * file s.tar (the bytes of fx.data, a steady stat) whose reads past its
+ * first 512 bytes fail with EIO while fx.fail is set: a transient read
+ * error, as a flaky disk or network file system gives.
+ */
+static struct {
+	const uint8_t *data;
+	size_t len;
+	atomic_bool fail;
+} fx;
+
+static void
+fx_attr(fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0444;
+	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
+	st->st_size = ino == FUSE_ROOT_ID ? 0 : (off_t)fx.len;
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = 1700000000;
+}
+
+static void
+fx_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+
+	if (parent != FUSE_ROOT_ID || strcmp(name, "s.tar") != 0) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = 2;
+	e.attr_timeout = e.entry_timeout = 1.0;
+	fx_attr(2, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void
+fx_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+
+	(void)fi;
+	fx_attr(ino, &st);
+	fuse_reply_attr(req, &st, 1.0);
+}
+
+static void
+fx_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ino == FUSE_ROOT_ID) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	fi->direct_io = 1; /* every read reaches fx_read */
+	fuse_reply_open(req, fi);
+}
+
+static void
+fx_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	if (atomic_load(&fx.fail) && (uint64_t)off + size > 512) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if ((uint64_t)off >= fx.len)
+		size = 0;
+	else if (size > fx.len - (size_t)off)
+		size = fx.len - (size_t)off;
+	fuse_reply_buf(req, (const char *)fx.data + (size ? off : 0), size);
+}
+
+static void *
+fx_loop(void *se)
+{
+	fuse_session_loop(se);
+	return NULL;
+}
+
+/*
+ * A transient read error while a shard is indexed (issue 25): the index
+ * made up to it is used, but not kept, so the next open (the next mount)
+ * indexes the shard again and gets every member.  It was kept under the
+ * shard's unchanged stat, and no later mount ever rescanned.
+ */
+static void
+test_shard_read_error(void)
+{
+	static const struct fuse_lowlevel_ops ops = {
+	    .lookup = fx_lookup,
+	    .getattr = fx_getattr,
+	    .open = fx_open,
+	    .read = fx_read,
+	};
+	char *argv[] = {"test_dataset", NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	struct fuse_session *se;
+	struct dataset *ds = NULL;
+	char cmd[1024], mnt[512], shard[600], idx[512], err[512];
+	uint8_t *tar = NULL;
+	size_t tlen = 0;
+	pthread_t th;
+	FILE *f;
+	int r;
+
+	make("eiosrc", 1);
+	make("eiomnt", 1);
+	write_file("eiosrc/a.jpg", "AAAA");
+	write_file("eiosrc/b.jpg", "BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/eiosrc && tar -cf ../eio.tar a.jpg b.jpg", tmp);
+	CHECK(system(cmd) == 0);
+	snprintf(cmd, sizeof(cmd), "%s/eio.tar", tmp);
+	if ((f = fopen(cmd, "rb")) != NULL) {
+		tar = malloc(64 << 10);
+		tlen = tar ? fread(tar, 1, 64 << 10, f) : 0;
+		fclose(f);
+	}
+	CHECK(tlen >= 3 * 512);
+	fx.data = tar;
+	fx.len = tlen;
+	atomic_store(&fx.fail, true);
+	snprintf(mnt, sizeof(mnt), "%s/eiomnt", tmp);
+	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	if (se == NULL || fuse_session_mount(se, mnt) != 0) {
+		fprintf(stderr, "SKIP: read error shard: cannot mount FUSE "
+				"at %s\n",
+		    mnt);
+		if (se != NULL)
+			fuse_session_destroy(se);
+		fuse_opt_free_args(&args);
+		free(tar);
+		return;
+	}
+	CHECK_EQ_INT(pthread_create(&th, NULL, fx_loop, se), 0);
+	snprintf(shard, sizeof(shard), "%s/s.tar", mnt);
+	snprintf(idx, sizeof(idx), "%s/eioidx", tmp);
+
+	/* The read of b.jpg's header fails: a.jpg only, said in the log. */
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 1);
+		ds_free(ds);
+		ds = NULL;
+	} else
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+	/* The error has passed; the shard's stat is the same. */
+	atomic_store(&fx.fail, false);
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 2);
+		if (ds->n == 2)
+			CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.jpg");
+		ds_free(ds);
+		ds = NULL;
+	}
+	/* Whole now, it is kept: the next open reads the kept index. */
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 2);
+		ds_free(ds);
+	}
+	fuse_session_exit(se);
+	fuse_session_unmount(se);
+	pthread_join(th, NULL);
+	fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
+	free(tar);
+}
+
 int
 main(void)
 {
@@ -912,6 +1100,7 @@ main(void)
 	test_shards();
 	test_shard_sparse();
 	test_shard_rewritten();
+	test_shard_read_error();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();
