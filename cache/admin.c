@@ -330,8 +330,8 @@ admin_exec(struct cache *c, const struct cache_admin_req *req, uint64_t *n,
 		/* Nothing was put before 1970 (and 0 means "any" there). */
 		if (req->before == 0)
 			return 0;
-		if ((r = cache_evict_match(c, NULL, req->before, n, bytes, err,
-			 errlen)) != 0)
+		if ((r = cache_evict_match(
+			 c, NULL, req->before, n, bytes, err, errlen)) != 0)
 			return r;
 		return cache_evict_memos(
 		    c, UINT64_MAX, req->before, memos, err, errlen);
@@ -352,8 +352,8 @@ cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
 	int r;
 
 	if ((r = cache_admin_parse(line, &req, err, sizeof(err))) != 0 ||
-	    (r = admin_exec(
-		 c, &req, &n, &bytes, &memos, err, sizeof(err))) != 0) {
+	    (r = admin_exec(c, &req, &n, &bytes, &memos, err, sizeof(err))) !=
+		0) {
 		snprintf(reply, len, "error %s", err[0] ? err : strerror(-r));
 		return r;
 	}

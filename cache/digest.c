@@ -341,8 +341,8 @@ cache_put_digest(struct cache *c, const char *path, const struct stat *st,
  * many went, and *last the seq of the newest of them; *e on failure.
  */
 static uint64_t
-evict_memos_locked(struct cache *c, uint64_t want, uint64_t before,
-    uint64_t *lastp, char **ep)
+evict_memos_locked(
+    struct cache *c, uint64_t want, uint64_t before, uint64_t *lastp, char **ep)
 {
 	rocksdb_iterator_t *it;
 	rocksdb_writebatch_t *b;
@@ -381,8 +381,8 @@ evict_memos_locked(struct cache *c, uint64_t want, uint64_t before,
 	rocksdb_iter_destroy(it);
 	if (e == NULL && n > 0) {
 		codec_seq_key('M', last + 1, m1);
-		rocksdb_writebatch_delete_range(b, (const char *)m0,
-		    sizeof(m0), (const char *)m1, sizeof(m1));
+		rocksdb_writebatch_delete_range(b, (const char *)m0, sizeof(m0),
+		    (const char *)m1, sizeof(m1));
 		rocksdb_write(c->db, c->wopts, b, &e);
 	}
 	rocksdb_writebatch_destroy(b);

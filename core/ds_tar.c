@@ -347,8 +347,8 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 			 */
 			if (fsize - off < 2 * TAR_BLOCK)
 				break;
-			if ((r = pread_all(fd, h, TAR_BLOCK, off + TAR_BLOCK)) !=
-			    0) {
+			if ((r = pread_all(
+				 fd, h, TAR_BLOCK, off + TAR_BLOCK)) != 0) {
 				ix->status = TS_READ;
 				r = 0;
 				break;

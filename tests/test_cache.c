@@ -181,12 +181,24 @@ test_roundtrip(void)
 		CHECK_EQ_INT(st.memos, 1);
 		sb2 = sb;
 		switch (i) {
-		case 0: sb2.st_mtim.tv_nsec ^= 1; break;
-		case 1: sb2.st_mtim.tv_sec++; break;
-		case 2: sb2.st_size++; break;
-		case 3: sb2.st_ino++; break;
-		case 4: sb2.st_ctim.tv_sec++; break;
-		default: sb2.st_ctim.tv_nsec ^= 1; break;
+		case 0:
+			sb2.st_mtim.tv_nsec ^= 1;
+			break;
+		case 1:
+			sb2.st_mtim.tv_sec++;
+			break;
+		case 2:
+			sb2.st_size++;
+			break;
+		case 3:
+			sb2.st_ino++;
+			break;
+		case 4:
+			sb2.st_ctim.tv_sec++;
+			break;
+		default:
+			sb2.st_ctim.tv_nsec ^= 1;
+			break;
 		}
 		CHECK_EQ_INT(cache_get_digest(c, file, &sb2, got), -ENOENT);
 		CHECK_EQ_INT(cache_get_digest(c, file, &sb, got), -ENOENT);
@@ -490,8 +502,7 @@ memo_flood(const char *name, uint64_t stale)
 	    "%d files through %u MB (stale %u): %d values kept, %llu memos "
 	    "(%llu evicted), used %llu, %.2f MB on disk\n",
 	    n, (unsigned)(bound / MB), (unsigned)stale, kept,
-	    (unsigned long long)st.memos,
-	    (unsigned long long)st.memo_evictions,
+	    (unsigned long long)st.memos, (unsigned long long)st.memo_evictions,
 	    (unsigned long long)st.used_bytes, (double)st.disk_bytes / MB);
 	CHECK_EQ_INT(memos, 50);
 	CHECK(st.memo_evictions > 0);
@@ -563,8 +574,8 @@ test_admission(void)
 	 * 95% of 4 MB less the digest memos' 32nd, values of 256 KB and <
 	 * 256 bytes of index: 14.
 	 */
-	fit = (int)((st.admit_bytes - st.admit_bytes / 32) /
-		    (256 * 1024 + 256));
+	fit =
+	    (int)((st.admit_bytes - st.admit_bytes / 32) / (256 * 1024 + 256));
 	CHECK_EQ_INT(fit, 14);
 	for (int i = 0; i < n; i++) {
 		in = val_shaped(i, 256, 256, 4, 0, 256 * 1024);

@@ -854,8 +854,8 @@ test_shard_rewritten(void)
 		return;
 	}
 	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
-	CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err,
-			 sizeof(err)),
+	CHECK_EQ_INT(
+	    ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err, sizeof(err)),
 	    0);
 	CHECK(len == 9 && buf != NULL && memcmp(buf, "AAAA-AAAA", 9) == 0);
 	free(buf);
@@ -1031,9 +1031,8 @@ test_shard_read_error(void)
 	snprintf(mnt, sizeof(mnt), "%s/eiomnt", tmp);
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (se == NULL || fuse_session_mount(se, mnt) != 0) {
-		fprintf(stderr, "SKIP: read error shard: cannot mount FUSE "
-				"at %s\n",
-		    mnt);
+		fprintf(stderr,
+		    "SKIP: read error shard: cannot mount FUSE at %s\n", mnt);
 		if (se != NULL)
 			fuse_session_destroy(se);
 		fuse_opt_free_args(&args);
