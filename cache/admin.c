@@ -169,7 +169,7 @@ int
 cache_clear(
     struct cache *c, uint64_t *n, uint64_t *bytes, char *err, size_t errlen)
 {
-	static const char kinds[] = {'D', 'K', 'T', 'V'};
+	static const char kinds[] = {'D', 'K', 'M', 'T', 'V'};
 	rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 	uint64_t nb[2] = {0, 0};
 	char *e = NULL;
@@ -183,11 +183,15 @@ cache_clear(
 	}
 	/* What is counted is what is deleted: no put in between. */
 	pthread_rwlock_wrlock(&c->admin);
+	pthread_mutex_lock(&c->memo);
 	r = cache_scan(c, count_one, nb, err, errlen);
 	rocksdb_write(c->db, c->wopts, b, &e);
 	rocksdb_writebatch_destroy(b);
-	if (e == NULL)
+	if (e == NULL) {
 		cache_load_totals(c);
+		cache_load_memos(c, false);
+	}
+	pthread_mutex_unlock(&c->memo);
 	pthread_rwlock_unlock(&c->admin);
 	if (e != NULL) {
 		snprintf(err, errlen, "%s", e);
@@ -302,11 +306,16 @@ cache_admin_parse(
 	return 0;
 }
 
-/* Run req on c: 0 and *n, *bytes (evict and clear), or -errno and why. */
+/*
+ * Run req on c: 0 and *n, *bytes (evict and clear), *memos (evict-before:
+ * the digest memos put before then), or -errno and why.
+ */
 static int
 admin_exec(struct cache *c, const struct cache_admin_req *req, uint64_t *n,
-    uint64_t *bytes, char *err, size_t errlen)
+    uint64_t *bytes, uint64_t *memos, char *err, size_t errlen)
 {
+	int r;
+
 	switch (req->op) {
 	case CACHE_ADMIN_FLUSH:
 		return cache_flush(c, err, errlen);
@@ -321,8 +330,11 @@ admin_exec(struct cache *c, const struct cache_admin_req *req, uint64_t *n,
 		/* Nothing was put before 1970 (and 0 means "any" there). */
 		if (req->before == 0)
 			return 0;
-		return cache_evict_match(
-		    c, NULL, req->before, n, bytes, err, errlen);
+		if ((r = cache_evict_match(
+			 c, NULL, req->before, n, bytes, err, errlen)) != 0)
+			return r;
+		return cache_evict_memos(
+		    c, UINT64_MAX, req->before, memos, err, errlen);
 	case CACHE_ADMIN_STATS:
 	case CACHE_ADMIN_PREFIX_STATS:
 		break;
@@ -335,12 +347,13 @@ cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
 {
 	struct cache_admin_req req;
 	struct cache_stats st;
-	uint64_t n = 0, bytes = 0;
+	uint64_t n = 0, bytes = 0, memos = 0;
 	char err[512] = "";
 	int r;
 
 	if ((r = cache_admin_parse(line, &req, err, sizeof(err))) != 0 ||
-	    (r = admin_exec(c, &req, &n, &bytes, err, sizeof(err))) != 0) {
+	    (r = admin_exec(c, &req, &n, &bytes, &memos, err, sizeof(err))) !=
+		0) {
 		snprintf(reply, len, "error %s", err[0] ? err : strerror(-r));
 		return r;
 	}
@@ -376,8 +389,11 @@ cache_admin_run(struct cache *c, const char *line, char *reply, size_t len)
 	}
 	case CACHE_ADMIN_CLEAR:
 	case CACHE_ADMIN_EVICT_PREFIX:
-	case CACHE_ADMIN_EVICT_BEFORE:
 		snprintf(reply, len, "ok %" PRIu64 " %" PRIu64, n, bytes);
+		break;
+	case CACHE_ADMIN_EVICT_BEFORE:
+		snprintf(reply, len, "ok %" PRIu64 " %" PRIu64 " %" PRIu64, n,
+		    bytes, memos);
 		break;
 	default:
 		snprintf(reply, len, "ok");

@@ -57,13 +57,19 @@ struct cache_stats {
 	 * Admission (cache_put): values stored, values refused because the
 	 * cache was full of entries used within cache_stale, entries
 	 * deleted to make room or keep the bound, entries a hit rewrote as
-	 * new (see cache_opts' stale); live entries and their bytes as the
-	 * index counts them, and the bytes admission fills up to.
+	 * new (see cache_opts' stale); live entries, their bytes as the
+	 * index counts them and the digest memos' (242 bytes each),
+	 * and the bytes admission fills up to.
 	 * oversize: values not stored because they are over size_bound / 4
 	 * (not in denied, which counts only a full cache's refusals).
 	 */
 	uint64_t inserts, denied, evictions, refreshes, oversize;
 	uint64_t entries, used_bytes, admit_bytes;
+	/*
+	 * Digest memos kept, and evicted (the oldest, past their share of
+	 * admit_bytes); used_bytes counts them too.
+	 */
+	uint64_t memos, memo_evictions;
 	/*
 	 * Bytes of the values read from and written to the store (header
 	 * and payload; inserts and refreshes): only what was stored, never
@@ -277,7 +283,11 @@ void cache_get_stats(struct cache *c, struct cache_stats *st);
 /*
  * Admission.  The cache admits every value while its entries take at most
  * admit_bytes = size_bound - size_bound / 20 (the index's count: payload,
- * prefix text and CACHE_VAL_OVERHEAD per entry).  Once full, a new value
+ * prefix text and CACHE_VAL_OVERHEAD per entry), less the share of the
+ * digest memos (admit_bytes / 32, 242 bytes a memo): a new memo past that
+ * share evicts the oldest memos (an eighth of the share), whatever their
+ * use, and never a value; a memo met with another stat than its file's
+ * is deleted.  Once full, a new value
  * is admitted only if stale entries can be deleted for it: an entry is
  * stale when it was put (or refreshed) stale seconds ago or more.  The
  * oldest entries go first, and only stale ones; when the oldest entry is
@@ -376,7 +386,9 @@ int cache_flush(struct cache *c, char *err, size_t errlen);
  * refreshes R oversize O written W" (cache_stats; W is bytes_written);
  * prefix-stats "ok" and, per prefix counted since the
  * holder opened the store, a tab, its text, a tab, its hits, a tab, its
- * misses; evict-* and clear "ok N BYTES".
+ * misses; evict-prefix and clear "ok N BYTES", evict-before "ok N BYTES
+ * MEMOS" (the digest memos put before UNIXTIME go too; clear drops them
+ * all).
  * evict-prefix drops the entries whose prefix text is TEXT (the rest of the
  * line, possibly empty), evict-before those put before UNIXTIME (decimal
  * digits; 0 drops nothing).

@@ -8,7 +8,11 @@
  *	"feedfs-cache-format"	CACHE_FORMAT_VERSION, decimal text
  *	'D' SHA-256(path)	digest memo: digest[32] size mtime.sec
  *				mtime.nsec ctime.sec ctime.nsec ino dev
- *				(7 x u64 LE)
+ *				(7 x u64 LE), the seq of its 'M' record
+ *				(u64 LE)
+ *	'M' seq (u64 BE)	SHA-256(path) + insertion time (u64 LE,
+ *				Unix seconds): the memos in insertion
+ *				order, the oldest evicted first (digest.c)
  *	'K' key[32]		seq (u64 BE): where the value lives
  *	'V' seq (u64 BE)	value: header + payload
  *	'T' seq (u64 BE)	key[32] + payload length (u64 LE) +
@@ -49,12 +53,20 @@
 #define CACHE_FORMAT_KEY "feedfs-cache-format"
 /* Stored bytes of a value besides its payload: header, index keys, slack. */
 #define CACHE_VAL_OVERHEAD (CODEC_ENV_HDR + 9 + 41 + 33 + 64)
+/*
+ * What a digest memo counts against admit_bytes: its 'D' and 'M' records
+ * and slack.  Memos take at most cache_memo_budget of it (digest.c).
+ * 242 bytes: cache.h says so.
+ */
+#define CACHE_MEMO_COST                                                       \
+	(CODEC_MEMO_KEY + CODEC_MEMO_VAL + 9 + CODEC_MEMO_IDX + 64)
 /* Prefixes (with their format) whose hits and misses are counted. */
 #define CACHE_PFX_MAX 32
 
 /*
- * Lock order: admin, then errlock.  The mutable state is atomics; err is
- * written once, under errlock, before the disabled flag is set.  admin
+ * Lock order: admin, then memo, then errlock.  The mutable state is
+ * atomics; err is written once, under errlock, before the disabled flag
+ * is set.  admin
  * keeps the admission totals (used, entries) true to the index: a put or
  * a refresh (store.c), with the eviction it may run, holds it shared from
  * its admission to its accounting; admin.c's deletes (evict, clear) hold
@@ -107,6 +119,15 @@ struct cache {
 	atomic_uint_least64_t inserts, denied, refreshed;
 	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
 	pthread_rwlock_t admin;
+	/*
+	 * Digest memos (digest.c): the next 'M' seq, their number and cost
+	 * (CACHE_MEMO_COST each, in admission beside used), and how many
+	 * were evicted.  memo serializes every write of memos (put, the drop
+	 * of a stale one, eviction, clear), so that the counts stay true to
+	 * the 'M' records.
+	 */
+	atomic_uint_least64_t memo_seq, memos, memo_used, memo_evicted;
+	pthread_mutex_t memo;
 	/*
 	 * Hits and misses per prefix text (cache_note_use): a slot is
 	 * claimed by one CAS of state 0 -> 1, its text written, then state
@@ -191,7 +212,33 @@ extern _Thread_local bool cache_no_evict;
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
 
-/* Init and destroy c->admin (open.c, for every struct cache it makes). */
+/* The bytes admission fills the store up to, values and memos. */
+uint64_t cache_admit_bytes(const struct cache *c);
+/* Run cache_maintain now, or wake the owner's maintenance thread for it. */
+void cache_maintain_soon(struct cache *c);
+
+/* digest.c */
+/*
+ * The bytes memos may take: a 32nd of cache_admit_bytes, kept for them
+ * (values are admitted up to the rest).
+ */
+uint64_t cache_memo_budget(const struct cache *c);
+/*
+ * The memo seq and counts from the 'M' records (at open, and by clear
+ * holding c->memo); at open, memos of the format before 'M' records are
+ * deleted (they would never be evicted).
+ */
+void cache_load_memos(struct cache *c, bool migrate);
+/*
+ * Delete the oldest memos until about want bytes (CACHE_MEMO_COST each)
+ * are freed, stopping at the first put at or after the Unix time before;
+ * how many in *n (may be NULL).  0 or -EIO (why in err, may be NULL).
+ */
+int cache_evict_memos(struct cache *c, uint64_t want, uint64_t before,
+    uint64_t *n, char *err, size_t errlen);
+
+/* Init and destroy c->admin and c->memo (open.c, for every struct cache it
+ * makes). */
 void cache_admin_lock_init(struct cache *c);
 void cache_admin_lock_destroy(struct cache *c);
 

@@ -45,9 +45,14 @@
 #define CODEC_SEQ_KEY 9			    /* 'V' or 'T', seq (u64 BE) */
 #define CODEC_INDEX_KEY (1 + CACHE_KEY_LEN) /* 'K', key */
 #define CODEC_MEMO_KEY 33		    /* 'D', SHA-256(path) */
-/* A digest memo: digest[32], size mtime(2) ctime(2) ino dev (7 x u64 LE). */
+/*
+ * A digest memo: digest[32], size mtime(2) ctime(2) ino dev (7 x u64 LE),
+ * then the seq (u64 LE) of its 'M' record.
+ */
 #define CODEC_MEMO_STAT 56
-#define CODEC_MEMO_VAL (32 + CODEC_MEMO_STAT)
+#define CODEC_MEMO_VAL (32 + CODEC_MEMO_STAT + 8)
+/* A memo's 'M' record ('M', seq u64 BE): SHA-256(path), time (u64 LE). */
+#define CODEC_MEMO_IDX 40
 
 static inline void
 codec_put_le64(uint8_t *p, uint64_t v)

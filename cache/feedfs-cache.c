@@ -409,6 +409,7 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 	human(t.bytes, hb, sizeof(hb));
 	printf("bytes\t%" PRIu64 " (%s)\n", t.bytes, hb);
 	printf("disk_bytes\t%" PRIu64 "\n", st.disk_bytes);
+	printf("digest_memos\t%" PRIu64 "\n", st.memos);
 	if (held(dir, who, sizeof(who)) &&
 	    ctl(dir, who, "stats", reply, sizeof(reply)) == 0 &&
 	    sscanf(reply, "ok hits %" SCNu64 " misses %" SCNu64, &hits,
@@ -610,7 +611,7 @@ cmd_write(const char *dir, const char *req)
 {
 	char who[1024], reply[4096];
 	struct cache_admin_req q;
-	uint64_t n = 0, bytes = 0;
+	uint64_t n = 0, bytes = 0, memos = 0;
 	int r;
 
 	if (cache_admin_parse(req, &q, reply, sizeof(reply)) != 0) {
@@ -640,9 +641,15 @@ cmd_write(const char *dir, const char *req)
 		printf("compacted\n");
 		return 0;
 	}
-	sscanf(reply, "ok %" SCNu64 " %" SCNu64, &n, &bytes);
-	printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
-	    q.op == CACHE_ADMIN_CLEAR ? "cleared" : "evicted", n, bytes);
+	if (sscanf(reply, "ok %" SCNu64 " %" SCNu64 " %" SCNu64, &n, &bytes,
+		&memos) == 3)
+		printf("evicted %" PRIu64 " entries, %" PRIu64
+		       " bytes, %" PRIu64 " digest memos\n",
+		    n, bytes, memos);
+	else
+		printf("%s %" PRIu64 " entries, %" PRIu64 " bytes\n",
+		    q.op == CACHE_ADMIN_CLEAR ? "cleared" : "evicted", n,
+		    bytes);
 	return 0;
 }
 

@@ -654,6 +654,7 @@ cache_open_secondary(
 	if ((r = check_format(c, dir, err, errlen)) != 0)
 		goto fail;
 	close(dfd);
+	cache_load_memos(c, false); /* for cache_get_stats: reads only */
 	*out = c;
 	return 0;
 fail:

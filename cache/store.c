@@ -25,12 +25,14 @@ cache_admin_lock_init(struct cache *c)
 	    &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&c->admin, &a);
 	pthread_rwlockattr_destroy(&a);
+	pthread_mutex_init(&c->memo, NULL);
 }
 
 void
 cache_admin_lock_destroy(struct cache *c)
 {
 	pthread_rwlock_destroy(&c->admin);
+	pthread_mutex_destroy(&c->memo);
 }
 
 int
@@ -88,6 +90,7 @@ cache_load_seq(struct cache *c)
 	atomic_store(&c->seq, seq);
 	c->stale = CACHE_STALE_DEFAULT;
 	cache_load_totals(c);
+	cache_load_memos(c, true);
 }
 
 /* What an entry counts against admit_bytes. */
@@ -125,9 +128,8 @@ cache_load_totals(struct cache *c)
 	atomic_store(&c->oldest_time, t.oldest);
 }
 
-/* The bytes admission fills the store up to. */
-static uint64_t
-admit_bytes(const struct cache *c)
+uint64_t
+cache_admit_bytes(const struct cache *c)
 {
 	return c->size_bound - c->size_bound / 20;
 }
@@ -390,6 +392,13 @@ cache_evict_oldest(struct cache *c, uint64_t want)
 	evict_range(c, want, UINT64_MAX);
 }
 
+/* What values are admitted up to: admit_bytes less the memos' share. */
+static uint64_t
+value_budget(const struct cache *c)
+{
+	return cache_admit_bytes(c) - cache_memo_budget(c);
+}
+
 /*
  * Make room for an entry of cost bytes when the store is full: delete
  * stale entries, oldest first (a batch of admit_bytes / 32 at least, so
@@ -401,7 +410,7 @@ make_room(struct cache *c, uint64_t cost)
 	uint64_t now = (uint64_t)time(NULL), before, want, used, budget;
 	bool ok;
 
-	budget = admit_bytes(c);
+	budget = value_budget(c);
 	before = c->stale == 0	  ? UINT64_MAX
 		 : now > c->stale ? now - c->stale + 1
 				  : 0;
@@ -420,14 +429,15 @@ make_room(struct cache *c, uint64_t cost)
 }
 
 /*
- * Count cost bytes against admit_bytes before the put, so that puts on
- * many threads at once cannot pass the admission level together: making
- * room once if they do not fit.  Whether they were counted.
+ * Count cost bytes against value_budget before
+ * the put, so that puts on many threads at once cannot pass the admission
+ * level together: making room once if they do not fit.  Whether they were
+ * counted.
  */
 static bool
 reserve(struct cache *c, uint64_t cost)
 {
-	uint64_t budget = admit_bytes(c), u = atomic_load(&c->used);
+	uint64_t budget = value_budget(c), u = atomic_load(&c->used);
 	bool tried = false;
 
 	for (;;) {
@@ -457,6 +467,12 @@ maybe_evict(struct cache *c, uint64_t added)
 {
 	if (atomic_fetch_add(&c->since_check, added) + added < c->check_every)
 		return;
+	cache_maintain_soon(c);
+}
+
+void
+cache_maintain_soon(struct cache *c)
+{
 	if (cache_no_evict && c->maint_wake != NULL) {
 		c->maint_wake(c->maint_arg);
 		return;
@@ -467,11 +483,18 @@ maybe_evict(struct cache *c, uint64_t added)
 void
 cache_maintain(struct cache *c)
 {
-	uint64_t used;
+	uint64_t used, mb = cache_memo_budget(c);
 
 	if (atomic_flag_test_and_set(&c->evicting))
 		return;
 	atomic_store(&c->since_check, 0);
+	/*
+	 * Memos past their share (it shrank: a smaller cache_size): the
+	 * oldest go, down to 7/8 of it.
+	 */
+	if ((used = atomic_load(&c->memo_used)) > mb)
+		(void)cache_evict_memos(
+		    c, used - (mb - mb / 8), UINT64_MAX, NULL, NULL, 0);
 	/*
 	 * Other threads go on putting while an eviction compacts: look again
 	 * when it is done (a few rounds at most, then the next put's turn).
@@ -695,8 +718,10 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->evictions = atomic_load(&c->evicted);
 	st->refreshes = atomic_load(&c->refreshed);
 	st->entries = atomic_load(&c->entries);
-	st->used_bytes = atomic_load(&c->used);
-	st->admit_bytes = admit_bytes(c);
+	st->used_bytes = atomic_load(&c->used) + atomic_load(&c->memo_used);
+	st->memos = atomic_load(&c->memos);
+	st->memo_evictions = atomic_load(&c->memo_evicted);
+	st->admit_bytes = cache_admit_bytes(c);
 	for (int i = 0; i < 2; i++)
 		if (rocksdb_property_int_cf(c->db, c->cf[i],
 			"rocksdb.total-sst-files-size", &sst) == 0)

@@ -7,9 +7,14 @@
  * time, except the small .cls and .json members a label needs.  Every
  * field is checked against what remains of the shard (tar_scan): a
  * header with a bad checksum or a member running past the end stops the
- * index there; what came before is kept.  The index of each shard is kept
- * in the index directory (a descriptor the caller checked: index_fd) and
- * read back through one checking cursor (idx_parse).
+ * index there; what came before is kept.  The archive ends at two zero
+ * blocks (or one the file ends after): a lone zero block before a header
+ * is skipped, and an old-GNU sparse member's extension blocks are stepped
+ * over, so that a walk never takes member data for the end.  The index of
+ * each shard is kept in the index directory (a descriptor the caller
+ * checked: index_fd), unless it met a read error (which may be gone at the
+ * next scan: idx_keepable), and read back through one checking cursor
+ * (idx_parse).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -277,6 +282,28 @@ is_label_ext(const char *ext)
 	return strcmp(ext, "cls") == 0 || strcmp(ext, "json") == 0;
 }
 
+/*
+ * Step *data over the extension blocks of an old GNU sparse header;
+ * ix->status says so when the shard ends or cannot be read first.
+ */
+static void
+skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
+{
+	uint8_t x[TAR_BLOCK];
+
+	do {
+		if (fsize - *data < TAR_BLOCK) {
+			ix->status = TS_TRUNCATED;
+			return;
+		}
+		if (pread_all(fd, x, TAR_BLOCK, *data) != 0) {
+			ix->status = TS_READ;
+			return;
+		}
+		*data += TAR_BLOCK;
+	} while (x[504] != 0);
+}
+
 int
 ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 {
@@ -310,8 +337,30 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 		}
 		for (int i = 0; i < TAR_BLOCK && zero; i++)
 			zero = h[i] == 0;
-		if (zero)
-			break; /* end of archive */
+		if (zero) {
+			/*
+			 * The end is two zero blocks, or one that the file
+			 * ends after.  A lone zero block before a header is
+			 * skipped (GNU tar -i; plain GNU tar warns "A lone
+			 * zero block"): a walk that lands inside member data
+			 * must not take it for the end and call the index
+			 * whole.
+			 */
+			if (fsize - off < 2 * TAR_BLOCK)
+				break;
+			if ((r = pread_all(
+				 fd, h, TAR_BLOCK, off + TAR_BLOCK)) != 0) {
+				ix->status = TS_READ;
+				r = 0;
+				break;
+			}
+			for (int i = 0; i < TAR_BLOCK && zero; i++)
+				zero = h[i] == 0;
+			if (zero)
+				break; /* end of archive */
+			off += TAR_BLOCK;
+			continue;
+		}
 		if (!tar_checksum_ok(h) || (size = tar_num(h + 124, 12)) < 0) {
 			ix->status = TS_BADHEADER;
 			break;
@@ -321,6 +370,16 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 		    type != 'K')
 			size = px.size;
 		data = off + TAR_BLOCK;
+		if (type == 'S' && h[482] != 0) {
+			/*
+			 * Old GNU sparse with more than 4 holes: extension
+			 * blocks (21 more entries each, byte 504 saying
+			 * whether another follows) come before the data.
+			 */
+			skip_sparse_ext(fd, fsize, &data, ix);
+			if (ix->status != TS_COMPLETE)
+				break;
+		}
 		end = data + (uint64_t)size;
 		if ((uint64_t)size > fsize || end > fsize) {
 			/* Past the end: record a file member, then stop. */
@@ -534,6 +593,24 @@ sha256(const void *d, size_t n, uint8_t out[32])
 		memset(out, 0, 32);
 }
 
+/*
+ * Whether a shard is the one that was indexed: the same size, inode,
+ * device, mtime and ctime.  One test for the kept index (at open) and for
+ * every read (ds_member_read): a shard rewritten in place with its size
+ * and mtime put back (rsync --inplace -t) has a new ctime, and its
+ * members may lie elsewhere.
+ */
+static bool
+shard_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_ino == b->st_ino &&
+	       a->st_dev == b->st_dev &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 /* The shard's identity in the index: size, inode, device, mtime, ctime. */
 static void
 wput_stat(struct wbuf *b, const struct stat *st)
@@ -654,14 +731,20 @@ ds_tar_index_parse(
 		if (!get64(&c, &v[i]))
 			return -EINVAL;
 	/* A changed shard is indexed again (-ESTALE). */
-	if (st != NULL &&
-	    (v[0] != (uint64_t)st->st_size || v[1] != (uint64_t)st->st_ino ||
-		v[2] != (uint64_t)st->st_dev ||
-		v[3] != (uint64_t)st->st_mtim.tv_sec ||
-		v[4] != (uint64_t)st->st_mtim.tv_nsec ||
-		v[5] != (uint64_t)st->st_ctim.tv_sec ||
-		v[6] != (uint64_t)st->st_ctim.tv_nsec))
-		return -ESTALE;
+	if (st != NULL) {
+		struct stat was;
+
+		memset(&was, 0, sizeof(was));
+		was.st_size = (off_t)v[0];
+		was.st_ino = (ino_t)v[1];
+		was.st_dev = (dev_t)v[2];
+		was.st_mtim.tv_sec = (time_t)v[3];
+		was.st_mtim.tv_nsec = (long)v[4];
+		was.st_ctim.tv_sec = (time_t)v[5];
+		was.st_ctim.tv_nsec = (long)v[6];
+		if (!shard_same(&was, st))
+			return -ESTALE;
+	}
 	if (!get32(&c, &status) || status > TS_READ ||
 	    !get64(&c, &ix->status_off) || !get64(&c, &n))
 		return -EINVAL;
@@ -1297,7 +1380,22 @@ common_dir(char **v, size_t n)
 	return d;
 }
 
-/* Index one shard: the kept index, else a scan (then kept). */
+/*
+ * Whether an index says something of the shard's bytes, so that it may be
+ * kept under the shard's stat: complete, truncated or a bad header are
+ * the same at every scan of the same bytes; a read error (EIO, a short
+ * read) may be gone at the next, and its index is used but never kept.
+ */
+static bool
+idx_keepable(const struct tar_index *ix)
+{
+	return ix->status != TS_READ;
+}
+
+/*
+ * Index one shard: the kept index, else a scan (then kept, unless it met
+ * a read error).
+ */
 static int
 index_shard(const char *path, const struct stat *st, int index_fd,
     struct tar_index *ix, bool *scanned, char *err, size_t errlen)
@@ -1305,8 +1403,12 @@ index_shard(const char *path, const struct stat *st, int index_fd,
 	int fd, r;
 
 	*scanned = false;
-	if (idx_load(index_fd, path, st, ix) == 0)
-		return 0;
+	if (idx_load(index_fd, path, st, ix) == 0) {
+		if (idx_keepable(ix))
+			return 0;
+		/* Kept by an older feedfs: scanned again. */
+		ds_tar_index_free(ix);
+	}
 	if ((fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) <
 	    0) {
 		r = -errno;
@@ -1320,7 +1422,8 @@ index_shard(const char *path, const struct stat *st, int index_fd,
 		return r;
 	}
 	*scanned = true;
-	idx_store(index_fd, path, st, ix);
+	if (idx_keepable(ix))
+		idx_store(index_fd, path, st, ix);
 	return 0;
 }
 
@@ -1333,8 +1436,12 @@ log_shard(const char *path, const struct tar_index *ix)
 
 	if (ix->status != TS_COMPLETE)
 		log_warn("shard %s: %s at offset %" PRIu64
-			 ": members from there on are not indexed",
-		    path, scan_why[ix->status], ix->status_off);
+			 ": members from there on are not indexed%s",
+		    path, scan_why[ix->status], ix->status_off,
+		    ix->status == TS_READ
+			? " (the index is not kept: the next mount reads the "
+			  "shard again)"
+			: "");
 	for (size_t i = 0; i < ix->n; i++)
 		if (ix->m[i].kind != TM_FILE && nbad++ == 0)
 			first = &ix->m[i];
@@ -1493,10 +1600,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 		r = -errno;
 		goto out_err;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size != sh->st.st_size ||
-	    sb.st_ino != sh->st.st_ino || sb.st_dev != sh->st.st_dev ||
-	    sb.st_mtim.tv_sec != sh->st.st_mtim.tv_sec ||
-	    sb.st_mtim.tv_nsec != sh->st.st_mtim.tv_nsec) {
+	if (!S_ISREG(sb.st_mode) || !shard_same(&sb, &sh->st)) {
 		close(fd);
 		snprintf(err, errlen,
 		    "%s/%s: the shard changed since it was indexed "

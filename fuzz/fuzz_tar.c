@@ -7,7 +7,9 @@
  * and the input itself is parsed as a kept index file, which must fail
  * or give members inside the shard it claims, never crash.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sys/mman.h>
 #include <sys/stat.h>
 

@@ -1,13 +1,20 @@
 /*
  * test_dataset - ImageFolder scans and manifests: order, labels, what is
- * skipped, error messages, progress.
+ * skipped, error messages, progress; tar shards (hostile ones, one
+ * rewritten in place, one on a FUSE file system whose reads fail).
  */
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 35
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -670,6 +677,421 @@ test_shards(void)
 	}
 }
 
+/* ds_tar_scan of the shard at rel (under tmp): its return. */
+static int
+scan_rel(const char *rel, struct tar_index *ix)
+{
+	char path[512];
+	struct stat sh;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &sh) != 0) {
+		memset(ix, 0, sizeof(*ix));
+		return -errno;
+	}
+	r = ds_tar_scan(fd, (uint64_t)sh.st_size, ix);
+	close(fd);
+	return r;
+}
+
+/* Byte off of the file at rel (under tmp), or -1. */
+static int
+byte_at(const char *rel, off_t off)
+{
+	char path[512];
+	uint8_t b;
+	int fd, r = -1;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	if ((fd = open(path, O_RDONLY)) >= 0) {
+		if (pread(fd, &b, 1, off) == 1)
+			r = b;
+		close(fd);
+	}
+	return r;
+}
+
+/*
+ * An old-GNU sparse member with extension blocks (issue 25: more than 4
+ * holes; GNU tar --format=oldgnu -S): the members after it are indexed,
+ * as tar -t lists them.  The walk used to land 512 bytes short, inside
+ * the member's data, and took a zero block there for the end of the
+ * archive: the index was "complete" without them.  A lone zero block
+ * before a header does not end the archive either.
+ */
+static void
+test_shard_sparse(void)
+{
+	struct dataset *ds = NULL;
+	struct tar_index ix;
+	char cmd[1024], glob[512], err[512], path[512];
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	int fd, r, listed = 0;
+	FILE *p;
+
+	make("sparsesrc", 1);
+	make("sparse", 1);
+	snprintf(path, sizeof(path), "%s/sparsesrc/big.bin", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	/* 10 runs of data 64 KiB apart: 10 sparse entries, 4 in the header. */
+	for (int i = 0; fd >= 0 && i < 10; i++) {
+		char d[200];
+
+		memset(d, 'A' + i, sizeof(d));
+		CHECK(pwrite(fd, d, sizeof(d), (off_t)i * 65536) ==
+		      (ssize_t)sizeof(d));
+	}
+	CHECK(fd >= 0 && ftruncate(fd, 10 * 65536) == 0);
+	if (fd >= 0)
+		close(fd);
+	write_file("sparsesrc/z.jpg", "JPEG-BYTES-Z");
+	write_file("sparsesrc/z.cls", "3");
+	snprintf(cmd, sizeof(cmd),
+	    "tar --format=oldgnu -S -C %s/sparsesrc -cf %s/sparse/sp.tar "
+	    "big.bin z.jpg z.cls",
+	    tmp, tmp);
+	CHECK(system(cmd) == 0);
+	/* The shard is what the test needs: type 'S', isextended set. */
+	CHECK_EQ_INT(byte_at("sparse/sp.tar", 156), 'S');
+	CHECK(byte_at("sparse/sp.tar", 482) > 0);
+	snprintf(cmd, sizeof(cmd), "tar -tf %s/sparse/sp.tar", tmp);
+	if ((p = popen(cmd, "r")) != NULL) {
+		char line[256];
+
+		while (fgets(line, sizeof(line), p) != NULL)
+			listed++;
+		pclose(p);
+	}
+	CHECK_EQ_INT(listed, 3);
+
+	CHECK_EQ_INT(scan_rel("sparse/sp.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 3);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	if (ix.n == 3) {
+		CHECK_EQ_INT(ix.m[0].kind, TM_SPARSE);
+		CHECK_EQ_STR(ix.m[1].name, "z.jpg");
+		CHECK_EQ_INT(ix.m[1].kind, TM_FILE);
+		CHECK_EQ_STR(ix.m[2].name, "z.cls");
+	}
+	ds_tar_index_free(&ix);
+	snprintf(glob, sizeof(glob), "%s/sparse/sp.tar", tmp);
+	r = ds_open_shards(
+	    "t", glob, "cls", -1, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 1);
+		CHECK_EQ_STR(ds->samples[0].path, "sp.tar:z.jpg");
+		CHECK_EQ_INT((int)ds->samples[0].label, 3);
+		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
+				 err, sizeof(err)),
+		    0);
+		CHECK(len == 12 && buf != NULL &&
+		      memcmp(buf, "JPEG-BYTES-Z", 12) == 0);
+		free(buf);
+		ds_free(ds);
+	} else
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+
+	/*
+	 * A lone zero block between two members: skipped.  a.jpg's header
+	 * and data block, a zero block, then a whole tar of b.jpg.
+	 */
+	write_file("sparsesrc/a.jpg", "AAAA");
+	write_file("sparsesrc/b.jpg", "BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/sparsesrc && tar -cf ../a.tar a.jpg && "
+	    "tar -cf ../b.tar b.jpg && "
+	    "{ head -c 1024 ../a.tar; head -c 512 /dev/zero; cat ../b.tar; } "
+	    ">../sparse/lone.tar && "
+	    "{ head -c 1024 ../a.tar; head -c 512 /dev/zero; } >../one.tar",
+	    tmp);
+	CHECK(system(cmd) == 0);
+	CHECK_EQ_INT(scan_rel("sparse/lone.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 2);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	if (ix.n == 2)
+		CHECK_EQ_STR(ix.m[1].name, "b.jpg");
+	ds_tar_index_free(&ix);
+	/* One zero block that the file ends after: the end, whole. */
+	CHECK_EQ_INT(scan_rel("one.tar", &ix), 0);
+	CHECK_EQ_INT((int)ix.n, 1);
+	CHECK_EQ_INT((int)ix.status, TS_COMPLETE);
+	ds_tar_index_free(&ix);
+}
+
+/*
+ * A shard rewritten in place with the same size and its mtime put back
+ * (rsync --inplace -t; issue 25): its members moved, so a read at the
+ * offsets of the index must fail clearly, never give another member's
+ * bytes.  The index's check (at the next mount) and the read's are one
+ * test of the stat, the ctime included.
+ */
+static void
+test_shard_rewritten(void)
+{
+	struct dataset *ds = NULL;
+	struct stat before, after, st;
+	struct timespec ts[2];
+	char cmd[1024], glob[512], err[512], path[512];
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	make("rwsrc", 1);
+	make("rw", 1);
+	write_file("rwsrc/a.jpg", "AAAA-AAAA");
+	write_file("rwsrc/b.jpg", "BBBB-BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/rwsrc && tar -cf ../rw/s.tar a.jpg b.jpg && "
+	    "tar -cf ../swapped.tar b.jpg a.jpg",
+	    tmp);
+	CHECK(system(cmd) == 0);
+	snprintf(path, sizeof(path), "%s/rw/s.tar", tmp);
+	snprintf(glob, sizeof(glob), "%s/rw/s.tar", tmp);
+	r = ds_open_shards(
+	    "t", glob, "none", -1, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r != 0) {
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+		return;
+	}
+	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
+	CHECK_EQ_INT(
+	    ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err, sizeof(err)),
+	    0);
+	CHECK(len == 9 && buf != NULL && memcmp(buf, "AAAA-AAAA", 9) == 0);
+	free(buf);
+	buf = NULL;
+	/* In place (same inode), same size, the mtime put back. */
+	CHECK_EQ_INT(stat(path, &before), 0);
+	usleep(50000); /* a later ctime on any clock granularity */
+	snprintf(cmd, sizeof(cmd),
+	    "dd if=%s/swapped.tar of=%s conv=notrunc status=none", tmp, path);
+	CHECK(system(cmd) == 0);
+	ts[0] = before.st_atim;
+	ts[1] = before.st_mtim;
+	CHECK_EQ_INT(utimensat(AT_FDCWD, path, ts, 0), 0);
+	CHECK_EQ_INT(stat(path, &after), 0);
+	CHECK(after.st_ino == before.st_ino &&
+	      after.st_size == before.st_size &&
+	      after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+	      after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+	r = ds_member_read(ds, 0, 1 << 20, &buf, &len, &st, err, sizeof(err));
+	if (r == 0) {
+		CHECK(len == 9 && memcmp(buf, "AAAA-AAAA", 9) == 0);
+		if (memcmp(buf, "AAAA-AAAA", 9) != 0)
+			fprintf(stderr, "sample a.jpg read as '%.9s'\n", buf);
+	} else {
+		CHECK_EQ_INT(r, -EIO);
+		CHECK(strstr(err, "changed since it was indexed") != NULL);
+	}
+	free(buf);
+	ds_free(ds);
+	/* A new index of it (the next mount) is right. */
+	r = ds_open_shards(
+	    "t", glob, "none", -1, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		buf = NULL;
+		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
+				 err, sizeof(err)),
+		    0);
+		CHECK(len == 9 && buf != NULL &&
+		      memcmp(buf, "AAAA-AAAA", 9) == 0);
+		free(buf);
+		ds_free(ds);
+	}
+}
+
+/*
+ * A one-file FUSE file system, served by a thread of this process: the
+ * file s.tar (the bytes of fx.data, a steady stat) whose reads past its
+ * first 512 bytes fail with EIO while fx.fail is set: a transient read
+ * error, as a flaky disk or network file system gives.
+ */
+static struct {
+	const uint8_t *data;
+	size_t len;
+	atomic_bool fail;
+} fx;
+
+static void
+fx_attr(fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0444;
+	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
+	st->st_size = ino == FUSE_ROOT_ID ? 0 : (off_t)fx.len;
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = 1700000000;
+}
+
+static void
+fx_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+
+	if (parent != FUSE_ROOT_ID || strcmp(name, "s.tar") != 0) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = 2;
+	e.attr_timeout = e.entry_timeout = 1.0;
+	fx_attr(2, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void
+fx_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+
+	(void)fi;
+	fx_attr(ino, &st);
+	fuse_reply_attr(req, &st, 1.0);
+}
+
+static void
+fx_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ino == FUSE_ROOT_ID) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	fi->direct_io = 1; /* every read reaches fx_read */
+	fuse_reply_open(req, fi);
+}
+
+static void
+fx_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	if (atomic_load(&fx.fail) && (uint64_t)off + size > 512) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if ((uint64_t)off >= fx.len)
+		size = 0;
+	else if (size > fx.len - (size_t)off)
+		size = fx.len - (size_t)off;
+	fuse_reply_buf(req, (const char *)fx.data + (size ? off : 0), size);
+}
+
+static void *
+fx_loop(void *se)
+{
+	fuse_session_loop(se);
+	return NULL;
+}
+
+/*
+ * A transient read error while a shard is indexed (issue 25): the index
+ * made up to it is used, but not kept, so the next open (the next mount)
+ * indexes the shard again and gets every member.  It was kept under the
+ * shard's unchanged stat, and no later mount ever rescanned.
+ */
+static void
+test_shard_read_error(void)
+{
+	static const struct fuse_lowlevel_ops ops = {
+	    .lookup = fx_lookup,
+	    .getattr = fx_getattr,
+	    .open = fx_open,
+	    .read = fx_read,
+	};
+	char *argv[] = {"test_dataset", NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	struct fuse_session *se;
+	struct dataset *ds = NULL;
+	char cmd[1024], mnt[512], shard[600], idxdir[512], err[512];
+	int idx;
+	uint8_t *tar = NULL;
+	size_t tlen = 0;
+	pthread_t th;
+	FILE *f;
+	int r;
+
+	make("eiosrc", 1);
+	make("eiomnt", 1);
+	write_file("eiosrc/a.jpg", "AAAA");
+	write_file("eiosrc/b.jpg", "BBBB");
+	snprintf(cmd, sizeof(cmd),
+	    "cd %s/eiosrc && tar -cf ../eio.tar a.jpg b.jpg", tmp);
+	CHECK(system(cmd) == 0);
+	snprintf(cmd, sizeof(cmd), "%s/eio.tar", tmp);
+	if ((f = fopen(cmd, "rb")) != NULL) {
+		tar = malloc(64 << 10);
+		tlen = tar ? fread(tar, 1, 64 << 10, f) : 0;
+		fclose(f);
+	}
+	CHECK(tlen >= 3 * 512);
+	fx.data = tar;
+	fx.len = tlen;
+	atomic_store(&fx.fail, true);
+	snprintf(mnt, sizeof(mnt), "%s/eiomnt", tmp);
+	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	if (se == NULL || fuse_session_mount(se, mnt) != 0) {
+		fprintf(stderr,
+		    "SKIP: read error shard: cannot mount FUSE at %s\n", mnt);
+		if (se != NULL)
+			fuse_session_destroy(se);
+		fuse_opt_free_args(&args);
+		free(tar);
+		return;
+	}
+	CHECK_EQ_INT(pthread_create(&th, NULL, fx_loop, se), 0);
+	snprintf(shard, sizeof(shard), "%s/s.tar", mnt);
+	snprintf(idxdir, sizeof(idxdir), "%s/eioidx", tmp);
+	idx = cache_index_open(idxdir, true, err, sizeof(err));
+	CHECK(idx >= 0);
+
+	/* The read of b.jpg's header fails: a.jpg only, said in the log. */
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 1);
+		ds_free(ds);
+		ds = NULL;
+	} else
+		fprintf(stderr, "ds_open_shards: %s\n", err);
+	/* The error has passed; the shard's stat is the same. */
+	atomic_store(&fx.fail, false);
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 2);
+		if (ds->n == 2)
+			CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.jpg");
+		ds_free(ds);
+		ds = NULL;
+	}
+	/* Whole now, it is kept: the next open reads the kept index. */
+	r = ds_open_shards(
+	    "t", shard, "none", idx, NULL, NULL, &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK_EQ_INT((int)ds->n, 2);
+		ds_free(ds);
+	}
+	if (idx >= 0)
+		close(idx);
+	fuse_session_exit(se);
+	fuse_session_unmount(se);
+	pthread_join(th, NULL);
+	fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
+	free(tar);
+}
+
 int
 main(void)
 {
@@ -686,6 +1108,9 @@ main(void)
 	test_links(true);
 	test_fan();
 	test_shards();
+	test_shard_sparse();
+	test_shard_rewritten();
+	test_shard_read_error();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();

@@ -12,6 +12,7 @@ FC=$FF_BUILDDIR/feedfs-cache
 [ -x "$FC" ] || ff_fail "$FC is not built"
 N=32
 ff_gen "$T/data" --n $N --classes 2 --seed 17
+GEN_T=$(date +%s)
 CFG=$T/feedfs.conf
 C=$T/cache
 ff_config "$CFG" "$T/data" cache_dir="$C"
@@ -90,6 +91,9 @@ fc -c "$CFG" stats
 # and still serves the reference's bytes.
 [ "$(ff_stat_value "$M" feedfs_cache_enabled)" = 1 ] || ff_fail "the mount lost its cache"
 ff_umount "$M"
+# Sources older than the memo grain (2 s) by now: this read makes their
+# digest memos.
+while [ $(($(date +%s) - GEN_T)) -lt 4 ]; do sleep 0.5; done
 ff_mount "$CFG" "$M"
 read_check "$M" a
 [ "$(ff_stat_value "$M" 'feedfs_cache_misses_total{job="a"}')" = $N ] || ff_fail "a hit after clear"
@@ -123,9 +127,13 @@ fc -c "$CFG" evict --older-than 36500d
 grep -q "^evicted 0 entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 36500d: expected nothing"; }
 fc -c "$CFG" stats
 [ "$(field "$T/fc.out" entries)" = $N ] || { cat "$T/fc.out"; ff_fail "huge ages evicted entries"; }
+[ "$(field "$T/fc.out" digest_memos)" = $N ] || { cat "$T/fc.out"; ff_fail "stats: expected $N digest memos"; }
 fc -c "$CFG" compact
+# Digest memos go with the entries (issue 25: they were never evicted).
 fc -c "$CFG" evict --older-than 0s
-grep -q "^evicted $N entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 0s (unmounted)"; }
+grep -q "^evicted $N entries, [0-9]* bytes, $N digest memos" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 0s (unmounted)"; }
+fc -c "$CFG" stats
+[ "$(field "$T/fc.out" digest_memos)" = 0 ] || { cat "$T/fc.out"; ff_fail "stats: digest memos left after evict --older-than 0s"; }
 ff_mount "$CFG" "$M"
 read_check "$M" c
 ff_umount "$M"
