@@ -72,7 +72,11 @@ static int
 open_shared(const char *dir, uint64_t bound, uint64_t stale, const char *label,
     struct cache **c)
 {
-	struct cache_opts o = {bound, 16 * MB, stale, label, say};
+	struct cache_opts o = {.size_bound = bound,
+	    .mem_bound = 16 * MB,
+	    .stale = stale,
+	    .label = label,
+	    .say = say};
 	char err[512];
 	int r = cache_open_shared(dir, &o, c, err, sizeof(err));
 
@@ -218,8 +222,9 @@ test_frames(void)
 
 	/*
 	 * A flood: 200 connections that say nothing.  The owner keeps at
-	 * most SRV_CONN_MAX request threads, drops the rest and the silent
-	 * ones, and a new mount attaches meanwhile.
+	 * most CACHE_CONNS_DEFAULT request threads (the rest are answered
+	 * busy), closes the silent ones, and a new mount attaches
+	 * meanwhile.
 	 */
 	base = count_threads();
 	for (int i = 0; i < 200; i++)
@@ -233,7 +238,7 @@ test_frames(void)
 	}
 	fprintf(stderr, "  flood of %d connections: threads %d -> peak %d\n",
 	    nflood, base, peak);
-	CHECK(peak <= base + SRV_CONN_MAX + 2);
+	CHECK(peak <= base + CACHE_CONNS_DEFAULT + 2);
 	ok = 0;
 	if (open_shared(
 		dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli2", &cli2) == 0)
@@ -355,6 +360,9 @@ owner_main(const char *dir)
  * DIR/LOCK, as RocksDB's) and serves data.sock: MODE slow answers GETs
  * after 3 s, MODE off says its store is off.
  */
+/* The lease token the fake wrote, as every holder that serves does. */
+static uint8_t fake_token[OWNER_TOKEN_LEN];
+
 static void
 fake_conn(int fd, bool slow, pid_t holder)
 {
@@ -375,8 +383,10 @@ fake_conn(int fd, bool slow, pid_t holder)
 		}
 		if (rq.op == WIRE_HELLO) {
 			struct wire_hello_rep hr = {
-			    WIRE_VERSION, (uint32_t)holder, 16 * MB, 64 * MB};
+			    WIRE_VERSION, (uint32_t)holder, 16 * MB, 64 * MB,
+			    {0}};
 
+			memcpy(hr.token, fake_token, sizeof(hr.token));
 			wire_enc_rep_hdr(r, 0, WIRE_HELLO_REP);
 			wire_enc_hello_rep(r + WIRE_REP_HDR, &hr);
 			send_all(fd, r, WIRE_REP_HDR + WIRE_HELLO_REP);
@@ -415,7 +425,8 @@ fake_main(const char *dir, const char *mode)
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	if ((lf = open(path, O_RDWR | O_CREAT, 0600)) < 0 ||
-	    fcntl(lf, F_SETLK, &fl) != 0)
+	    fcntl(lf, F_SETLK, &fl) != 0 ||
+	    owner_write_token(dir, fake_token) != 0)
 		return 1;
 	/* impostor: the lease here, the socket served by another process
 	 * (a child: fcntl locks are not inherited). */
@@ -712,8 +723,11 @@ test_other_user(void)
 	struct cache_val got;
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512];
-	struct cache_opts o = {
-	    64 * MB, 16 * MB, CACHE_STALE_DEFAULT, "/mnt/root", say};
+	struct cache_opts o = {.size_bound = 64 * MB,
+	    .mem_bound = 16 * MB,
+	    .stale = CACHE_STALE_DEFAULT,
+	    .label = "/mnt/root",
+	    .say = say};
 	uid_t nobody = 65534;
 	pid_t pid;
 	int r;
