@@ -71,6 +71,12 @@ struct cache_stats {
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
+	/*
+	 * The owner of a shared cache: the most bytes it held at once for
+	 * the other mounts (their queued puts, the request bodies it was
+	 * reading), which cache_opts' share_mem bounds; 0 otherwise.
+	 */
+	uint64_t share_peak;
 	bool disabled;	     /* the cache failed and feedfs serves without it */
 };
 

@@ -248,6 +248,7 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 		 * was set before local, and stays until close).
 		 */
 		st->insert_failures += srv_dropped(sh->srv);
+		st->share_peak = srv_mem_peak(sh->srv);
 	} else if (client_owner_stats(sh->cl, &ws) == 0) {
 		/* The shared store's figures, as its owner counts them. */
 		st->disk_bytes = ws.disk_bytes;

@@ -131,8 +131,10 @@ int srv_start(struct cache *c, const struct share_self *self, const char *dir,
     size_t errlen);
 /* Stop s (NULL: nothing): its threads, the socket; queued puts are done. */
 void srv_stop(struct cache_srv *s);
-/* Puts dropped because the queue was full (s NULL: 0). */
+/* Puts dropped because the queue or share_mem was full (s NULL: 0). */
 uint64_t srv_dropped(struct cache_srv *s);
+/* The most bytes of share_mem held at once (s NULL: 0). */
+uint64_t srv_mem_peak(struct cache_srv *s);
 
 /* ---- client.c --------------------------------------------------------- */
 

@@ -90,6 +90,7 @@ struct cache_srv {
 	struct put_item *qhead, **qtail;
 	size_t qn, qbytes;
 	uint64_t mem_used; /* of o.share_mem: queued puts, bodies read */
+	uint64_t mem_peak; /* the most mem_used was */
 	bool qstop, mwake, mstop;
 	atomic_uint_least64_t dropped, refused;
 	char path[4200];
@@ -412,6 +413,8 @@ mem_take(struct cache_srv *s, uint32_t op, size_t len)
 	ok = op != WIRE_PUT || s->mem_used + len <= s->o.share_mem;
 	if (ok)
 		s->mem_used += len;
+	if (s->mem_used > s->mem_peak)
+		s->mem_peak = s->mem_used;
 	pthread_mutex_unlock(&s->qlock);
 	return ok;
 }
@@ -700,6 +703,19 @@ uint64_t
 srv_dropped(struct cache_srv *s)
 {
 	return s != NULL ? atomic_load(&s->dropped) : 0;
+}
+
+uint64_t
+srv_mem_peak(struct cache_srv *s)
+{
+	uint64_t p;
+
+	if (s == NULL)
+		return 0;
+	pthread_mutex_lock(&s->qlock);
+	p = s->mem_peak;
+	pthread_mutex_unlock(&s->qlock);
+	return p;
 }
 
 void
