@@ -4,8 +4,9 @@
  *
  *	store	open.c store.c digest.c admin.c (one RocksDB store)
  *	owner	owner.c: the directory's checks in every role, the lease
- *		(open.lock, and RocksDB's lock on dir/LOCK: its holder's
- *		pid), the sockets, the checks of every peer
+ *		(open.lock, and RocksDB's lock on dir/LOCK, asked of the
+ *		kernel by F_OFD_GETLK) and its token (dir/owner.id), the
+ *		sockets, the checks of every peer
  *	wire	wire.c: the frames (wire.h)
  *	server	srv.c: the owner's data socket
  *	client	client.c: a client's connections to the owner
