@@ -378,7 +378,8 @@ conn_new(struct client *cl, bool probe)
 	}
 	atomic_store(&cl->put_limit, hr.put_limit);
 	atomic_store(&cl->size_bound, hr.size_bound);
-	/* The pid for the log: as /proc shows it, else its own. */
+	/* The pid for the log: as this process sees it, else the owner's
+	 * own (in its namespace). */
 	shown = pid > 0 ? pid : (long)hr.pid;
 	pthread_mutex_lock(&cl->lock);
 	changed = !cl->attached || cl->said_gone ||

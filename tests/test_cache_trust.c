@@ -9,8 +9,9 @@
  *   - a stopped owner (item 3): after one deadline every request misses at
  *     once, said once; after SIGCONT the client attaches again;
  *   - a slow owner (item 4): a miss per request, no takeover, no "went
- *     away"; a GET sent after 100 puts on one connection is answered
- *     while the owner is still storing them;
+ *     away", and (issue 25) after CACHE_BREAKER_TIMEOUTS late ones in a
+ *     row the breaker: no more deadlines; a GET sent after 100 puts on
+ *     one connection is answered while the owner is still storing them;
  *   - another user's cache_dir (item 2, as root): owned by nobody with a
  *     process of nobody's serving it, or group-writable: refused;
  *   - open.lock held by another process (item 5): start within a bound;
@@ -48,7 +49,7 @@
 #define VAL_LEN (256 * 352 * 3)
 
 static char tmp[64], self_exe[4096];
-static int said_stopped, said_gone, said_owner;
+static int said_stopped, said_gone, said_owner, said_late;
 
 static void
 say(bool warn, const char *msg)
@@ -58,6 +59,8 @@ say(bool warn, const char *msg)
 		said_stopped++;
 	if (strstr(msg, "went away") != NULL)
 		said_gone++;
+	if (strstr(msg, "requests in a row") != NULL)
+		said_late++;
 	if (strstr(msg, "is the owner of") != NULL)
 		said_owner++;
 }
@@ -619,7 +622,7 @@ test_slow_and_off(void)
 	char dir[128];
 	double t0;
 	pid_t pid;
-	int gone = said_gone;
+	int gone = said_gone, slow = 0;
 
 	snprintf(dir, sizeof(dir), "%s/slow", tmp);
 	mkdir(dir, 0700);
@@ -637,6 +640,22 @@ test_slow_and_off(void)
 		fprintf(stderr, "  slow owner: a miss in %.2f s\n", t0);
 		CHECK(t0 < 2.5); /* the fake answers after 3 s */
 	}
+	/*
+	 * Issue 25: it answers HELLO, not GETs.  After
+	 * CACHE_BREAKER_TIMEOUTS late requests in a row the breaker opens
+	 * (said once): 10 more lookups cost no deadline each (main: 12 of
+	 * 12 waited one).
+	 */
+	for (int i = 0; i < 10; i++) {
+		t0 = now_s();
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+		if (now_s() - t0 >= 0.5)
+			slow++;
+	}
+	fprintf(stderr, "  slow owner: 12 lookups, %d waited a deadline\n",
+	    slow + 2);
+	CHECK(slow + 2 <= CACHE_BREAKER_TIMEOUTS);
+	CHECK_EQ_INT(said_late, 1);
 	CHECK(!cache_is_owner(cli));
 	CHECK_EQ_INT(said_gone, gone); /* slow is not gone */
 	cache_close(cli);
