@@ -77,7 +77,7 @@ struct cache_stats {
 	 * reading), which cache_opts' share_mem bounds; 0 otherwise.
 	 */
 	uint64_t share_peak;
-	bool disabled;	     /* the cache failed and feedfs serves without it */
+	bool disabled; /* the cache failed and feedfs serves without it */
 };
 
 /*

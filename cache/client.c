@@ -64,7 +64,7 @@ struct client {
 	long owner; /* the pid of the last HELLO's owner (for the log) */
 	/* The lease token of the last HELLO: who the owner is. */
 	uint8_t token[OWNER_TOKEN_LEN];
-	bool attached; /* token is set */
+	bool attached;		      /* token is set */
 	uint64_t open_until, open_ms; /* the breaker: closed when open_ms 0 */
 	uint64_t busy_until;	      /* the owner said busy: no new conns */
 	uint64_t slow_ms;	      /* the late owner's breaker time */

@@ -90,8 +90,8 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	if ((e = owner_lease(sh->dir, &holder)) != 0) {
 		close(lk);
 		if (e < 0)
-			snprintf(err, errlen, "%s/LOCK: %s", sh->dir,
-			    strerror(-e));
+			snprintf(
+			    err, errlen, "%s/LOCK: %s", sh->dir, strerror(-e));
 		else if (holder > 0)
 			snprintf(err, errlen, "%s is held by pid %ld", sh->dir,
 			    holder);
@@ -382,8 +382,7 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 	sh->o.label = sh->self.label;
 	pthread_mutex_init(&sh->takeover, NULL);
 	if ((e = client_new(dir, &sh->self, o->say,
-		 o->workers > 0 ? o->workers + POOL_EXTRA : 0, &sh->cl)) !=
-	    0) {
+		 o->workers > 0 ? o->workers + POOL_EXTRA : 0, &sh->cl)) != 0) {
 		snprintf(err, errlen, "%s", strerror(-e));
 		goto fail;
 	}

@@ -218,11 +218,10 @@ owner_write_token(const char *dir, uint8_t tok[OWNER_TOKEN_LEN])
 		return e;
 	unlink(tmpp); /* a crashed holder's */
 	if ((fd = open(tmpp,
-		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		 0600)) < 0)
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) <
+	    0)
 		return -errno;
-	if (write(fd, hex, 2 * OWNER_TOKEN_LEN + 1) !=
-	    2 * OWNER_TOKEN_LEN + 1)
+	if (write(fd, hex, 2 * OWNER_TOKEN_LEN + 1) != 2 * OWNER_TOKEN_LEN + 1)
 		e = errno ? -errno : -EIO;
 	if (close(fd) != 0 && e == 0)
 		e = -errno;

@@ -128,8 +128,7 @@ struct srv_opts {
  * 0 and *out, or -errno and why.
  */
 int srv_start(struct cache *c, const struct share_self *self, const char *dir,
-    const struct srv_opts *o, struct cache_srv **out, char *err,
-    size_t errlen);
+    const struct srv_opts *o, struct cache_srv **out, char *err, size_t errlen);
 /* Stop s (NULL: nothing): its threads, the socket; queued puts are done. */
 void srv_stop(struct cache_srv *s);
 /* Puts dropped because the queue or share_mem was full (s NULL: 0). */

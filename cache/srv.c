@@ -54,7 +54,7 @@ struct mount_ent {
 struct srv_conn {
 	struct cache_srv *s;
 	int fd;
-	pid_t pid;   /* as this process sees it: 0, another namespace's */
+	pid_t pid;  /* as this process sees it: 0, another namespace's */
 	bool hello; /* said HELLO */
 	atomic_bool done;
 	pthread_t thread;
@@ -205,9 +205,8 @@ serve_hello(struct srv_conn *cn, const uint8_t *body, size_t len)
 {
 	struct cache_srv *s = cn->s;
 	struct wire_hello h;
-	struct wire_hello_rep hr = {
-	    WIRE_VERSION, (uint32_t)getpid(), s->put_limit, s->c->size_bound,
-	    {0}};
+	struct wire_hello_rep hr = {WIRE_VERSION, (uint32_t)getpid(),
+	    s->put_limit, s->c->size_bound, {0}};
 	uint8_t b[WIRE_HELLO_REP];
 	long pid;
 
@@ -603,7 +602,8 @@ accept_thread(void *arg)
 			 * (an empty socket buffer takes 8 bytes at once).
 			 */
 			wire_enc_rep_hdr(b, -EBUSY, 0);
-			(void)send(fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+			(void)send(
+			    fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
 			close(fd);
 			free(cn);
 			continue;
@@ -772,8 +772,7 @@ srv_stop(struct cache_srv *s)
 
 int
 srv_start(struct cache *c, const struct share_self *self, const char *dir,
-    const struct srv_opts *o, struct cache_srv **out, char *err,
-    size_t errlen)
+    const struct srv_opts *o, struct cache_srv **out, char *err, size_t errlen)
 {
 	struct cache_srv *s;
 	int r, started = 0;

@@ -285,7 +285,8 @@ wire_dec_hello_rep(const uint8_t *b, size_t n, struct wire_hello_rep *out)
 
 	if (!get_u32(&c, &h.version) || !get_u32(&c, &h.pid) ||
 	    !get_u64(&c, &h.put_limit) || !get_u64(&c, &h.size_bound) ||
-	    !get_bytes(&c, WIRE_TOKEN_LEN, &tok) || c.left != 0 || h.version != WIRE_VERSION || h.pid == 0 ||
+	    !get_bytes(&c, WIRE_TOKEN_LEN, &tok) || c.left != 0 ||
+	    h.version != WIRE_VERSION || h.pid == 0 ||
 	    h.pid > (uint32_t)INT32_MAX || h.put_limit > WIRE_PUT_LIMIT_MAX)
 		return -EPROTO;
 	memcpy(h.token, tok, WIRE_TOKEN_LEN);

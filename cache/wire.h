@@ -38,8 +38,8 @@
  * connections (it runs; the client waits for one of its own connections
  * or misses that request).  The HELLO's pid is the owner's own (in its
  * PID namespace: for the log), its token the one it wrote to
- * dir/owner.id when it took the lease (owner.c).  PUT and PUT_DIGEST have no reply: the
- * owner queues them and answers GETs first.
+ * dir/owner.id when it took the lease (owner.c).  PUT and PUT_DIGEST have no
+ *reply: the owner queues them and answers GETs first.
  */
 #ifndef FEEDFS_WIRE_H
 #define FEEDFS_WIRE_H

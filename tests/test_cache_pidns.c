@@ -243,8 +243,8 @@ helper(int argc, char **argv)
 	if (argc > 3 && strcmp(argv[3], "share") == 0)
 		share_mem = 2 * MB;
 	fprintf(stderr, "  helper %s: pid %d here\n", role, (int)getpid());
-	if (open_shared(dir, owner ? "/mnt/owner" : "/mnt/client", 8, 0,
-		&c) != 0)
+	if (open_shared(dir, owner ? "/mnt/owner" : "/mnt/client", 8, 0, &c) !=
+	    0)
 		return 2;
 	if (owner != cache_is_owner(c)) {
 		fprintf(stderr, "  helper %s: wrong role\n", role);
@@ -328,15 +328,15 @@ spawn(struct proc *p, bool newns, const char *role, const char *dir,
 		close(out[0]);
 		close(out[1]);
 		if (!newns) {
-			execl(self_exe, self_exe, role, dir, extra,
-			    (char *)NULL);
+			execl(
+			    self_exe, self_exe, role, dir, extra, (char *)NULL);
 			_exit(3);
 		}
 		if (unshare(CLONE_NEWPID) != 0)
 			_exit(77);
 		if ((k = fork()) == 0) {
-			execl(self_exe, self_exe, role, dir, extra,
-			    (char *)NULL);
+			execl(
+			    self_exe, self_exe, role, dir, extra, (char *)NULL);
 			_exit(3);
 		}
 		if (k < 0 || waitpid(k, &st, 0) != k)
@@ -434,8 +434,8 @@ test_client_in_pidns(void)
 		if (hits < N)
 			usleep(100000);
 	}
-	fprintf(stderr, "  client in a PID namespace: %d of %d hits\n", hits,
-	    N);
+	fprintf(
+	    stderr, "  client in a PID namespace: %d of %d hits\n", hits, N);
 	CHECK_EQ_INT(hits, N);
 	CHECK_EQ_INT(finish(&p), 0);
 out:

@@ -385,9 +385,8 @@ fake_conn(int fd, bool slow, pid_t holder)
 			left -= k;
 		}
 		if (rq.op == WIRE_HELLO) {
-			struct wire_hello_rep hr = {
-			    WIRE_VERSION, (uint32_t)holder, 16 * MB, 64 * MB,
-			    {0}};
+			struct wire_hello_rep hr = {WIRE_VERSION,
+			    (uint32_t)holder, 16 * MB, 64 * MB, {0}};
 
 			memcpy(hr.token, fake_token, sizeof(hr.token));
 			wire_enc_rep_hdr(r, 0, WIRE_HELLO_REP);
