@@ -49,7 +49,7 @@
 #define VAL_LEN (256 * 352 * 3)
 
 static char tmp[64], self_exe[4096];
-static int said_stopped, said_gone, said_owner, said_late;
+static int said_stopped, said_gone, said_owner, said_late, said_unverified;
 
 static void
 say(bool warn, const char *msg)
@@ -61,6 +61,8 @@ say(bool warn, const char *msg)
 		said_gone++;
 	if (strstr(msg, "requests in a row") != NULL)
 		said_late++;
+	if (strstr(msg, "cannot be verified") != NULL)
+		said_unverified++;
 	if (strstr(msg, "is the owner of") != NULL)
 		said_owner++;
 }
@@ -363,8 +365,10 @@ owner_main(const char *dir)
  * DIR/LOCK, as RocksDB's) and serves data.sock: MODE slow answers GETs
  * after 3 s, MODE off says its store is off.
  */
-/* The lease token the fake wrote, as every holder that serves does. */
+/* The lease token the fake wrote, as every holder that serves does;
+ * MODE forged says another one in its HELLO. */
 static uint8_t fake_token[OWNER_TOKEN_LEN];
+static bool fake_forged;
 
 static void
 fake_conn(int fd, bool slow, pid_t holder)
@@ -389,6 +393,8 @@ fake_conn(int fd, bool slow, pid_t holder)
 			    (uint32_t)holder, 16 * MB, 64 * MB, {0}};
 
 			memcpy(hr.token, fake_token, sizeof(hr.token));
+			if (fake_forged)
+				hr.token[0] ^= 1;
 			wire_enc_rep_hdr(r, 0, WIRE_HELLO_REP);
 			wire_enc_hello_rep(r + WIRE_REP_HDR, &hr);
 			send_all(fd, r, WIRE_REP_HDR + WIRE_HELLO_REP);
@@ -430,6 +436,7 @@ fake_main(const char *dir, const char *mode)
 	    fcntl(lf, F_SETLK, &fl) != 0 ||
 	    owner_write_token(dir, fake_token) != 0)
 		return 1;
+	fake_forged = strcmp(mode, "forged") == 0;
 	/* impostor: the lease here, the socket served by another process
 	 * (a child: fcntl locks are not inherited). */
 	if (strcmp(mode, "impostor") == 0 && fork() != 0)
@@ -733,6 +740,43 @@ out:
 	reap(pid);
 }
 
+/*
+ * Issue 25: a holder whose HELLO does not say the lease token of
+ * dir/owner.id (where no pid can be compared, the token is all that
+ * identifies the owner) is refused, said once: its answers are never
+ * taken (main: they were, and its store's error became the client's).
+ */
+static void
+test_forged(void)
+{
+	struct cache *cli = NULL;
+	struct cache_val got;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128];
+	pid_t pid;
+
+	snprintf(dir, sizeof(dir), "%s/forged", tmp);
+	mkdir(dir, 0700);
+	said_unverified = 0;
+	pid = spawn(dir, (uid_t)-1, "fake", dir, "forged");
+	if (open_shared(dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli", &cli) !=
+	    0) {
+		CHECK(0);
+		goto out;
+	}
+	key_of(1, key);
+	for (int i = 0; i < 20; i++) {
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+		usleep(100000); /* past the breaker's first second */
+	}
+	CHECK_EQ_INT(said_unverified, 1);
+	CHECK(cache_error(cli) == NULL); /* the fake's "off" never heard */
+	CHECK(!cache_is_owner(cli));
+out:
+	cache_close(cli);
+	reap(pid);
+}
+
 /* Item 2: a cache_dir that another user owns or can write. */
 static void
 test_other_user(void)
@@ -931,6 +975,7 @@ main(int argc, char **argv)
 	test_stopped();
 	test_slow_and_off();
 	test_impostor();
+	test_forged();
 	test_other_user();
 	test_open_lock();
 	test_frames();
