@@ -182,6 +182,11 @@ int cache_open_opts(const char *dir, const struct cache_opts *o,
  * starts both sockets, the others attach to it.  Reads never fail
  * because of the cache.
  *
+ * cache_get_stats on such a handle: hits and misses (and bytes read) are
+ * this handle's own lookups; the store's figures (admission, entries,
+ * bytes, disk, bytes written) are its owner's in either role, asked over
+ * the socket by a client (0 when the owner does not answer).
+ *
  * cache_open_shared returns such a handle in either role: 0, or what
  * cache_open returns for a dir that cannot be used (-EACCES, -EINVAL,
  * -EIO); -EBUSY never (a held store is shared).  Where another process
