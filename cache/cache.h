@@ -78,7 +78,13 @@ struct cache_stats {
 	uint64_t bytes_read, bytes_written;
 	uint64_t insert_failures;
 	uint64_t disk_bytes; /* RocksDB's total-sst-files-size */
-	bool disabled;	     /* the cache failed and feedfs serves without it */
+	/*
+	 * The owner of a shared cache: the most bytes it held at once for
+	 * the other mounts (their queued puts, the request bodies it was
+	 * reading), which cache_opts' share_mem bounds; 0 otherwise.
+	 */
+	uint64_t share_peak;
+	bool disabled; /* the cache failed and feedfs serves without it */
 };
 
 /*
@@ -120,7 +126,21 @@ struct cache_opts {
 	uint64_t stale;
 	const char *label;
 	cache_log_fn say;
+	/*
+	 * cache_open_shared only.  workers: the threads that call the
+	 * cache at once; a client keeps that many connections (and 2 more,
+	 * for stats and the like) to the owner (0: 8).  conns: the owner's
+	 * cap of connections from all clients (0: CACHE_CONNS_DEFAULT).
+	 * share_mem: the bytes the owner holds for its clients, the puts
+	 * queued for its store and the request bodies being read, all
+	 * together (0: CACHE_SHARE_MEM_DEFAULT); feedfs takes it from
+	 * `memory`.
+	 */
+	unsigned workers, conns;
+	uint64_t share_mem;
 };
+#define CACHE_CONNS_DEFAULT 1024
+#define CACHE_SHARE_MEM_DEFAULT (256u << 20)
 /* cache_open with every option (label and say unused). */
 int cache_open_opts(const char *dir, const struct cache_opts *o,
     struct cache **out, char *err, size_t errlen);
@@ -135,21 +155,32 @@ int cache_open_opts(const char *dir, const struct cache_opts *o,
  * dir/control.sock.  A feedfs that finds the store locked is a client:
  * the same functions (cache_get, cache_put, cache_get_digest,
  * cache_put_digest, cache_get_stats, cache_error, cache_note, cache_close)
- * send requests to the owner over a small pool of connections (one per
- * concurrent caller, up to 8 kept idle).  A put is sent without waiting
- * for an answer and queued by the owner, which answers gets first: a
- * get may miss a value put a moment before.  Every put goes through the
+ * send requests to the owner over a pool of connections (one per
+ * concurrent caller, up to the workers of cache_opts and 2 more; a caller
+ * past that waits for one, up to HELLO's deadline, or misses).  An owner
+ * at its cap of connections (cache_opts' conns, CACHE_CONNS_DEFAULT)
+ * answers a new one "busy": that request waits for a connection of the
+ * client's own or misses, and the client makes no new connection for a
+ * second; a busy owner is never taken for a failed one.  A put is sent
+ * without waiting for an answer and queued by the owner, which answers
+ * gets first: a get may miss a value put a moment before.  The owner's
+ * queue and the bodies it is reading share one bound (share_mem): a put
+ * past it is dropped and counted.  Every put goes through the
  * owner's store, so its size bound and eviction hold for all mounts; the
  * owner's options apply.  A put over the owner's limit (size_bound / 4,
  * told in its HELLO) is not sent.
  *
  * Trust: every role checks the directory (owned by this user, writable by
  * nobody else: -EACCES otherwise), and a client talks only to a process
- * of its own user that holds the store's lock.
+ * of its own user that holds the store's lock: SO_PEERCRED's uid, its
+ * pid where the holder's pid is visible, and everywhere the lease token
+ * (owner.c), so that mounts in other PID namespaces share the cache.
  *
  * A request has a deadline (1 s): past it, a get is a miss.  A client
- * tells an owner that is slow (its process runs: a miss, nothing more)
- * from one that is stopped (state T: a breaker opens, and every request
+ * tells an owner that is slow (its process runs: a miss; after
+ * CACHE_BREAKER_TIMEOUTS deadlines in a row with no answer between them,
+ * the breaker below opens) from one that is stopped (state T, where its
+ * pid is visible: a breaker opens, and every request
  * misses at once for at least the deadline, doubling up to 30 s, until
  * one probe finds it running) and from one that is gone (nobody holds
  * the store's lock): then one thread of the client tries to take the
@@ -157,6 +188,11 @@ int cache_open_opts(const char *dir, const struct cache_opts *o,
  * options (its size bound at least the one the old owner announced) and
  * starts both sockets, the others attach to it.  Reads never fail
  * because of the cache.
+ *
+ * cache_get_stats on such a handle: hits and misses (and bytes read) are
+ * this handle's own lookups; the store's figures (admission, entries,
+ * bytes, disk, bytes written) are its owner's in either role, asked over
+ * the socket by a client (0 when the owner does not answer).
  *
  * cache_open_shared returns such a handle in either role: 0, or what
  * cache_open returns for a dir that cannot be used (-EACCES, -EINVAL,
@@ -168,6 +204,7 @@ int cache_open_opts(const char *dir, const struct cache_opts *o,
  */
 int cache_open_shared(const char *dir, const struct cache_opts *o,
     struct cache **out, char *err, size_t errlen);
+#define CACHE_BREAKER_TIMEOUTS 3
 /* Whether this process holds the store now (a plain cache_open: true). */
 bool cache_is_owner(struct cache *c);
 /*

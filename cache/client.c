@@ -3,9 +3,19 @@
  * A mount's connections to the owner of a shared cache directory.
  *
  * A new connection is made only to the process that holds the store's
- * lease (owner_holder), of our user (owner_connect checks SO_PEERCRED),
- * after the directory's checks (owner_check_dir), within HELLO_TIMEOUT_MS
- * for connect and HELLO; the HELLO reply tells the owner's put limit.
+ * lease (owner_lease), of our user (owner_connect checks SO_PEERCRED, and
+ * the holder's pid where it is visible), after the directory's checks
+ * (owner_check_dir), within HELLO_TIMEOUT_MS for connect and HELLO; the
+ * HELLO reply tells the owner's put limit and the lease token, which
+ * must be the one in dir/owner.id (owner.c): else the owner cannot be
+ * verified, said once, and the breaker opens.
+ *
+ * Connections: at most conns (client_new: the mount's workers and
+ * POOL_EXTRA), each kept idle after its request.  A caller that finds
+ * none idle makes one while under that cap; past it, or while the owner
+ * said it is busy (at its own cap: -EBUSY to a HELLO, said once), it
+ * waits for one of ours up to HELLO_TIMEOUT_MS, or misses.  A busy owner
+ * is never a failed one: it opens no breaker.
  * Every request has one deadline (RPC_TIMEOUT_MS) for sending it and
  * reading its reply, and every reply goes through its decoder (wire.h): a
  * GET's envelope must be of the key asked for, else a miss, counted.
@@ -13,7 +23,11 @@
  * When a request fails, the lease tells what happened:
  *   - nobody holds the store: -ENOTCONN, the handle may take it over;
  *   - its holder is stopped (state T): the breaker opens;
- *   - its holder runs (a slow owner): this request is a miss, nothing more;
+ *   - its holder runs (a slow owner), or its pid is not visible from here
+ *     (another PID namespace): this request is a miss; after
+ *     BREAKER_TIMEOUTS deadlines in a row with no reply between them the
+ *     breaker opens (said once), and while it keeps being late after the
+ *     probe, its open time doubles;
  *   - no new connection can be made to a running holder: the breaker opens.
  * While the breaker is open every request misses at once.  It stays open
  * RPC_TIMEOUT_MS (BREAKER_START_MS for a holder that runs but has no
@@ -27,6 +41,7 @@
 #include <sys/uio.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -43,11 +58,19 @@ struct client {
 	cache_log_fn say;
 
 	pthread_mutex_t lock; /* protects the rest but the atomics */
-	int idle[POOL_MAX];
-	int nidle;
-	long owner; /* the pid of the last HELLO's owner, 0 none */
+	pthread_cond_t freed; /* a connection went idle or closed */
+	int *idle;	      /* pool_max */
+	int nidle, nopen, pool_max;
+	long owner; /* the pid of the last HELLO's owner (for the log) */
+	/* The lease token of the last HELLO: who the owner is. */
+	uint8_t token[OWNER_TOKEN_LEN];
+	bool attached;		      /* token is set */
 	uint64_t open_until, open_ms; /* the breaker: closed when open_ms 0 */
-	bool probing, said_stopped, said_gone, said_dir;
+	uint64_t busy_until;	      /* the owner said busy: no new conns */
+	uint64_t slow_ms;	      /* the late owner's breaker time */
+	atomic_uint timeouts;	      /* deadlines passed in a row */
+	bool probing, said_stopped, said_gone, said_dir, said_busy;
+	bool said_late, said_unverified;
 
 	atomic_uint_least64_t put_limit, size_bound;
 	atomic_uint_least64_t bytes_read, bytes_written, insert_failures;
@@ -76,8 +99,22 @@ say(struct client *cl, bool warn, const char *fmt, ...)
 static void
 pool_flush_locked(struct client *cl)
 {
-	while (cl->nidle > 0)
+	while (cl->nidle > 0) {
 		close(cl->idle[--cl->nidle]);
+		cl->nopen--;
+	}
+	pthread_cond_broadcast(&cl->freed);
+}
+
+/* Close a connection taken by conn_get (not pooled again). */
+static void
+conn_drop(struct client *cl, int fd)
+{
+	close(fd);
+	pthread_mutex_lock(&cl->lock);
+	cl->nopen--;
+	pthread_cond_signal(&cl->freed);
+	pthread_mutex_unlock(&cl->lock);
 }
 
 /*
@@ -112,23 +149,88 @@ breaker_open(
 		    cl->dir, pid);
 }
 
-/* The lease: who holds the store now, and in what state. */
-enum holder_state { HOLDER_NONE, HOLDER_RUNNING, HOLDER_STOPPED, HOLDER_BAD };
+/*
+ * The lease: who holds the store now, and in what state.  UNSEEN: held
+ * by a process whose pid /proc does not show (another PID namespace):
+ * whether it runs is not known here, only what it answers.
+ */
+enum holder_state {
+	HOLDER_NONE,
+	HOLDER_RUNNING,
+	HOLDER_UNSEEN,
+	HOLDER_STOPPED,
+	HOLDER_BAD
+};
 
 static enum holder_state
 holder_state(struct client *cl, long *pid)
 {
-	long h = owner_holder(cl->dir);
-	int st;
+	int r = owner_lease(cl->dir, pid), st;
 
-	*pid = h;
-	if (h == 0)
-		return HOLDER_NONE;
-	if (h < 0)
+	if (r < 0)
 		return HOLDER_BAD;
-	if ((st = owner_stopped(h)) < 0)
+	if (r == 0)
+		return HOLDER_NONE;
+	if (*pid == 0)
+		return HOLDER_UNSEEN;
+	if ((st = owner_stopped(*pid)) < 0)
 		return HOLDER_NONE; /* gone since: its lock with it */
 	return st ? HOLDER_STOPPED : HOLDER_RUNNING;
+}
+
+/* Whether the holder pid (0: not visible) is stopped: 1, else 0. */
+static int
+stopped(long pid)
+{
+	return pid > 0 && owner_stopped(pid) == 1;
+}
+
+/*
+ * A request passed its deadline on a holder that runs, or one whose
+ * state is not visible: the BREAKER_TIMEOUTS-th in a row opens the
+ * breaker (after its probe, the next late one opens it again, its time
+ * doubled).
+ */
+static void
+note_late(struct client *cl, long pid)
+{
+	uint64_t ms = 0;
+	bool tell = false;
+
+	pthread_mutex_lock(&cl->lock);
+	if (cl->open_ms == 0 &&
+	    atomic_fetch_add(&cl->timeouts, 1) + 1 >= BREAKER_TIMEOUTS) {
+		ms = cl->slow_ms == 0 ? RPC_TIMEOUT_MS : cl->slow_ms * 2;
+		cl->slow_ms = ms > BREAKER_MAX_MS ? BREAKER_MAX_MS : ms;
+		ms = cl->slow_ms;
+		atomic_store(&cl->timeouts, BREAKER_TIMEOUTS - 1);
+		tell = !cl->said_late;
+		cl->said_late = true;
+	}
+	pthread_mutex_unlock(&cl->lock);
+	if (ms == 0)
+		return;
+	breaker_open(cl, pid, false, false, ms);
+	if (tell)
+		say(cl, true,
+		    "the owner of %s did not answer %d requests in a row "
+		    "within %d ms: reads miss the cache for %llu ms, then one "
+		    "request at a time probes it",
+		    cl->dir, BREAKER_TIMEOUTS, RPC_TIMEOUT_MS,
+		    (unsigned long long)ms);
+}
+
+/* A reply came: the owner answers, not late. */
+static void
+note_answer(struct client *cl)
+{
+	if (atomic_load(&cl->timeouts) == 0)
+		return;
+	pthread_mutex_lock(&cl->lock);
+	atomic_store(&cl->timeouts, 0);
+	cl->slow_ms = 0;
+	cl->said_late = false;
+	pthread_mutex_unlock(&cl->lock);
 }
 
 /* Nobody holds the store: say so once per owner lost, -ENOTCONN. */
@@ -141,7 +243,7 @@ owner_gone(struct client *cl)
 	pthread_mutex_lock(&cl->lock);
 	pool_flush_locked(cl);
 	was = cl->owner;
-	tell = was != 0 && !cl->said_gone;
+	tell = cl->attached && !cl->said_gone;
 	cl->said_gone = true;
 	pthread_mutex_unlock(&cl->lock);
 	if (tell)
@@ -152,9 +254,28 @@ owner_gone(struct client *cl)
 	return -ENOTCONN;
 }
 
+/* The owner is at its cap of connections: said once, no new ones a while. */
+static void
+owner_busy(struct client *cl)
+{
+	bool tell;
+
+	pthread_mutex_lock(&cl->lock);
+	cl->busy_until = wire_now_ns() + (uint64_t)BUSY_WAIT_MS * 1000000u;
+	tell = !cl->said_busy;
+	cl->said_busy = true;
+	pthread_mutex_unlock(&cl->lock);
+	if (tell)
+		say(cl, true,
+		    "the owner of %s is at its cap of connections: this mount "
+		    "keeps the ones it has, and a request finding none free "
+		    "misses",
+		    cl->dir);
+}
+
 /*
- * A new connection, HELLO done: the fd, or -errno (as a request's).
- * probe: the breaker's probe.
+ * A new connection, HELLO done: the fd, or -errno (as a request's;
+ * -EBUSY: the owner runs and is at its cap).  probe: the breaker's probe.
  */
 static int
 conn_new(struct client *cl, bool probe)
@@ -163,19 +284,17 @@ conn_new(struct client *cl, bool probe)
 	    wire_now_ns() + (uint64_t)HELLO_TIMEOUT_MS * 1000000u;
 	size_t llen = strnlen(cl->self->label, WIRE_LABEL_MAX);
 	uint8_t hb[WIRE_REQ_HDR], ver[4], rb[WIRE_REP_HDR],
-	    body[WIRE_HELLO_REP];
+	    body[WIRE_HELLO_REP], tok[OWNER_TOKEN_LEN];
 	struct iovec iov[3] = {
 	    {hb, sizeof(hb)}, {ver, sizeof(ver)}, {cl->self->label, llen}};
 	struct wire_rep_hdr rep;
 	struct wire_hello_rep hr;
 	char why[512];
-	long pid;
-	bool changed;
-	int fd, e;
+	long pid, shown;
+	bool changed, tell;
+	int fd, e, se, re;
 
 	if (owner_check_dir(cl->dir, why, sizeof(why)) != 0) {
-		bool tell;
-
 		/* Changed since open (a chmod): refused, said once. */
 		pthread_mutex_lock(&cl->lock);
 		tell = !cl->said_dir;
@@ -195,6 +314,7 @@ conn_new(struct client *cl, bool probe)
 		breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_RUNNING:
+	case HOLDER_UNSEEN:
 		break;
 	}
 	if ((fd = owner_connect(cl->dir, DATA_NAME, pid, deadline)) < 0) {
@@ -205,7 +325,7 @@ conn_new(struct client *cl, bool probe)
 		 */
 		bool starting = fd == -ECONNREFUSED || fd == -ENOENT;
 
-		breaker_open(cl, pid, owner_stopped(pid) == 1, probe,
+		breaker_open(cl, pid, stopped(pid), probe,
 		    starting ? BREAKER_START_MS : RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
@@ -213,47 +333,95 @@ conn_new(struct client *cl, bool probe)
 	wire_enc_req_hdr(hb, WIRE_HELLO, (uint32_t)(4 + llen),
 	    atomic_load(&cl->self->hits), atomic_load(&cl->self->misses));
 	codec_put_le32(ver, WIRE_VERSION);
-	if ((e = wire_send(fd, iov, 3, deadline)) != 0 ||
-	    (e = wire_read(fd, rb, sizeof(rb), deadline)) != 0 ||
+	/*
+	 * An owner at its cap answers -EBUSY and closes, maybe before our
+	 * HELLO is sent: its answer is read whatever the send said.
+	 */
+	se = wire_send(fd, iov, 3, deadline);
+	re = se == 0 || se == -EPIPE || se == -ECONNRESET
+		 ? wire_read(fd, rb, sizeof(rb), deadline)
+		 : se;
+	if (re == 0 && wire_dec_rep_hdr(rb, WIRE_HELLO, 0, &rep) == 0 &&
+	    rep.status == -EBUSY) {
+		close(fd);
+		owner_busy(cl);
+		return -EBUSY;
+	}
+	if ((e = se) != 0 || (e = re) != 0 ||
 	    (e = wire_dec_rep_hdr(rb, WIRE_HELLO, 0, &rep)) != 0 ||
 	    (e = rep.status) != 0 ||
 	    (e = wire_read(fd, body, sizeof(body), deadline)) != 0 ||
-	    (e = wire_dec_hello_rep(body, sizeof(body), &hr)) != 0 ||
-	    (e = (long)hr.pid == pid ? 0 : -EPERM) != 0) {
+	    (e = wire_dec_hello_rep(body, sizeof(body), &hr)) != 0) {
 		close(fd);
-		breaker_open(
-		    cl, pid, owner_stopped(pid) == 1, probe, RPC_TIMEOUT_MS);
+		breaker_open(cl, pid, stopped(pid), probe, RPC_TIMEOUT_MS);
+		return -ENOENT;
+	}
+	/*
+	 * The lease token: the peer is the holder (where its pid could be
+	 * compared, owner_connect did).
+	 */
+	if (owner_read_token(cl->dir, tok) != 0 ||
+	    memcmp(tok, hr.token, sizeof(tok)) != 0) {
+		close(fd);
+		pthread_mutex_lock(&cl->lock);
+		tell = !cl->said_unverified;
+		cl->said_unverified = true;
+		pthread_mutex_unlock(&cl->lock);
+		if (tell)
+			say(cl, true,
+			    "the process serving %s/%s does not show the lease "
+			    "token of %s/%s: it cannot be verified as the "
+			    "owner, and reads miss the cache",
+			    cl->dir, DATA_NAME, cl->dir, OWNER_ID);
+		breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
 	atomic_store(&cl->put_limit, hr.put_limit);
 	atomic_store(&cl->size_bound, hr.size_bound);
+	/* The pid for the log: as this process sees it, else the owner's
+	 * own (in its namespace). */
+	shown = pid > 0 ? pid : (long)hr.pid;
 	pthread_mutex_lock(&cl->lock);
-	changed = cl->owner != pid || cl->said_gone;
-	if (cl->owner != pid) {
+	changed = !cl->attached || cl->said_gone ||
+		  memcmp(cl->token, tok, sizeof(tok)) != 0;
+	if (cl->attached && memcmp(cl->token, tok, sizeof(tok)) != 0) {
 		/* A new owner: what the old one said of its store is void. */
 		pool_flush_locked(cl);
 		atomic_store(&cl->failed, false);
 		cl->err[0] = '\0';
 	}
-	cl->owner = pid;
-	cl->said_gone = cl->said_stopped = false;
+	memcpy(cl->token, tok, sizeof(tok));
+	cl->attached = true;
+	cl->owner = shown;
+	cl->said_gone = cl->said_stopped = cl->said_unverified = false;
 	cl->open_ms = 0;
 	cl->open_until = 0;
 	pthread_mutex_unlock(&cl->lock);
-	if (changed)
+	if (changed && pid > 0)
 		say(cl, false,
 		    "attached to the cache in %s, owned by feedfs pid %ld",
-		    cl->dir, pid);
+		    cl->dir, shown);
+	else if (changed)
+		say(cl, false,
+		    "attached to the cache in %s, owned by feedfs pid %ld of "
+		    "another PID namespace",
+		    cl->dir, shown);
 	return fd;
 }
 
-/* A connection: fd (*pooled: an idle one), or -errno as a request's. */
+/*
+ * A connection: fd (*pooled: an idle one), or -errno as a request's.
+ * Past the cap of connections, or while the owner is busy, a caller
+ * waits for one of ours up to HELLO_TIMEOUT_MS, else misses.
+ */
 static int
 conn_get(struct client *cl, bool *pooled)
 {
 	uint64_t now = wire_now_ns();
+	uint64_t until = now + (uint64_t)HELLO_TIMEOUT_MS * 1000000u;
 	int fd;
 
+	*pooled = false;
 	pthread_mutex_lock(&cl->lock);
 	if (cl->open_ms != 0) {
 		/* The breaker is open: miss, or probe (one thread). */
@@ -262,33 +430,70 @@ conn_get(struct client *cl, bool *pooled)
 			return -ENOENT;
 		}
 		cl->probing = true;
+		cl->nopen++;
 		pthread_mutex_unlock(&cl->lock);
 		fd = conn_new(cl, true);
 		pthread_mutex_lock(&cl->lock);
 		cl->probing = false;
+		if (fd < 0) {
+			cl->nopen--;
+			pthread_cond_signal(&cl->freed);
+		}
 		pthread_mutex_unlock(&cl->lock);
-		*pooled = false;
-		return fd;
+		return fd == -EBUSY ? -ENOENT : fd;
 	}
-	if (cl->nidle > 0) {
-		fd = cl->idle[--cl->nidle];
-		pthread_mutex_unlock(&cl->lock);
-		*pooled = true;
-		return fd;
+	for (;;) {
+		struct timespec ts;
+
+		if (cl->nidle > 0) {
+			fd = cl->idle[--cl->nidle];
+			pthread_mutex_unlock(&cl->lock);
+			*pooled = true;
+			return fd;
+		}
+		if (cl->open_ms != 0)
+			break; /* opened meanwhile */
+		if (cl->nopen < cl->pool_max && now >= cl->busy_until) {
+			cl->nopen++;
+			pthread_mutex_unlock(&cl->lock);
+			fd = conn_new(cl, false);
+			if (fd >= 0)
+				return fd;
+			pthread_mutex_lock(&cl->lock);
+			cl->nopen--;
+			pthread_cond_signal(&cl->freed);
+			if (fd != -EBUSY) {
+				pthread_mutex_unlock(&cl->lock);
+				return fd;
+			}
+			now = wire_now_ns();
+			continue; /* busy: wait for one of ours */
+		}
+		if (cl->nopen == 0 || now >= until)
+			break;
+		/* CLOCK_REALTIME for the condition's wait: a bound, no more. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)((until - now) % 1000000000u);
+		ts.tv_sec += (time_t)((until - now) / 1000000000u) +
+			     ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&cl->freed, &cl->lock, &ts);
+		now = wire_now_ns();
 	}
 	pthread_mutex_unlock(&cl->lock);
-	*pooled = false;
-	return conn_new(cl, false);
+	return -ENOENT;
 }
 
 static void
 conn_put(struct client *cl, int fd)
 {
 	pthread_mutex_lock(&cl->lock);
-	if (cl->nidle < POOL_MAX && cl->open_ms == 0) {
+	if (cl->nidle < cl->pool_max && cl->open_ms == 0) {
 		cl->idle[cl->nidle++] = fd;
 		fd = -1;
-	}
+	} else
+		cl->nopen--;
+	pthread_cond_signal(&cl->freed);
 	pthread_mutex_unlock(&cl->lock);
 	if (fd >= 0)
 		close(fd);
@@ -303,7 +508,6 @@ request_failed(struct client *cl, int e)
 {
 	long pid;
 
-	(void)e;
 	switch (holder_state(cl, &pid)) {
 	case HOLDER_NONE:
 		return owner_gone(cl);
@@ -314,7 +518,11 @@ request_failed(struct client *cl, int e)
 		breaker_open(cl, pid, false, false, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	default:
-		return -ENOENT; /* alive and slow, or it dropped us: a miss */
+		/* Late: BREAKER_TIMEOUTS of them in a row open the breaker;
+		 * one that dropped us: a miss. */
+		if (e == -ETIMEDOUT)
+			note_late(cl, pid);
+		return -ENOENT;
 	}
 }
 
@@ -353,9 +561,10 @@ rpc(struct client *cl, uint32_t op, const struct iovec *body, int n, bool want,
 		    (e = wire_dec_rep_hdr(
 			 rb, op, atomic_load(&cl->put_limit), rep)) == 0) {
 			*fdp = fd;
+			note_answer(cl);
 			return 0;
 		}
-		close(fd);
+		conn_drop(cl, fd);
 		/* An idle connection the owner closed: once more, anew. */
 		if (pooled && (e == -ECONNRESET || e == -EPIPE))
 			continue;
@@ -371,7 +580,7 @@ rpc_done(struct client *cl, int fd, int e)
 	if (e == 0)
 		conn_put(cl, fd);
 	else
-		close(fd);
+		conn_drop(cl, fd);
 }
 
 int
@@ -402,7 +611,7 @@ client_get(
 	}
 	if ((e = wire_read(fd, buf, rep.len, deadline)) != 0) {
 		free(buf);
-		close(fd);
+		conn_drop(cl, fd);
 		return request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
@@ -474,7 +683,7 @@ client_get_digest(struct client *cl, const char *path, const struct stat *st,
 		return -ENOENT;
 	}
 	if ((e = wire_read(fd, d, rep.len, deadline)) != 0) {
-		close(fd);
+		conn_drop(cl, fd);
 		return request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
@@ -514,7 +723,7 @@ client_owner_stats(struct client *cl, struct wire_stats *ws)
 		return -ENOENT;
 	}
 	if ((e = wire_read(fd, b, rep.len, deadline)) != 0) {
-		close(fd);
+		conn_drop(cl, fd);
 		return request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
@@ -568,16 +777,23 @@ client_owner_bound(struct client *cl)
 
 int
 client_new(const char *dir, struct share_self *self, cache_log_fn logfn,
-    struct client **out)
+    unsigned conns, struct client **out)
 {
 	struct client *cl;
 
-	if ((cl = calloc(1, sizeof(*cl))) == NULL)
+	if (conns == 0)
+		conns = POOL_DEFAULT;
+	if ((cl = calloc(1, sizeof(*cl))) == NULL ||
+	    (cl->idle = calloc(conns, sizeof(int))) == NULL) {
+		free(cl);
 		return -ENOMEM;
+	}
+	cl->pool_max = (int)conns;
 	snprintf(cl->dir, sizeof(cl->dir), "%s", dir);
 	cl->self = self;
 	cl->say = logfn;
 	pthread_mutex_init(&cl->lock, NULL);
+	pthread_cond_init(&cl->freed, NULL);
 	*out = cl;
 	return 0;
 }
@@ -590,7 +806,9 @@ client_free(struct client *cl)
 	pthread_mutex_lock(&cl->lock);
 	pool_flush_locked(cl);
 	pthread_mutex_unlock(&cl->lock);
+	pthread_cond_destroy(&cl->freed);
 	pthread_mutex_destroy(&cl->lock);
+	free(cl->idle);
 	free(cl);
 }
 
@@ -609,8 +827,8 @@ cache_mounts(const char *dir, char **text)
 
 	if (owner_check_dir(dir, why, sizeof(why)) != 0)
 		return -EACCES;
-	if ((pid = owner_holder(dir)) <= 0)
-		return pid == 0 ? -ECONNREFUSED : (int)pid;
+	if ((e = owner_lease(dir, &pid)) <= 0)
+		return e == 0 ? -ECONNREFUSED : e;
 	if ((fd = owner_connect(dir, DATA_NAME, pid, deadline)) < 0)
 		return fd;
 	wire_enc_req_hdr(hb, WIRE_MOUNTS, 0, 0, 0);

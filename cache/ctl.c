@@ -303,8 +303,8 @@ cache_ctl_request(
 	int fd, r;
 
 	/* owner.c: only to the process that holds the store, of our user. */
-	if ((holder = owner_holder(dir)) <= 0)
-		return holder == 0 ? -ECONNREFUSED : (int)holder;
+	if ((r = owner_lease(dir, &holder)) <= 0)
+		return r == 0 ? -ECONNREFUSED : r;
 	if (len == 0 || (out = malloc(rl + 1)) == NULL)
 		return -ENOMEM;
 	memcpy(out, req, rl);

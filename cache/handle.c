@@ -76,6 +76,7 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 {
 	struct cache_opts o = sh->o;
 	uint64_t was = client_owner_bound(sh->cl);
+	struct srv_opts so = {sh->o.conns, sh->o.share_mem, {0}};
 	struct cache *c;
 	char msg[1024];
 	long holder;
@@ -86,9 +87,18 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		    strerror(-lk));
 		return lk;
 	}
-	if ((holder = owner_holder(sh->dir)) != 0) {
+	if ((e = owner_lease(sh->dir, &holder)) != 0) {
 		close(lk);
-		snprintf(err, errlen, "%s is held by pid %ld", sh->dir, holder);
+		if (e < 0)
+			snprintf(
+			    err, errlen, "%s/LOCK: %s", sh->dir, strerror(-e));
+		else if (holder > 0)
+			snprintf(err, errlen, "%s is held by pid %ld", sh->dir,
+			    holder);
+		else
+			snprintf(err, errlen,
+			    "%s is held by a process of another PID namespace",
+			    sh->dir);
 		return -EBUSY;
 	}
 	if (was > o.size_bound)
@@ -101,7 +111,12 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		say(sh, true, "%s", cache_note(c));
 	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
 		say(sh, true, "no control socket for feedfs-cache: %s", msg);
-	if (srv_start(c, &sh->self, sh->dir, &sh->srv, msg, sizeof(msg)) != 0)
+	/* The token before the socket: whoever reaches us can check it. */
+	if ((e = owner_write_token(sh->dir, so.token)) != 0)
+		say(sh, true, "other mounts cannot attach: %s/%s: %s", sh->dir,
+		    OWNER_ID, strerror(-e));
+	else if (srv_start(c, &sh->self, sh->dir, &so, &sh->srv, msg,
+		     sizeof(msg)) != 0)
 		say(sh, true, "other mounts cannot attach: %s", msg);
 	atomic_store(&sh->local, c);
 	return 0;
@@ -233,10 +248,20 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 		 * was set before local, and stays until close).
 		 */
 		st->insert_failures += srv_dropped(sh->srv);
+		st->share_peak = srv_mem_peak(sh->srv);
 	} else if (client_owner_stats(sh->cl, &ws) == 0) {
+		/* The shared store's figures, as its owner counts them. */
 		st->disk_bytes = ws.disk_bytes;
 		st->disabled = ws.disabled != 0;
 		st->bytes_written = ws.bytes_written;
+		st->inserts = ws.inserts;
+		st->denied = ws.denied;
+		st->evictions = ws.evictions;
+		st->refreshes = ws.refreshes;
+		st->oversize = ws.oversize;
+		st->entries = ws.entries;
+		st->used_bytes = ws.used_bytes;
+		st->admit_bytes = ws.admit_bytes;
 	}
 	/* This mount's own lookups and traffic, not the store's. */
 	st->hits = atomic_load(&sh->self.hits);
@@ -356,7 +381,8 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 	sh->o = *o;
 	sh->o.label = sh->self.label;
 	pthread_mutex_init(&sh->takeover, NULL);
-	if ((e = client_new(dir, &sh->self, o->say, &sh->cl)) != 0) {
+	if ((e = client_new(dir, &sh->self, o->say,
+		 o->workers > 0 ? o->workers + POOL_EXTRA : 0, &sh->cl)) != 0) {
 		snprintf(err, errlen, "%s", strerror(-e));
 		goto fail;
 	}

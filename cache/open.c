@@ -480,8 +480,8 @@ int
 cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen)
 {
-	struct cache_opts o = {size_bound, mem_bound, CACHE_STALE_DEFAULT,
-	    NULL, NULL};
+	struct cache_opts o = {.size_bound = size_bound,
+	    .mem_bound = mem_bound, .stale = CACHE_STALE_DEFAULT};
 
 	return cache_open_opts(dir, &o, out, err, errlen);
 }

@@ -5,13 +5,25 @@
  *   - the directory's checks, the same in every role (cache_private_dir:
  *     owned by this user, writable by nobody else), so a client never
  *     talks to a store that another user controls;
- *   - the lease: RocksDB's fcntl lock on dir/LOCK says who holds the store
- *     (its pid, from /proc/locks: see owner_holder),
- *     and dir/open.lock (flock) serializes the attempts to take it;
+ *   - the lease: RocksDB's fcntl lock on dir/LOCK says whether the store
+ *     is held (F_OFD_GETLK: see owner_lease), and dir/open.lock (flock)
+ *     serializes the attempts to take it;
+ *   - the lease token: a holder that serves writes 16 random bytes to
+ *     dir/owner.id once it holds the store, and says them in its HELLO;
  *   - the sockets: listening (replacing a stale one) and connecting by a
  *     deadline;
  *   - every peer: SO_PEERCRED's uid is ours on both sides, and a client
  *     talks only to the process that holds the lease.
+ *
+ * Identity across PID namespaces (containers, pods sharing a hostPath
+ * cache_dir): the kernel names a lock's holder, and SO_PEERCRED a peer,
+ * by its pid in the caller's namespace, 0 when it is not visible there.
+ * Where the holder is visible, the peer must be that pid.  Everywhere the
+ * peer must say the token that dir/owner.id holds (the file is in the
+ * 0700 directory: only this user reads it), which only the process that
+ * took the lease wrote.  Whether the holder is stopped is read in /proc
+ * only where /proc's pids are this namespace's (owner_proc_is_ours);
+ * elsewhere a stopped owner is a late one (client.c's breaker).
  */
 #include <sys/file.h>
 #include <sys/sysmacros.h>
@@ -19,9 +31,12 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <sys/random.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,44 +83,186 @@ owner_open_lock(const char *dir, int wait_ms)
 	}
 }
 
-long
-owner_holder(const char *dir)
-{
-	char path[4200], line[256];
-	struct stat st;
-	long pid = 0;
-	FILE *f;
+/*
+ * The lease is asked of the kernel by F_OFD_GETLK on a descriptor of
+ * dir/LOCK, which sees a lock whoever holds it: a process of another PID
+ * namespace (which /proc/locks leaves out of a proc of another namespace),
+ * on any file system (/proc/locks names a btrfs subvolume's file by the
+ * superblock's device, stat(2) by the subvolume's).  But closing any
+ * descriptor of a file drops this process's POSIX locks on it, and this
+ * process may hold the store (RocksDB's lock is one): so the descriptors
+ * are kept, one per file (device and inode), for the life of the process,
+ * and never closed.  A store moved aside and made anew has a new LOCK: a
+ * new descriptor (a handful per process at most).
+ */
+struct lease_fd {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+	struct lease_fd *next;
+};
+static struct lease_fd *lease_fds;
+static pthread_mutex_t lease_lock = PTHREAD_MUTEX_INITIALIZER;
 
-	/*
-	 * Not by fcntl(F_GETLK) on a descriptor of dir/LOCK: closing any
-	 * descriptor of a file drops this process's POSIX locks on it, and
-	 * this process may hold the store.  stat(2) opens nothing; the
-	 * kernel's table of locks names the holder.
-	 */
+/* The kept descriptor of path (a regular file): it, or -errno. */
+static int
+lease_fd(const char *path)
+{
+	struct lease_fd *l;
+	struct stat st, fst;
+	int fd;
+
+	if (lstat(path, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EPERM; /* a FIFO or a link is nobody's lease */
+	pthread_mutex_lock(&lease_lock);
+	for (l = lease_fds; l != NULL; l = l->next)
+		if (l->dev == st.st_dev && l->ino == st.st_ino) {
+			fd = l->fd;
+			pthread_mutex_unlock(&lease_lock);
+			return fd;
+		}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		goto out;
+	}
+	if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+		close(fd); /* replaced since by what holds no lock of ours */
+		fd = -EPERM;
+		goto out;
+	}
+	/* Kept as the file it opened (replaced since the lstat: that one). */
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		fd = -ENOMEM; /* the descriptor is kept all the same */
+		goto out;
+	}
+	l->dev = fst.st_dev;
+	l->ino = fst.st_ino;
+	l->fd = fd;
+	l->next = lease_fds;
+	lease_fds = l;
+out:
+	pthread_mutex_unlock(&lease_lock);
+	return fd;
+}
+
+int
+owner_lease(const char *dir, long *pid)
+{
+	struct flock fl = {0};
+	char path[4200];
+	int fd;
+
+	*pid = 0;
 	if ((size_t)snprintf(path, sizeof(path), "%s/LOCK", dir) >=
 	    sizeof(path))
 		return -ENAMETOOLONG;
-	if (stat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	if ((f = fopen("/proc/locks", "re")) == NULL)
+	if ((fd = lease_fd(path)) < 0)
+		return fd == -ENOENT ? 0 : fd;
+	/*
+	 * An OFD lock and a traditional one conflict even within one
+	 * process: a store this process holds is seen held too.
+	 */
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
 		return -errno;
-	while (pid == 0 && fgets(line, sizeof(line), f) != NULL) {
-		unsigned maj, min;
-		unsigned long long ino;
-		long p;
-		char kind[16];
+	if (fl.l_type == F_UNLCK)
+		return 0;
+	/* In this process's PID namespace: 0 where not visible from it,
+	 * -1 for an OFD lock's holder. */
+	*pid = fl.l_pid > 0 ? (long)fl.l_pid : 0;
+	return 1;
+}
 
-		/* "1: POSIX  ADVISORY  WRITE 5208 08:01:1234 0 EOF"; a
-		 * waiter's line has "->" after the number. */
-		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", kind, &p,
-			&maj, &min, &ino) != 5)
-			continue;
-		if (ino == (unsigned long long)st.st_ino &&
-		    maj == major(st.st_dev) && minor(st.st_dev) == min)
-			pid = p > 0 ? p : -EPERM; /* an OFD lock: no pid */
+/*
+ * Whether the pids of /proc are this process's namespace's: /proc/self
+ * names getpid().  Not so under `unshare --pid --fork` without a proc of
+ * its own, nor across a pod's containers.
+ */
+bool
+owner_proc_is_ours(void)
+{
+	char buf[32];
+	ssize_t n = readlink("/proc/self", buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10) == (long)getpid();
+}
+
+static int
+token_path(const char *dir, const char *name, char *path, size_t len)
+{
+	return (size_t)snprintf(path, len, "%s/%s", dir, name) >= len
+		   ? -ENAMETOOLONG
+		   : 0;
+}
+
+int
+owner_write_token(const char *dir, uint8_t tok[OWNER_TOKEN_LEN])
+{
+	char path[4200], tmpp[4200], hex[2 * OWNER_TOKEN_LEN + 2];
+	int fd, e = 0;
+
+	if (getrandom(tok, OWNER_TOKEN_LEN, 0) != OWNER_TOKEN_LEN)
+		return -errno;
+	for (int i = 0; i < OWNER_TOKEN_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", tok[i]);
+	hex[2 * OWNER_TOKEN_LEN] = '\n';
+	if ((e = token_path(dir, OWNER_ID, path, sizeof(path))) != 0 ||
+	    (e = token_path(dir, OWNER_ID ".new", tmpp, sizeof(tmpp))) != 0)
+		return e;
+	unlink(tmpp); /* a crashed holder's */
+	if ((fd = open(tmpp,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) <
+	    0)
+		return -errno;
+	if (write(fd, hex, 2 * OWNER_TOKEN_LEN + 1) != 2 * OWNER_TOKEN_LEN + 1)
+		e = errno ? -errno : -EIO;
+	if (close(fd) != 0 && e == 0)
+		e = -errno;
+	if (e == 0 && rename(tmpp, path) != 0)
+		e = -errno;
+	if (e != 0)
+		unlink(tmpp);
+	return e;
+}
+
+int
+owner_read_token(const char *dir, uint8_t tok[OWNER_TOKEN_LEN])
+{
+	char path[4200], hex[2 * OWNER_TOKEN_LEN + 2];
+	struct stat st;
+	ssize_t n;
+	int fd, e;
+
+	if ((e = token_path(dir, OWNER_ID, path, sizeof(path))) != 0)
+		return e;
+	/* A FIFO or a link there is not the holder's: refused, no wait. */
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) <
+	    0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid()) {
+		close(fd);
+		return -EPERM;
 	}
-	fclose(f);
-	return pid;
+	n = read(fd, hex, sizeof(hex));
+	close(fd);
+	if (n != 2 * OWNER_TOKEN_LEN + 1 || hex[2 * OWNER_TOKEN_LEN] != '\n')
+		return -EPROTO;
+	for (int i = 0; i < OWNER_TOKEN_LEN; i++) {
+		unsigned x;
+
+		if (sscanf(hex + 2 * i, "%2x", &x) != 1)
+			return -EPROTO;
+		tok[i] = (uint8_t)x;
+	}
+	return 0;
 }
 
 int
@@ -115,6 +272,9 @@ owner_stopped(long pid)
 	ssize_t n;
 	int fd;
 
+	/* A pid of this namespace names nothing in another one's proc. */
+	if (!owner_proc_is_ours())
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -ESRCH;
@@ -164,7 +324,7 @@ owner_listen(const char *dir, const char *name, char *err, size_t errlen)
 	}
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(fd, SRV_CONN_MAX) != 0) {
+	    listen(fd, SOMAXCONN) != 0) {
 		r = -errno;
 		snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
 		if (fd >= 0)
@@ -182,7 +342,11 @@ owner_peer_ok(int fd, long pid, long *peer)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0)
 		return -errno;
-	if (cr.uid != geteuid() || (pid > 0 && (long)cr.pid != pid))
+	if (cr.uid != geteuid())
+		return -EPERM;
+	/* The holder's pid where it is visible (both in this process's
+	 * namespace); the token says the rest. */
+	if (pid > 0 && (long)cr.pid != pid)
 		return -EPERM;
 	if (peer != NULL)
 		*peer = (long)cr.pid;

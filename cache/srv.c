@@ -3,7 +3,9 @@
  * handle.c).  The owner's side of the shared cache: dir/data.sock.
  *
  *   - An accept thread admits peers of this user (owner_peer_ok), at most
- *     SRV_CONN_MAX connections at once: past it, a new one is closed.
+ *     srv_opts' conns connections at once: past it, a new one is answered
+ *     -EBUSY (wire.h) and closed, so that the client knows the owner
+ *     runs and is full, not failed.
  *   - A thread per connection reads one frame at a time (wire.h: one
  *     decoder per message, a cap per op) by a deadline (SRV_REQ_MS from
  *     its first byte, more for a large body, whose buffer grows with what
@@ -11,9 +13,13 @@
  *     that has not said HELLO within SRV_HELLO_MS, or says nothing for
  *     SRV_IDLE_MS, is closed.  It answers GETs, digest lookups, STATS and
  *     MOUNTS itself.
- *   - PUT and PUT_DIGEST go to a bounded queue (SRV_QUEUE_MAX entries,
- *     SRV_QUEUE_BYTES; a put that does not fit is dropped and counted)
+ *   - PUT and PUT_DIGEST go to a bounded queue (SRV_QUEUE_MAX entries)
  *     drained by one put thread, so a GET never waits behind a write;
+ *     the bytes of the queued puts and of the bodies being read share
+ *     one bound, srv_opts' share_mem (taken from the mount's `memory`):
+ *     a body is counted before it is read, and a PUT that does not fit
+ *     is read into a small buffer, dropped and counted (the connection
+ *     goes on); the other ops' bodies (at most 8 KB) are counted always;
  *     the put thread evicts as any putting thread does (admission, the
  *     size check), and the queue fills meanwhile.
  *   - One maintenance thread checks the store's size and evicts and
@@ -48,9 +54,11 @@ struct mount_ent {
 struct srv_conn {
 	struct cache_srv *s;
 	int fd;
-	pid_t pid; /* 0 until HELLO */
+	pid_t pid;  /* as this process sees it: 0, another namespace's */
+	bool hello; /* said HELLO */
 	atomic_bool done;
 	pthread_t thread;
+	size_t held; /* bytes of share_mem its body being read holds */
 	struct srv_conn *next;
 };
 
@@ -68,6 +76,7 @@ struct cache_srv {
 	struct cache *c;	       /* the store, held by this process */
 	const struct share_self *self; /* this mount's label and counts */
 	uint64_t put_limit;	       /* payload bytes of one value */
+	struct srv_opts o;
 	int fd;
 	atomic_bool stopping;
 	pthread_t thread, put_thread, maint_thread;
@@ -80,6 +89,8 @@ struct cache_srv {
 	pthread_cond_t qcond, mcond;
 	struct put_item *qhead, **qtail;
 	size_t qn, qbytes;
+	uint64_t mem_used; /* of o.share_mem: queued puts, bodies read */
+	uint64_t mem_peak; /* the most mem_used was */
 	bool qstop, mwake, mstop;
 	atomic_uint_least64_t dropped, refused;
 	char path[4200];
@@ -194,18 +205,20 @@ serve_hello(struct srv_conn *cn, const uint8_t *body, size_t len)
 {
 	struct cache_srv *s = cn->s;
 	struct wire_hello h;
-	struct wire_hello_rep hr = {
-	    WIRE_VERSION, (uint32_t)getpid(), s->put_limit, s->c->size_bound};
+	struct wire_hello_rep hr = {WIRE_VERSION, (uint32_t)getpid(),
+	    s->put_limit, s->c->size_bound, {0}};
 	uint8_t b[WIRE_HELLO_REP];
 	long pid;
 
-	if (cn->pid != 0 || wire_dec_hello(body, len, &h) != 0 ||
+	if (cn->hello || wire_dec_hello(body, len, &h) != 0 ||
 	    h.version != WIRE_VERSION || owner_peer_ok(cn->fd, 0, &pid) != 0)
 		return -EPROTO;
 	cn->pid = (pid_t)pid;
+	cn->hello = true;
 	pthread_mutex_lock(&s->lock);
 	mount_add(s, cn->pid, h.label, h.label_len);
 	pthread_mutex_unlock(&s->lock);
+	memcpy(hr.token, s->o.token, sizeof(hr.token));
 	wire_enc_hello_rep(b, &hr);
 	return reply(cn->fd, 0, b, sizeof(b), NULL, 0);
 }
@@ -241,8 +254,8 @@ static void
 enqueue(struct cache_srv *s, struct put_item *it)
 {
 	pthread_mutex_lock(&s->qlock);
-	if (s->qstop || s->qn >= SRV_QUEUE_MAX ||
-	    s->qbytes + it->len > SRV_QUEUE_BYTES) {
+	if (s->qstop || s->qn >= SRV_QUEUE_MAX) {
+		s->mem_used -= it->len; /* its body's share, taken at read */
 		pthread_mutex_unlock(&s->qlock);
 		atomic_fetch_add(&s->dropped, 1);
 		free(it->body);
@@ -275,9 +288,10 @@ serve_put(struct srv_conn *cn, uint32_t op, uint8_t **body, size_t len)
 		return r;
 	}
 	it->op = op;
-	it->body = *body; /* transferred */
+	it->body = *body; /* transferred, and its share of share_mem */
 	it->len = len;
 	*body = NULL;
+	cn->held = 0;
 	enqueue(cn->s, it);
 	return 0;
 }
@@ -317,6 +331,14 @@ serve_stats(struct srv_conn *cn)
 	ws.disk_bytes = cs.disk_bytes;
 	ws.dropped = atomic_load(&s->dropped);
 	ws.disabled = cs.disabled;
+	ws.inserts = cs.inserts;
+	ws.denied = cs.denied;
+	ws.evictions = cs.evictions;
+	ws.refreshes = cs.refreshes;
+	ws.oversize = cs.oversize;
+	ws.entries = cs.entries;
+	ws.used_bytes = cs.used_bytes;
+	ws.admit_bytes = cs.admit_bytes;
 	wire_enc_stats(b, &ws);
 	e = cache_error(s->c);
 	elen = e != NULL ? strnlen(e, WIRE_ERR_MAX) : 0;
@@ -377,6 +399,52 @@ read_body(int fd, size_t len, uint64_t deadline, uint8_t **out)
 	return 0;
 }
 
+/*
+ * Count len bytes of a body in share_mem: true, or false for a PUT that
+ * does not fit (the other ops' bodies are small, and always counted).
+ */
+static bool
+mem_take(struct cache_srv *s, uint32_t op, size_t len)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->qlock);
+	ok = op != WIRE_PUT || s->mem_used + len <= s->o.share_mem;
+	if (ok)
+		s->mem_used += len;
+	if (s->mem_used > s->mem_peak)
+		s->mem_peak = s->mem_used;
+	pthread_mutex_unlock(&s->qlock);
+	return ok;
+}
+
+static void
+mem_give(struct cache_srv *s, size_t len)
+{
+	if (len == 0)
+		return;
+	pthread_mutex_lock(&s->qlock);
+	s->mem_used -= len;
+	pthread_mutex_unlock(&s->qlock);
+}
+
+/* Read and drop len bytes (a PUT over share_mem): 0 or -errno. */
+static int
+skip_body(int fd, size_t len, uint64_t deadline)
+{
+	uint8_t b[16384];
+
+	while (len > 0) {
+		size_t k = len < sizeof(b) ? len : sizeof(b);
+		int r = wire_read(fd, b, k, deadline);
+
+		if (r != 0)
+			return r;
+		len -= k;
+	}
+	return 0;
+}
+
 /* Serve one request on conn: 0 to go on, else the connection ends. */
 static int
 serve_one(struct srv_conn *cn)
@@ -391,14 +459,22 @@ serve_one(struct srv_conn *cn)
 		return r;
 	/* HELLO first, once; STATS and MOUNTS (feedfs-cache) need none. */
 	if (wire_dec_req_hdr(hb, s->put_limit, &h) != 0 ||
-	    (cn->pid == 0 && h.op != WIRE_HELLO && h.op != WIRE_STATS &&
+	    (!cn->hello && h.op != WIRE_HELLO && h.op != WIRE_STATS &&
 		h.op != WIRE_MOUNTS))
 		return -EPROTO;
 	/* A large body gets time at 32 MB/s at least. */
 	deadline += (uint64_t)h.len * 30;
-	if (h.len > 0 && (r = read_body(cn->fd, h.len, deadline, &body)) != 0)
+	if (h.len > 0 && !mem_take(s, h.op, h.len)) {
+		atomic_fetch_add(&s->dropped, 1);
+		return skip_body(cn->fd, h.len, deadline);
+	}
+	cn->held = h.len;
+	if (h.len > 0 && (r = read_body(cn->fd, h.len, deadline, &body)) != 0) {
+		mem_give(s, cn->held);
+		cn->held = 0;
 		return r;
-	if (cn->pid != 0) {
+	}
+	if (cn->hello) {
 		pthread_mutex_lock(&s->lock);
 		for (struct mount_ent *m = s->mounts; m != NULL; m = m->next)
 			if (m->pid == cn->pid) {
@@ -431,6 +507,8 @@ serve_one(struct srv_conn *cn)
 		r = -EPROTO;
 	}
 	free(body);
+	mem_give(s, cn->held); /* 0 for a PUT that went to the queue */
+	cn->held = 0;
 	return r;
 }
 
@@ -443,7 +521,7 @@ conn_thread(void *arg)
 	cache_no_evict = true; /* a refresh on a hit: the maintenance thread */
 	while (!atomic_load(&s->stopping)) {
 		struct pollfd p = {cn->fd, POLLIN, 0};
-		int ms = cn->pid == 0 ? SRV_HELLO_MS : SRV_IDLE_MS;
+		int ms = !cn->hello ? SRV_HELLO_MS : SRV_IDLE_MS;
 		int r = poll(&p, 1, ms);
 
 		if (r < 0 && errno == EINTR)
@@ -451,7 +529,7 @@ conn_thread(void *arg)
 		if (r <= 0 || serve_one(cn) != 0)
 			break;
 	}
-	if (cn->pid != 0) {
+	if (cn->hello) {
 		pthread_mutex_lock(&s->lock);
 		mount_drop(s, cn->pid);
 		pthread_mutex_unlock(&s->lock);
@@ -513,10 +591,19 @@ accept_thread(void *arg)
 		wire_set_bufs(fd);
 		pthread_mutex_lock(&s->lock);
 		reap(s, false);
-		if (s->nconns >= SRV_CONN_MAX ||
+		if (s->nconns >= (int)s->o.conns ||
 		    pthread_create(&cn->thread, NULL, conn_thread, cn) != 0) {
+			uint8_t b[WIRE_REP_HDR];
+
 			pthread_mutex_unlock(&s->lock);
 			atomic_fetch_add(&s->refused, 1);
+			/*
+			 * Busy, not failed: the answer to the HELLO it sent
+			 * (an empty socket buffer takes 8 bytes at once).
+			 */
+			wire_enc_rep_hdr(b, -EBUSY, 0);
+			(void)send(
+			    fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
 			close(fd);
 			free(cn);
 			continue;
@@ -572,8 +659,9 @@ put_thread(void *arg)
 		pthread_mutex_unlock(&s->qlock);
 		do_put(s, it);
 		free(it->body);
-		free(it);
 		pthread_mutex_lock(&s->qlock);
+		s->mem_used -= it->len;
+		free(it);
 	}
 	pthread_mutex_unlock(&s->qlock);
 	return NULL;
@@ -615,6 +703,19 @@ uint64_t
 srv_dropped(struct cache_srv *s)
 {
 	return s != NULL ? atomic_load(&s->dropped) : 0;
+}
+
+uint64_t
+srv_mem_peak(struct cache_srv *s)
+{
+	uint64_t p;
+
+	if (s == NULL)
+		return 0;
+	pthread_mutex_lock(&s->qlock);
+	p = s->mem_peak;
+	pthread_mutex_unlock(&s->qlock);
+	return p;
 }
 
 void
@@ -671,7 +772,7 @@ srv_stop(struct cache_srv *s)
 
 int
 srv_start(struct cache *c, const struct share_self *self, const char *dir,
-    struct cache_srv **out, char *err, size_t errlen)
+    const struct srv_opts *o, struct cache_srv **out, char *err, size_t errlen)
 {
 	struct cache_srv *s;
 	int r, started = 0;
@@ -682,6 +783,11 @@ srv_start(struct cache *c, const struct share_self *self, const char *dir,
 	}
 	s->c = c;
 	s->self = self;
+	s->o = *o;
+	if (s->o.conns == 0)
+		s->o.conns = CACHE_CONNS_DEFAULT;
+	if (s->o.share_mem == 0)
+		s->o.share_mem = CACHE_SHARE_MEM_DEFAULT;
 	s->put_limit = c->size_bound / 4 < WIRE_PUT_LIMIT_MAX
 			   ? c->size_bound / 4
 			   : WIRE_PUT_LIMIT_MAX;

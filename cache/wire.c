@@ -273,6 +273,7 @@ wire_enc_hello_rep(uint8_t b[WIRE_HELLO_REP], const struct wire_hello_rep *h)
 	codec_put_le32(b + 4, h->pid);
 	codec_put_le64(b + 8, h->put_limit);
 	codec_put_le64(b + 16, h->size_bound);
+	memcpy(b + 24, h->token, WIRE_TOKEN_LEN);
 }
 
 int
@@ -280,12 +281,15 @@ wire_dec_hello_rep(const uint8_t *b, size_t n, struct wire_hello_rep *out)
 {
 	struct cur c = {b, n};
 	struct wire_hello_rep h;
+	const uint8_t *tok;
 
 	if (!get_u32(&c, &h.version) || !get_u32(&c, &h.pid) ||
 	    !get_u64(&c, &h.put_limit) || !get_u64(&c, &h.size_bound) ||
-	    c.left != 0 || h.version != WIRE_VERSION || h.pid == 0 ||
+	    !get_bytes(&c, WIRE_TOKEN_LEN, &tok) || c.left != 0 ||
+	    h.version != WIRE_VERSION || h.pid == 0 ||
 	    h.pid > (uint32_t)INT32_MAX || h.put_limit > WIRE_PUT_LIMIT_MAX)
 		return -EPROTO;
+	memcpy(h.token, tok, WIRE_TOKEN_LEN);
 	*out = h;
 	return 0;
 }
@@ -318,10 +322,15 @@ wire_enc_stats(uint8_t b[WIRE_STATS_FIXED], const struct wire_stats *s)
 {
 	const uint64_t f[7] = {s->hits, s->misses, s->bytes_read,
 	    s->bytes_written, s->insert_failures, s->disk_bytes, s->dropped};
+	const uint64_t g[8] = {s->inserts, s->denied, s->evictions,
+	    s->refreshes, s->oversize, s->entries, s->used_bytes,
+	    s->admit_bytes};
 
 	for (int i = 0; i < 7; i++)
 		codec_put_le64(b + 8 * i, f[i]);
 	codec_put_le32(b + 56, s->disabled);
+	for (int i = 0; i < 8; i++)
+		codec_put_le64(b + 60 + 8 * i, g[i]);
 }
 
 int
@@ -332,12 +341,18 @@ wire_dec_stats_rep(const uint8_t *b, size_t n, struct wire_stats *out)
 	const char *err;
 	uint64_t *f[7] = {&s.hits, &s.misses, &s.bytes_read, &s.bytes_written,
 	    &s.insert_failures, &s.disk_bytes, &s.dropped};
+	uint64_t *g[8] = {&s.inserts, &s.denied, &s.evictions, &s.refreshes,
+	    &s.oversize, &s.entries, &s.used_bytes, &s.admit_bytes};
 
 	for (int i = 0; i < 7; i++)
 		if (!get_u64(&c, f[i]))
 			return -EPROTO;
-	if (!get_u32(&c, &s.disabled) || s.disabled > 1 ||
-	    !get_text(&c, c.left, 0, WIRE_ERR_MAX, &err))
+	if (!get_u32(&c, &s.disabled) || s.disabled > 1)
+		return -EPROTO;
+	for (int i = 0; i < 8; i++)
+		if (!get_u64(&c, g[i]))
+			return -EPROTO;
+	if (!get_text(&c, c.left, 0, WIRE_ERR_MAX, &err))
 		return -EPROTO;
 	memcpy(s.err, err, n - WIRE_STATS_FIXED);
 	s.err[n - WIRE_STATS_FIXED] = '\0';

@@ -17,7 +17,8 @@
  *	HELLO		version u32, label (<= 255 bytes)	version u32,
  *								pid u32,
  *								put limit u64,
- *								size bound u64
+ *								size bound u64,
+ *								token[16]
  *	GET		key[32]					one envelope
  *								(codec.h) of key
  *	PUT		prefix length u32 (<= 4096), prefix,	(none)
@@ -26,12 +27,19 @@
  *	PUT_DIGEST	stat, digest[32], path			(none)
  *	STATS		(empty)					7 x u64,
  *								disabled u32,
+ *								8 x u64 (the
+ *								admission's),
  *								error (<= 255)
  *	MOUNTS		(empty)					text (<= 1 MiB)
  *
  * A reply with status -ENOENT is a miss; -EIO on GET: a miss, the owner's
- * store is off (STATS says why).  PUT and PUT_DIGEST have no reply: the
- * owner queues them and answers GETs first.
+ * store is off (STATS says why).  -EBUSY, sent in place of a HELLO's
+ * reply before the connection is closed: the owner is at its cap of
+ * connections (it runs; the client waits for one of its own connections
+ * or misses that request).  The HELLO's pid is the owner's own (in its
+ * PID namespace: for the log), its token the one it wrote to
+ * dir/owner.id when it took the lease (owner.c).  PUT and PUT_DIGEST have no
+ *reply: the owner queues them and answers GETs first.
  */
 #ifndef FEEDFS_WIRE_H
 #define FEEDFS_WIRE_H
@@ -45,15 +53,16 @@
 
 #include "cache/cache.h"
 
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 #define WIRE_REQ_HDR 24
 #define WIRE_REP_HDR 8
 #define WIRE_LABEL_MAX 255
 #define WIRE_PREFIX_MAX 4096
 #define WIRE_PATH_MAX 4095 /* PATH_MAX less its NUL */
 #define WIRE_STAT_LEN 56
-#define WIRE_HELLO_REP 24
-#define WIRE_STATS_FIXED 60
+#define WIRE_TOKEN_LEN 16
+#define WIRE_HELLO_REP 40
+#define WIRE_STATS_FIXED 124
 #define WIRE_ERR_MAX 255
 #define WIRE_MOUNTS_MAX (1u << 20)
 /* No owner announces a larger put limit (payload bytes of one value). */
@@ -101,11 +110,15 @@ struct wire_digest_req {
 struct wire_hello_rep {
 	uint32_t version, pid;
 	uint64_t put_limit, size_bound;
+	uint8_t token[WIRE_TOKEN_LEN];
 };
 struct wire_stats {
 	uint64_t hits, misses, bytes_read, bytes_written, insert_failures;
 	uint64_t disk_bytes, dropped;
 	uint32_t disabled;
+	/* The owner's admission figures (cache_stats'). */
+	uint64_t inserts, denied, evictions, refreshes, oversize;
+	uint64_t entries, used_bytes, admit_bytes;
 	char err[WIRE_ERR_MAX + 1]; /* NUL-terminated */
 };
 

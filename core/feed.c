@@ -124,8 +124,18 @@ open_cache(struct feed *f)
 		log_info("cache_size = 0: serving without a cache");
 		return;
 	}
-	struct cache_opts o = {m->cache_size, f->cache_mem, m->cache_stale,
-	    NULL, cache_say};
+	/*
+	 * The cache's share of `memory`: three quarters to RocksDB, a
+	 * quarter to what an owner holds for the other mounts (their
+	 * queued inserts, the requests it is reading).  A client keeps a
+	 * connection per worker.
+	 */
+	struct cache_opts o = {.size_bound = m->cache_size,
+	    .mem_bound = f->cache_mem - f->cache_mem / 4,
+	    .stale = m->cache_stale,
+	    .say = cache_say,
+	    .workers = cfg_threads(m),
+	    .share_mem = f->cache_mem / 4};
 
 	if (cache_open_shared(m->cache_dir, &o, &f->cache, msg, sizeof(msg)) !=
 	    0) {

@@ -407,9 +407,14 @@ stats_cache(struct feed *f, struct sbuf *sb)
 	    "feedfs_cache_insert_failures_total %" PRIu64 "\n"
 	    "# HELP feedfs_cache_disk_bytes Disk used by the cache.\n"
 	    "# TYPE feedfs_cache_disk_bytes gauge\n"
-	    "feedfs_cache_disk_bytes %" PRIu64 "\n",
+	    "feedfs_cache_disk_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_cache_share_peak_bytes The most bytes the owner "
+	    "of a shared cache held at once for the other mounts (queued "
+	    "inserts, requests being read): within memory.\n"
+	    "# TYPE feedfs_cache_share_peak_bytes gauge\n"
+	    "feedfs_cache_share_peak_bytes %" PRIu64 "\n",
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
-	    cs.insert_failures, cs.disk_bytes);
+	    cs.insert_failures, cs.disk_bytes, cs.share_peak);
 	stats_admission(f, &cs, sb);
 	stats_cache_error(f, sb);
 }

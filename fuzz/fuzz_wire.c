@@ -10,7 +10,10 @@
  * PUT's envelope stored under the key it names, a digest memo looked up
  * or stored.  Odd: the rest is what the owner answered to request op
  * (the second byte): the reply header and its body through the client's
- * decoders, a GET's envelope checked against a fixed key.
+ * decoders, a GET's envelope checked against a fixed key, a HELLO's lease
+ * token and a STATS reply's admission figures where the bytes put them,
+ * and an error status (an owner at its cap answers a HELLO -EBUSY) with
+ * no body.
  *
  * Whatever decodes must stay within the frame: a decoded PUT's prefix and
  * envelope, a digest request's path, lie inside the body.
@@ -162,9 +165,13 @@ reply(uint32_t op, const uint8_t *b, size_t n)
 	struct cache_val v;
 	uint8_t dig[32];
 
-	if (n < WIRE_REP_HDR || wire_dec_rep_hdr(b, op, PUT_LIMIT, &h) != 0 ||
-	    h.status != 0)
+	if (n < WIRE_REP_HDR || wire_dec_rep_hdr(b, op, PUT_LIMIT, &h) != 0)
 		return;
+	if (h.status != 0) {
+		if (h.len != 0 || h.status < -4095)
+			abort(); /* an error has no body */
+		return;
+	}
 	b += WIRE_REP_HDR;
 	n -= WIRE_REP_HDR;
 	if (h.len > n)
@@ -173,7 +180,9 @@ reply(uint32_t op, const uint8_t *b, size_t n)
 	case WIRE_HELLO:
 		if (wire_dec_hello_rep(b, h.len, &hr) == 0 &&
 		    (hr.version != WIRE_VERSION ||
-			hr.put_limit > WIRE_PUT_LIMIT_MAX))
+			hr.put_limit > WIRE_PUT_LIMIT_MAX ||
+			h.len != WIRE_HELLO_REP ||
+			memcmp(hr.token, b + 24, WIRE_TOKEN_LEN) != 0))
 			abort();
 		break;
 	case WIRE_GET:
@@ -187,7 +196,8 @@ reply(uint32_t op, const uint8_t *b, size_t n)
 		break;
 	case WIRE_STATS:
 		if (wire_dec_stats_rep(b, h.len, &ws) == 0 &&
-		    strlen(ws.err) != h.len - WIRE_STATS_FIXED)
+		    (strlen(ws.err) != h.len - WIRE_STATS_FIXED ||
+			ws.admit_bytes != codec_get_le64(b + 116)))
 			abort();
 		break;
 	default:

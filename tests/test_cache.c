@@ -64,7 +64,8 @@ static int
 open_cache_stale(
     const char *name, uint64_t size_bound, uint64_t stale, struct cache **c)
 {
-	struct cache_opts o = {size_bound, 16 * MB, stale, NULL, NULL};
+	struct cache_opts o = {
+	    .size_bound = size_bound, .mem_bound = 16 * MB, .stale = stale};
 	char dir[128], err[512];
 	int r;
 

@@ -3,12 +3,14 @@
  * process (RocksDB refuses a second open of a store in the same process as
  * it does in another, so the second handle is a client of the first):
  * round trips of values and digest memos through the data socket, the
- * mounts table, the cost of a remote get and put of a 270 KB value, and
- * the takeover when the owner goes.
+ * mounts table, the cost of a remote get and put of a 270 KB value, the
+ * takeover when the owner goes, a client's stats (the owner's figures),
+ * and the owner's buffers for its clients within share_mem.
  */
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +67,11 @@ static int
 open_shared(const char *dir, uint64_t bound, const char *label,
     cache_log_fn logfn, struct cache **c)
 {
-	struct cache_opts o = {bound, 16 * MB, CACHE_STALE_DEFAULT, label,
-	    logfn};
+	struct cache_opts o = {.size_bound = bound,
+	    .mem_bound = 16 * MB,
+	    .stale = CACHE_STALE_DEFAULT,
+	    .label = label,
+	    .say = logfn};
 	char err[512];
 	int r = cache_open_shared(dir, &o, c, err, sizeof(err));
 
@@ -88,7 +93,7 @@ test_shared(void)
 {
 	struct cache *own = NULL, *cli = NULL;
 	struct cache_val v = val_of(1, VAL_LEN), got;
-	struct cache_stats st;
+	struct cache_stats st, ost;
 	struct stat sb = {0};
 	uint8_t key[CACHE_KEY_LEN], d[32], dgot[32];
 	char dir[128], *text = NULL;
@@ -155,12 +160,24 @@ test_shared(void)
 	sb.st_ino++;
 	CHECK_EQ_INT(cache_get_digest(cli, "/data/a.jpg", &sb, dgot), -ENOENT);
 
-	/* Each handle counts its own lookups; the mounts table lists both. */
+	/*
+	 * Each handle counts its own lookups; the store's figures are the
+	 * owner's in both (issue 25: a client said 0 entries while it hit).
+	 */
+	cache_get_stats(own, &ost);
 	cache_get_stats(cli, &st);
 	CHECK_EQ_INT((int)st.hits, 2);
 	CHECK_EQ_INT((int)st.misses, 1);
-	cache_get_stats(own, &st);
-	CHECK_EQ_INT((int)st.hits, 1);
+	CHECK_EQ_INT((int)ost.hits, 1);
+	CHECK_EQ_INT((int)ost.entries, 2);
+	CHECK_EQ_INT(st.entries, ost.entries);
+	CHECK_EQ_INT(st.inserts, ost.inserts);
+	CHECK(st.used_bytes > 2 * VAL_LEN);
+	CHECK_EQ_INT(st.used_bytes, ost.used_bytes);
+	CHECK_EQ_INT(st.admit_bytes, ost.admit_bytes);
+	CHECK(st.admit_bytes > 0);
+	CHECK_EQ_INT(st.denied, ost.denied);
+	CHECK_EQ_INT(st.evictions, ost.evictions);
 	CHECK_EQ_INT(cache_mounts(dir, &text), 0);
 	if (text != NULL) {
 		fprintf(stderr, "  mounts:\n%s", text);
@@ -302,6 +319,85 @@ out:
 	free(v.data);
 }
 
+struct putter {
+	struct cache *c;
+	const struct cache_val *v;
+	int base;
+	pthread_t t;
+};
+
+static void *
+putter(void *arg)
+{
+	struct putter *p = arg;
+	uint8_t key[CACHE_KEY_LEN];
+
+	for (int i = 0; i < 40; i++) {
+		key_of(p->base + i, key);
+		cache_put(p->c, key, p->v);
+	}
+	return NULL;
+}
+
+/*
+ * The owner's buffers for its clients (queued puts, bodies being read)
+ * stay within cache_opts' share_mem (issue 25: a fixed 256 MiB queue and
+ * a body per connection, outside `memory`): 8 workers put 320 values of
+ * 270 KB at once through a client, the owner's share_mem is 1 MB; every
+ * put is stored or dropped and counted.
+ */
+static void
+test_share_mem(void)
+{
+	struct cache_opts o = {.size_bound = 1024 * MB,
+	    .mem_bound = 16 * MB,
+	    .stale = CACHE_STALE_DEFAULT,
+	    .label = "/mnt/one",
+	    .share_mem = 1 * MB};
+	struct cache *own = NULL, *cli = NULL;
+	struct cache_val v = val_of(5, VAL_LEN);
+	struct cache_stats st, cst;
+	struct putter p[8];
+	char dir[128], err[512];
+
+	snprintf(dir, sizeof(dir), "%s/share", tmp);
+	CHECK_EQ_INT(cache_open_shared(dir, &o, &own, err, sizeof(err)), 0);
+	CHECK_EQ_INT(open_shared(dir, 1024 * MB, "/mnt/two", NULL, &cli), 0);
+	if (own == NULL || cli == NULL)
+		goto out;
+	for (int i = 0; i < 8; i++) {
+		p[i] = (struct putter){cli, &v, 10000 + 100 * i, 0};
+		pthread_create(&p[i].t, NULL, putter, &p[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(p[i].t, NULL);
+	cache_get_stats(cli, &cst);
+	/* Until the owner has seen every put the client sent. */
+	for (int i = 0; i < 1000; i++) {
+		cache_get_stats(own, &st);
+		if (st.inserts + st.insert_failures + cst.insert_failures >=
+		    320)
+			break;
+		usleep(10000);
+	}
+	fprintf(stderr,
+	    "  share_mem 1 MB, 320 puts of %d bytes: %llu stored, %llu "
+	    "dropped by the owner, %llu not sent; the owner held at most "
+	    "%llu bytes for them\n",
+	    VAL_LEN, (unsigned long long)st.inserts,
+	    (unsigned long long)st.insert_failures,
+	    (unsigned long long)cst.insert_failures,
+	    (unsigned long long)st.share_peak);
+	CHECK(st.share_peak > 0);
+	CHECK(st.share_peak <= 1 * MB);
+	CHECK_EQ_INT(st.inserts + st.insert_failures + cst.insert_failures,
+	    320);
+out:
+	cache_close(cli);
+	cache_close(own);
+	free(v.data);
+}
+
 int
 main(void)
 {
@@ -312,6 +408,7 @@ main(void)
 	}
 	test_shared();
 	test_bound_shared();
+	test_share_mem();
 	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

@@ -12,6 +12,8 @@
   - the new owner unmounts (exit status 0): the last mount reads on,
     takes over and hits >= 90%; it unmounts (exit status 0), and
     `feedfs-cache verify` finds the store sound (0 damaged);
+  - a client's stats give the store's entries, bytes, inserts and admission
+    bound as its owner's (issue 25);
   - (as root) a cache_dir owned by another user (nobody), or writable by
     its group, is refused: the mount says why once, serves the right bytes
     without the cache, and its stats say the cache is off (issue 17
@@ -112,6 +114,19 @@ log("mount 2, epoch 0 after mount 1's: %d hits, %d misses (%.1f%%)"
     % (h, miss, 100 * rate))
 check(rate >= 0.95, "mount 2's epoch 0: %.1f%% hits, expected >= 95%%"
       % (100 * rate))
+# A client reports the shared store's figures, its owner's (issue 25: they
+# were 0 while it hit).
+# (Asked again while a put of mount 2's readahead lands between the two.)
+KEYS = ("feedfs_cache_entries", "feedfs_cache_used_bytes",
+        "feedfs_cache_inserts_total", "feedfs_cache_admit_bytes")
+for _ in range(20):
+    s1, s2 = m1.stats(), m2.stats()
+    if all(s2[k] == s1[k] for k in KEYS):
+        break
+    time.sleep(0.2)
+for k in KEYS:
+    check(s2[k] == s1[k] and s1[k] > 0,
+          "mount 2's %s is %d, the owner's %d" % (k, s2[k], s1[k]))
 
 # ---- mount 3 starts; feedfs-cache stats lists the three ----------------------
 m3 = fflib.Mount(t, cfg, t.path("mnt3")).__enter__()

@@ -9,8 +9,9 @@
  *   - a stopped owner (item 3): after one deadline every request misses at
  *     once, said once; after SIGCONT the client attaches again;
  *   - a slow owner (item 4): a miss per request, no takeover, no "went
- *     away"; a GET sent after 100 puts on one connection is answered
- *     while the owner is still storing them;
+ *     away", and (issue 25) after CACHE_BREAKER_TIMEOUTS late ones in a
+ *     row the breaker: no more deadlines; a GET sent after 100 puts on
+ *     one connection is answered while the owner is still storing them;
  *   - another user's cache_dir (item 2, as root): owned by nobody with a
  *     process of nobody's serving it, or group-writable: refused;
  *   - open.lock held by another process (item 5): start within a bound;
@@ -48,7 +49,7 @@
 #define VAL_LEN (256 * 352 * 3)
 
 static char tmp[64], self_exe[4096];
-static int said_stopped, said_gone, said_owner;
+static int said_stopped, said_gone, said_owner, said_late, said_unverified;
 
 static void
 say(bool warn, const char *msg)
@@ -58,6 +59,10 @@ say(bool warn, const char *msg)
 		said_stopped++;
 	if (strstr(msg, "went away") != NULL)
 		said_gone++;
+	if (strstr(msg, "requests in a row") != NULL)
+		said_late++;
+	if (strstr(msg, "cannot be verified") != NULL)
+		said_unverified++;
 	if (strstr(msg, "is the owner of") != NULL)
 		said_owner++;
 }
@@ -72,7 +77,11 @@ static int
 open_shared(const char *dir, uint64_t bound, uint64_t stale, const char *label,
     struct cache **c)
 {
-	struct cache_opts o = {bound, 16 * MB, stale, label, say};
+	struct cache_opts o = {.size_bound = bound,
+	    .mem_bound = 16 * MB,
+	    .stale = stale,
+	    .label = label,
+	    .say = say};
 	char err[512];
 	int r = cache_open_shared(dir, &o, c, err, sizeof(err));
 
@@ -218,8 +227,9 @@ test_frames(void)
 
 	/*
 	 * A flood: 200 connections that say nothing.  The owner keeps at
-	 * most SRV_CONN_MAX request threads, drops the rest and the silent
-	 * ones, and a new mount attaches meanwhile.
+	 * most CACHE_CONNS_DEFAULT request threads (the rest are answered
+	 * busy), closes the silent ones, and a new mount attaches
+	 * meanwhile.
 	 */
 	base = count_threads();
 	for (int i = 0; i < 200; i++)
@@ -233,7 +243,7 @@ test_frames(void)
 	}
 	fprintf(stderr, "  flood of %d connections: threads %d -> peak %d\n",
 	    nflood, base, peak);
-	CHECK(peak <= base + SRV_CONN_MAX + 2);
+	CHECK(peak <= base + CACHE_CONNS_DEFAULT + 2);
 	ok = 0;
 	if (open_shared(
 		dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli2", &cli2) == 0)
@@ -355,6 +365,11 @@ owner_main(const char *dir)
  * DIR/LOCK, as RocksDB's) and serves data.sock: MODE slow answers GETs
  * after 3 s, MODE off says its store is off.
  */
+/* The lease token the fake wrote, as every holder that serves does;
+ * MODE forged says another one in its HELLO. */
+static uint8_t fake_token[OWNER_TOKEN_LEN];
+static bool fake_forged;
+
 static void
 fake_conn(int fd, bool slow, pid_t holder)
 {
@@ -374,9 +389,12 @@ fake_conn(int fd, bool slow, pid_t holder)
 			left -= k;
 		}
 		if (rq.op == WIRE_HELLO) {
-			struct wire_hello_rep hr = {
-			    WIRE_VERSION, (uint32_t)holder, 16 * MB, 64 * MB};
+			struct wire_hello_rep hr = {WIRE_VERSION,
+			    (uint32_t)holder, 16 * MB, 64 * MB, {0}};
 
+			memcpy(hr.token, fake_token, sizeof(hr.token));
+			if (fake_forged)
+				hr.token[0] ^= 1;
 			wire_enc_rep_hdr(r, 0, WIRE_HELLO_REP);
 			wire_enc_hello_rep(r + WIRE_REP_HDR, &hr);
 			send_all(fd, r, WIRE_REP_HDR + WIRE_HELLO_REP);
@@ -415,8 +433,10 @@ fake_main(const char *dir, const char *mode)
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	if ((lf = open(path, O_RDWR | O_CREAT, 0600)) < 0 ||
-	    fcntl(lf, F_SETLK, &fl) != 0)
+	    fcntl(lf, F_SETLK, &fl) != 0 ||
+	    owner_write_token(dir, fake_token) != 0)
 		return 1;
+	fake_forged = strcmp(mode, "forged") == 0;
 	/* impostor: the lease here, the socket served by another process
 	 * (a child: fcntl locks are not inherited). */
 	if (strcmp(mode, "impostor") == 0 && fork() != 0)
@@ -608,7 +628,7 @@ test_slow_and_off(void)
 	char dir[128];
 	double t0;
 	pid_t pid;
-	int gone = said_gone;
+	int gone = said_gone, slow = 0;
 
 	snprintf(dir, sizeof(dir), "%s/slow", tmp);
 	mkdir(dir, 0700);
@@ -626,6 +646,22 @@ test_slow_and_off(void)
 		fprintf(stderr, "  slow owner: a miss in %.2f s\n", t0);
 		CHECK(t0 < 2.5); /* the fake answers after 3 s */
 	}
+	/*
+	 * Issue 25: it answers HELLO, not GETs.  After
+	 * CACHE_BREAKER_TIMEOUTS late requests in a row the breaker opens
+	 * (said once): 10 more lookups cost no deadline each (main: 12 of
+	 * 12 waited one).
+	 */
+	for (int i = 0; i < 10; i++) {
+		t0 = now_s();
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+		if (now_s() - t0 >= 0.5)
+			slow++;
+	}
+	fprintf(stderr, "  slow owner: 12 lookups, %d waited a deadline\n",
+	    slow + 2);
+	CHECK(slow + 2 <= CACHE_BREAKER_TIMEOUTS);
+	CHECK_EQ_INT(said_late, 1);
 	CHECK(!cache_is_owner(cli));
 	CHECK_EQ_INT(said_gone, gone); /* slow is not gone */
 	cache_close(cli);
@@ -704,6 +740,43 @@ out:
 	reap(pid);
 }
 
+/*
+ * Issue 25: a holder whose HELLO does not say the lease token of
+ * dir/owner.id (where no pid can be compared, the token is all that
+ * identifies the owner) is refused, said once: its answers are never
+ * taken (main: they were, and its store's error became the client's).
+ */
+static void
+test_forged(void)
+{
+	struct cache *cli = NULL;
+	struct cache_val got;
+	uint8_t key[CACHE_KEY_LEN];
+	char dir[128];
+	pid_t pid;
+
+	snprintf(dir, sizeof(dir), "%s/forged", tmp);
+	mkdir(dir, 0700);
+	said_unverified = 0;
+	pid = spawn(dir, (uid_t)-1, "fake", dir, "forged");
+	if (open_shared(dir, 64 * MB, CACHE_STALE_DEFAULT, "/mnt/cli", &cli) !=
+	    0) {
+		CHECK(0);
+		goto out;
+	}
+	key_of(1, key);
+	for (int i = 0; i < 20; i++) {
+		CHECK_EQ_INT(cache_get(cli, key, &got), -ENOENT);
+		usleep(100000); /* past the breaker's first second */
+	}
+	CHECK_EQ_INT(said_unverified, 1);
+	CHECK(cache_error(cli) == NULL); /* the fake's "off" never heard */
+	CHECK(!cache_is_owner(cli));
+out:
+	cache_close(cli);
+	reap(pid);
+}
+
 /* Item 2: a cache_dir that another user owns or can write. */
 static void
 test_other_user(void)
@@ -712,8 +785,11 @@ test_other_user(void)
 	struct cache_val got;
 	uint8_t key[CACHE_KEY_LEN];
 	char dir[128], err[512];
-	struct cache_opts o = {
-	    64 * MB, 16 * MB, CACHE_STALE_DEFAULT, "/mnt/root", say};
+	struct cache_opts o = {.size_bound = 64 * MB,
+	    .mem_bound = 16 * MB,
+	    .stale = CACHE_STALE_DEFAULT,
+	    .label = "/mnt/root",
+	    .say = say};
 	uid_t nobody = 65534;
 	pid_t pid;
 	int r;
@@ -899,6 +975,7 @@ main(int argc, char **argv)
 	test_stopped();
 	test_slow_and_off();
 	test_impostor();
+	test_forged();
 	test_other_user();
 	test_open_lock();
 	test_frames();
