@@ -69,7 +69,8 @@ local_of(struct cache *c)
  * Become the owner: take the store with the handle's options and start
  * both sockets.  Called with takeover held.  0 when this process holds it
  * now; -EBUSY when another one does, -ETIMEDOUT when another one has been
- * taking it for wait_ms; else cache_open's error and why.
+ * taking it for wait_ms; else LOCK's error (-EPERM: not a regular
+ * file, refused) or cache_open's, and why.
  */
 static int
 become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
@@ -89,10 +90,20 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	}
 	if ((e = owner_lease(sh->dir, &holder)) != 0) {
 		close(lk);
-		if (e < 0)
+		if (e == -EPERM) {
+			/* a FIFO or a link: nobody's lease, and no store */
+			snprintf(err, errlen,
+			    "%s/LOCK is not a regular file: refusing the cache "
+			    "(remove it)",
+			    sh->dir);
+			return e;
+		}
+		if (e < 0) {
 			snprintf(
 			    err, errlen, "%s/LOCK: %s", sh->dir, strerror(-e));
-		else if (holder > 0)
+			return e;
+		}
+		if (holder > 0)
 			snprintf(err, errlen, "%s is held by pid %ld", sh->dir,
 			    holder);
 		else

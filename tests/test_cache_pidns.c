@@ -29,7 +29,9 @@
  * client logged a late owner: "late L"), "hwm" (its peak resident size:
  * "hwm KB").  EOF ends them.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
