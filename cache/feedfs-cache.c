@@ -277,10 +277,14 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 	return n;
 }
 
+/* The prefixes the store's holder counts (cache.h: CACHE_PFX_MAX). */
+#define PFX_COUNTED 32
+
 /*
- * Per prefix and format: entries, bytes, the hits and misses counted by
- * the feedfs that holds the store since it opened it, and with -c, per
- * job of that prefix and format, the fraction of its dataset cached.
+ * Per prefix and format: entries, bytes, the hits and misses of the
+ * lookups of the feedfs that holds the store (its own, not its clients')
+ * since it took it, and with -c, per job of that prefix and format, the
+ * fraction of its dataset cached.
  */
 static void
 print_prefixes(
@@ -299,6 +303,7 @@ print_prefixes(
 		char *fmt = strstr(p->text, "|format=");
 		uint64_t h = 0, m = 0;
 		bool counted = false;
+		int nrec = 0;
 
 		if (live) {
 			/* Records: TAB text TAB hits TAB misses. */
@@ -311,6 +316,7 @@ print_prefixes(
 					f[k] = strsep(&q, "\t");
 				if (f[1] == NULL || f[2] == NULL)
 					break;
+				nrec++;
 				if (q != NULL)
 					*--q = '\t'; /* the next record's */
 				if (strcmp(f[0], p->text) == 0) {
@@ -328,6 +334,15 @@ print_prefixes(
 			printf("\thits %" PRIu64 " misses %" PRIu64
 			       " (%.1f%% since the mount started)",
 			    h, m, 100.0 * (double)h / (double)(h + m));
+		else if (live && !counted && nrec < PFX_COUNTED &&
+			 strlen(reply) + 320 < sizeof(reply))
+			/* Every counted prefix came back: not this one. */
+			printf("\thits 0 misses 0 (not looked up since the "
+			       "mount started)");
+		else if (live)
+			printf("\thits n/a (more than %d prefixes: not "
+			       "counted)",
+			    PFX_COUNTED);
 		else
 			printf("\thits n/a");
 		for (size_t i = 0; cfg && i < cfg->njobs; i++) {
