@@ -3,7 +3,11 @@
 #  1. stats gives, per prefix, the hits and misses of the feedfs that holds
 #     the directory (its own lookups), equal to its .feedfs/stats per job,
 #     never "hits n/a" while that feedfs serves hits; 0 for a prefix it
-#     has not looked up; n/a when no feedfs holds the directory.
+#     has not looked up; n/a when no feedfs holds the directory;
+#  2. after that feedfs is killed (kill -9) on a fresh cache, before it
+#     wrote anything out, stats, ls and verify still read the store (no
+#     "Not supported operation in secondary mode"), and a new mount serves
+#     the reference's bytes over it.
 . "$(dirname "$0")/lib.sh"
 
 FC=$FF_BUILDDIR/feedfs-cache
@@ -74,3 +78,26 @@ ff_umount "$M"
 fc -c "$CFG" stats
 [ "$(prefix_field "$P72")" = "hits n/a" ] || { cat "$T/fc.out"; ff_fail "stats without a mount: prefix hits should be n/a"; }
 
+# ---- 2. the owner killed on a fresh cache -----------------------------------------
+rm -rf "$C"
+ff_mount "$CFG" "$M"
+read_check "$M" a 0
+pid=${FF_PID[$M]}
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+unset "FF_PID[$M]"
+fusermount3 -u -z "$M"
+fc -c "$CFG" stats
+grep -q "^entries	[0-9]" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "stats after kill -9: no entries line"; }
+grep -q "^hits	n/a" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "stats after kill -9: hits should be n/a"; }
+fc -c "$CFG" ls
+fc --cache-dir "$C" verify
+grep -q "^verified [0-9]* entries: 0 damaged$" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "verify after kill -9"; }
+ff_log "after kill -9: $(cat "$T/fc.out")"
+# stats made nothing in the store for a later mount to trip on.
+ff_mount "$CFG" "$M"
+read_check "$M" a 0
+read_check "$M" a 1
+ff_umount "$M"
+fc --cache-dir "$C" verify
+grep -q "^verified $N entries: 0 damaged$" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "verify after the remount"; }
