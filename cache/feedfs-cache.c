@@ -83,7 +83,7 @@ usage(FILE *fp)
 	    "  verify                    check every entry's checksum\n"
 	    "  evict --prefix TEXT       drop the entries of one prefix\n"
 	    "  evict --older-than AGE    drop entries older than AGE (30s, "
-	    "10m, 2h, 7d)\n"
+	    "10m, 2h, 7d, 1w)\n"
 	    "  clear                     drop everything\n"
 	    "  compact                   give the space of dropped entries "
 	    "back\n"
@@ -565,30 +565,44 @@ cmd_verify(const char *dir)
 /* The longest age evict --older-than takes: 100 years. */
 #define AGE_MAX (100LL * 366 * 86400)
 
-/* 30, 30s, 10m, 2h, 7d: seconds (at most AGE_MAX), or -1. */
+/* What --older-than takes, for its errors and usage. */
+#define AGE_UNITS                                                            \
+	"a number of seconds, or a number followed by s, m, h, d or w "      \
+	"(30s, 10m, 2h, 7d, 1w), at most 100 years"
+
+/*
+ * 30, 30s, 10m, 2h, 7d, 1w: seconds (at most AGE_MAX), or -1 and why
+ * (what is wrong with s, without the units: AGE_UNITS says them).
+ */
 static long long
-parse_age(const char *s)
+parse_age(const char *s, char *why, size_t whylen)
 {
 	static const struct {
 		char unit;
 		long long secs;
-	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600},
+	    {'d', 86400}, {'w', 7 * 86400}};
 	char *end;
 	long long v;
 	size_t i;
 
-	if (*s < '0' || *s > '9') /* strtoll would take blanks and signs */
+	if (*s < '0' || *s > '9') { /* strtoll takes blanks and signs */
+		snprintf(why, whylen, "not a number");
 		return -1;
+	}
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || (*end != '\0' && end[1] != '\0'))
-		return -1;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (units[i].unit == *end)
+		if (units[i].unit == *end && (*end == '\0' || end[1] == '\0'))
 			break;
-	if (i == sizeof(units) / sizeof(units[0]) ||
-	    v > AGE_MAX / units[i].secs)
+	if (i == sizeof(units) / sizeof(units[0])) {
+		snprintf(why, whylen, "unknown unit '%s'", end);
 		return -1;
+	}
+	if (errno != 0 || v > AGE_MAX / units[i].secs) {
+		snprintf(why, whylen, "over 100 years");
+		return -1;
+	}
 	return v * units[i].secs;
 }
 
@@ -741,14 +755,23 @@ main(int argc, char **argv)
 	else if (strcmp(cmd, "clear") == 0 || strcmp(cmd, "compact") == 0)
 		ret = cmd_write(dir, cmd);
 	else if (strcmp(cmd, "evict") == 0) {
-		long long s = age ? parse_age(age) : 0;
+		char why[256];
+		long long s = age ? parse_age(age, why, sizeof(why)) : 0;
 
-		if ((prefix != NULL) == (age != NULL) || s < 0 ||
-		    (prefix && strchr(prefix, '\n'))) {
+		if ((prefix != NULL) == (age != NULL)) {
 			fprintf(stderr, "feedfs-cache: evict needs one of "
 					"--prefix TEXT or --older-than AGE "
-					"(30s, 10m, 2h, 7d; at most 100 "
-					"years)\n");
+					"(AGE: " AGE_UNITS ")\n");
+			ret = EXIT_USAGE;
+		} else if (s < 0) {
+			fprintf(stderr,
+			    "feedfs-cache: --older-than '%s': %s; AGE is " AGE_UNITS
+			    "\n",
+			    age, why);
+			ret = EXIT_USAGE;
+		} else if (prefix && strchr(prefix, '\n')) {
+			fprintf(stderr, "feedfs-cache: --prefix: a prefix "
+					"has no newline\n");
 			ret = EXIT_USAGE;
 		} else {
 			if (prefix)

@@ -7,7 +7,10 @@
 #  2. after that feedfs is killed (kill -9) on a fresh cache, before it
 #     wrote anything out, stats, ls and verify still read the store (no
 #     "Not supported operation in secondary mode"), and a new mount serves
-#     the reference's bytes over it.
+#     the reference's bytes over it;
+#  3. evict --older-than takes the units s, m, h, d and w; any other unit
+#     is a usage error that names the unit and the accepted ones, not "the
+#     option is missing".
 . "$(dirname "$0")/lib.sh"
 
 FC=$FF_BUILDDIR/feedfs-cache
@@ -101,3 +104,23 @@ read_check "$M" a 1
 ff_umount "$M"
 fc --cache-dir "$C" verify
 grep -q "^verified $N entries: 0 damaged$" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "verify after the remount"; }
+
+# ---- 3. evict --older-than's units ----------------------------------------------
+for age in 30 30s 10m 2h 7d 1w 5200w; do
+	fc -c "$CFG" evict --older-than $age
+	grep -q "^evicted 0 entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than $age dropped fresh entries"; }
+done
+for age in 1y 2x 1W 1wk 1.5h w -1d " 1d" 1e3 ""; do
+	rc=0
+	"$FC" -c "$CFG" evict --older-than "$age" >"$T/fc.out" 2>"$T/fc.err" || rc=$?
+	[ "$rc" -eq 2 ] || { cat "$T/fc.out" "$T/fc.err"; ff_fail "evict --older-than '$age' exited $rc, expected 2"; }
+	grep -q "s, m, h, d or w" "$T/fc.err" || { cat "$T/fc.err"; ff_fail "evict --older-than '$age': the error does not name the units"; }
+	grep -q "needs one of" "$T/fc.err" && { cat "$T/fc.err"; ff_fail "evict --older-than '$age': said the option is missing"; }
+done
+grep -q -- "--older-than" "$T/fc.err" || ff_fail "the error does not name --older-than"
+rc=0
+"$FC" -c "$CFG" evict --older-than 5300w >/dev/null 2>"$T/fc.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "at most 100 years" "$T/fc.err" || { cat "$T/fc.err"; ff_fail "evict --older-than 5300w: expected 'at most 100 years'"; }
+fc -c "$CFG" evict --older-than 0w
+grep -q "^evicted $N entries" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "evict --older-than 0w"; }
+ff_log "evict --older-than: s, m, h, d, w accepted; other units named"
