@@ -566,8 +566,8 @@ cmd_verify(const char *dir)
 #define AGE_MAX (100LL * 366 * 86400)
 
 /* What --older-than takes, for its errors and usage. */
-#define AGE_UNITS                                                            \
-	"a number of seconds, or a number followed by s, m, h, d or w "      \
+#define AGE_UNITS                                                              \
+	"a number of seconds, or a number followed by s, m, h, d or w "        \
 	"(30s, 10m, 2h, 7d, 1w), at most 100 years"
 
 /*
@@ -580,8 +580,8 @@ parse_age(const char *s, char *why, size_t whylen)
 	static const struct {
 		char unit;
 		long long secs;
-	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600},
-	    {'d', 86400}, {'w', 7 * 86400}};
+	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400},
+	    {'w', 7 * 86400}};
 	char *end;
 	long long v;
 	size_t i;
@@ -765,8 +765,8 @@ main(int argc, char **argv)
 			ret = EXIT_USAGE;
 		} else if (s < 0) {
 			fprintf(stderr,
-			    "feedfs-cache: --older-than '%s': %s; AGE is " AGE_UNITS
-			    "\n",
+			    "feedfs-cache: --older-than '%s': %s; AGE "
+			    "is " AGE_UNITS "\n",
 			    age, why);
 			ret = EXIT_USAGE;
 		} else if (prefix && strchr(prefix, '\n')) {
