@@ -174,6 +174,8 @@ struct cache_ops {
 	void (*put_digest)(struct cache *c, const char *path,
 	    const struct stat *st, const uint8_t digest[32]);
 	void (*get_stats)(struct cache *c, struct cache_stats *st);
+	/* cache_note_use: counted by the store this process holds, if any. */
+	void (*note_use)(struct cache *c, const char *prefix, bool hit);
 	const char *(*error)(struct cache *c);
 	const char *(*note)(struct cache *c);
 	void (*close)(struct cache *c);

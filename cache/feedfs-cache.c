@@ -83,7 +83,7 @@ usage(FILE *fp)
 	    "  verify                    check every entry's checksum\n"
 	    "  evict --prefix TEXT       drop the entries of one prefix\n"
 	    "  evict --older-than AGE    drop entries older than AGE (30s, "
-	    "10m, 2h, 7d)\n"
+	    "10m, 2h, 7d, 1w)\n"
 	    "  clear                     drop everything\n"
 	    "  compact                   give the space of dropped entries "
 	    "back\n"
@@ -277,10 +277,14 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 	return n;
 }
 
+/* The prefixes the store's holder counts (cache.h: CACHE_PFX_MAX). */
+#define PFX_COUNTED 32
+
 /*
- * Per prefix and format: entries, bytes, the hits and misses counted by
- * the feedfs that holds the store since it opened it, and with -c, per
- * job of that prefix and format, the fraction of its dataset cached.
+ * Per prefix and format: entries, bytes, the hits and misses of the
+ * lookups of the feedfs that holds the store (its own, not its clients')
+ * since it took it, and with -c, per job of that prefix and format, the
+ * fraction of its dataset cached.
  */
 static void
 print_prefixes(
@@ -299,6 +303,7 @@ print_prefixes(
 		char *fmt = strstr(p->text, "|format=");
 		uint64_t h = 0, m = 0;
 		bool counted = false;
+		int nrec = 0;
 
 		if (live) {
 			/* Records: TAB text TAB hits TAB misses. */
@@ -311,6 +316,7 @@ print_prefixes(
 					f[k] = strsep(&q, "\t");
 				if (f[1] == NULL || f[2] == NULL)
 					break;
+				nrec++;
 				if (q != NULL)
 					*--q = '\t'; /* the next record's */
 				if (strcmp(f[0], p->text) == 0) {
@@ -328,6 +334,15 @@ print_prefixes(
 			printf("\thits %" PRIu64 " misses %" PRIu64
 			       " (%.1f%% since the mount started)",
 			    h, m, 100.0 * (double)h / (double)(h + m));
+		else if (live && !counted && nrec < PFX_COUNTED &&
+			 strlen(reply) + 320 < sizeof(reply))
+			/* Every counted prefix came back: not this one. */
+			printf("\thits 0 misses 0 (not looked up since the "
+			       "mount started)");
+		else if (live)
+			printf("\thits n/a (more than %d prefixes: not "
+			       "counted)",
+			    PFX_COUNTED);
 		else
 			printf("\thits n/a");
 		for (size_t i = 0; cfg && i < cfg->njobs; i++) {
@@ -551,30 +566,44 @@ cmd_verify(const char *dir)
 /* The longest age evict --older-than takes: 100 years. */
 #define AGE_MAX (100LL * 366 * 86400)
 
-/* 30, 30s, 10m, 2h, 7d: seconds (at most AGE_MAX), or -1. */
+/* What --older-than takes, for its errors and usage. */
+#define AGE_UNITS                                                              \
+	"a number of seconds, or a number followed by s, m, h, d or w "        \
+	"(30s, 10m, 2h, 7d, 1w), at most 100 years"
+
+/*
+ * 30, 30s, 10m, 2h, 7d, 1w: seconds (at most AGE_MAX), or -1 and why
+ * (what is wrong with s, without the units: AGE_UNITS says them).
+ */
 static long long
-parse_age(const char *s)
+parse_age(const char *s, char *why, size_t whylen)
 {
 	static const struct {
 		char unit;
 		long long secs;
-	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	} units[] = {{'\0', 1}, {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400},
+	    {'w', 7 * 86400}};
 	char *end;
 	long long v;
 	size_t i;
 
-	if (*s < '0' || *s > '9') /* strtoll would take blanks and signs */
+	if (*s < '0' || *s > '9') { /* strtoll takes blanks and signs */
+		snprintf(why, whylen, "not a number");
 		return -1;
+	}
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || (*end != '\0' && end[1] != '\0'))
-		return -1;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (units[i].unit == *end)
+		if (units[i].unit == *end && (*end == '\0' || end[1] == '\0'))
 			break;
-	if (i == sizeof(units) / sizeof(units[0]) ||
-	    v > AGE_MAX / units[i].secs)
+	if (i == sizeof(units) / sizeof(units[0])) {
+		snprintf(why, whylen, "unknown unit '%s'", end);
 		return -1;
+	}
+	if (errno != 0 || v > AGE_MAX / units[i].secs) {
+		snprintf(why, whylen, "over 100 years");
+		return -1;
+	}
 	return v * units[i].secs;
 }
 
@@ -733,14 +762,23 @@ main(int argc, char **argv)
 	else if (strcmp(cmd, "clear") == 0 || strcmp(cmd, "compact") == 0)
 		ret = cmd_write(dir, cmd);
 	else if (strcmp(cmd, "evict") == 0) {
-		long long s = age ? parse_age(age) : 0;
+		char why[256];
+		long long s = age ? parse_age(age, why, sizeof(why)) : 0;
 
-		if ((prefix != NULL) == (age != NULL) || s < 0 ||
-		    (prefix && strchr(prefix, '\n'))) {
+		if ((prefix != NULL) == (age != NULL)) {
 			fprintf(stderr, "feedfs-cache: evict needs one of "
 					"--prefix TEXT or --older-than AGE "
-					"(30s, 10m, 2h, 7d; at most 100 "
-					"years)\n");
+					"(AGE: " AGE_UNITS ")\n");
+			ret = EXIT_USAGE;
+		} else if (s < 0) {
+			fprintf(stderr,
+			    "feedfs-cache: --older-than '%s': %s; AGE "
+			    "is " AGE_UNITS "\n",
+			    age, why);
+			ret = EXIT_USAGE;
+		} else if (prefix && strchr(prefix, '\n')) {
+			fprintf(stderr, "feedfs-cache: --prefix: a prefix "
+					"has no newline\n");
 			ret = EXIT_USAGE;
 		} else {
 			if (prefix)

@@ -286,6 +286,21 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 	st->insert_failures += cs.insert_failures + cs.dropped;
 }
 
+/*
+ * A hit or miss per prefix goes to the store's table when this process
+ * holds it: that table is what the control socket's prefix-stats reads
+ * (feedfs-cache stats), beside the store's own totals.  A client's are
+ * not counted per prefix (its totals are in its .feedfs/stats).
+ */
+static void
+h_note_use(struct cache *c, const char *prefix, bool hit)
+{
+	struct cache *l = local_of(c);
+
+	if (l != NULL)
+		cache_note_use(l, prefix, hit);
+}
+
 static const char *
 h_error(struct cache *c)
 {
@@ -329,6 +344,7 @@ static const struct cache_ops share_ops = {
     .get_digest = h_get_digest,
     .put_digest = h_put_digest,
     .get_stats = h_get_stats,
+    .note_use = h_note_use,
     .error = h_error,
     .note = h_note,
     .close = h_close,

@@ -249,6 +249,13 @@ check_format(struct cache *c, const char *dir, char *err, size_t errlen)
 	if (e != NULL) {
 		snprintf(err, errlen, "%s: %s", dir, e);
 		r = -EIO;
+	} else if (v == NULL && c->secondary[0] != '\0') {
+		/*
+		 * A new store whose marker was never written out (no WAL: its
+		 * feedfs was killed before a flush).  A secondary instance
+		 * cannot put; it reads the store as the owner would, as the
+		 * current format, which its next owner marks.
+		 */
 	} else if (v == NULL) {
 		rocksdb_put(c->db, c->wopts, CACHE_FORMAT_KEY,
 		    strlen(CACHE_FORMAT_KEY), want, strlen(want), &e);

@@ -737,6 +737,10 @@ cache_note_use(struct cache *c, const char *prefix, bool hit)
 
 	if (c == NULL)
 		return;
+	if (c->ops != NULL) { /* a shared handle: to its store (handle.c) */
+		c->ops->note_use(c, prefix, hit);
+		return;
+	}
 	for (i = 0; i < CACHE_PFX_MAX; i++) {
 		unsigned st = atomic_load(&c->pfx[i].state);
 
