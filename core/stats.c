@@ -357,6 +357,9 @@ stats_mount(struct feed *f, struct sbuf *sb)
  * and for the mount.  The summed waits (feedfs_read_wait_seconds_total)
  * grow faster than the clock when several readers wait; these never do,
  * so their rate is the share of the time the input held training up.
+ * The clock they were read at goes with them (feedfs_stats_clock_seconds):
+ * a reader's own clock around the read of the stats is late by however
+ * long the read took, and a share over it could pass 100%.
  */
 static void
 stats_starved(struct feed *f, struct sbuf *sb)
@@ -380,8 +383,13 @@ stats_starved(struct feed *f, struct sbuf *sb)
 	    "# HELP feedfs_read_starved_seconds_total Time at least one "
 	    "reader waited for a batch.\n"
 	    "# TYPE feedfs_read_starved_seconds_total counter\n"
-	    "feedfs_read_starved_seconds_total %.6f\n",
-	    (double)starved_ns(&f->starved, now) / 1e9);
+	    "feedfs_read_starved_seconds_total %.6f\n"
+	    "# HELP feedfs_stats_clock_seconds The mount's monotonic clock "
+	    "when the starved times were taken: the denominator of their "
+	    "rates.\n"
+	    "# TYPE feedfs_stats_clock_seconds gauge\n"
+	    "feedfs_stats_clock_seconds %.6f\n",
+	    (double)starved_ns(&f->starved, now) / 1e9, (double)now / 1e9);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -50,7 +50,12 @@ def _pct(x):
 
 def frame(mount, prev, cur, dt):
     """The text of one refresh: cur and prev are stats() dicts taken dt
-    seconds apart (prev None on the first)."""
+    seconds apart (prev None on the first).  Where both carry the mount's
+    own clock (feedfs_stats_clock_seconds), dt is its difference: the
+    counters were taken at those times, not at the reader's."""
+    clock = ("feedfs_stats_clock_seconds", ())
+    if prev is not None and clock in prev and clock in cur:
+        dt = cur[clock] - prev[clock]
     def delta(name, job=None):
         if prev is None or dt <= 0:
             return None
