@@ -91,7 +91,7 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		snprintf(err, errlen, "%s is held by pid %ld", sh->dir, holder);
 		return -EBUSY;
 	}
-	if (was > o.size_bound)
+	if (o.size_bound != CACHE_SIZE_AUTO && was > o.size_bound)
 		o.size_bound = was; /* a takeover never shrinks the cache */
 	e = cache_open_opts(sh->dir, &o, &c, err, errlen);
 	close(lk); /* the store's own lock holds from here */
@@ -99,6 +99,9 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		return e;
 	if (cache_note(c) != NULL)
 		say(sh, true, "%s", cache_note(c));
+	cache_keep_bound(c, was); /* cache_size = auto: never shrinks either */
+	if (cache_auto_note(c) != NULL)
+		say(sh, false, "%s", cache_auto_note(c));
 	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
 		say(sh, true, "no control socket for feedfs-cache: %s", msg);
 	if (srv_start(c, &sh->self, sh->dir, &sh->srv, msg, sizeof(msg)) != 0)

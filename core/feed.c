@@ -124,6 +124,8 @@ open_cache(struct feed *f)
 		log_info("cache_size = 0: serving without a cache");
 		return;
 	}
+	/* cache_size = auto is passed on as is: the owner chooses it. */
+	_Static_assert(CFG_SIZE_AUTO == CACHE_SIZE_AUTO, "cache_size = auto");
 	struct cache_opts o = {m->cache_size, f->cache_mem, m->cache_stale,
 	    NULL, cache_say};
 
