@@ -594,8 +594,8 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 	atomic_flag_clear(&c->evicting);
 	/* cache_size = auto: chosen by open_store, on the checked directory. */
 	c->size_auto = size_bound == CACHE_SIZE_AUTO;
-	set_options(c, c->size_auto ? CACHE_SIZE_AUTO_MIN : size_bound,
-	    mem_bound);
+	set_options(
+	    c, c->size_auto ? CACHE_SIZE_AUTO_MIN : size_bound, mem_bound);
 	r = open_store(c, dir, why, sizeof(why));
 	if (r == -EBADMSG || r == -ESTALE) {
 		/*
