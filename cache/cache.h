@@ -141,6 +141,17 @@ struct cache_opts {
 };
 #define CACHE_CONNS_DEFAULT 1024
 #define CACHE_SHARE_MEM_DEFAULT (256u << 20)
+/*
+ * size_bound = CACHE_SIZE_AUTO (cache_size = auto, feedfs.conf(5)): the
+ * owner that opens the store chooses the bound then, as half of the space
+ * its filesystem has free plus what the store's files already take (so a
+ * reopen keeps the bound of a cache that filled the disk's free half), at
+ * least CACHE_SIZE_AUTO_MIN, and in a takeover at least the bound the old
+ * owner served with; cache_open_shared's say is told what it chose and
+ * from what.
+ */
+#define CACHE_SIZE_AUTO UINT64_MAX
+#define CACHE_SIZE_AUTO_MIN (16u << 20)
 /* cache_open with every option (label and say unused). */
 int cache_open_opts(const char *dir, const struct cache_opts *o,
     struct cache **out, char *err, size_t errlen);

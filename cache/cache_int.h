@@ -100,6 +100,11 @@ struct cache {
 
 	uint64_t size_bound;
 	uint64_t check_every; /* bytes put between checks of the size */
+	/* cache_size = auto: open_store chose the bound; auto_note says from
+	 * what (handle.c says it, after cache_keep_bound). */
+	uint64_t mem_bound;
+	bool size_auto;
+	char auto_from[4096 + 256], auto_note[4096 + 512];
 
 	atomic_uint_least64_t seq; /* next value's sequence number */
 	atomic_uint_least64_t since_check;
@@ -197,6 +202,12 @@ int cache_lookup_seq(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t *seq);
 /* Bytes the store holds now: live files plus memtables (approximate). */
 uint64_t cache_store_bytes(struct cache *c);
+/*
+ * cache_size = auto (open.c): what the bound was chosen from (NULL for a
+ * set bound); a takeover keeps at least the old owner's bound (was).
+ */
+const char *cache_auto_note(struct cache *c);
+void cache_keep_bound(struct cache *c, uint64_t was);
 /* Delete the oldest values until about want bytes are freed. */
 void cache_evict_oldest(struct cache *c, uint64_t want);
 /* The check of the store's size against its bound, and its eviction. */

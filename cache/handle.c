@@ -112,7 +112,7 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 			    sh->dir);
 		return -EBUSY;
 	}
-	if (was > o.size_bound)
+	if (o.size_bound != CACHE_SIZE_AUTO && was > o.size_bound)
 		o.size_bound = was; /* a takeover never shrinks the cache */
 	e = cache_open_opts(sh->dir, &o, &c, err, errlen);
 	close(lk); /* the store's own lock holds from here */
@@ -120,6 +120,9 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		return e;
 	if (cache_note(c) != NULL)
 		say(sh, true, "%s", cache_note(c));
+	cache_keep_bound(c, was); /* cache_size = auto: never shrinks either */
+	if (cache_auto_note(c) != NULL)
+		say(sh, false, "%s", cache_auto_note(c));
 	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
 		say(sh, true, "no control socket for feedfs-cache: %s", msg);
 	/* The token before the socket: whoever reaches us can check it. */

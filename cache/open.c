@@ -11,10 +11,12 @@
  * wrong data); cache_close flushes so a clean unmount keeps everything.
  */
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,15 +183,27 @@ free_handles(struct cache *c)
  *
  * so none of them replaces these.
  */
+/* What depends on the size bound; again once cache_size = auto chose it. */
 static void
-set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
+set_bound(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 {
-	uint64_t bc = clamp64(mem_bound / 2, 8u << 20, UINT64_MAX);
 	uint64_t wb = clamp64(mem_bound / 8, 1u << 20, 64u << 20);
 	uint64_t wbmax = clamp64(size_bound / 8, 1u << 20, UINT64_MAX);
 
 	if (wb > wbmax)
 		wb = wbmax; /* a flush writes files well under the bound */
+	rocksdb_options_set_write_buffer_size(c->opts, wb);
+	rocksdb_options_set_target_file_size_base(c->opts, wb);
+	rocksdb_options_set_max_bytes_for_level_base(c->opts, wb * 8);
+	c->size_bound = size_bound;
+	c->check_every = clamp64(size_bound / 32, 64u << 10, 64u << 20);
+}
+
+static void
+set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
+{
+	uint64_t bc = clamp64(mem_bound / 2, 8u << 20, UINT64_MAX);
+
 	c->opts = rocksdb_options_create();
 	c->topts = rocksdb_block_based_options_create();
 	c->bcache = rocksdb_cache_create_lru(bc);
@@ -199,10 +213,7 @@ set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 	rocksdb_options_set_block_based_table_factory(c->opts, c->topts);
 	rocksdb_options_set_create_if_missing(c->opts, 1);
 	rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
-	rocksdb_options_set_write_buffer_size(c->opts, wb);
 	rocksdb_options_set_max_write_buffer_number(c->opts, 2);
-	rocksdb_options_set_target_file_size_base(c->opts, wb);
-	rocksdb_options_set_max_bytes_for_level_base(c->opts, wb * 8);
 	rocksdb_options_set_max_open_files(c->opts, 512);
 	rocksdb_options_set_max_background_jobs(c->opts, 2);
 	rocksdb_options_set_keep_log_file_num(c->opts, 2);
@@ -220,8 +231,85 @@ set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 	rocksdb_readoptions_set_fill_cache(c->vropts, 0);
 	c->wopts = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(c->wopts, 1);
-	c->size_bound = size_bound;
-	c->check_every = clamp64(size_bound / 32, 64u << 10, 64u << 20);
+	c->mem_bound = mem_bound;
+	set_bound(c, size_bound, mem_bound);
+}
+
+static void
+human(uint64_t b, char *out, size_t len)
+{
+	if (b >= (1ull << 30))
+		snprintf(out, len, "%.1fG", (double)b / (1ull << 30));
+	else
+		snprintf(out, len, "%.1fM", (double)b / (1u << 20));
+}
+
+/*
+ * cache_size = auto: half of what dfd's filesystem has free for this user
+ * plus what the store's files (regular files of dfd) take now, at least
+ * CACHE_SIZE_AUTO_MIN; before the store is opened with it.
+ */
+static void
+choose_bound(struct cache *c, int dfd, const char *dir)
+{
+	uint64_t avail = 0, used = 0, b;
+	char a[32], u[32], h[32];
+	struct statvfs sv;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd;
+
+	if (fstatvfs(dfd, &sv) == 0)
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if ((fd = dup(dfd)) >= 0 && (d = fdopendir(fd)) != NULL) {
+		rewinddir(d); /* the offset dfd's earlier reads left */
+		while ((de = readdir(d)) != NULL)
+			if (fstatat(dirfd(d), de->d_name, &st,
+				AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode))
+				used += (uint64_t)st.st_blocks * 512;
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	b = (avail + used) / 2;
+	if (b < CACHE_SIZE_AUTO_MIN)
+		b = CACHE_SIZE_AUTO_MIN;
+	set_bound(c, b, c->mem_bound);
+	human(b, h, sizeof(h));
+	human(avail, a, sizeof(a));
+	human(used, u, sizeof(u));
+	snprintf(c->auto_from, sizeof(c->auto_from),
+	    "half of the %s free on %s's filesystem and the %s the cache takes",
+	    a, dir, u);
+	snprintf(c->auto_note, sizeof(c->auto_note),
+	    "cache_size = auto: %s (%" PRIu64 " bytes), %s", h, b,
+	    c->auto_from);
+}
+
+const char *
+cache_auto_note(struct cache *c)
+{
+	return c->size_auto ? c->auto_note : NULL;
+}
+
+void
+cache_keep_bound(struct cache *c, uint64_t was)
+{
+	char h[32];
+
+	if (!c->size_auto || was <= c->size_bound)
+		return;
+	/* Only the bound: the options the store runs with stay safe under
+	 * a larger one. */
+	c->size_bound = was;
+	c->check_every = clamp64(was / 32, 64u << 10, 64u << 20);
+	human(was, h, sizeof(h));
+	snprintf(c->auto_note, sizeof(c->auto_note),
+	    "cache_size = auto: %s (%" PRIu64 " bytes), the bound the "
+	    "previous owner served with, more than %s",
+	    h, was, c->auto_from);
 }
 
 static bool
@@ -449,6 +537,8 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 
 	if ((dfd = checked_dir(dir, true, err, errlen)) < 0)
 		return dfd;
+	if (c->size_auto)
+		choose_bound(c, dfd, dir);
 	c->db = open_cfs(c, dir, NULL, &e);
 	if (e != NULL) {
 		if (is_lock_error(e)) {
@@ -509,7 +599,10 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 	pthread_mutex_init(&c->errlock, NULL);
 	cache_admin_lock_init(c);
 	atomic_flag_clear(&c->evicting);
-	set_options(c, size_bound, mem_bound);
+	/* cache_size = auto: chosen by open_store, on the checked directory. */
+	c->size_auto = size_bound == CACHE_SIZE_AUTO;
+	set_options(
+	    c, c->size_auto ? CACHE_SIZE_AUTO_MIN : size_bound, mem_bound);
 	r = open_store(c, dir, why, sizeof(why));
 	if (r == -EBADMSG || r == -ESTALE) {
 		/*

@@ -22,6 +22,8 @@
 #include "transforms/xf.h"
 
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
+/* A size key's value `auto` (cache_size): UINT64_MAX, as no size parses. */
+#define CFG_SIZE_AUTO UINT64_MAX
 /* The dataset of `feedfs DATASET_DIR MOUNTPOINT` (cfg_default). */
 #define CFG_DEFAULT_DATASET "default"
 /* The longest job or dataset name (they are directory names). */
@@ -32,7 +34,9 @@ enum cfg_on_error { CFG_ON_ERROR_FAIL, CFG_ON_ERROR_SUBSTITUTE };
 
 struct cfg_mount {
 	char *cache_dir;     /* absolute */
-	uint64_t cache_size; /* bytes; 0 = no cache */
+	/* bytes; 0 = no cache; CFG_SIZE_AUTO (the default): chosen from the
+	 * disk when the cache is opened (cache.h's CACHE_SIZE_AUTO) */
+	uint64_t cache_size;
 	uint64_t threads;    /* 0 = two per online CPU (cfg_threads) */
 	uint64_t memory;     /* bytes */
 	uint64_t readahead;  /* batches ahead of each sequential reader */

@@ -12,7 +12,8 @@ enum section { SEC_NONE, SEC_MOUNT, SEC_DATASET, SEC_JOB };
 enum ktype {
 	K_PATH,  /* char *, absolute once set */
 	K_STR,   /* char * */
-	K_SIZE,  /* uint64_t bytes, cfg_parse_size; lo = least nonzero */
+	K_SIZE,  /* uint64_t bytes, cfg_parse_size; lo = least nonzero; hi:
+		    K_SIZE_ZERO allows 0, K_SIZE_AUTO `auto` (CFG_SIZE_AUTO) */
 	K_COUNT, /* uint64_t in [lo, hi] */
 	K_BOOL,  /* bool */
 	K_ENUM,  /* an enum (int): index into names */
@@ -20,6 +21,10 @@ enum ktype {
 		      empty: NULL, no servers */
 	K_CACHEFMT, /* uint32_t, cache_fmt_parse: raw | lossless | jpeg(Q) */
 };
+
+/* K_SIZE: the values a key allows besides sizes >= lo (its hi). */
+#define K_SIZE_ZERO 1u
+#define K_SIZE_AUTO 2u
 
 struct key {
 	enum section sec;

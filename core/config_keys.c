@@ -36,8 +36,9 @@ static const char *const on_error_names[] = {"fail", "substitute", NULL};
 static const struct key keys[] = {
     {SEC_MOUNT, "cache_dir", K_PATH, M(cache_dir), -1, 0, 0, NULL,
 	"a directory"},
-    {SEC_MOUNT, "cache_size", K_SIZE, M(cache_size), -1, MIN_MEMORY, 1, NULL,
-	"like 50G, 512M or 0; 0 for no cache, else at least 16M"},
+    {SEC_MOUNT, "cache_size", K_SIZE, M(cache_size), -1, MIN_MEMORY,
+	K_SIZE_ZERO | K_SIZE_AUTO, NULL,
+	"auto, or like 500G or 512M; 0 for no cache, else at least 16M"},
     {SEC_MOUNT, "cache_stale", K_COUNT, M(cache_stale), -1, 0, UINT64_MAX,
 	NULL, "a count of seconds (0: any entry may make room)"},
     {SEC_MOUNT, "threads", K_COUNT, M(threads), -1, 0, MAX_THREADS, NULL,
@@ -277,12 +278,16 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 		return 0;
 	}
 	case K_SIZE:
-		if (cfg_parse_size(val, &v) != 0) {
+		if ((k->hi & K_SIZE_AUTO) && strcmp(val, "auto") == 0) {
+			*(uint64_t *)field = CFG_SIZE_AUTO;
+			return 0;
+		}
+		if (cfg_parse_size(val, &v) != 0 || v == CFG_SIZE_AUTO) {
 			snprintf(msg, len, "%s: '%s' is not a size (%s)",
 			    k->name, val, k->what);
 			return -EINVAL;
 		}
-		if (v < k->lo && !(v == 0 && k->hi)) {
+		if (v < k->lo && !(v == 0 && (k->hi & K_SIZE_ZERO))) {
 			snprintf(msg, len, "%s: %s is too small (%s)", k->name,
 			    val, k->what);
 			return -EINVAL;
@@ -350,7 +355,7 @@ cfg_job_defaults(struct cfg_job *j)
 int
 cfg_mount_defaults(struct cfg_mount *m)
 {
-	m->cache_size = 50ull << 30;
+	m->cache_size = CFG_SIZE_AUTO; /* half the disk's free space */
 	m->cache_stale = 86400;
 	m->threads = 0;
 	m->memory = 2ull << 30;

@@ -128,8 +128,10 @@ open_cache(struct feed *f)
 	 * The cache's share of `memory`: three quarters to RocksDB, a
 	 * quarter to what an owner holds for the other mounts (their
 	 * queued inserts, the requests it is reading).  A client keeps a
-	 * connection per worker.
+	 * connection per worker.  cache_size = auto is passed on as is:
+	 * the owner chooses it.
 	 */
+	_Static_assert(CFG_SIZE_AUTO == CACHE_SIZE_AUTO, "cache_size = auto");
 	struct cache_opts o = {.size_bound = m->cache_size,
 	    .mem_bound = f->cache_mem - f->cache_mem / 4,
 	    .stale = m->cache_stale,

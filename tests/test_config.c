@@ -167,7 +167,8 @@ test_defaults(void)
 	/* The only dataset is the job's default. */
 	CHECK_EQ_STR(c->jobs[0].dataset, "only");
 	CHECK_EQ_STR(c->mount.cache_dir, CFG_DEFAULT_CACHE_DIR);
-	CHECK(c->mount.cache_size == 50ull << 30);
+	/* cache_size = auto: chosen from the disk at open (issue 26). */
+	CHECK(c->mount.cache_size == CFG_SIZE_AUTO);
 	CHECK(c->mount.memory == 2ull << 30);
 	CHECK_EQ_INT(c->mount.threads, 0);
 	CHECK_EQ_INT(c->mount.readahead, 4);
@@ -178,6 +179,12 @@ test_defaults(void)
 	CHECK_EQ_INT(c->mount.threads, 7);
 	CHECK_EQ_INT(cfg_set_mount(c, "cache_size", "0", err, sizeof(err)), 0);
 	CHECK(c->mount.cache_size == 0);
+	CHECK_EQ_INT(
+	    cfg_set_mount(c, "cache_size", "auto", err, sizeof(err)), 0);
+	CHECK(c->mount.cache_size == CFG_SIZE_AUTO);
+	/* `auto` is cache_size's alone. */
+	CHECK_EQ_INT(cfg_set_mount(c, "memory", "auto", err, sizeof(err)),
+	    -EINVAL);
 	CHECK_EQ_INT(cfg_set_mount(c, "allow_other", "", err, sizeof(err)),
 	    -ENOENT);
 	CHECK_EQ_INT(cfg_set_mount(c, "threads", "abc", err, sizeof(err)),
@@ -424,6 +431,7 @@ test_hostile_files(void)
 	    4, "batch_size: '1099511627776'");
 	bad("[mount]\nmemory = 1\n" HEAD, 2, "memory: 1 is too small");
 	bad("[mount]\ncache_size = 1\n" HEAD, 2, "cache_size: 1 is too small");
+	bad("[mount]\ncache_size = Auto\n" HEAD, 2, "auto, or like 500G");
 	bad("[mount]\nmemory = 99999999999T\n" HEAD, 2, "memory:");
 	bad("[mount]\nthreads = 4294967297\n" HEAD, 2, "threads:");
 	bad(HEAD "epochs = 0\n", 5, "epochs: '0'");
