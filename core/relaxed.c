@@ -475,11 +475,17 @@ relaxed_detach(struct feed *f, struct batch *b)
 	rview_settle(f, rv);
 }
 
+/*
+ * b is only sure to live until the lock is first released: everything
+ * after that goes through rv (which its sample in flight keeps) and the
+ * job, never through b.
+ */
 void
 relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 {
 	struct rview *rv = b->r.rv;
 	struct job *j = b->job;
+	uint32_t job = b->key.job;
 	struct rsample *x;
 	uint32_t id = 0;
 	uint64_t e;
@@ -496,8 +502,12 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	else
 		return; /* every sample of the view is started */
 	rv->inflight++;
-	/* Out of memory: wait until some is given back (or we stop). */
-	while ((x = rsample_get(f, b->key.job)) == NULL && !f->stopping) {
+	/*
+	 * Out of memory: wait until some is given back (or we stop).  The
+	 * wait unlocks: b may be given back and freed meanwhile.
+	 */
+	b = NULL;
+	while ((x = rsample_get(f, job)) == NULL && !f->stopping) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
