@@ -34,11 +34,14 @@
  *    nodes (fs/nodes.c, feed.node_bytes).  It has a cap of its own,
  *    feed.meta_cap, a quarter of the budget.  What metadata can be made
  *    again goes first (idle relaxed views keep only what they chose: see
- *    relaxed.c); when the rest is at the cap, a new batch struct, handle,
- *    text or relaxed view is refused, and the open (or the read that
- *    needs it) fails with ENOMEM, counted in the stats and logged.  Nodes
- *    are never refused (the kernel holds them until it forgets them):
- *    past half the cap, fs/ asks the kernel to forget the oldest names.
+ *    relaxed.c), then the choices of finished relaxed epochs, forgotten
+ *    (a bit an epoch stays, so that their batches are refused, never
+ *    chosen again); when the rest is at the cap, a new batch struct,
+ *    handle, text or relaxed view is refused, and the open (or the read
+ *    that needs it) fails with ENOMEM, counted in the stats and logged.
+ *    Nodes are never refused (the kernel holds them until it forgets
+ *    them): past half the cap, fs/ asks the kernel to forget the oldest
+ *    names.
  *
  * The generated text files (README, info.json, samples.tsv) are counted
  * in mem_used outside both parts: they are made once at setup.  So the
@@ -65,6 +68,7 @@ struct cache_ctl;
 struct cluster;
 struct gpu;
 struct gpu_buf;
+struct rforgot;
 struct rview;
 
 /* An epoch's order, shared by the batches of (job, epoch). */
@@ -202,6 +206,10 @@ struct feed {
 	struct order *orders;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
+	struct rforgot *rforgot; /* relaxed.c: epochs whose views were
+				    forgotten, per (job, rank view) */
+	uint64_t rforgotten;     /* views forgotten; opens refused so */
+	uint64_t rstale;
 	struct rsample **rfree; /* per job: spare sample buffers */
 	unsigned *nrfree;
 	uint64_t mem_used, mem_peak, tick;
@@ -323,10 +331,15 @@ void relaxed_start(struct feed *f, struct batch *b, char *msg,
 /*
  * Give back what relaxed views hold and can make again: a spare sample
  * buffer, or the finished samples of the least recently used idle view
- * (which owes them again), or (meta) an idle view that chose nothing.
+ * (which owes them again), or (meta) an idle view that chose nothing,
+ * else the least recently used finished epoch that nothing names and
+ * that its reader has left (its choices are forgotten: see relaxed.c).
  * Returns whether it freed anything.  Locked.
  */
 bool relaxed_reclaim(struct feed *f, bool meta);
+/* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
+ * Locked. */
+bool relaxed_forgotten(struct feed *f, const struct feed_key *k);
 void relaxed_free_all(struct feed *f);
 
 /*

@@ -522,6 +522,20 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	/* The handle and its planned file are metadata: counted, capped. */
 	meta = sizeof(*h) + (planned ? feed_file_size(f, k, kind) : 0);
 	pthread_mutex_lock(&f->lock);
+	/* Read before, never again with other samples (relaxed.c). */
+	if (cj->order == CFG_ORDER_RELAXED && relaxed_forgotten(f, k)) {
+		if (f->rstale++ % 1000 == 0)
+			log_warn("order = relaxed: job %s, epoch %u (rank %u "
+				 "of %u) was read to its end and its choices "
+				 "forgotten at the metadata cap: its batches "
+				 "cannot be read again in this mount (ESTALE, "
+				 "%llu so far); raise `memory` to keep more "
+				 "epochs",
+			    cj->name, (unsigned)k->epoch, (unsigned)k->rank,
+			    (unsigned)k->world, (unsigned long long)f->rstale);
+		pthread_mutex_unlock(&f->lock);
+		return -ESTALE;
+	}
 	if (!feed_meta_room(f, meta)) {
 		pthread_mutex_unlock(&f->lock);
 		return -ENOMEM;
