@@ -23,7 +23,9 @@
  * share) counts every byte the engine holds for readers in feed.mem_used:
  *
  *  - the workers' scratch arenas (sched.c, transforms/arena.c): their
- *    caps, counted from sched_start to sched_stop, whatever they hold;
+ *    caps, counted from sched_start to sched_stop, whatever they hold,
+ *    and the buffers too large for them (a large image decoded), counted
+ *    while a worker holds them, room made for them first;
  *  - what it can give back: batches' data, pooled buffers, relaxed
  *    views' finished samples and spare sample buffers, epoch orders.
  *    batch_make_room frees them, the cheapest to make again first (idle
@@ -230,6 +232,8 @@ struct feed {
 	 * blocks mapped. */
 	uint64_t scratch_cap, scratch_reserved;
 	uint64_t scratch_bytes, scratch_reused, scratch_fresh;
+	uint64_t scratch_outside; /* their buffers too large for them,
+				     counted in mem_used while held */
 };
 
 /* An open batch file. */

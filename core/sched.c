@@ -234,9 +234,34 @@ scratch_count(struct feed *f, struct xf_arena *a, uint64_t *counted,
 }
 
 /*
+ * A buffer of a sample too large for the worker's arena (a large image
+ * decoded, its copies): counted in the budget while it is held, after
+ * idle memory was given back for it.  It is not waited for (a worker
+ * that holds one may be what others wait on): past the budget only when
+ * nothing idle is left, as one batch larger than the budget is.
+ */
+static void
+scratch_outside(void *arg, size_t n, bool held)
+{
+	struct feed *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	if (held) {
+		batch_make_room(f, n, true);
+		f->scratch_outside += n;
+		feed_mem_add(f, n);
+	} else {
+		f->scratch_outside -= n;
+		feed_mem_sub(f, n);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
  * A worker: makes slots while there are any, with a scratch arena of its
  * own for the samples' buffers (no fresh pages per sample: xf.h), whose
- * cap sched_start counted in the memory budget.
+ * cap sched_start counted in the memory budget; buffers too large for it
+ * are counted while held (scratch_outside).
  */
 static void *
 worker(void *arg)
@@ -246,7 +271,9 @@ worker(void *arg)
 	uint64_t counted = 0, reused = 0, fresh = 0;
 	char msg[512];
 
-	xf_arena_use(a); /* NULL (no memory): malloc, as before */
+	if (a != NULL)
+		xf_arena_count(a, scratch_outside, f);
+	xf_arena_use(a); /* NULL (no memory): malloc, uncounted */
 	pthread_mutex_lock(&f->lock);
 	while (!f->stopping) {
 		struct batch *b =
@@ -283,8 +310,10 @@ worker(void *arg)
 		scratch_count(f, a, &counted, &reused, &fresh);
 		slot_done(f, b, s, r, id, msg);
 	}
+	pthread_mutex_unlock(&f->lock);
 	xf_arena_use(NULL);
-	xf_arena_free(a);
+	xf_arena_free(a); /* unlocked: it may call scratch_outside */
+	pthread_mutex_lock(&f->lock);
 	scratch_count(f, NULL, &counted, &reused, &fresh);
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
