@@ -270,19 +270,25 @@ rview_drop_ready(struct feed *f, struct rview *rv)
 	return any;
 }
 
+/* Whether idle rv's epoch is finished: every batch chosen. */
+static bool
+rview_finished(struct feed *f, const struct rview *rv)
+{
+	return !rv->wait_head && !rv->inflight && !rv->live && !rv->ready &&
+	       !rv->nowed &&
+	       rv->nchosen >= plan_nbatches(&f->jobs[rv->job].plan, rv->world);
+}
+
 /*
- * Whether idle rv can be forgotten: its epoch finished, its reader gone
- * on to a later epoch of the rank view, and no batch struct naming it
- * (an open file, a batch being built, whose view would be chosen anew).
+ * Whether finished rv can be forgotten: its reader gone on to a later
+ * epoch of the rank view, and no batch struct naming it (an open file,
+ * a batch being built, whose view would be chosen anew).
  */
 static bool
 rview_forgettable(struct feed *f, const struct rview *rv)
 {
 	bool later = false;
 
-	if (rv->ready || rv->nowed ||
-	    rv->nchosen < plan_nbatches(&f->jobs[rv->job].plan, rv->world))
-		return false;
 	for (const struct rview *x = f->rviews; x && !later; x = x->next)
 		later = x->job == rv->job && x->rank == rv->rank &&
 			x->world == rv->world && x->epoch > rv->epoch;
@@ -295,6 +301,28 @@ rview_forgettable(struct feed *f, const struct rview *rv)
 			    b->key.epoch == rv->epoch)
 				return false;
 	return true;
+}
+
+/*
+ * The least recently used finished view that can be forgotten, or NULL:
+ * candidates by age, the costlier checks on the oldest first.
+ */
+static struct rview *
+forget_victim(struct feed *f)
+{
+	uint64_t after = 0;
+
+	for (;;) {
+		struct rview *old = NULL;
+
+		for (struct rview *rv = f->rviews; rv; rv = rv->next)
+			if (rv->used > after && (!old || rv->used < old->used) &&
+			    rview_finished(f, rv))
+				old = rv;
+		if (old == NULL || rview_forgettable(f, old))
+			return old;
+		after = old->used;
+	}
 }
 
 /* Forget finished rv whole, marking its epoch; false: out of memory. */
@@ -320,7 +348,7 @@ rview_forget(struct feed *f, struct rview *rv)
 bool
 relaxed_reclaim(struct feed *f, bool meta)
 {
-	struct rview *victim = NULL, *old = NULL;
+	struct rview *victim = NULL, *old;
 
 	for (size_t j = 0; !meta && j < f->njobs; j++) {
 		struct rsample *x = f->rfree[j];
@@ -336,20 +364,16 @@ relaxed_reclaim(struct feed *f, bool meta)
 	}
 	/* Finished samples are taken only while no batch waits (and a
 	 * view chose nothing only when no batch points to it). */
-	for (struct rview *rv = f->rviews; rv; rv = rv->next) {
-		if (rv->wait_head || rv->inflight || (meta && rv->live))
-			continue;
-		if ((meta ? rv->nchosen == 0 : rv->ready != NULL) &&
+	for (struct rview *rv = f->rviews; rv; rv = rv->next)
+		if (!rv->wait_head && !rv->inflight &&
+		    (meta ? rv->nchosen == 0 && !rv->live
+			  : rv->ready != NULL) &&
 		    (!victim || rv->used < victim->used))
 			victim = rv;
-		else if (meta && rv->nchosen > 0 &&
-			 (!old || rv->used < old->used) &&
-			 rview_forgettable(f, rv))
-			old = rv;
-	}
 	/* What can be made again first; a choice only when nothing can. */
 	if (victim == NULL)
-		return old != NULL && rview_forget(f, old);
+		return meta && (old = forget_victim(f)) != NULL &&
+		       rview_forget(f, old);
 	if (victim->nchosen == 0 && !victim->live) {
 		/* Every sample started is on its ready list or owed: the view
 		 * is as new, and made again when used. */

@@ -10,7 +10,9 @@ failed around epoch 80 of 90).  test_memory_relaxed.py read one batch per
 epoch, so its views never finished and never grew past a batch.
 
 Checks, reading the .npy and .ids.npy of every batch of 400 epochs of 4096
-samples (1.6 million samples, twice the metadata cap's worth of choices):
+samples in batches of 256 (1.6 million samples, about 1.6 times the
+metadata cap's worth of choices; few enough names that the mount need not
+ask the kernel to forget any):
   - no read fails, .feedfs/stats stays readable, nothing is refused at the
     metadata cap (feedfs_metadata_refused_total) and the metadata stays
     under its cap;
@@ -39,7 +41,7 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
 N = 4096
-BS = 128
+BS = 256
 NB = N // BS
 EPOCHS = 400
 SRC = 8  # distinct images, hard-linked N times
@@ -136,9 +138,11 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                    st["feedfs_metadata_limit_bytes"]))
     st = m.stats()
     log("%d epochs of %d samples, every batch read: metadata peak %.2f MB "
-        "(cap %.2f MB), relaxed views kept at most %d, refused %d" %
+        "(cap %.2f MB; nodes %.2f MB), relaxed views kept at most %d, "
+        "refused %d" %
         (EPOCHS, N, peak_meta / 1e6, st["feedfs_metadata_limit_bytes"] / 1e6,
-         peak_views, st["feedfs_metadata_refused_total"]))
+         st["feedfs_node_bytes"] / 1e6, peak_views,
+         st["feedfs_metadata_refused_total"]))
     check(len(img_of) == N, "%d samples seen of %d" % (len(img_of), N))
     # A finished epoch's choices are 4 bytes a sample: no more views than
     # the cap holds of them can be kept.
