@@ -235,10 +235,13 @@ scratch_count(struct feed *f, struct xf_arena *a, uint64_t *counted,
 
 /*
  * A buffer of a sample too large for the worker's arena (a large image
- * decoded, its copies): counted in the budget while it is held, after
- * idle memory was given back for it.  It is not waited for (a worker
- * that holds one may be what others wait on): past the budget only when
- * nothing idle is left, as one batch larger than the budget is.
+ * decoded, its copies): counted in the budget while it is held (so that
+ * readahead stops for it), after what is cheap to give back made room
+ * for it (batches read to their end, kept buffers; not batches still to
+ * be read, which it would make the workers build twice).  It is not
+ * waited for (a worker that holds one may be what others wait on): past
+ * the budget when nothing cheap is left, as one batch larger than the
+ * budget is.
  */
 static void
 scratch_outside(void *arg, size_t n, bool held)
@@ -247,7 +250,7 @@ scratch_outside(void *arg, size_t n, bool held)
 
 	pthread_mutex_lock(&f->lock);
 	if (held) {
-		batch_make_room(f, n, true);
+		batch_make_room(f, n, false);
 		f->scratch_outside += n;
 		feed_mem_add(f, n);
 	} else {
