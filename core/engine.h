@@ -344,6 +344,9 @@ bool relaxed_reclaim(struct feed *f, bool meta);
 /* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
  * Locked. */
 bool relaxed_forgotten(struct feed *f, const struct feed_key *k);
+/* k's view, if any, counts as used now: the room made for an open of one
+ * of its batches is not taken from it first.  Locked. */
+void relaxed_touch(struct feed *f, const struct feed_key *k);
 void relaxed_free_all(struct feed *f);
 
 /*

@@ -122,6 +122,17 @@ relaxed_forgotten(struct feed *f, const struct feed_key *k)
 	       (g->bits[k->epoch / 8] >> (k->epoch % 8) & 1);
 }
 
+void
+relaxed_touch(struct feed *f, const struct feed_key *k)
+{
+	for (struct rview *rv = f->rviews; rv; rv = rv->next)
+		if (rv->job == k->job && rv->rank == k->rank &&
+		    rv->world == k->world && rv->epoch == k->epoch) {
+			rv->used = ++f->tick;
+			return;
+		}
+}
+
 /* Mark rv's epoch forgotten; false when out of memory (nothing marked). */
 static bool
 forgot_mark(struct feed *f, const struct rview *rv)
