@@ -25,7 +25,8 @@
  *  - the workers' scratch arenas (sched.c, transforms/arena.c): their
  *    caps, counted from sched_start to sched_stop, whatever they hold,
  *    and the buffers too large for them (a large image decoded), counted
- *    while a worker holds them, what is cheap to give back given first;
+ *    while a worker holds them, what is cheap to give back given first
+ *    (past the budget, a worker that holds none waits while others do);
  *  - what it can give back: batches' data, pooled buffers, relaxed
  *    views' finished samples and spare sample buffers, epoch orders.
  *    batch_make_room frees them, the cheapest to make again first (idle
