@@ -12,33 +12,33 @@
  *
  * What a batch got is kept (chosen), so that a batch whose data was given
  * back and that is read again holds the same samples: 4 bytes per sample
- * chosen and 16 per batch, counted as
- * metadata, and reserved when the batch attaches (a view at the metadata
- * cap refuses new batches rather than forget a choice).  Everything else
- * of a view can be made again: its positions are a function of the plan
- * (plan_position), never stored; its epoch order is held only while
- * something uses the view (an idle view, with no batch attached and no
- * sample being made, gives it back at once); its finished samples that no
- * batch took yet are given back under memory pressure, least recently
- * used view first, and the view then owes them: they are started again
- * (same position, same bytes) before any new one.  An idle view that chose
- * nothing is freed whole under metadata pressure.  So what a view keeps
- * while idle is its chosen list and a counter.
+ * chosen and 16 per batch, counted as metadata, and reserved when the
+ * batch attaches (a view at the metadata cap refuses new batches rather
+ * than forget a choice).  Everything else of a view can be made again:
+ * its positions are a function of the plan (plan_position), never
+ * stored; its epoch order is held only while something uses the view (an
+ * idle view, with no batch attached and no sample being made, gives it
+ * back at once); its finished samples that no batch took yet are given
+ * back under memory pressure, least recently used view first, and the
+ * view then owes them: they are started again (same position, same
+ * bytes) before any new one.  An idle view that chose nothing is freed
+ * whole under metadata pressure.  So what a view keeps while idle is its
+ * chosen list and a counter.
  *
  * The chosen lists of finished epochs (every batch chosen) would grow
  * with every epoch served, about 4.5 bytes a sample, to the metadata cap
  * and past it (an ImageNet run at the default memory reached it near
  * epoch 80 of 90).  So at the cap, when no idle view that chose nothing
- * is left, the least recently used finished view whose reader has left (a later
- * epoch of its rank view has a view) and that no batch struct names (no
- * file holds one of its batches open, none is being built) is forgotten
- * whole.  What stays is one bit: the epoch is marked forgotten in its
- * rank view's bitmap (struct rforgot), and an open of one of its batches
- * is refused with ESTALE rather than chosen again, which would give a
- * batch read before other samples.  A batch is thus read again with the
- * same bytes, or refused, never with others.  Unfinished epochs keep
- * their choices: they still owe the others' samples.  Every function is
- * called with feed.lock held.
+ * is left, the least recently used finished view whose reader has left
+ * (a later epoch of its rank view has a view) and that no batch struct
+ * names (no file holds one of its batches open, none is being built) is
+ * forgotten whole.  What stays is one bit: the epoch is marked forgotten
+ * in its rank view's bitmap (struct rforgot), and an open of one of its
+ * batches is refused with ESTALE rather than chosen again, which would
+ * give a batch read before other samples.  A batch is thus read again
+ * with the same bytes, or refused, never with others.  Unfinished epochs
+ * keep their choices: they still owe the others' samples.  Every
+ * function is called with feed.lock held.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -327,7 +327,8 @@ forget_victim(struct feed *f)
 		struct rview *old = NULL;
 
 		for (struct rview *rv = f->rviews; rv; rv = rv->next)
-			if (rv->used > after && (!old || rv->used < old->used) &&
+			if (rv->used > after &&
+			    (!old || rv->used < old->used) &&
 			    rview_finished(f, rv))
 				old = rv;
 		if (old == NULL || rview_forgettable(f, old))

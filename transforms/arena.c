@@ -84,8 +84,8 @@ xf_arena_free(struct xf_arena *a)
 }
 
 void
-xf_arena_count(struct xf_arena *a, void (*count)(void *arg, size_t n,
-    bool held), void *arg)
+xf_arena_count(struct xf_arena *a,
+    void (*count)(void *arg, size_t n, bool held), void *arg)
 {
 	a->count = count;
 	a->count_arg = arg;

@@ -102,8 +102,9 @@ decode_rows16(spng_ctx *ctx, const struct spng_ihdr *ihdr, uint8_t *px,
 			return spng_fail(e, err, errlen);
 		if (ri.row_num >= ihdr->height || ri.pass < 0 || ri.pass > 6)
 			return spng_fail(SPNG_EINTERNAL, err, errlen);
-		rgba16_row_to_rgb8(row, px + (size_t)ri.row_num * ihdr->width * 3,
-		    ihdr->width, ihdr->interlace_method != 0, ri.pass);
+		rgba16_row_to_rgb8(row,
+		    px + (size_t)ri.row_num * ihdr->width * 3, ihdr->width,
+		    ihdr->interlace_method != 0, ri.pass);
 	} while (e == 0);
 	return 0;
 }
@@ -161,8 +162,7 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 	if (ihdr.bit_depth == 16) {
 		if ((r = decode_rows16(ctx, &ihdr, px, row, err, errlen)) != 0)
 			goto out;
-	} else if ((e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0)) !=
-		   0) {
+	} else if ((e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0)) != 0) {
 		r = spng_fail(e, err, errlen);
 		goto out;
 	}
