@@ -23,7 +23,10 @@
  * share) counts every byte the engine holds for readers in feed.mem_used:
  *
  *  - the workers' scratch arenas (sched.c, transforms/arena.c): their
- *    caps, counted from sched_start to sched_stop, whatever they hold;
+ *    caps, counted from sched_start to sched_stop, whatever they hold,
+ *    and the buffers too large for them (a large image decoded), counted
+ *    while a worker holds them, what is cheap to give back given first
+ *    (past the budget, a worker that holds none waits while others do);
  *  - what it can give back: batches' data, pooled buffers, relaxed
  *    views' finished samples and spare sample buffers, epoch orders.
  *    batch_make_room frees them, the cheapest to make again first (idle
@@ -34,11 +37,14 @@
  *    nodes (fs/nodes.c, feed.node_bytes).  It has a cap of its own,
  *    feed.meta_cap, a quarter of the budget.  What metadata can be made
  *    again goes first (idle relaxed views keep only what they chose: see
- *    relaxed.c); when the rest is at the cap, a new batch struct, handle,
- *    text or relaxed view is refused, and the open (or the read that
- *    needs it) fails with ENOMEM, counted in the stats and logged.  Nodes
- *    are never refused (the kernel holds them until it forgets them):
- *    past half the cap, fs/ asks the kernel to forget the oldest names.
+ *    relaxed.c), then the choices of finished relaxed epochs, forgotten
+ *    (a bit an epoch stays, so that their batches are refused, never
+ *    chosen again); when the rest is at the cap, a new batch struct,
+ *    handle, text or relaxed view is refused, and the open (or the read
+ *    that needs it) fails with ENOMEM, counted in the stats and logged.
+ *    Nodes are never refused (the kernel holds them until it forgets
+ *    them): past half the cap, fs/ asks the kernel to forget the oldest
+ *    names.
  *
  * The generated text files (README, info.json, samples.tsv) are counted
  * in mem_used outside both parts: they are made once at setup.  So the
@@ -65,6 +71,7 @@ struct cache_ctl;
 struct cluster;
 struct gpu;
 struct gpu_buf;
+struct rforgot;
 struct rview;
 
 /* An epoch's order, shared by the batches of (job, epoch). */
@@ -202,6 +209,10 @@ struct feed {
 	struct order *orders;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
+	struct rforgot *rforgot; /* relaxed.c: epochs whose views were
+				    forgotten, per (job, rank view) */
+	uint64_t rforgotten;     /* views forgotten; opens refused so */
+	uint64_t rstale;
 	struct rsample **rfree; /* per job: spare sample buffers */
 	unsigned *nrfree;
 	uint64_t mem_used, mem_peak, tick;
@@ -223,6 +234,8 @@ struct feed {
 	 * blocks mapped. */
 	uint64_t scratch_cap, scratch_reserved;
 	uint64_t scratch_bytes, scratch_reused, scratch_fresh;
+	uint64_t scratch_outside; /* their buffers too large for them,
+				     counted in mem_used while held */
 };
 
 /* An open batch file. */
@@ -324,10 +337,18 @@ void relaxed_start(struct feed *f, struct batch *b, char *msg,
 /*
  * Give back what relaxed views hold and can make again: a spare sample
  * buffer, or the finished samples of the least recently used idle view
- * (which owes them again), or (meta) an idle view that chose nothing.
+ * (which owes them again), or (meta) an idle view that chose nothing,
+ * else the least recently used finished epoch that nothing names and
+ * that its reader has left (its choices are forgotten: see relaxed.c).
  * Returns whether it freed anything.  Locked.
  */
 bool relaxed_reclaim(struct feed *f, bool meta);
+/* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
+ * Locked. */
+bool relaxed_forgotten(struct feed *f, const struct feed_key *k);
+/* k's view, if any, counts as used now: the room made for an open of one
+ * of its batches is not taken from it first.  Locked. */
+void relaxed_touch(struct feed *f, const struct feed_key *k);
 void relaxed_free_all(struct feed *f);
 
 /*

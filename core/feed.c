@@ -515,6 +515,26 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	return o ? 0 : -ENOMEM;
 }
 
+/*
+ * Whether k is a batch of a relaxed epoch that was forgotten (relaxed.c):
+ * refused, counted and logged (one in a thousand).  Locked.
+ */
+static bool
+stale(struct feed *f, const struct cfg_job *cj, const struct feed_key *k)
+{
+	if (!relaxed_forgotten(f, k))
+		return false;
+	if (f->rstale++ % 1000 == 0)
+		log_warn("order = relaxed: job %s, epoch %u (rank %u of %u) "
+			 "was read to its end and its choices forgotten at "
+			 "the metadata cap: its batches cannot be read again "
+			 "in this mount (ESTALE, %llu so far); raise `memory` "
+			 "to keep more epochs",
+		    cj->name, (unsigned)k->epoch, (unsigned)k->rank,
+		    (unsigned)k->world, (unsigned long long)f->rstale);
+	return true;
+}
+
 int
 feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
     struct feed_handle **out)
@@ -543,6 +563,13 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	/* The handle and its planned file are metadata: counted, capped. */
 	meta = sizeof(*h) + (planned ? feed_file_size(f, k, kind) : 0);
 	pthread_mutex_lock(&f->lock);
+	if (cj->order == CFG_ORDER_RELAXED) {
+		if (stale(f, cj, k)) {
+			pthread_mutex_unlock(&f->lock);
+			return -ESTALE;
+		}
+		relaxed_touch(f, k); /* not forgotten to make room for this */
+	}
 	if (!feed_meta_room(f, meta)) {
 		pthread_mutex_unlock(&f->lock);
 		return -ENOMEM;
@@ -568,6 +595,13 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_lock(&f->lock);
 	h->b = batch_get(f, k, BN_OPEN);
+	r = -ENOMEM;
+	/* The only epoch left to forget may have been this one. */
+	if (h->b && cj->order == CFG_ORDER_RELAXED && stale(f, cj, k)) {
+		batch_unref(f, h->b); /* no reference: gone if empty */
+		h->b = NULL;
+		r = -ESTALE;
+	}
 	if (h->b) {
 		h->b->refs++;
 		if (kind == BK_IMAGES || kind == BK_CUDA)
@@ -578,7 +612,6 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		if (kind == BK_CUDA)
 			pthread_mutex_destroy(&h->lock);
 		free(h);
-		r = -ENOMEM;
 		goto fail;
 	}
 	*out = h;

@@ -10,21 +10,35 @@
  * filled it) hands the rest on to the batch waiting longest, so the last
  * batch of a view always fills.
  *
- * What a batch got is kept (chosen) for the life of the mount, so that a
- * batch whose data was given back and that is read again holds the same
- * samples: 4 bytes per sample chosen and 16 per batch, counted as
- * metadata, and reserved when the batch attaches (a view at the metadata
- * cap refuses new batches rather than forget a choice).  Everything else
- * of a view can be made again: its positions are a function of the plan
- * (plan_position), never stored; its epoch order is held only while
- * something uses the view (an idle view, with no batch attached and no
- * sample being made, gives it back at once); its finished samples that no
- * batch took yet are given back under memory pressure, least recently
- * used view first, and the view then owes them: they are started again
- * (same position, same bytes) before any new one.  An idle view that chose
- * nothing is freed whole under metadata pressure.  So what a view keeps
- * while idle is its chosen list and a counter.  Every function is called
- * with feed.lock held.
+ * What a batch got is kept (chosen), so that a batch whose data was given
+ * back and that is read again holds the same samples: 4 bytes per sample
+ * chosen and 16 per batch, counted as metadata, and reserved when the
+ * batch attaches (a view at the metadata cap refuses new batches rather
+ * than forget a choice).  Everything else of a view can be made again:
+ * its positions are a function of the plan (plan_position), never
+ * stored; its epoch order is held only while something uses the view (an
+ * idle view, with no batch attached and no sample being made, gives it
+ * back at once); its finished samples that no batch took yet are given
+ * back under memory pressure, least recently used view first, and the
+ * view then owes them: they are started again (same position, same
+ * bytes) before any new one.  An idle view that chose nothing is freed
+ * whole under metadata pressure.  So what a view keeps while idle is its
+ * chosen list and a counter.
+ *
+ * The chosen lists of finished epochs (every batch chosen) would grow
+ * with every epoch served, about 4.5 bytes a sample, to the metadata cap
+ * and past it (an ImageNet run at the default memory reached it near
+ * epoch 80 of 90).  So at the cap, when no idle view that chose nothing
+ * is left, the least recently used finished view whose reader has left
+ * (a later epoch of its rank view has a view) and that no batch struct
+ * names (no file holds one of its batches open, none is being built) is
+ * forgotten whole.  What stays is one bit: the epoch is marked forgotten
+ * in its rank view's bitmap (struct rforgot), and an open of one of its
+ * batches is refused with ESTALE rather than chosen again, which would
+ * give a batch read before other samples.  A batch is thus read again
+ * with the same bytes, or refused, never with others.  Unfinished epochs
+ * keep their choices: they still owe the others' samples.  Every
+ * function is called with feed.lock held.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +47,7 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "core/log.h"
 #include "core/sample.h"
 
 #define RSPARE 16      /* spare sample buffers kept per job (counted) */
@@ -76,6 +91,80 @@ rsample_put(struct feed *f, uint32_t job, struct rsample *x)
 		feed_mem_add(f, f->jobs[job].slot_bytes);
 	} else
 		free(x);
+}
+
+/*
+ * The epochs of one (job, rank view) whose views were forgotten: bit e
+ * of bits is epoch e.  Counted as metadata, never given back.
+ */
+struct rforgot {
+	uint32_t job, rank, world;
+	uint64_t nbytes;
+	uint8_t *bits;
+	struct rforgot *next;
+};
+
+static struct rforgot *
+forgot_find(struct feed *f, uint32_t job, uint32_t rank, uint32_t world)
+{
+	for (struct rforgot *g = f->rforgot; g; g = g->next)
+		if (g->job == job && g->rank == rank && g->world == world)
+			return g;
+	return NULL;
+}
+
+bool
+relaxed_forgotten(struct feed *f, const struct feed_key *k)
+{
+	struct rforgot *g = forgot_find(f, k->job, k->rank, k->world);
+
+	return g && k->epoch / 8 < g->nbytes &&
+	       (g->bits[k->epoch / 8] >> (k->epoch % 8) & 1);
+}
+
+void
+relaxed_touch(struct feed *f, const struct feed_key *k)
+{
+	for (struct rview *rv = f->rviews; rv; rv = rv->next)
+		if (rv->job == k->job && rv->rank == k->rank &&
+		    rv->world == k->world && rv->epoch == k->epoch) {
+			rv->used = ++f->tick;
+			return;
+		}
+}
+
+/* Mark rv's epoch forgotten; false when out of memory (nothing marked). */
+static bool
+forgot_mark(struct feed *f, const struct rview *rv)
+{
+	struct rforgot *g = forgot_find(f, rv->job, rv->rank, rv->world);
+	uint64_t need = rv->epoch / 8 + 1;
+
+	if (g == NULL) {
+		if ((g = calloc(1, sizeof(*g))) == NULL)
+			return false;
+		g->job = rv->job;
+		g->rank = rv->rank;
+		g->world = rv->world;
+		g->next = f->rforgot;
+		f->rforgot = g;
+		feed_meta_add(f, sizeof(*g));
+	}
+	if (need > g->nbytes) {
+		uint64_t n = g->nbytes < 32 ? 32 : 2 * g->nbytes;
+		uint8_t *bits;
+
+		if (n < need)
+			n = need;
+		if ((bits = realloc(g->bits, n)) == NULL)
+			return false;
+		memset(bits + g->nbytes, 0, n - g->nbytes);
+		feed_meta_add(f, n - g->nbytes);
+		g->bits = bits;
+		g->nbytes = n;
+	}
+	g->bits[rv->epoch / 8] |= (uint8_t)(1u << (rv->epoch % 8));
+	return true;
 }
 
 /* Metadata of rv: counted in rv->mem and the budget. */
@@ -192,10 +281,86 @@ rview_drop_ready(struct feed *f, struct rview *rv)
 	return any;
 }
 
+/* Whether idle rv's epoch is finished: every batch chosen. */
+static bool
+rview_finished(struct feed *f, const struct rview *rv)
+{
+	return !rv->wait_head && !rv->inflight && !rv->live && !rv->ready &&
+	       !rv->nowed &&
+	       rv->nchosen >= plan_nbatches(&f->jobs[rv->job].plan, rv->world);
+}
+
+/*
+ * Whether finished rv can be forgotten: its reader gone on to a later
+ * epoch of the rank view, and no batch struct naming it (an open file,
+ * a batch being built, whose view would be chosen anew).
+ */
+static bool
+rview_forgettable(struct feed *f, const struct rview *rv)
+{
+	bool later = false;
+
+	for (const struct rview *x = f->rviews; x && !later; x = x->next)
+		later = x->job == rv->job && x->rank == rv->rank &&
+			x->world == rv->world && x->epoch > rv->epoch;
+	if (!later)
+		return false;
+	for (size_t i = 0; i < FEED_HASH; i++)
+		for (const struct batch *b = f->table[i]; b; b = b->hnext)
+			if (b->key.job == rv->job && b->key.rank == rv->rank &&
+			    b->key.world == rv->world &&
+			    b->key.epoch == rv->epoch)
+				return false;
+	return true;
+}
+
+/*
+ * The least recently used finished view that can be forgotten, or NULL:
+ * candidates by age, the costlier checks on the oldest first.
+ */
+static struct rview *
+forget_victim(struct feed *f)
+{
+	uint64_t after = 0;
+
+	for (;;) {
+		struct rview *old = NULL;
+
+		for (struct rview *rv = f->rviews; rv; rv = rv->next)
+			if (rv->used > after &&
+			    (!old || rv->used < old->used) &&
+			    rview_finished(f, rv))
+				old = rv;
+		if (old == NULL || rview_forgettable(f, old))
+			return old;
+		after = old->used;
+	}
+}
+
+/* Forget finished rv whole, marking its epoch; false: out of memory. */
+static bool
+rview_forget(struct feed *f, struct rview *rv)
+{
+	if (!forgot_mark(f, rv))
+		return false;
+	if (f->rforgotten++ == 0)
+		log_info("order = relaxed: metadata at its cap of %llu bytes; "
+			 "the choices of finished epochs are forgotten from "
+			 "now on (first: job %s, epoch %u, rank %u of %u), "
+			 "and their batches cannot be read again in this "
+			 "mount",
+		    (unsigned long long)f->meta_cap,
+		    f->jobs[rv->job].cfg->name, (unsigned)rv->epoch,
+		    (unsigned)rv->rank, (unsigned)rv->world);
+	rview_unlink(f, rv);
+	rview_free(f, rv);
+	return true;
+}
+
 bool
 relaxed_reclaim(struct feed *f, bool meta)
 {
-	struct rview *victim = NULL;
+	struct rview *victim = NULL, *old;
 
 	for (size_t j = 0; !meta && j < f->njobs; j++) {
 		struct rsample *x = f->rfree[j];
@@ -217,8 +382,10 @@ relaxed_reclaim(struct feed *f, bool meta)
 			  : rv->ready != NULL) &&
 		    (!victim || rv->used < victim->used))
 			victim = rv;
+	/* What can be made again first; a choice only when nothing can. */
 	if (victim == NULL)
-		return false;
+		return meta && (old = forget_victim(f)) != NULL &&
+		       rview_forget(f, old);
 	if (victim->nchosen == 0 && !victim->live) {
 		/* Every sample started is on its ready list or owed: the view
 		 * is as new, and made again when used. */
@@ -244,7 +411,8 @@ rview_get(struct feed *f, const struct feed_key *k)
 			rv->used = ++f->tick;
 			return rv;
 		}
-	if (!feed_meta_room(f, sizeof(*rv)) ||
+	/* A forgotten epoch is not chosen again (feed_open refuses it). */
+	if (relaxed_forgotten(f, k) || !feed_meta_room(f, sizeof(*rv)) ||
 	    (rv = calloc(1, sizeof(*rv))) == NULL)
 		return NULL;
 	rv->job = k->job;
@@ -280,7 +448,7 @@ rview_unwait(struct rview *rv, struct batch *b)
 }
 
 /*
- * b is complete: remember what it holds (for the life of the mount), in
+ * b is complete: remember what it holds (until its epoch is forgotten), in
  * the metadata it reserved when it attached.  Without memory for it, b is
  * never given back (it stays as it is), which keeps its content fixed.
  */
@@ -475,11 +643,17 @@ relaxed_detach(struct feed *f, struct batch *b)
 	rview_settle(f, rv);
 }
 
+/*
+ * b is only sure to live until the lock is first released: everything
+ * after that goes through rv (which its sample in flight keeps) and the
+ * job, never through b.
+ */
 void
 relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 {
 	struct rview *rv = b->r.rv;
 	struct job *j = b->job;
+	uint32_t job = b->key.job;
 	struct rsample *x;
 	uint32_t id = 0;
 	uint64_t e;
@@ -496,8 +670,12 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	else
 		return; /* every sample of the view is started */
 	rv->inflight++;
-	/* Out of memory: wait until some is given back (or we stop). */
-	while ((x = rsample_get(f, b->key.job)) == NULL && !f->stopping) {
+	/*
+	 * Out of memory: wait until some is given back (or we stop).  The
+	 * wait unlocks: b may be given back and freed meanwhile.
+	 */
+	b = NULL;
+	while ((x = rsample_get(f, job)) == NULL && !f->stopping) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -535,6 +713,14 @@ relaxed_free_all(struct feed *f)
 
 		f->rviews = rv->next;
 		rview_free(f, rv);
+	}
+	while (f->rforgot) {
+		struct rforgot *g = f->rforgot;
+
+		f->rforgot = g->next;
+		feed_meta_sub(f, sizeof(*g) + g->nbytes);
+		free(g->bits);
+		free(g);
 	}
 	for (size_t i = 0; f->rfree && i < f->njobs; i++)
 		while (f->rfree[i]) {

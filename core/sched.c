@@ -223,20 +223,63 @@ scratch_count(struct feed *f, struct xf_arena *a, uint64_t *counted,
 	*counted = now;
 }
 
+/* A worker's count of its buffers too large for its arena. */
+struct outside {
+	struct feed *f;
+	uint64_t held; /* bytes counted now, under feed.lock */
+};
+
+/*
+ * A buffer of a sample too large for the worker's arena (a large image
+ * decoded, its copies): counted in the budget while it is held (so that
+ * readahead stops for it), after what is cheap to give back made room
+ * for it (batches read to their end, kept buffers; not batches still to
+ * be read, which it would make the workers build twice).  Past the
+ * budget, a worker that holds none waits while other workers hold some
+ * (theirs come back when their samples are made); one that holds some
+ * never waits, so that no two wait on each other: the budget is passed
+ * by one sample's buffers at most, as by one batch larger than it.
+ */
+static void
+scratch_outside(void *arg, size_t n, bool held)
+{
+	struct outside *o = arg;
+	struct feed *f = o->f;
+
+	pthread_mutex_lock(&f->lock);
+	if (held) {
+		while (!batch_make_room(f, n, false) && o->held == 0 &&
+		       f->scratch_outside > 0 && !f->stopping)
+			pthread_cond_wait(&f->room, &f->lock);
+		o->held += n;
+		f->scratch_outside += n;
+		feed_mem_add(f, n);
+	} else {
+		o->held -= n;
+		f->scratch_outside -= n;
+		feed_mem_sub(f, n);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
 /*
  * A worker: makes slots while there are any, with a scratch arena of its
  * own for the samples' buffers (no fresh pages per sample: xf.h), whose
- * cap sched_start counted in the memory budget.
+ * cap sched_start counted in the memory budget; buffers too large for it
+ * are counted while held (scratch_outside).
  */
 static void *
 worker(void *arg)
 {
 	struct feed *f = arg;
 	struct xf_arena *a = xf_arena_new(f->scratch_cap);
+	struct outside out = {f, 0};
 	uint64_t counted = 0, reused = 0, fresh = 0;
 	char msg[512];
 
-	xf_arena_use(a); /* NULL (no memory): malloc, as before */
+	if (a != NULL)
+		xf_arena_count(a, scratch_outside, &out);
+	xf_arena_use(a); /* NULL (no memory): malloc, uncounted */
 	pthread_mutex_lock(&f->lock);
 	while (!f->stopping) {
 		struct batch *b =
@@ -273,8 +316,10 @@ worker(void *arg)
 		scratch_count(f, a, &counted, &reused, &fresh);
 		slot_done(f, b, s, r, id, msg);
 	}
+	pthread_mutex_unlock(&f->lock);
 	xf_arena_use(NULL);
-	xf_arena_free(a);
+	xf_arena_free(a); /* unlocked: it may call scratch_outside */
+	pthread_mutex_lock(&f->lock);
 	scratch_count(f, NULL, &counted, &reused, &fresh);
 	pthread_mutex_unlock(&f->lock);
 	return NULL;

@@ -324,9 +324,17 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "feedfs_node_bytes %" PRIu64 "\n"
 	    "# HELP feedfs_relaxed_views Relaxed views (job, rank view, "
 	    "epoch) kept.\n# TYPE feedfs_relaxed_views gauge\n"
-	    "feedfs_relaxed_views %zu\n",
+	    "feedfs_relaxed_views %zu\n"
+	    "# HELP feedfs_relaxed_forgotten_total Finished relaxed epochs "
+	    "whose choices were forgotten at the metadata cap.\n"
+	    "# TYPE feedfs_relaxed_forgotten_total counter\n"
+	    "feedfs_relaxed_forgotten_total %" PRIu64 "\n"
+	    "# HELP feedfs_relaxed_stale_total Opens of their batches "
+	    "refused (ESTALE).\n"
+	    "# TYPE feedfs_relaxed_stale_total counter\n"
+	    "feedfs_relaxed_stale_total %" PRIu64 "\n",
 	    f->meta_used, f->meta_peak, f->meta_cap, f->meta_refused,
-	    f->node_bytes, f->nrviews);
+	    f->node_bytes, f->nrviews, f->rforgotten, f->rstale);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"

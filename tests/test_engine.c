@@ -428,8 +428,8 @@ test_relaxed_idle(void)
 		free(read_all(f, &k, BK_IDS, &l));
 	}
 	pthread_mutex_lock(&f->lock);
-	for (struct order *o = f->orders; o; o = o->next)
-		CHECK_EQ_INT(o->refs, 0); /* no idle view holds one */
+	for (struct order *od = f->orders; od; od = od->next)
+		CHECK_EQ_INT(od->refs, 0); /* no idle view holds one */
 	for (struct rview *rv = f->rviews; rv; rv = rv->next) {
 		CHECK(rv->order == NULL && rv->inflight == 0);
 		CHECK_EQ_INT(rv->nchosen, 1);
@@ -666,6 +666,7 @@ static void
 test_names(void)
 {
 	char name[129], path[1024], ent[NS_NAME_MAX];
+	char cmd[sizeof(path) + sizeof(dir) + 64];
 	const char *text;
 	size_t len;
 	char *owned;
@@ -680,10 +681,10 @@ test_names(void)
 		perror(path);
 	snprintf(path, sizeof(path), "%s/odd/cl\xff/a\tb\nc\\.jpg", dir);
 	snprintf(
-	    ent, sizeof(ent), "cp %s/data/class000/*000.jpg '%s'", dir, path);
+	    cmd, sizeof(cmd), "cp %s/data/class000/*000.jpg '%s'", dir, path);
 	if ((fp = fopen(path, "w")) != NULL)
 		fclose(fp);
-	CHECK(system(ent) == 0);
+	CHECK(system(cmd) == 0);
 	f = start_cfg("64M", 0, "strict", name, "odd", 2);
 	CHECK_EQ_INT(feed_text(f, FT_SAMPLES, 0, &text, &len, &owned), 0);
 	CHECK(len > 0 &&

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <jpeglib.h>
+#include <spng.h>
 
 #include "tests/testlib.h"
 #include "transforms/rng.h"
@@ -1284,6 +1285,126 @@ test_arena(void)
 	xf_pipeline_free(pl);
 }
 
+/* A w x h RGBA 16-bit PNG of gradients (malloc'd, *len bytes), by
+ * libspng's encoder; its samples in *px (malloc'd, host order). */
+static uint8_t *
+make_png16(uint32_t w, uint32_t h, uint16_t **px, size_t *len)
+{
+	struct spng_ihdr ihdr = {.width = w, .height = h, .bit_depth = 16,
+	    .color_type = SPNG_COLOR_TYPE_TRUECOLOR_ALPHA};
+	size_t n = (size_t)w * h * 4;
+	uint16_t *v = malloc(n * sizeof(*v)), *be = malloc(n * sizeof(*be));
+	spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+	uint8_t *png = NULL;
+	int e = -1;
+
+	for (size_t i = 0; v && be && i < n; i++) {
+		size_t pix = i / 4, x = pix % w, y = pix / w;
+
+		v[i] = (uint16_t)(i % 4 == 3 ? 0xffff
+					     : x * 61 + y * 17 * (i % 4) + i % 4);
+		((uint8_t *)&be[i])[0] = (uint8_t)(v[i] >> 8);
+		((uint8_t *)&be[i])[1] = (uint8_t)v[i];
+	}
+	if (ctx && v && be &&
+	    spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1) == 0 &&
+	    spng_set_ihdr(ctx, &ihdr) == 0 &&
+	    spng_encode_image(ctx, be, n * 2, SPNG_FMT_RAW,
+		SPNG_ENCODE_FINALIZE) == 0)
+		png = spng_get_png_buffer(ctx, len, &e);
+	spng_ctx_free(ctx);
+	free(be);
+	CHECK(png != NULL);
+	*px = v;
+	return png;
+}
+
+/* The count an arena tells its owner: bytes held now, and the most. */
+struct counted {
+	size_t now, peak, calls;
+};
+
+static void
+count_cb(void *arg, size_t n, bool held)
+{
+	struct counted *c = arg;
+
+	c->calls++;
+	if (held) {
+		c->now += n;
+		if (c->now > c->peak)
+			c->peak = c->now;
+	} else
+		c->now -= n;
+}
+
+/*
+ * Issue 25: a 16-bit PNG is decoded into the thread's arena (it was
+ * malloc'd beside it, fresh pages per sample) at 3 bytes a pixel, row by
+ * row; what is too large for the arena is told to its owner's count while
+ * held.  The pixels are round(v / 257) of the written samples.
+ */
+static void
+test_png_arena(void)
+{
+	uint16_t *v = NULL;
+	size_t len = 0;
+	uint8_t *png = make_png16(300, 200, &v, &len);
+	struct counted cnt = {0};
+	struct xf_image img;
+	struct xf_arena *a;
+	uint64_t reused, fresh, fresh1;
+	char err[256];
+	void *p;
+	bool same = true;
+
+	if (png == NULL || v == NULL)
+		goto out;
+	CHECK((a = xf_arena_new(64u << 20)) != NULL);
+	xf_arena_use(a);
+	for (int round = 0; round < 3; round++) {
+		if (round == 1)
+			xf_arena_counts(a, &reused, &fresh1);
+		CHECK_EQ_INT(xf_decode_max(png, len, 0, 0, 0, &img, err,
+				 sizeof(err)),
+		    0);
+		CHECK(img.w == 300 && img.h == 200);
+		for (size_t i = 0; i < (size_t)300 * 200; i++)
+			for (int c = 0; c < 3; c++)
+				same &= img.px[i * 3 + c] ==
+					(uint8_t)((v[i * 4 + c] + 128u) / 257u);
+		xf_free(img.px);
+	}
+	CHECK(same);
+	xf_arena_counts(a, &reused, &fresh);
+	CHECK(fresh1 > 0); /* the pixels came from the arena */
+	CHECK_EQ_INT(fresh, fresh1);
+	CHECK(reused >= 2);
+	xf_arena_use(NULL);
+	xf_arena_free(a);
+
+	/* An arena of 256 KB keeps none of the 180 KB image: counted. */
+	CHECK((a = xf_arena_new(256u << 10)) != NULL);
+	xf_arena_count(a, count_cb, &cnt);
+	xf_arena_use(a);
+	CHECK_EQ_INT(
+	    xf_decode_max(png, len, 0, 0, 0, &img, err, sizeof(err)), 0);
+	CHECK_EQ_INT(cnt.now, (size_t)300 * 200 * 3);
+	xf_free(img.px);
+	CHECK_EQ_INT(cnt.now, 0);
+	CHECK_EQ_INT(cnt.peak, (size_t)300 * 200 * 3);
+	/* Held when the arena goes: uncounted then, freed by its holder. */
+	CHECK((p = xf_alloc(1u << 20)) != NULL);
+	CHECK_EQ_INT(cnt.now, 1u << 20);
+	xf_arena_use(NULL);
+	xf_arena_free(a);
+	CHECK_EQ_INT(cnt.now, 0);
+	free(p);
+out:
+	free(png);
+	free(v);
+}
+
 int
 main(void)
 {
@@ -1303,5 +1424,6 @@ main(void)
 	test_bounds();
 	test_scans();
 	test_arena();
+	test_png_arena();
 	return TEST_SUMMARY();
 }

@@ -13,7 +13,10 @@
  *
  * Blocks are mmap'd here (never given to malloc), so xf_free tells them
  * from malloc'd memory by address; a request the arena cannot keep (over
- * its cap) is malloc'd and freed as before.  An arena is used by one
+ * its cap) is malloc'd and freed as before, and told to the arena's
+ * owner while it is held (xf_arena_count), so that a large image is
+ * counted in the owner's budget: the arena remembers the last
+ * ARENA_OUTSIDE of them to tell their frees.  An arena is used by one
  * thread at a time, the one that installed it: no locks.
  */
 #include <errno.h>
@@ -28,6 +31,7 @@
 #define ARENA_GRAIN ((size_t)64 << 10) /* sizes rounded up to this */
 #define ARENA_HUGE ((size_t)4 << 20)   /* huge pages from here on */
 #define ARENA_MIN ((size_t)32 << 10)   /* smaller ones: malloc keeps them */
+#define ARENA_OUTSIDE 16 /* large malloc'd buffers counted at once */
 
 struct block {
 	uint8_t *p; /* NULL: slot unused */
@@ -40,6 +44,13 @@ struct xf_arena {
 	size_t kept; /* mapped now */
 	uint64_t reused, fresh, outside;
 	struct block b[ARENA_SLOTS];
+	/* Buffers malloc'd outside it (p NULL: unused), told to count. */
+	struct {
+		void *p;
+		size_t n;
+	} out[ARENA_OUTSIDE];
+	void (*count)(void *arg, size_t n, bool held);
+	void *count_arg;
 };
 
 static _Thread_local struct xf_arena *cur;
@@ -61,10 +72,23 @@ xf_arena_free(struct xf_arena *a)
 		return;
 	if (cur == a)
 		cur = NULL;
+	/* Buffers still counted (an image its caller kept): uncounted now,
+	 * freed by whoever holds them. */
+	for (int i = 0; i < ARENA_OUTSIDE; i++)
+		if (a->out[i].p != NULL)
+			a->count(a->count_arg, a->out[i].n, false);
 	for (int i = 0; i < ARENA_SLOTS; i++)
 		if (a->b[i].p != NULL)
 			munmap(a->b[i].p, a->b[i].cap);
 	free(a);
+}
+
+void
+xf_arena_count(struct xf_arena *a,
+    void (*count)(void *arg, size_t n, bool held), void *arg)
+{
+	a->count = count;
+	a->count_arg = arg;
 }
 
 void
@@ -115,6 +139,32 @@ unmap_block(struct xf_arena *a, struct block *s)
 	s->busy = false;
 }
 
+/*
+ * A large buffer the arena does not keep: malloc'd, and counted by the
+ * owner (before its pages are touched, so that it can make room) while a
+ * slot remembers it.  Without a free slot it is malloc'd uncounted.
+ */
+static void *
+alloc_counted(struct xf_arena *a, size_t n)
+{
+	void *p;
+	int i = 0;
+
+	if (a->count != NULL)
+		while (i < ARENA_OUTSIDE && a->out[i].p != NULL)
+			i++;
+	if (a->count == NULL || i == ARENA_OUTSIDE)
+		return malloc(n);
+	a->count(a->count_arg, n, true);
+	if ((p = malloc(n)) == NULL) {
+		a->count(a->count_arg, n, false);
+		return NULL;
+	}
+	a->out[i].p = p;
+	a->out[i].n = n;
+	return p;
+}
+
 void *
 xf_alloc(size_t n)
 {
@@ -159,8 +209,10 @@ xf_alloc(size_t n)
 			return p;
 	}
 outside:
-	if (a != NULL && n >= ARENA_MIN)
+	if (a != NULL && n >= ARENA_MIN) {
 		a->outside++;
+		return alloc_counted(a, n);
+	}
 	return malloc(n ? n : 1);
 }
 
@@ -171,11 +223,19 @@ xf_free(void *p)
 
 	if (p == NULL)
 		return;
-	if (a != NULL)
+	if (a != NULL) {
 		for (int i = 0; i < ARENA_SLOTS; i++)
 			if (a->b[i].p == p) {
 				a->b[i].busy = false;
 				return;
 			}
+		for (int i = 0; i < ARENA_OUTSIDE; i++)
+			if (a->out[i].p == p) {
+				a->out[i].p = NULL;
+				free(p);
+				a->count(a->count_arg, a->out[i].n, false);
+				return;
+			}
+	}
 	free(p);
 }

@@ -54,13 +54,59 @@ spng_fail(int e, char *err, size_t errlen)
 	return -EINVAL;
 }
 
-/* RGBA16 (host order) to RGB8, round(v / 257) = (v + 128) / 257 exactly. */
+/* Adam7: the first column and the column step of each pass. */
+static const uint8_t adam7_x0[7] = {0, 4, 0, 2, 0, 1, 0};
+static const uint8_t adam7_dx[7] = {8, 8, 4, 4, 2, 2, 1};
+
+/*
+ * One RGBA16 (host order) row from spng_decode_row into RGB8 row out,
+ * round(v / 257) = (v + 128) / 257 exactly: the whole row, or for an
+ * interlaced image only the columns of pass (the others of in are stale).
+ */
 static void
-rgba16_to_rgb8(const uint16_t *in, uint8_t *out, size_t npx)
+rgba16_row_to_rgb8(const uint16_t *in, uint8_t *out, uint32_t w,
+    bool interlaced, int pass)
 {
-	for (size_t i = 0; i < npx; i++, in += 4, out += 3)
+	uint32_t x0 = interlaced ? adam7_x0[pass] : 0;
+	uint32_t dx = interlaced ? adam7_dx[pass] : 1;
+
+	for (uint32_t x = x0; x < w; x += dx)
 		for (int c = 0; c < 3; c++)
-			out[c] = (uint8_t)((in[c] + 128u) / 257u);
+			out[(size_t)x * 3 + c] =
+			    (uint8_t)((in[(size_t)x * 4 + c] + 128u) / 257u);
+}
+
+/*
+ * A 16-bit image, row by row: libspng decodes each (deinterlaced) row to
+ * RGBA16 into row (w * 8 bytes), which is converted into px at once, so
+ * that the image costs its 3 bytes a pixel and one row, not 11 bytes a
+ * pixel (an RGBA16 copy beside the RGB8 one).
+ */
+static int
+decode_rows16(spng_ctx *ctx, const struct spng_ihdr *ihdr, uint8_t *px,
+    uint16_t *row, char *err, size_t errlen)
+{
+	size_t rowlen = (size_t)ihdr->width * 8;
+	struct spng_row_info ri;
+	int e;
+
+	if ((e = spng_decode_image(
+		 ctx, NULL, 0, SPNG_FMT_RGBA16, SPNG_DECODE_PROGRESSIVE)) != 0)
+		return spng_fail(e, err, errlen);
+	do {
+		if ((e = spng_get_row_info(ctx, &ri)) != 0)
+			return spng_fail(e, err, errlen);
+		/* SPNG_EOI: this row was the last one. */
+		e = spng_decode_row(ctx, row, rowlen);
+		if (e != 0 && e != SPNG_EOI)
+			return spng_fail(e, err, errlen);
+		if (ri.row_num >= ihdr->height || ri.pass < 0 || ri.pass > 6)
+			return spng_fail(SPNG_EINTERNAL, err, errlen);
+		rgba16_row_to_rgb8(row,
+		    px + (size_t)ri.row_num * ihdr->width * 3, ihdr->width,
+		    ihdr->interlace_method != 0, ri.pass);
+	} while (e == 0);
+	return 0;
 }
 
 int
@@ -70,9 +116,9 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 	struct spng_ihdr ihdr;
 	spng_ctx *ctx;
 	size_t n = 0;
-	void *buf = NULL;
+	uint16_t *row = NULL;
 	uint8_t *px = NULL;
-	int fmt, e, r = -EINVAL;
+	int e, r = -EINVAL;
 
 	if (!xf_is_png(png, len)) {
 		snprintf(err, errlen, "not a PNG");
@@ -100,40 +146,40 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 		r = -EFBIG;
 		goto out;
 	}
-	fmt = ihdr.bit_depth == 16 ? SPNG_FMT_RGBA16 : SPNG_FMT_RGB8;
-	if ((e = spng_decoded_image_size(ctx, fmt, &n)) != 0) {
+	if ((e = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &n)) != 0) {
 		r = spng_fail(e, err, errlen);
 		goto out;
 	}
-	if ((buf = malloc(n)) == NULL ||
-	    (fmt == SPNG_FMT_RGBA16 &&
-		(px = malloc((size_t)ihdr.width * ihdr.height * 3)) == NULL)) {
+	/* The caller's buffers (xf.h): from the thread's arena, counted. */
+	if ((px = xf_alloc(n)) == NULL ||
+	    (ihdr.bit_depth == 16 &&
+		(row = xf_alloc((size_t)ihdr.width * 8)) == NULL)) {
 		snprintf(err, errlen, "out of memory");
 		r = -ENOMEM;
 		goto out;
 	}
 	/* No SPNG_DECODE_TRNS: alpha from tRNS is dropped, as PIL does. */
-	/* Then the chunks after the image, to IEND: the last IDAT's CRC is
-	 * checked there, and a file cut after its image data is refused. */
-	if ((e = spng_decode_image(ctx, buf, n, fmt, 0)) != 0 ||
-	    (e = spng_decode_chunks(ctx)) != 0) {
+	if (ihdr.bit_depth == 16) {
+		if ((r = decode_rows16(ctx, &ihdr, px, row, err, errlen)) != 0)
+			goto out;
+	} else if ((e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0)) != 0) {
 		r = spng_fail(e, err, errlen);
 		goto out;
 	}
-	if (fmt == SPNG_FMT_RGBA16) {
-		rgba16_to_rgb8(buf, px, (size_t)ihdr.width * ihdr.height);
-		free(buf);
-	} else
-		px = buf;
-	buf = NULL;
+	/* Then the chunks after the image, to IEND: the last IDAT's CRC is
+	 * checked there, and a file cut after its image data is refused. */
+	if ((e = spng_decode_chunks(ctx)) != 0) {
+		r = spng_fail(e, err, errlen);
+		goto out;
+	}
 	out->w = ihdr.width;
 	out->h = ihdr.height;
 	out->px = px; /* transferred */
 	px = NULL;
 	r = 0;
 out:
-	free(buf);
-	free(px);
+	xf_free(row);
+	xf_free(px);
 	spng_ctx_free(ctx);
 	return r;
 }

@@ -234,6 +234,16 @@ struct xf_arena;
 struct xf_arena *xf_arena_new(size_t cap);
 void xf_arena_free(struct xf_arena *a);
 void xf_arena_use(struct xf_arena *a);
+/*
+ * The owner's count of buffers the arena does not keep (over half its
+ * cap: a large image and its copies): count(arg, n, true) before such a
+ * buffer of n bytes is allocated, count(arg, n, false) once it is freed
+ * (or the arena is, whichever comes first), on the arena's thread.  It
+ * lets a memory budget count them and make room for them first.  At most
+ * 16 such buffers are counted at once; more are malloc'd uncounted.
+ */
+void xf_arena_count(struct xf_arena *a,
+    void (*count)(void *arg, size_t n, bool held), void *arg);
 size_t xf_arena_bytes(const struct xf_arena *a);
 /* Requests served by a block kept, and blocks mapped (fresh pages). */
 void xf_arena_counts(const struct xf_arena *a, uint64_t *reused,
