@@ -197,6 +197,16 @@ int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
     char *err, size_t errlen);
 
+/*
+ * The size of the prefix image (xf_run_prefix's) of a w x h source,
+ * from the ops alone: what a cached value of it holds, w x h x 3 bytes
+ * (issue 26: feedfs --check's exact raw size).  Returns the pixels of
+ * the largest image the prefix makes (source, outputs and a resize's
+ * intermediate), which xf_run_prefix refuses over max_pixels.
+ */
+uint64_t xf_prefix_dims(const struct xf_pipeline *pl, uint32_t w, uint32_t h,
+    uint32_t *ow, uint32_t *oh);
+
 /* The image size from a JPEG's SOF marker, without decoding: 0, or
  * -EINVAL when there is none (the decoder then says what is wrong). */
 int xf_jpeg_dims(const uint8_t *jpeg, size_t len, uint32_t *w, uint32_t *h);
