@@ -457,6 +457,26 @@ check_src(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
 	return K_UNSUPPORTED;
 }
 
+int
+check_header(int fd, uint64_t base, uint64_t size, uint64_t max_pixels,
+    uint32_t *w, uint32_t *h, char *why, size_t len)
+{
+	struct src s = {.fd = fd, .base = base, .size = size};
+	struct run r = {.shard_fd = -1};
+	enum kind k;
+
+	if ((r.head = malloc(CHK_WINDOW)) == NULL ||
+	    (r.tail = malloc(CHK_WINDOW)) == NULL) {
+		free(r.head);
+		snprintf(why, len, "out of memory");
+		return K_UNREADABLE;
+	}
+	k = check_src(&r, &s, max_pixels, w, h, why, len);
+	free(r.head);
+	free(r.tail);
+	return (int)k;
+}
+
 /* All of s, malloc'd (CHK_MAX_FILE at most): 0 or -errno. */
 static int
 src_slurp(const struct src *s, uint8_t **out)

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct cfg;
@@ -32,5 +33,13 @@ struct cfg;
  */
 int check_run(const struct cfg *c, bool full, FILE *out, char *err,
     size_t errlen);
+
+/*
+ * The header check of one image: size bytes at base in fd, read with
+ * pread, never outside them.  0 (ok: *w, *h set) or 1 unreadable,
+ * 2 unsupported, 3 truncated, 4 corrupt, with why.  For fuzz/fuzz_check.c.
+ */
+int check_header(int fd, uint64_t base, uint64_t size, uint64_t max_pixels,
+    uint32_t *w, uint32_t *h, char *why, size_t len);
 
 #endif
