@@ -43,8 +43,8 @@
 
 #define CHK_WINDOW (64u << 10)
 #define CHK_MAX_SEGMENTS 4096
-#define CHK_MAX_STRAY 4096    /* bytes skipped before a JPEG marker */
-#define CHK_SAMPLED 16	      /* images encoded per job for the estimates */
+#define CHK_MAX_STRAY 4096	  /* bytes skipped before a JPEG marker */
+#define CHK_SAMPLED 16		  /* images encoded per job for the estimates */
 #define CHK_MAX_FILE (512u << 20) /* the mount's bound on a sample */
 #define CHK_MAX_DEPTH 64
 #define CHK_SKIP_SHOWN 20
@@ -82,7 +82,7 @@ struct run {
 	uint8_t *head, *tail; /* CHK_WINDOW each */
 	size_t counts[K_NKINDS];
 	size_t empty, skipped;
-	int shard_fd;	     /* the shard open now, or -1 */
+	int shard_fd; /* the shard open now, or -1 */
 	uint32_t shard;
 };
 
@@ -169,10 +169,12 @@ other_format(const uint8_t *p, size_t n)
 		return "a BMP image";
 	if (n >= 4 && memcmp(p, "GIF8", 4) == 0)
 		return "a GIF image";
-	if (n >= 4 && (memcmp(p, "II*\0", 4) == 0 || memcmp(p, "MM\0*", 4) == 0))
+	if (n >= 4 &&
+	    (memcmp(p, "II*\0", 4) == 0 || memcmp(p, "MM\0*", 4) == 0))
 		return "a TIFF image";
 	if (n >= 12 && memcmp(p + 4, "ftyp", 4) == 0) {
-		if (memcmp(p + 8, "avif", 4) == 0 || memcmp(p + 8, "avis", 4) == 0)
+		if (memcmp(p + 8, "avif", 4) == 0 ||
+		    memcmp(p + 8, "avis", 4) == 0)
 			return "an AVIF image";
 		return "a HEIF/ISO media file";
 	}
@@ -191,7 +193,8 @@ too_large(uint32_t w, uint32_t h, uint64_t max_pixels, char *why, size_t len)
 {
 	if (max_pixels == 0 || (uint64_t)w * h <= max_pixels)
 		return K_OK;
-	snprintf(why, len, "image too large: %ux%u is more than max_pixels (%llu)",
+	snprintf(why, len,
+	    "image too large: %ux%u is more than max_pixels (%llu)",
 	    (unsigned)w, (unsigned)h, (unsigned long long)max_pixels);
 	return K_UNSUPPORTED;
 }
@@ -231,8 +234,8 @@ check_png(struct run *r, const struct src *s, size_t hn, uint64_t maxpx,
 		return K_TRUNCATED;
 	}
 	if (be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) != 0 ||
-	    be32(p + 16) == 0 || be32(p + 20) == 0 || be32(p + 16) > INT32_MAX ||
-	    be32(p + 20) > INT32_MAX) {
+	    be32(p + 16) == 0 || be32(p + 20) == 0 ||
+	    be32(p + 16) > INT32_MAX || be32(p + 20) > INT32_MAX) {
 		snprintf(why, len, "corrupt PNG: bad IHDR");
 		return K_CORRUPT;
 	}
@@ -331,7 +334,8 @@ check_jpeg(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
 		if (b[0] != 0xff) {
 			if ((e = jpeg_to_marker(s, &pos, b)) != 0) {
 				snprintf(why, len,
-				    "corrupt JPEG: no marker at offset %" PRIu64,
+				    "corrupt JPEG: no marker at offset "
+				    "%" PRIu64,
 				    pos);
 				return K_CORRUPT;
 			}
@@ -382,8 +386,8 @@ check_jpeg(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
 				snprintf(why, len, "JPEG cut in its headers");
 				return K_TRUNCATED;
 			}
-			if (m == 0xc3 || (m >= 0xc5 && m <= 0xc7) || m == 0xcb ||
-			    m >= 0xcd) {
+			if (m == 0xc3 || (m >= 0xc5 && m <= 0xc7) ||
+			    m == 0xcb || m >= 0xcd) {
 				snprintf(why, len,
 				    "a lossless or hierarchical JPEG (SOF%d), "
 				    "which libjpeg-turbo does not decode",
@@ -527,8 +531,8 @@ check_decode(const struct src *s, uint64_t maxpx, char *why, size_t len)
  * shard of a member stays open in r for the next member.
  */
 static enum kind
-open_sample(struct run *r, const struct dataset *ds, size_t id,
-    struct src *s, char *why, size_t len)
+open_sample(struct run *r, const struct dataset *ds, size_t id, struct src *s,
+    char *why, size_t len)
 {
 	const struct ds_sample *x = &ds->samples[id];
 	struct stat st;
@@ -564,10 +568,12 @@ open_sample(struct run *r, const struct dataset *ds, size_t id,
 			return K_UNREADABLE;
 		}
 		if (fstat(r->shard_fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-		    st.st_size != sh->st.st_size || st.st_ino != sh->st.st_ino) {
+		    st.st_size != sh->st.st_size ||
+		    st.st_ino != sh->st.st_ino) {
 			close(r->shard_fd);
 			r->shard_fd = -1;
-			snprintf(why, len, "shard changed since it was indexed");
+			snprintf(
+			    why, len, "shard changed since it was indexed");
 			return K_UNREADABLE;
 		}
 	}
@@ -915,8 +921,8 @@ check_job(struct run *r, const struct cfg *c, const struct cfg_job *cj,
 				    ")",
 				    (unsigned)d->w[i], (unsigned)d->h[i], most,
 				    cj->max_pixels);
-				report(r, "unsupported",
-				    d->ds->samples[i].path, why);
+				report(r, "unsupported", d->ds->samples[i].path,
+				    why);
 				continue;
 			}
 			payload += (uint64_t)w * h * 3;
@@ -1000,9 +1006,8 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 		size_t n = job_sources(&c->jobs[i], &src);
 
 		for (size_t k = 0; k < n; k++) {
-			uint64_t m = c->jobs[i].max_pixels, *d =
-							       &res[src[k]]
-								    .max_pixels;
+			uint64_t m = c->jobs[i].max_pixels,
+				 *d = &res[src[k]].max_pixels;
 
 			if (m != 0 && (*d == 0 || m < *d))
 				*d = m;
@@ -1014,8 +1019,8 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 		struct dsres *d = &res[i];
 		int e;
 
-		if ((e = ds_open_cfg(cd, -1, NULL, NULL, &d->ds, err,
-			 errlen)) != 0) {
+		if ((e = ds_open_cfg(
+			 cd, -1, NULL, NULL, &d->ds, err, errlen)) != 0) {
 			char msg[4600];
 
 			snprintf(msg, sizeof(msg), "%s", err);

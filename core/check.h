@@ -31,8 +31,8 @@ struct cfg;
  * problem found; 1: problems (listed); -errno with err when a dataset
  * cannot be opened at all (the mount would refuse it too).
  */
-int check_run(const struct cfg *c, bool full, FILE *out, char *err,
-    size_t errlen);
+int check_run(
+    const struct cfg *c, bool full, FILE *out, char *err, size_t errlen);
 
 /*
  * The header check of one image: size bytes at base in fd, read with

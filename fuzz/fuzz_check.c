@@ -36,8 +36,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memset(pad, 0xff, sizeof(pad)); /* markers, if read */
 	}
 	/* PAD bytes of 0xff before and after the input */
-	if (ftruncate(fd, 0) != 0 ||
-	    pwrite(fd, pad, PAD, 0) != PAD ||
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pad, PAD, 0) != PAD ||
 	    pwrite(fd, data, size, PAD) != (ssize_t)size ||
 	    pwrite(fd, pad, PAD, (off_t)(PAD + size)) != PAD)
 		abort();
