@@ -278,6 +278,13 @@ int cache_index_open(const char *dir, bool create, char *err, size_t errlen);
  */
 const char *cache_note(struct cache *c);
 
+/*
+ * What one entry of a payload of len bytes under a prefix text of plen
+ * bytes counts against cache_size: the payload, the value's header, its
+ * index records and the prefix text (feedfs --check's sizes).
+ */
+uint64_t cache_entry_cost(uint64_t len, size_t plen);
+
 /* SHA-256 of len bytes. */
 void cache_sha256(const void *data, size_t len, uint8_t out[32]);
 /* Key = SHA-256(digest, prefix text, CACHE_FORMAT_VERSION). */

@@ -261,14 +261,15 @@ job_cached(struct cache *c, const struct cfg *cfg, const struct cfg_job *j,
 	for (size_t i = 0; i < ds->n; i++) {
 		uint8_t digest[32], key[CACHE_KEY_LEN];
 		struct stat st;
-		bool png;
+		enum xf_src kind;
 
-		/* As the mount names and keys it: a file, a tar member, a PNG. */
+		/* As the mount names and keys it: a file, a tar member, a PNG,
+		 * a WebP. */
 		if (ds_sample_name(ds, i, path, sizeof(path)) != 0 ||
 		    ds_sample_stat(ds, i, &st) != 0 ||
-		    !sample_memo_get(c, path, &st, digest, &png))
+		    !sample_memo_get(c, path, &st, digest, &kind))
 			continue;
-		sample_cache_key(digest, keytext, png, key);
+		sample_cache_key(digest, keytext, kind, key);
 		n += cache_has(c, key);
 	}
 	*nsamples = ds->n;

@@ -100,6 +100,12 @@ entry_cost(uint64_t len, size_t plen)
 	return len + plen + CACHE_VAL_OVERHEAD;
 }
 
+uint64_t
+cache_entry_cost(uint64_t len, size_t plen)
+{
+	return entry_cost(len, plen);
+}
+
 struct totals {
 	uint64_t used, n, oldest;
 };

@@ -55,6 +55,12 @@ struct cfg_dataset {
 	char *shards;   /* WebDataset tar shards: a glob or a list file */
 	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
 	int line;       /* of the [dataset NAME] header */
+	/* classes = FILE (absolute; NULL: none) and its names, read and
+	 * checked by cfg_load: class i is line i + 1 (cfg_classes_parse) */
+	char *classes;
+	int classes_line;
+	char **class_names;
+	size_t nclass_names;
 };
 
 /* A step of a mixture's schedule: weights from epoch on. */
@@ -108,6 +114,21 @@ struct cfg {
 	struct cfg_job *jobs;
 	size_t njobs;
 };
+
+/*
+ * A class list (classes = FILE): len bytes of text, one class name a
+ * line, class i on line i + 1; a last line without its newline counts, a
+ * CR before a newline is dropped.  Refused, as "FNAME:LINE: message": an
+ * empty name, a name with a control character or over CFG_MAX_CLASS_NAME
+ * bytes, a name twice, a NUL, more than CFG_MAX_CLASSES lines, no line at
+ * all.  On success *names (n strdup'd strings, in a calloc'd array:
+ * cfg_classes_free) and *n.
+ */
+#define CFG_MAX_CLASSES (1u << 20)
+#define CFG_MAX_CLASS_NAME 1024
+int cfg_classes_parse(const char *text, size_t len, const char *fname,
+    char ***names, size_t *n, char *err, size_t errlen);
+void cfg_classes_free(char **names, size_t n);
 
 /* Load and check a config file. */
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);

@@ -61,6 +61,8 @@ static const struct key keys[] = {
 	"a glob of tar files or a file listing them"},
     {SEC_DATASET, "label", K_STR, D(label), -1, 0, 0, NULL,
 	"cls, json:KEY or none"},
+    {SEC_DATASET, "classes", K_PATH, D(classes), D(classes_line), 0, 0, NULL,
+	"a file of class names, one a line"},
     {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,
 	"a dataset name"},
     {SEC_JOB, "mixture", K_STR, J(mixture), J(mixture_line), 0, 0, NULL,

@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <limits.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -270,15 +271,113 @@ ds_free(struct dataset *ds)
 	free(ds);
 }
 
+/* The index of name in the class list v (n names), or -1. */
+static int64_t
+class_index(char *const *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i], name) == 0)
+			return (int64_t)i;
+	return -1;
+}
+
+/*
+ * The class list of d (classes = FILE) over ds: the classes become the
+ * list's names, in its order.  An ImageFolder's class directories are
+ * mapped by name (one not in the list is an error); the integer labels of
+ * a manifest or of shards are indexes into the list (a manifest's label
+ * past its end is an error, a shard member's makes a sample that fails).
+ */
+static int
+apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
+    size_t errlen)
+{
+	size_t n = d->nclass_names;
+	int64_t *map = NULL;
+	char **names;
+
+	if ((names = calloc(n, sizeof(*names))) == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if ((names[i] = strdup(d->class_names[i])) == NULL)
+			goto nomem;
+	if (!ds->manifest && ds->nshards == 0) {
+		if ((map = calloc(ds->nclasses ? ds->nclasses : 1,
+			 sizeof(*map))) == NULL)
+			goto nomem;
+		for (size_t c = 0; c < ds->nclasses; c++) {
+			if ((map[c] = class_index(names, n, ds->classes[c])) <
+			    0) {
+				snprintf(err, errlen,
+				    "%s/%s: class directory not in classes %s",
+				    ds->root, ds->classes[c], d->classes);
+				goto fail;
+			}
+		}
+		for (size_t i = 0; i < ds->n; i++)
+			if (ds->samples[i].label >= 0 &&
+			    (size_t)ds->samples[i].label < ds->nclasses)
+				ds->samples[i].label =
+				    map[ds->samples[i].label];
+	} else {
+		for (size_t i = 0; i < ds->n; i++) {
+			struct ds_sample *x = &ds->samples[i];
+
+			if (x->label < 0 || (uint64_t)x->label < n ||
+			    x->bad != NULL)
+				continue;
+			if (ds->nshards > 0) {
+				x->bad = "its label is past the end of the "
+					 "classes list";
+				continue;
+			}
+			snprintf(err, errlen,
+			    "%s/%s: label %" PRId64 " is past the end of "
+			    "classes %s (%zu names)",
+			    ds->root, x->path, x->label, d->classes, n);
+			goto fail;
+		}
+	}
+	free(map);
+	for (size_t i = 0; ds->classes != NULL && i < ds->nclasses; i++)
+		free(ds->classes[i]);
+	free(ds->classes);
+	ds->classes = names; /* transferred */
+	ds->nclasses = n;
+	return 0;
+nomem:
+	snprintf(err, errlen, "%s", strerror(ENOMEM));
+	free(map);
+	cfg_classes_free(names, n);
+	return -ENOMEM;
+fail:
+	free(map);
+	cfg_classes_free(names, n);
+	return -EINVAL;
+}
+
 int
 ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
     void *arg, struct dataset **out, char *err, size_t errlen)
 {
+	struct dataset *ds;
+	int r;
+
 	if (d->shards == NULL)
-		return ds_open(d->name, d->root, d->manifest, progress, arg,
-		    out, err, errlen);
-	return ds_open_shards(d->name, d->shards, d->label, index_fd, progress,
-	    arg, out, err, errlen);
+		r = ds_open(d->name, d->root, d->manifest, progress, arg, &ds,
+		    err, errlen);
+	else
+		r = ds_open_shards(d->name, d->shards, d->label, index_fd,
+		    progress, arg, &ds, err, errlen);
+	if (r != 0)
+		return r;
+	if (d->class_names != NULL &&
+	    (r = apply_classes(d, ds, err, errlen)) != 0) {
+		ds_free(ds);
+		return r;
+	}
+	*out = ds;
+	return 0;
 }
 
 int

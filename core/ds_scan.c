@@ -90,8 +90,8 @@ by_subdir(const void *a, const void *b)
 }
 
 /*
- * The names the scan takes as images: .jpg, .jpeg and .png, any case.  The
- * decoder goes by the magic bytes, not by this name.
+ * The names the scan takes as images: .jpg, .jpeg, .png and .webp, any
+ * case.  The decoder goes by the magic bytes, not by this name.
  */
 static bool
 is_image(const char *name)
@@ -100,7 +100,8 @@ is_image(const char *name)
 
 	return (n > 4 && strcasecmp(name + n - 4, ".jpg") == 0) ||
 	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0) ||
-	       (n > 4 && strcasecmp(name + n - 4, ".png") == 0);
+	       (n > 4 && strcasecmp(name + n - 4, ".png") == 0) ||
+	       (n > 5 && strcasecmp(name + n - 5, ".webp") == 0);
 }
 
 /* Append a sample (path and open_path, which may be NULL, are taken). */

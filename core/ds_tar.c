@@ -916,7 +916,7 @@ static bool
 is_image_ext(const char *ext)
 {
 	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
-	       strcasecmp(ext, "png") == 0;
+	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
 }
 
 /* An integer label in s (spaces around allowed): 0 or -EINVAL. */
@@ -1521,7 +1521,7 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 	if (ds->n == 0) {
 		snprintf(err, errlen,
 		    "shards %s: no samples (members named "
-		    "KEY.jpg, KEY.jpeg or KEY.png)",
+		    "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp)",
 		    shards);
 		r = -ENOENT;
 		goto fail;

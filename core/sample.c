@@ -353,22 +353,23 @@ local_put(struct job *j, struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 }
 
 /*
- * A cache key whose text names the decoder of the source: a PNG's key
- * text is the job's with libspng's id added (xf_png_decoder_id), so a
- * libspng upgrade misses on PNG entries only and JPEG keys stay as they
- * were.
+ * A cache key whose text names the decoder of the source: a PNG's (WebP's)
+ * key text is the job's with libspng's (libwebp's) id added
+ * (xf_src_decoder_id), so a decoder upgrade misses on that kind's entries
+ * only and JPEG keys stay as they were.
  */
 void
-sample_cache_key(const uint8_t digest[32], const char *text, bool png,
+sample_cache_key(const uint8_t digest[32], const char *text, enum xf_src kind,
     uint8_t key[CACHE_KEY_LEN])
 {
+	const char *dec = xf_src_decoder_id(kind);
 	char *t;
 
-	if (!png) {
+	if (dec == NULL) {
 		cache_key(digest, text, key);
 		return;
 	}
-	if (asprintf(&t, "%s\n%s", text, xf_png_decoder_id()) < 0) {
+	if (asprintf(&t, "%s\n%s", text, dec) < 0) {
 		/* Never a key of a JPEG's text: one no entry has. */
 		memset(key, 0xff, CACHE_KEY_LEN);
 		return;
@@ -377,40 +378,46 @@ sample_cache_key(const uint8_t digest[32], const char *text, bool png,
 	free(t);
 }
 
+/* The memo name's prefix of a kind of source ("" for JPEG). */
+static const char *
+memo_prefix(enum xf_src kind)
+{
+	return kind == XF_SRC_PNG ? "png:" : kind == XF_SRC_WEBP ? "webp:" : "";
+}
+
 /*
  * The digest memo of the source named name.  A PNG's is kept under
- * "png:" + name, so that a hit tells which decoder's key to look up
- * without reading the source: a JPEG costs one memo lookup as before, a
- * PNG two.
+ * "png:" + name, a WebP's under "webp:" + name, so that a hit tells which
+ * decoder's key to look up without reading the source: a JPEG costs one
+ * memo lookup as before, a PNG two, a WebP three.
  */
 bool
 sample_memo_get(struct cache *c, const char *name, const struct stat *st,
-    uint8_t digest[32], bool *png)
+    uint8_t digest[32], enum xf_src *kind)
 {
+	static const enum xf_src kinds[] = {
+	    XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP};
 	char alt[4200];
 
-	if (cache_get_digest(c, name, st, digest) == 0) {
-		*png = false;
-		return true;
-	}
-	if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) < sizeof(alt) &&
-	    cache_get_digest(c, alt, st, digest) == 0) {
-		*png = true;
-		return true;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if ((size_t)snprintf(alt, sizeof(alt), "%s%s",
+			memo_prefix(kinds[i]), name) < sizeof(alt) &&
+		    cache_get_digest(c, alt, st, digest) == 0) {
+			*kind = kinds[i];
+			return true;
+		}
 	}
 	return false;
 }
 
 static void
 memo_put(struct cache *c, const char *name, const struct stat *st,
-    const uint8_t digest[32], bool png)
+    const uint8_t digest[32], enum xf_src kind)
 {
 	char alt[4200];
 
-	if (!png)
-		cache_put_digest(c, name, st, digest);
-	else if ((size_t)snprintf(alt, sizeof(alt), "png:%s", name) <
-		 sizeof(alt))
+	if ((size_t)snprintf(alt, sizeof(alt), "%s%s", memo_prefix(kind),
+		name) < sizeof(alt))
 		cache_put_digest(c, alt, st, digest);
 }
 
@@ -479,14 +486,15 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	size_t len = 0;
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
-	bool have_digest = false, steady = false, png = false, stored = false;
+	bool have_digest = false, steady = false, stored = false;
+	enum xf_src kind = XF_SRC_JPEG;
 	int r;
 
 	/* A remembered digest: a hit in either tier reads no source. */
 	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
-	    sample_memo_get(c, path, &st, digest, &png)) {
+	    sample_memo_get(c, path, &st, digest, &kind)) {
 		have_digest = true;
-		sample_cache_key(digest, j->key_text, png, key);
+		sample_cache_key(digest, j->key_text, kind, key);
 		if (lookup(j, c, epoch, key, img) == 0) {
 			atomic_store_explicit(
 			    &j->reads_source, false, memory_order_relaxed);
@@ -498,11 +506,11 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	    0)
 		return r;
 	if (cached && !have_digest) {
-		png = xf_is_png(src, len);
+		kind = xf_src_kind(src, len);
 		cache_sha256(src, len, digest);
 		if (c != NULL && steady)
-			memo_put(c, path, &st, digest, png);
-		sample_cache_key(digest, j->key_text, png, key);
+			memo_put(c, path, &st, digest, kind);
+		sample_cache_key(digest, j->key_text, kind, key);
 		if (lookup(j, c, epoch, key, img) == 0) {
 			xf_free(src);
 			return 0;
@@ -576,7 +584,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 		return -EIO;
 	cache_sha256(src, len, digest);
 	/* The mount's key and format: the tier holds what a mount's does. */
-	sample_cache_key(digest, j->key_text, xf_is_png(src, len), key);
+	sample_cache_key(digest, j->key_text, xf_src_kind(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
 	if (tier_get(j, key, &v, &img) == 0) {
 		val_done(&v, &img);

@@ -21,6 +21,7 @@
 
 #include "cache/cache.h"
 #include "core/job.h"
+#include "transforms/xf.h"
 
 struct cache;
 
@@ -47,17 +48,19 @@ int sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 
 /*
  * The remembered digest of the source named name (ds_sample_name) with
- * stat st (ds_sample_stat), and whether it is a PNG's (kept under "png:"
- * + name): true on a memo, else false.
+ * stat st (ds_sample_stat), and the kind of source it is (a PNG's is kept
+ * under "png:" + name, a WebP's under "webp:" + name): true on a memo,
+ * else false.
  */
 bool sample_memo_get(struct cache *c, const char *name, const struct stat *st,
-    uint8_t digest[32], bool *png);
+    uint8_t digest[32], enum xf_src *kind);
 /*
- * The cache key of a source with digest under the key text text (a job's
- * key_text): a PNG's text names its decoder too (xf_png_decoder_id).
+ * The cache key of a source of kind kind with digest under the key text
+ * text (a job's key_text): a PNG's or WebP's text names its decoder too
+ * (xf_src_decoder_id).
  */
-void sample_cache_key(const uint8_t digest[32], const char *text, bool png,
-    uint8_t key[CACHE_KEY_LEN]);
+void sample_cache_key(const uint8_t digest[32], const char *text,
+    enum xf_src kind, uint8_t key[CACHE_KEY_LEN]);
 
 
 /*

@@ -2,6 +2,7 @@
  * main.c - the feedfs command: parse, check, mount, serve, unmount.
  *
  *   feedfs [-f] [-d] [-o OPT[,OPT...]] CONFIG|DATASET_DIR MOUNTPOINT
+ *   feedfs --check[=full] [-o OPT[,OPT...]] CONFIG|DATASET_DIR
  *
  * Everything that can be wrong with the config or the dataset is found
  * before the mount (exit 2, "feedfs: FILE:LINE: message").  No thread is
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/check.h"
 #include "core/config.h"
 #include "core/feed.h"
 #include "core/log.h"
@@ -32,7 +34,15 @@ usage(FILE *fp)
 	fprintf(fp,
 	    "usage: feedfs [-f] [-d] [-o opt[,opt...]] config mountpoint\n"
 	    "       feedfs [-f] [-d] [-o opt[,opt...]] dataset_dir mountpoint\n"
+	    "       feedfs --check[=full] [-o opt[,opt...]] config|dataset_dir\n"
 	    "\n"
+	    "  --check   read every image's header and report: samples per "
+	    "class,\n"
+	    "            unreadable, unsupported, truncated files, empty "
+	    "classes, the\n"
+	    "            cache each job needs; exit 0 (no problem) or 1 "
+	    "(=full: decode\n"
+	    "            every image, as a worker does)\n"
 	    "  -f        stay in the foreground, log to stderr\n"
 	    "  -d        debug output (implies -f)\n"
 	    "  -o opt    a [mount] key of feedfs.conf(5) (cache_dir=DIR,\n"
@@ -75,6 +85,7 @@ scan_progress(size_t n, void *arg)
 /* Options of -o that are ours go to the config; the rest to FUSE. */
 struct opts {
 	bool foreground, debug;
+	int check; /* --check: 1, --check=full: 2 */
 	const char *source, *mountpoint;
 	char *fuse_opts; /* comma separated, for fuse_session_new */
 	char **mount_kv; /* key=value of [mount] keys, applied after load */
@@ -148,6 +159,10 @@ parse_args(int argc, char **argv, struct opts *o)
 			o->foreground = true;
 		else if (strcmp(a, "-d") == 0)
 			o->debug = o->foreground = true;
+		else if (strcmp(a, "--check") == 0)
+			o->check = 1;
+		else if (strcmp(a, "--check=full") == 0)
+			o->check = 2;
 		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			exit(0);
@@ -178,7 +193,7 @@ parse_args(int argc, char **argv, struct opts *o)
 			return -EINVAL;
 		}
 	}
-	if (!o->source || !o->mountpoint) {
+	if (!o->source || (!o->mountpoint) != (o->check != 0)) {
 		usage(stderr);
 		return -EINVAL;
 	}
@@ -285,6 +300,17 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
+	if (o.check) {
+		/* No mount: a report on stdout, 0 or 1 (2: no dataset). */
+		if (load_config(&o, &c, err, sizeof(err)) != 0 ||
+		    (r = check_run(c, o.check == 2, stdout, err, sizeof(err))) <
+			0) {
+			fprintf(stderr, "feedfs: %s\n", err);
+			ret = EXIT_CONFIG;
+		} else
+			ret = r;
+		goto out_opts;
+	}
 	if (realpath(o.mountpoint, mnt) == NULL) {
 		fprintf(
 		    stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(errno));

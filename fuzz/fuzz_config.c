@@ -4,7 +4,8 @@
  * The input is a config file, given to cfg_load through a memfd (the
  * parser reads a path).  Any input must give 0 or a FILE:LINE error,
  * never a crash; -o KEY=VALUE (cfg_set_mount) gets the first line split
- * at '='.
+ * at '='; and the input is read as a class list (classes = FILE,
+ * cfg_classes_parse), which must give names or a FILE:LINE error.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg_free(c);
 	} else if (err[0] == '\0') {
 		abort(); /* an error must say why */
+	}
+	/* the input as a class list */
+	{
+		char **names = NULL;
+		size_t n = 0;
+
+		err[0] = '\0';
+		if (cfg_classes_parse((const char *)data, size, "fuzz.classes",
+			&names, &n, err, sizeof(err)) == 0) {
+			if (n == 0 || names == NULL)
+				abort();
+			cfg_classes_free(names, n);
+		} else if (strncmp(err, "fuzz.classes", 12) != 0) {
+			abort(); /* an error must say where */
+		}
 	}
 	/* -o KEY=VALUE on a default config */
 	if ((line = malloc(size + 1)) == NULL)

@@ -1,10 +1,11 @@
 /*
- * fuzz_decode - libFuzzer target: JPEG and PNG decode and the whole pipeline.
+ * fuzz_decode - libFuzzer target: JPEG, PNG and WebP decode and the whole
+ * pipeline.
  *
- * The input is a JPEG or PNG file.  It goes through xf_decode (full size), then
- * through a pipeline with DCT scaling, a resize, a random crop, a flip and
- * normalize, into float32 CHW and uint8 HWC buffers: what a worker does to a
- * source file.  max_pixels is lowered to 4 MP so that a large header is
+ * The input is a JPEG, PNG or WebP file (seeds of each in corpus/decode).
+ * It goes through xf_decode (full size), then through a pipeline with DCT
+ * scaling, a resize, a random crop, a flip and normalize, into float32
+ * CHW and uint8 HWC buffers: what a worker does to a source file.  max_pixels is lowered to 4 MP so that a large header is
  * refused instead of tripping libFuzzer's RSS limit (the bound itself is
  * what is tested there).
  */

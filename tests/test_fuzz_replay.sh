@@ -2,8 +2,10 @@
 # test_fuzz_replay.sh - the fuzz targets of what crosses a process boundary
 # into the cache (fuzz/fuzz_wire.c: the data socket's frames, both ends;
 # fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
-# value envelope and the index) and of the tar shard reader
-# (fuzz/fuzz_tar.c) run without libFuzzer for a bounded time:
+# value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
+# fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
+# fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
+# feedfs --check's header reads) run without libFuzzer for a bounded time:
 # each seed corpus, then deterministic mutations of it (fuzz/replay.c), for
 # FF_FUZZ_SECONDS (10) for the socket and half that for the others.  In
 # CI's ASan+UBSan pass too.  A crash or an abort of a target fails.
@@ -14,3 +16,6 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_cluster" "$half" "$FF_SRCDIR/fuzz/corpus/cluster"
 "$FF_BUILDDIR/fuzz/replay_cacheval" "$half" "$FF_SRCDIR/fuzz/corpus/cacheval"
 "$FF_BUILDDIR/fuzz/replay_tar" "$half" "$FF_SRCDIR/fuzz/corpus/tar"
+"$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
+"$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
+"$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"

@@ -91,7 +91,7 @@ key_of(struct setup *s, uint32_t id, uint8_t key[CACHE_KEY_LEN])
 	CHECK(fread(buf, 1, (size_t)n, fp) == (size_t)n);
 	fclose(fp);
 	cache_sha256(buf, (size_t)n, digest);
-	sample_cache_key(digest, s->j.key_text, false, key);
+	sample_cache_key(digest, s->j.key_text, XF_SRC_JPEG, key);
 	free(buf);
 }
 

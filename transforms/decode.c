@@ -155,6 +155,8 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	/* By magic bytes, not by name: no scaled decode for PNG. */
 	if (xf_is_png(jpeg, len))
 		return xf_png_decode(jpeg, len, max_pixels, out, err, errlen);
+	if (xf_is_webp(jpeg, len))
+		return xf_webp_decode(jpeg, len, max_pixels, out, err, errlen);
 	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
 		snprintf(err, errlen, "not a JPEG");
 		return -EINVAL;

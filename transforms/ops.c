@@ -319,6 +319,40 @@ prefix_end(const struct xf_pipeline *pl)
 	return pl->nops;
 }
 
+uint64_t
+xf_prefix_dims(
+    const struct xf_pipeline *pl, uint32_t w, uint32_t h, uint32_t *ow,
+    uint32_t *oh)
+{
+	size_t end = prefix_end(pl);
+	uint64_t most = (uint64_t)w * h;
+
+	for (size_t i = 1; i < end; i++) {
+		const struct xf_op *op = &pl->ops[i];
+		uint32_t tw, th;
+
+		if (op->kind == XF_OP_RESIZE) {
+			resize_dims(w, h, op, &tw, &th);
+			if (tw == w && th == h)
+				continue;
+			/* as apply_op bounds it: the horizontal pass too */
+			if (tw != w && (uint64_t)tw * h > most)
+				most = (uint64_t)tw * h;
+		} else if (op->kind == XF_OP_CENTER_CROP) {
+			tw = op->w;
+			th = op->h;
+		} else
+			continue;
+		w = tw;
+		h = th;
+		if ((uint64_t)w * h > most)
+			most = (uint64_t)w * h;
+	}
+	*ow = w;
+	*oh = h;
+	return most;
+}
+
 static uint32_t
 be16(const uint8_t *p)
 {

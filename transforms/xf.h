@@ -119,6 +119,34 @@ bool xf_is_png(const uint8_t *buf, size_t len);
 int xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
     struct xf_image *out, char *err, size_t errlen);
 
+/*
+ * WebP (transforms/webp.c, issue 26), told by its magic bytes (RIFF....WEBP)
+ * as PNG is.  xf_webp_decoder_id ("libwebp 1.2.4") is part of the cache key
+ * of WebP samples only.  xf_webp_decode: still WebP (lossy or lossless,
+ * with or without alpha) to 8-bit RGB as PIL's convert("RGB") (alpha
+ * dropped); -EFBIG over max_pixels (0: no bound) before anything of the
+ * image's size is allocated; -EINVAL ("corrupt WebP: ...", "not a WebP")
+ * for a damaged or truncated file; -ENOTSUP for an animated one; -ENOMEM.
+ * The pixels come from xf_alloc.  xf_webp_info: the size from the headers
+ * only (the same errors but -EFBIG), reading nothing of the image data.
+ */
+const char *xf_webp_decoder_id(void);
+bool xf_is_webp(const uint8_t *buf, size_t len);
+int xf_webp_info(const uint8_t *buf, size_t len, uint32_t *w, uint32_t *h,
+    char *err, size_t errlen);
+int xf_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels,
+    struct xf_image *out, char *err, size_t errlen);
+
+/*
+ * The kinds of source file, by magic bytes, and the id of the decoder
+ * that a cache key of such a source names beside the job's text: NULL for
+ * JPEG (xf_decoder_id is in every job's text), xf_png_decoder_id,
+ * xf_webp_decoder_id.
+ */
+enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP };
+enum xf_src xf_src_kind(const uint8_t *buf, size_t len);
+const char *xf_src_decoder_id(enum xf_src kind);
+
 /* Refuses combinations of pipeline and output (normalize with uint8). */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
@@ -168,6 +196,16 @@ int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
 int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst,
     char *err, size_t errlen);
+
+/*
+ * The size of the prefix image (xf_run_prefix's) of a w x h source,
+ * from the ops alone: what a cached value of it holds, w x h x 3 bytes
+ * (issue 26: feedfs --check's exact raw size).  Returns the pixels of
+ * the largest image the prefix makes (source, outputs and a resize's
+ * intermediate), which xf_run_prefix refuses over max_pixels.
+ */
+uint64_t xf_prefix_dims(const struct xf_pipeline *pl, uint32_t w, uint32_t h,
+    uint32_t *ow, uint32_t *oh);
 
 /* The image size from a JPEG's SOF marker, without decoding: 0, or
  * -EINVAL when there is none (the decoder then says what is wrong). */
