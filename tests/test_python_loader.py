@@ -18,7 +18,8 @@
   every rank has the same batch count, the samples not served are dealt
   as DistributedSampler deals them (each exactly once when no padding is
   needed), each sample's bytes equal the whole epoch's, and a second run
-  is the same; order = relaxed refuses it;
+  is the same; with drop_last the rest is cut to whole batches, none
+  twice; order = relaxed refuses it;
 - explicit sharding: with RANK and WORLD_SIZE set, Job.epoch() and Loader
   read the whole epoch (and log a warning saying so), world="auto" the
   rank's shard; the view read is logged once.
@@ -52,7 +53,8 @@ data = t.gen(t.path("data"), n=N, classes=3, seed=4)
 cfg = t.config(t.path("feedfs.conf"), data, {
     "train": dict(epochs=E, seed=77, batch_size=B),
     "other": dict(epochs=E, seed=78, batch_size=B + 1),
-    "relaxed": dict(epochs=1, seed=77, batch_size=B, order="relaxed")},
+    "relaxed": dict(epochs=1, seed=77, batch_size=B, order="relaxed"),
+    "dl": dict(epochs=1, seed=79, batch_size=B, drop_last="yes")},
     threads=2)
 
 records = []
@@ -224,7 +226,6 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 
     for W0, W1, k in ((4, 2, 1), (2, 3, 3), (2, 3, 1), (3, 4, 2)):
         for e in (0, 1):
-            pre = 0 if e == 0 else None
             st0 = {"index": e, "epoch": e, "batch": 0}
             head, st, _ = ranks(W0, st0, stop=k)
             served = k * B * W0
@@ -247,7 +248,6 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             check(all(same(a, b) for o1, o2 in zip(tail, again)
                       for a, b in zip(o1, o2)), "%d -> %d: not reproducible"
                   % (W0, W1))
-            del pre
         log("elastic %d -> %d after %d batches: equal batch counts, the rest "
             "dealt as DistributedSampler (%d padded), pixels equal, "
             "reproducible" % (W0, W1, k, pad))
@@ -269,6 +269,45 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(sorted(allids) == list(range(N)), "4 -> 2 -> 3: %s" % allids)
     log("4 -> 2 -> 3: each sample exactly once; resumed at 2 mid-deal "
         "equals the deal's run")
+    # drop_last: the rest is cut to whole batches of every rank, no sample
+    # twice, each from a batch the mount serves.
+    dl = feedfs.Job(m.p("dl"))
+    dref = [(x, ids) for x, _, ids in dl.epoch(0, ids=True, copy=True)]
+    dpix = {int(i): x[s] for x, ids in dref for s, i in enumerate(ids)}
+    dorder = np.concatenate([ids for _, ids in dref]).tolist()
+    Ls = [ft.Loader(dl, rank=r, world=2, ids=True) for r in range(2)]
+    done = []
+    for L in Ls:
+        for k, (x, y, ids) in enumerate(L):
+            done += ids.tolist()
+            if k == 1:
+                break
+    st = Ls[0].state_dict()
+    m3 = N - 2 * B * 2
+    per = (m3 // 3) // B * B
+    outs = []
+    for r in range(3):
+        L = ft.Loader(dl, rank=r, world=3, ids=True)
+        L.load_state_dict(st)
+        out = [(x.clone(), ids.clone()) for x, _, ids in L]
+        check(all(len(i) == B for _, i in out) and len(out) == per // B,
+              "drop_last 2 -> 3: rank %d has %s" % (r, [len(i) for _, i
+                                                        in out]))
+        ids = [int(i) for _, b in out for i in b]
+        p0 = 2 * B * 2  # the first two batches of both ranks of 2
+        want = [dorder[p0 + (r + 3 * k) % m3] for k in range(per)]
+        check(ids == want, "drop_last 2 -> 3: rank %d serves %s, not %s"
+              % (r, ids, want))
+        for x, b in out:
+            for s, i in enumerate(b.tolist()):
+                check(np.array_equal(x[s].numpy(), dpix[i]),
+                      "drop_last: sample %d's pixels" % i)
+        outs.append(ids)
+    allids = done + [i for o in outs for i in o]
+    check(len(set(allids)) == len(allids), "drop_last 2 -> 3: a sample "
+          "twice: %s" % sorted(allids))
+    log("drop_last 2 -> 3: whole batches, %d of the %d left, none twice"
+        % (3 * per, m3))
     rel = feedfs.Job(m.p("relaxed"))
     rst = ft.Loader(rel, rank=0, world=2).state_dict()
     rst["batch"] = 1
