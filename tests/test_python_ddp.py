@@ -21,8 +21,10 @@ through the package in the source tree:
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import uuid
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -124,14 +126,25 @@ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
 runs = [0]
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def torchrun(script, *args):
     """torchrun's output.  Debian's torch 1.13 under Python 3.11 fails with
     its default --redirects 0 --tee 0 (Std.from_str("0") is None there:
     IntFlag no longer iterates its zero member), so stdout is tee'd: both
-    streams still come here.  Its logs go in the test's directory."""
+    streams still come here.  Its logs go in the test's directory.  The
+    rendezvous is on a port picked here: --standalone's is always 29400,
+    which another torchrun on the machine may hold (then the agent fails
+    with "The connection to the C10d store has failed")."""
     runs[0] += 1
     logs = t.path("torchrun-%d" % runs[0])
-    cmd = [fflib.PY, "-m", "torch.distributed.run", "--standalone",
+    cmd = [fflib.PY, "-m", "torch.distributed.run", "--rdzv_backend=c10d",
+           "--rdzv_endpoint=127.0.0.1:%d" % free_port(),
+           "--rdzv_id=%s" % uuid.uuid4(),
            "--nnodes=1", "--nproc_per_node=%d" % W, "--redirects", "1",
            "--tee", "1", "--log_dir", logs, script] + list(args)
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
