@@ -11,8 +11,8 @@
   bytes, each in its own storage; reuse_buffers=True is the ring of
   prefetch + 2 buffers;
 - state_dict() carries the job's fingerprint: a checkpoint of a job with
-  another seed and batch size is refused, naming both; another world size
-  is not;
+  another seed and batch size is refused, naming both (strict=False takes
+  it with a warning); another world size is not;
 - elastic resume: a checkpoint taken at world 4 resumes at 2, at 2 at 3,
   and 4 -> 2 -> 3 in turn, mid-epoch, with rank views in this process:
   every rank has the same batch count, the samples not served are dealt
@@ -176,6 +176,12 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               "batch_size 4 in the checkpoint, 5 here" in str(e) and
               "samples" not in str(e), "the refusal: %s" % e)
         log("another job's checkpoint: %s" % e)
+    records.clear()
+    L = ft.Loader(other)
+    L.load_state_dict(st, strict=False)
+    check(L.state_dict()["epoch"] == 1 and any(
+        lv == logging.WARNING and "seed 77" in msg for lv, msg in records),
+        "strict=False: %s, %s" % (L.state_dict(), records))
     check(st["job"]["samples"] == N and st["job"]["batch_size"] == B and
           st["job"]["seed"] == 77 and st["job"]["pipeline"] ==
           job.info["pipeline"], "fingerprint %s" % st["job"])

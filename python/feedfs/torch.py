@@ -13,8 +13,9 @@ No worker processes: the mount decodes.  One background thread reads
 batches b+1 and b+2 while the trainer runs on batch b.
 """
 
-import sys
+import logging
 import queue
+import sys
 import threading
 
 import numpy as np
@@ -215,26 +216,30 @@ class Loader:
             i, p, b = i + 1, 0, 0
         return (i, p, b) if i < len(self.epochs) else self._end()
 
-    def _check_job(self, state):
+    def _check_job(self, state, strict=True):
         fp = state.get("job")
         if fp is None:
             return
         diff = ["%s %r in the checkpoint, %r here" % (k, fp.get(k),
                                                       self._fp.get(k))
                 for k in FINGERPRINT if fp.get(k) != self._fp.get(k)]
-        if diff:
-            raise ValueError("load_state_dict: the checkpoint is of another "
-                             "job than %s: %s" % (self.job.name,
-                                                  "; ".join(diff)))
+        if not diff:
+            return
+        what = "the checkpoint is of another job than %s: %s" % (
+            self.job.name, "; ".join(diff))
+        if strict:
+            raise ValueError("load_state_dict: %s (strict=False takes the "
+                             "position anyway)" % what)
+        logging.getLogger("feedfs").warning("feedfs: %s", what)
 
-    def _position(self, pos):
+    def _position(self, pos, strict=True):
         """(i, p, b) of pos: a state_dict(), or an (epoch, batch) pair whose
         epoch is taken at its first place in the list.  A state_dict()
         without "index" (those before it had one) is such a pair too."""
         n = len(self.epochs)
         p = 0
         if isinstance(pos, dict):
-            self._check_job(pos)
+            self._check_job(pos, strict)
         if isinstance(pos, dict) and pos.get("index") is not None:
             i, b = int(pos["index"]), int(pos["batch"])
             if not 0 <= i <= n:
@@ -310,9 +315,11 @@ class Loader:
         return {"index": i, "epoch": e, "batch": b, "start": p,
                 "world": self.world, "job": dict(self._fp)}
 
-    def load_state_dict(self, state):
-        """Continue from state (a state_dict(), or an (epoch, batch))."""
-        self._pos = self._position(state)
+    def load_state_dict(self, state, strict=True):
+        """Continue from state (a state_dict(), or an (epoch, batch)).  A
+        state of another job (its fingerprint) raises ValueError, or with
+        strict=False is taken with a warning (logger "feedfs")."""
+        self._pos = self._position(state, strict)
 
     def set_epoch(self, epoch):
         """The next iteration reads epoch (its first place in the list),
