@@ -6,13 +6,16 @@ DistributedDataParallel, started by torchrun.
            [--epochs 1] [--steps N] [--checkpoint FILE]
 
 Each process's feedfs.torch.Loader reads its own rank view,
-MOUNT/JOB/rank-R-of-W/ (torchrun's RANK and WORLD_SIZE, or the process
-group's): the views cover each epoch as DistributedSampler does and every
-rank has the same number of batches, so no rank waits in an allreduce for
-a rank that ran out.  There is no sampler to set_epoch() and no worker
-process.  gloo on CPUs, nccl with one GPU per process.  --checkpoint:
-rank 0 saves the model, the optimizer and the Loader's position (the same
-on every rank); a restart resumes at the next batch on every rank.
+MOUNT/JOB/rank-R-of-W/ (the process group's rank and world, passed
+explicitly: a Loader given none reads the whole epoch): the views cover
+each epoch as DistributedSampler does and every rank has the same number
+of batches, so no rank waits in an allreduce for a rank that ran out.  An
+iteration of the Loader is one epoch; set_epoch() picks it, as
+DistributedSampler's does.  No worker process.  gloo on CPUs, nccl with
+one GPU per process.  --checkpoint: rank 0 saves the model, the optimizer
+and the Loader's position (the same on every rank); a restart resumes at
+the next batch on every rank, with as many processes or another number
+(elastic: the rest of the epoch is dealt to the new ranks).
 
 Debian 12's torchrun (torch 1.13 under Python 3.11) stops at once with
 "AttributeError: 'NoneType' object has no attribute 'get'" when its
@@ -58,12 +61,14 @@ def main():
     model = SmallNet(job.shape[1], len(job.classes)).to(device)
     model = DDP(model, device_ids=[device.index] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.05 * world, momentum=0.9)
-    loader = loader_for(job, a.epochs, device)  # rank-R-of-W from the group
+    loader = loader_for(job, a.epochs, device, rank, world)  # rank-R-of-W/
+    first = 0
     if a.checkpoint and os.path.exists(a.checkpoint):
         ck = torch.load(a.checkpoint, map_location=device)
         model.module.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
-        loader.load_state_dict(ck["loader"])
+        loader.load_state_dict(ck["loader"])  # saved at any world size
+        first = loader.state_dict()["epoch"] or 0
 
     def save():
         if a.checkpoint and rank == 0:
@@ -71,23 +76,29 @@ def main():
                         "opt": opt.state_dict(),
                         "loader": loader.state_dict()}, a.checkpoint)
 
-    step = 0
-    for x, y in loader:
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()  # the gradients' allreduce: every rank steps alike
-        opt.step()
-        step += 1
-        if rank == 0:
-            print("epoch %d batch %d loss %.4f" % (loader.epoch, loader.batch,
-                                                  loss.item()), flush=True)
-        if step % 50 == 0:
-            save()
+    step = total = 0
+    for epoch in range(first, a.epochs):
+        loader.set_epoch(epoch)
+        total += len(loader)
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()  # the gradients' allreduce: every rank alike
+            opt.step()
+            step += 1
+            if rank == 0:
+                print("epoch %d batch %d loss %.4f"
+                      % (loader.epoch, loader.batch, loss.item()),
+                      flush=True)
+            if step % 50 == 0:
+                save()
+            if a.steps and step >= a.steps:
+                break
         if a.steps and step >= a.steps:
             break
     save()
     print("rank %d of %d: %d steps of %d batches (rank-%d-of-%d)"
-          % (rank, world, step, len(loader), rank, world), flush=True)
+          % (rank, world, step, total, rank, world), flush=True)
     dist.destroy_process_group()
 
 

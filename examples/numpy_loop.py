@@ -14,7 +14,8 @@ so a JAX loop hands it to the device at once:
 and keeps nothing of it past the next step.  --start E:B resumes at epoch
 E, batch B: a batch's bytes depend only on (job, epoch, batch), so the
 rest of the run is what it would have been.  RANK and WORLD_SIZE in the
-environment make it read a rank's shard (JOB/rank-R-of-W/).
+environment make it read a rank's shard (JOB/rank-R-of-W/): it asks for
+them with world="auto" (Job.epoch reads the whole epoch by default).
 """
 import argparse
 import os
@@ -49,7 +50,8 @@ def main():
     e0, b0 = (int(v) for v in a.start.split(":"))
     t0, seen = time.perf_counter(), 0
     for epoch in range(e0, a.epochs):
-        batches = job.epoch(epoch, start=b0 if epoch == e0 else 0)
+        batches = job.epoch(epoch, start=b0 if epoch == e0 else 0,
+                            world="auto")
         loss_sum = 0.0
         for images, labels in batches:
             x = images.reshape(len(images), -1)

@@ -6,14 +6,17 @@ and no decoding in Python.
   examples/pytorch_train.py MOUNT [--job train] [--epochs 1] [--steps N]
                            [--checkpoint FILE]
 
-The job's info.json gives the shape and the class count.  The Loader reads
+The job's info.json gives the shape and the class count.  The loop is
+DataLoader's: an iteration of the Loader is one epoch (set_epoch() picks
+it, as DistributedSampler's does).  The Loader reads
 epoch-NNNN/batch-NNNNNN.npy (decoded, cropped, flipped, normalized by the
 mount) and .labels.npy, batch b+1 in a background thread while the model
 trains on batch b, into pinned memory when there is a GPU, and copies each
 batch there asynchronously.  A uint8 job is normalized on the device.
 With --checkpoint the model, the optimizer and the Loader's position are
 saved every 50 steps and at the end; run it again and it resumes at the
-batch after the last one saved.  For several processes, see ddp_train.py.
+batch after the last one saved, in the middle of an epoch if that is
+where it was.  For several processes, see ddp_train.py.
 """
 import argparse
 import os
@@ -48,13 +51,15 @@ class SmallNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-def loader_for(job, epochs, device):
-    """The job's Loader; a CHW job is wanted (the net's layout), uint8
-    normalized on the device, anything else as the mount made it."""
+def loader_for(job, epochs, device, rank=0, world=1):
+    """The job's Loader (rank view rank of world); a CHW job is wanted (the
+    net's layout), uint8 normalized on the device, anything else as the
+    mount made it."""
     if job.layout != "CHW":
         raise SystemExit("this example wants a CHW job; %s is %s"
                          % (job.name, job.layout))
     return feedfs.torch.Loader(job, epochs=epochs, device=device,
+                               rank=rank, world=world,
                                normalize=job.dtype == "uint8")
 
 
@@ -73,6 +78,7 @@ def main():
     model = SmallNet(job.shape[1], len(job.classes)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loader = loader_for(job, a.epochs, device)
+    first = 0
     if a.checkpoint and os.path.exists(a.checkpoint):
         ck = torch.load(a.checkpoint)
         model.load_state_dict(ck["model"])
@@ -83,6 +89,7 @@ def main():
             print("the checkpoint is at the end of the epochs: starting over")
         else:
             print("resuming at epoch %(epoch)d batch %(batch)d" % st)
+            first = st["epoch"]
 
     def save():
         if a.checkpoint:
@@ -90,18 +97,22 @@ def main():
                         "loader": loader.state_dict()}, a.checkpoint)
 
     step, t0, seen = 0, time.perf_counter(), 0
-    for x, y in loader:
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-        seen += x.shape[0]
-        print("epoch %d batch %d step %d loss %.4f (%.0f images/s)"
-              % (loader.epoch, loader.batch, step, loss.item(),
-                 seen / (time.perf_counter() - t0)))
-        if step % 50 == 0:
-            save()
+    for epoch in range(first, a.epochs):
+        loader.set_epoch(epoch)  # a resumed epoch goes on where it was
+        for x, y in loader:  # this epoch's batches: len(loader) of them
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            seen += x.shape[0]
+            print("epoch %d batch %d step %d loss %.4f (%.0f images/s)"
+                  % (loader.epoch, loader.batch, step, loss.item(),
+                     seen / (time.perf_counter() - t0)))
+            if step % 50 == 0:
+                save()
+            if a.steps and step >= a.steps:
+                break
         if a.steps and step >= a.steps:
             break
     save()

@@ -10,10 +10,11 @@ mount, from the source tree (PYTHONPATH=python):
   bytes); len() is the number of batch files; the ranks have equal batch
   counts and cover the epoch as DistributedSampler does; start=k is the
   tail from k; an array stays valid until the batch after next is read;
-  copy=True keeps it; RANK/WORLD_SIZE pick the rank view; a buffer of the
-  wrong dtype is refused;
-- torch.Loader: two epochs equal Job.epoch's batches as torch tensors;
-  len(); a tensor stays valid until the batch after next; resuming from
+  copy=True keeps it; RANK/WORLD_SIZE pick the rank view with
+  world="auto" (only then); a buffer of the wrong dtype is refused;
+- torch.Loader: two epochs, one per iteration, equal Job.epoch's batches
+  as torch tensors; len() is an epoch's; with reuse_buffers=True a tensor
+  stays valid until the batch after next; resuming from
   state_dict() at every position (mid-epoch, epoch end, the start), in a
   new Loader, by start= and by iterating the same Loader again, gives
   exactly the rest of an uninterrupted run; epochs in any order ([1, 0],
@@ -222,10 +223,13 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 
     os.environ.update(RANK="1", WORLD_SIZE="3")
     try:
-        ep = job.epoch(0)
+        # Only asked for (issue 26): by default the whole epoch.
+        ep = job.epoch(0, world="auto")
         check(ep.rank == 1 and ep.world == 3 and
               ep.dir == m.p("train", "rank-1-of-3", "epoch-0000"),
               "RANK/WORLD_SIZE: %s" % ep.dir)
+        check(job.epoch(0).dir == m.p("train", "epoch-0000"),
+              "RANK/WORLD_SIZE used unasked")
         check(job.epoch(0, rank=0, world=1).dir ==
               m.p("train", "epoch-0000"), "explicit rank/world lost")
     finally:
@@ -242,7 +246,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         fflib.fail("read_into took a float16 buffer for float32 data")
     except ValueError:
         pass
-    log("RANK/WORLD_SIZE pick the view; bad ranks and buffers are refused")
+    log("RANK/WORLD_SIZE pick the view with world='auto'; bad ranks and "
+        "buffers are refused")
 
     # ---- torch.Loader -------------------------------------------------------
     if torch is None:
@@ -256,15 +261,21 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                 want.append((e, x, y, ids))
 
         def run(loader, n=None):
-            """Up to n batches of loader (cloned) and the state after."""
+            """Up to n batches of loader (cloned), an iteration (an epoch)
+            after the other to the end of its epochs, and the state
+            after."""
             out = []
-            for x, y, ids in loader:
-                check(isinstance(x, torch.Tensor) and
-                      isinstance(y, torch.Tensor), "not tensors")
-                out.append((x.clone(), y.clone(), ids.clone()))
-                if n is not None and len(out) == n:
-                    break
+            while loader.state_dict()["epoch"] is not None:
+                for x, y, ids in loader:
+                    check(isinstance(x, torch.Tensor) and
+                          isinstance(y, torch.Tensor), "not tensors")
+                    out.append((x.clone(), y.clone(), ids.clone()))
+                    if n is not None and len(out) == n:
+                        return out, loader.state_dict()
             return out, loader.state_dict()
+
+        def pos(st):
+            return {k: st[k] for k in ("index", "epoch", "batch")}
 
         def same(got, ref, what):
             check(len(got) == len(ref), "%s: %d batches, want %d"
@@ -277,21 +288,22 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       np.array_equal(ids.numpy(), wids),
                       "%s: batch %d differs" % (what, i))
 
+        nb = job.batches_per_epoch
         L = ft.Loader(job, epochs=2, ids=True)
-        check(len(L) == len(want), "len(Loader) %d, want %d"
-              % (len(L), len(want)))
+        check(len(L) == nb, "len(Loader) %d, want %d (an epoch)"
+              % (len(L), nb))
         got, st = run(L)
         same(got, want, "uninterrupted run")
-        check(st == {"index": 2, "epoch": None, "batch": 0},
+        check(pos(st) == {"index": 2, "epoch": None, "batch": 0},
               "state at the end: %s" % st)
-        check(len(L) == len(want), "len(Loader) after a whole run: %d"
-              % len(L))
-        # A host tensor is valid until the batch after next is yielded:
-        # batch i - 1 still holds its bytes while the trainer has batch i,
-        # however long the trainer takes (the pause lets the thread read
-        # ahead as far as it may).
+        check(len(L) == nb, "len(Loader) after a whole run: %d" % len(L))
+        # reuse_buffers=True: a host tensor is valid until the batch after
+        # next is yielded: batch i - 1 still holds its bytes while the
+        # trainer has batch i, however long the trainer takes (the pause
+        # lets the thread read ahead as far as it may).
         last = None
-        for i, (x, y) in enumerate(ft.Loader(job, epochs=[0, 1])):
+        L = ft.Loader(job, epochs=[0, 1], reuse_buffers=True)
+        for i, (x, y) in enumerate(bt for _ in range(2) for bt in L):
             if 1 <= i <= 4:
                 time.sleep(0.5)
             if last is not None:
@@ -299,22 +311,21 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       "Loader: batch %d changed once %d was yielded"
                       % (i - 1, i))
             last = x
-        nb = job.batches_per_epoch
         for k in (0, 1, nb - 1, nb, nb + 2, len(want) - 1):
             L1 = ft.Loader(job, epochs=range(2), ids=True)
             head, st = run(L1, k) if k else ([], L1.state_dict())
-            check(st == {"index": k // nb, "epoch": k // nb,
-                         "batch": k % nb},
+            check(pos(st) == {"index": k // nb, "epoch": k // nb,
+                              "batch": k % nb},
                   "state after %d batches: %s" % (k, st))
             L2 = ft.Loader(job, epochs=range(2), ids=True)
             L2.load_state_dict(st)
-            check(len(L2) == len(want) - k, "len after load_state_dict at "
-                  "%d: %d, want %d" % (k, len(L2), len(want) - k))
+            check(len(L2) == nb - k % nb, "len after load_state_dict at "
+                  "%d: %d, want %d" % (k, len(L2), nb - k % nb))
             rest, _ = run(L2)
             same(head + rest, want, "resumed at %d (load_state_dict)" % k)
             L3 = ft.Loader(job, epochs=range(2), ids=True,
                            start=(st["epoch"], st["batch"]))
-            check(len(L3) == len(want) - k, "len with start: %d" % len(L3))
+            check(len(L3) == nb - k % nb, "len with start: %d" % len(L3))
             same(head + run(L3)[0], want, "resumed at %d (start=)" % k)
             same(head + run(L1)[0], want, "resumed at %d (same Loader)" % k)
         log("Loader: batches equal Job.epoch's; resume at every kind of "
@@ -341,8 +352,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         for order in ([1, 0], [0, 2, 1], [2, 2]):
             whole = [w for e in order for w in ref[e]]
             L = ft.Loader(job, epochs=order, ids=True)
-            check(len(L) == len(whole), "epochs=%s: len %d, want %d"
-                  % (order, len(L), len(whole)))
+            check(len(L) == nb, "epochs=%s: len %d, want %d"
+                  % (order, len(L), nb))
             got, st = run(L)
             same(got, whole, "epochs=%s" % order)
             check(st["index"] == len(order), "epochs=%s: end %s"
@@ -356,7 +367,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       % (order, k, st))
                 L2 = ft.Loader(job, epochs=order, ids=True)
                 L2.load_state_dict(json.loads(json.dumps(st)))
-                check(len(L2) == len(whole) - k, "epochs=%s: len after "
+                check(len(L2) == nb - k % nb, "epochs=%s: len after "
                       "resuming at %d: %d" % (order, k, len(L2)))
                 same(head + run(L2)[0], whole, "epochs=%s resumed at %d"
                      % (order, k))

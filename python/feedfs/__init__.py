@@ -20,6 +20,7 @@ import errno
 import importlib
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -160,26 +161,71 @@ def _load_small(path):
 
 # ---- ranks ------------------------------------------------------------------
 
-def rank_world(rank=None, world=None):
-    """(rank, world): the arguments where given, else torch.distributed's
-    when torch is imported and its process group is initialized, else the
-    RANK and WORLD_SIZE environment variables (torchrun sets them), else
-    (0, 1)."""
-    r = w = None
+def _dist_world():
+    """(rank, world) of the environment: torch.distributed's when torch is
+    imported and its process group is initialized, else RANK and
+    WORLD_SIZE (torchrun sets them), else None."""
     td = sys.modules.get("torch.distributed")
     if td is not None and td.is_available() and td.is_initialized():
-        r, w = td.get_rank(), td.get_world_size()
-    elif "WORLD_SIZE" in os.environ:
-        w = int(os.environ["WORLD_SIZE"])
-        r = int(os.environ.get("RANK", "0"))
-    rank = r if rank is None else rank
-    world = w if world is None else world
-    rank = 0 if rank is None else int(rank)
-    world = 1 if world is None else int(world)
+        return td.get_rank(), td.get_world_size()
+    if "WORLD_SIZE" in os.environ:
+        return int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def rank_world(rank=None, world=None):
+    """(rank, world) of a rank view.  The arguments where given; nothing
+    given is the whole epoch, (0, 1), whatever the environment says (a
+    rank-0-only evaluation under torchrun reads every sample).  "auto"
+    for either takes torch.distributed's when torch is imported and its
+    process group is initialized, else the RANK and WORLD_SIZE environment
+    variables (torchrun sets them), else (0, 1).  A rank without a world
+    (or a world over 1 without a rank) is refused."""
+    if rank == "auto" or world == "auto":
+        env = _dist_world() or (0, 1)
+        rank = env[0] if rank in (None, "auto") else rank
+        world = env[1] if world in (None, "auto") else world
+    if world is None:
+        if rank not in (None, 0):
+            raise ValueError("rank %s without a world (pass world=, or "
+                             "world='auto')" % rank)
+        world = 1
+    if rank is None:
+        if int(world) != 1:
+            raise ValueError("world %s without a rank (pass rank=, or "
+                             "rank='auto')" % world)
+        rank = 0
+    rank, world = int(rank), int(world)
     if not 1 <= world <= MAX_WORLD or not 0 <= rank < world:
         raise ValueError("rank %d of world %d: want 0 <= rank < world <= %d"
                          % (rank, world, MAX_WORLD))
     return rank, world
+
+
+_views_said = set()  # (job path, rank, world, warned) already logged
+
+
+def _say_view(job, rank, world, asked_rank, asked_world):
+    """Log, once per job and view, which rank view is read: at INFO, or
+    as a warning when the whole epoch is read by default while torchrun
+    or torch.distributed say there are several processes."""
+    env = _dist_world()
+    warn = asked_rank is None and asked_world is None and env is not None \
+        and env[1] > 1
+    key = (job.path, rank, world, warn)
+    if key in _views_said:
+        return
+    _views_said.add(key)
+    log = logging.getLogger("feedfs")
+    where = "rank-%d-of-%d/" % (rank, world) if world > 1 else "the whole " \
+        "epoch (%d samples)" % job.samples
+    if warn:
+        log.warning("feedfs: job %s reads %s, not rank %d of %d's shard: "
+                    "rank and world are only used when given (rank=, "
+                    "world=, or world='auto')", job.name, where, env[0],
+                    env[1])
+    else:
+        log.info("feedfs: job %s reads %s", job.name, where)
 
 
 # ---- a job ------------------------------------------------------------------
@@ -254,18 +300,22 @@ class Job:
         arrays, (images, labels, ids) with ids=True; len() is its number
         of batches.
 
-        rank and world default to torch.distributed's (when it is
-        initialized) or to RANK and WORLD_SIZE; with world > 1 the
-        batches are rank's shard (JOB/rank-R-of-W/).  start skips to batch
-        start.
+        With world > 1 the batches are rank's shard (JOB/rank-R-of-W/);
+        by default the whole epoch, even under torchrun: world="auto"
+        takes torch.distributed's rank and world when it is initialized,
+        else RANK and WORLD_SIZE (see rank_world).  The view read is
+        logged (logging, "feedfs") once per job and view.  start skips to
+        batch start.
 
         Each batch is read in one read into one of two buffers that the
         iteration reuses, so images is a view that stays valid until the
         batch after next is read: enough for a non_blocking copy of batch
         b to a GPU to run while b+1 is read.  Keep an array longer with
         copy=True (or images.copy()).  labels and ids are new arrays."""
-        rank, world = rank_world(rank, world)
-        return Epoch(self, e, rank, world, start, ids, copy)
+        r, w = rank_world(rank, world)
+        ep = Epoch(self, e, r, w, start, ids, copy)
+        _say_view(self, r, w, rank, world)
+        return ep
 
 
 class Epoch:
