@@ -29,6 +29,13 @@
 
 #define RETRY_BUSY_MS 50     /* another process is taking the store */
 #define RETRY_FAILED_MS 1000 /* the store could not be opened */
+/*
+ * At open, a store held by a feedfs whose mount is gone (it was unmounted
+ * and is closing the store: a memtable to flush) is waited for this long,
+ * so that a remount right after fusermount3 -u owns the cache instead of
+ * missing until the old daemon has exited.
+ */
+#define HANDOVER_WAIT_MS 5000
 
 struct cache_share {
 	char dir[4096];
@@ -304,16 +311,17 @@ cache_is_owner(struct cache *c)
 	return c != NULL && (c->ops == NULL || local_of(c) != NULL);
 }
 
-/* The mount point from the command line: feedfs's last argument. */
+/* The last argument of pid's command line (a feedfs's mount point). */
 static void
-default_label(char *buf, size_t len)
+cmdline_last(const char *pid, char *buf, size_t len)
 {
-	char cmd[8192], *last = NULL;
+	char cmd[8192], path[64], *last = NULL;
 	ssize_t n;
 	int fd;
 
 	buf[0] = '\0';
-	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0)
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return;
 	n = read(fd, cmd, sizeof(cmd) - 1);
 	close(fd);
@@ -325,6 +333,83 @@ default_label(char *buf, size_t len)
 			last = p;
 	if (last != NULL && last != cmd)
 		snprintf(buf, len, "%s", last);
+}
+
+/* The mount point from the command line: feedfs's last argument. */
+static void
+default_label(char *buf, size_t len)
+{
+	cmdline_last("self", buf, len);
+}
+
+/* Whether a FUSE file system is mounted on path now (an absolute one). */
+static bool
+fuse_mounted(const char *path)
+{
+	char line[8192], where[4097], type[64];
+	bool found = false;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return true; /* cannot tell: as if it were */
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		const char *dash = strstr(line, " - ");
+
+		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) == 1 &&
+		    dash != NULL && sscanf(dash + 3, "%63s", type) == 1 &&
+		    strncmp(type, "fuse", 4) == 0 && strcmp(where, path) == 0)
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Whether the store's holder is a feedfs whose mount is gone: its mount
+ * point (its last argument) is this process's own (this feedfs is mounted
+ * there now: one feedfs per mount point), or no FUSE mount any more.
+ */
+static bool
+holder_unmounted(const struct cache_share *sh, long holder)
+{
+	char pid[32], label[sizeof(sh->self.label)];
+
+	if (holder <= 0 || holder == (long)getpid())
+		return false;
+	snprintf(pid, sizeof(pid), "%ld", holder);
+	cmdline_last(pid, label, sizeof(label));
+	if (label[0] != '/')
+		return false; /* relative, or not known: do not wait */
+	return strcmp(label, sh->self.label) == 0 || !fuse_mounted(label);
+}
+
+/*
+ * A store held by a feedfs that was unmounted (holder_unmounted): wait
+ * for its close, up to HANDOVER_WAIT_MS, then take it.  As become_owner.
+ */
+static int
+wait_handover(struct cache_share *sh, char *err, size_t errlen)
+{
+	uint64_t until = wire_now_ns() + (uint64_t)HANDOVER_WAIT_MS * 1000000u;
+	long was = owner_holder(sh->dir), now;
+	int e = -EBUSY;
+
+	if (!holder_unmounted(sh, was))
+		return e;
+	while (wire_now_ns() < until) {
+		struct timespec ts = {0, 20 * 1000000};
+
+		nanosleep(&ts, NULL);
+		e = become_owner(sh, 0, err, errlen);
+		if (e != -EBUSY && e != -ETIMEDOUT)
+			return e;
+		/* Another process got it first, or the holder stopped. */
+		if ((now = owner_holder(sh->dir)) != was && now != 0)
+			return e;
+		if (now > 0 && owner_stopped(now) == 1)
+			return e;
+	}
+	return e;
 }
 
 int
@@ -363,6 +448,8 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 
 	pthread_mutex_lock(&sh->takeover);
 	e = become_owner(sh, OPEN_LOCK_WAIT_MS, err, errlen);
+	if (e == -EBUSY)
+		e = wait_handover(sh, err, errlen);
 	pthread_mutex_unlock(&sh->takeover);
 	if (e == 0) {
 		say(sh, false,
