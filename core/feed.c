@@ -19,6 +19,41 @@
 #include "core/mix.h"
 #include "gpu/gpu.h"
 
+/*
+ * What the scan of an ImageFolder dataset left out, said at mount time
+ * (on the terminal): files that are not JPEG or PNG by their name, and
+ * class directories without an image (their label is never served).
+ */
+static void
+say_dataset(const struct dataset *ds)
+{
+	char text[512];
+	size_t *per, none = 0;
+
+	if (ds_skipped_total(ds) > 0) {
+		ds_skipped_text(ds, text, sizeof(text));
+		log_warn("dataset %s: %zu files under %s are not JPEG or PNG "
+			 "images and were skipped: %s",
+		    ds->name, ds_skipped_total(ds), ds->root, text);
+	}
+	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
+	    (per = calloc(ds->nclasses, sizeof(*per))) == NULL)
+		return;
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->samples[i].label >= 0 &&
+		    (size_t)ds->samples[i].label < ds->nclasses)
+			per[ds->samples[i].label]++;
+	for (size_t k = 0; k < ds->nclasses; k++)
+		if (per[k] == 0 && none++ < 10)
+			log_warn("dataset %s: class folder %s/%s has no images "
+				 "(class %zu is never served)",
+			    ds->name, ds->root, ds->classes[k], k);
+	if (none > 10)
+		log_warn("dataset %s: %zu class folders have no images in all",
+		    ds->name, none);
+	free(per);
+}
+
 /* Open the datasets of c and make its jobs. */
 static int
 load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
@@ -49,6 +84,8 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 	}
 	if (idx >= 0)
 		close(idx);
+	for (size_t i = 0; i < c->ndatasets; i++)
+		say_dataset(f->ds[i]);
 	for (size_t i = 0; i < c->njobs; i++) {
 		const struct cfg_job *cj = &c->jobs[i];
 
