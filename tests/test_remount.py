@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """test_remount.py - a remount right after an unmount finds the whole
-cache (issue 26, "Remounting"): mount, read an epoch of a job whose
-prefix is cached (all misses, stored), unmount with fusermount3 -u and,
-as soon as fusermount3 returns (the old daemon may still be closing its
-cache), mount again on the same cache_dir and read the epoch again:
-every sample is a hit, round after round."""
+cache (issue 26, "Remounting"): each round mounts, reads job v (whose
+prefix the first round cached) and job w (a prefix new in each round, so
+that the daemon has fresh values to write out when it closes the store),
+and is unmounted with fusermount3 -u; the next round mounts as soon as
+fusermount3 returns, while the old daemon is still closing its cache.
+Every round's read of v must hit on every sample: the new mount waits
+for the old daemon's close (within a bound) instead of missing."""
 
 import os
 import subprocess
@@ -19,31 +21,45 @@ N = 400
 ROUNDS = 4
 t = fflib.Test()
 data = t.gen(t.path("data"), n=N, classes=4, seed=5, big=True)
-JOBS = {"v": dict(epochs=1, shuffle="no", batch_size=16,
-                  pipeline="decode resize(256) center_crop(224) cache "
-                  "normalize(imagenet)")}
-cfg = t.config(t.path("feedfs.conf"), data, JOBS)
 mnt = t.path("mnt")
 
-m = fflib.Mount(t, cfg, mnt).__enter__()
-m.read_epoch("v", 0)
-check(m.job_stat("feedfs_cache_misses_total", "v") == N,
-      "the first mount should miss every sample")
-for rnd in range(ROUNDS):
-    subprocess.check_call(["fusermount3", "-u", m.mnt])
-    old = m
-    m = fflib.Mount(t, cfg, mnt).__enter__()
+
+def config(rnd):
+    jobs = {"v": dict(epochs=1, shuffle="no", batch_size=16,
+                      pipeline="decode resize(256) center_crop(224) cache "
+                      "normalize(imagenet)"),
+            "w": dict(epochs=1, shuffle="no", batch_size=16,
+                      pipeline="decode resize(%d) center_crop(200) cache "
+                      "normalize(imagenet)" % (240 + 4 * rnd))}
+    return t.config(t.path("feedfs%d.conf" % rnd), data, jobs)
+
+
+def stat(m, name):
+    return m.job_stat(name, "v")
+
+
+olds = []
+m = None
+for rnd in range(ROUNDS + 1):
+    m = fflib.Mount(t, config(rnd), mnt).__enter__()
     m.read_epoch("v", 0)
-    hits = m.job_stat("feedfs_cache_hits_total", "v")
-    misses = m.job_stat("feedfs_cache_misses_total", "v")
-    log("remount %d: %d hits, %d misses" % (rnd, hits, misses))
-    if hits != N:
-        print(m.log())
-    check(hits == N and misses == 0,
-          "a mount started as fusermount3 -u returned: %d hits, %d misses "
-          "of %d" % (hits, misses, N))
+    hits, misses = (stat(m, "feedfs_cache_hits_total"),
+                    stat(m, "feedfs_cache_misses_total"))
+    log("round %d: v %d hits, %d misses" % (rnd, hits, misses))
+    if rnd == 0:
+        check(misses == N, "the first mount should miss every sample")
+    else:
+        if hits != N:
+            print(m.log())
+        check(hits == N and misses == 0,
+              "a mount started as fusermount3 -u returned: %d hits, %d "
+              "misses of %d" % (hits, misses, N))
+    m.read_epoch("w", 0)  # values to write out at the close
+    subprocess.check_call(["fusermount3", "-u", m.mnt])
+    olds.append(m)
+for old in olds:
     rc = old.proc.wait(timeout=60)
-    check(rc == 0, "the unmounted daemon exited with %d" % rc)
-    fflib._mounts.remove(old) if old in fflib._mounts else None
-m.umount()
+    check(rc == 0, "an unmounted daemon exited with %d" % rc)
+    if old in fflib._mounts:
+        fflib._mounts.remove(old)
 log("ok")
