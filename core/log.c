@@ -18,6 +18,7 @@ static const char *log_prog = "feedfs";
 static bool log_syslog;
 static bool log_debug_on;
 static int log_term_fd = -1;
+static int log_file_fd = -1;
 
 /* The last LOG_RING_BYTES of lines: ring[(start + i) % size], i < len. */
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,6 +47,12 @@ void
 log_set_term(int fd)
 {
 	log_term_fd = fd;
+}
+
+void
+log_set_file(int fd)
+{
+	log_file_fd = fd;
 }
 
 /* Append one line (with its newline) to the ring, dropping whole old
@@ -127,6 +134,16 @@ log_msg(enum log_level lvl, const char *fmt, ...)
 		ring_add(line, (size_t)n < sizeof(line) ? (size_t)n
 							: sizeof(line) - 1);
 		pthread_mutex_unlock(&ring_lock);
+	}
+	/* One write per line (O_APPEND): whole lines, several daemons. */
+	if (log_file_fd >= 0 && n > 0) {
+		char out[sizeof(line) + 64];
+		int m = snprintf(out, sizeof(out), "%s %s[%ld] %s: %s\n", when,
+		    log_prog, (long)getpid(), name[lvl], buf);
+
+		if (m > 0)
+			(void)!write(log_file_fd, out,
+			    (size_t)m < sizeof(out) ? (size_t)m : sizeof(out) - 1);
 	}
 	if (log_syslog)
 		syslog(prio[lvl], "%s", buf);

@@ -3,7 +3,8 @@
  * (where there is one: log_syslog_present), and always the last
  * LOG_RING_BYTES of lines in memory, which a mount serves as .feedfs/log.
  * While a detached daemon still has the terminal that started it
- * (log_set_term), warnings and errors go there too.
+ * (log_set_term), warnings and errors go there too; with -o log=FILE
+ * (log_set_file) every line goes to that file as well.
  *
  * Thread safe (log_init and log_set_term: before any thread).  log_first() is true the first time its flag is seen clear,
  * for a per-site "say so once": if (log_first(&flag)) log_warn(...).
@@ -23,6 +24,9 @@ void log_init(const char *progname, bool use_syslog, bool debug);
 bool log_syslog_present(void);
 /* Warnings and errors also to fd (a terminal), -1: no more. */
 void log_set_term(int fd);
+/* Every line also to fd (a file open with O_APPEND), stamped and with
+ * the pid: "2026-11-25T21:30:00Z feedfs[123] warning: message". */
+void log_set_file(int fd);
 /*
  * The newest lines of the ring, whole, into buf (at most len bytes):
  * "2026-11-25T21:30:00Z warning: message\n" each.  Returns the length.

@@ -53,12 +53,15 @@ usage(FILE *fp)
 	    "            batch_size=N, epochs=N, seed=N, shuffle=yes|no, "
 	    "drop_last=yes|no,\n"
 	    "            order=strict|relaxed, dtype=T, layout=L, gpu=on|off,\n"
-	    "            max_pixels=N, cache_format=F)\n"
+	    "            max_pixels=N, cache_format=F); log=FILE: the log "
+	    "appended to FILE\n"
+	    "            too (it outlives the mount)\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "The log: stderr with -f; else syslog (journalctl -t feedfs), and\n"
-	    "always its last 256 KiB in MOUNTPOINT/.feedfs/log.  Samples that\n"
-	    "failed, with file and reason: MOUNTPOINT/JOB/errors.tsv.\n"
+	    "always its last 256 KiB in MOUNTPOINT/.feedfs/log (and FILE with\n"
+	    "-o log=FILE).  Samples that failed, with file and reason:\n"
+	    "MOUNTPOINT/JOB/errors.tsv.\n"
 	    "Warnings of the start (a cache refused, a mountpoint not empty,\n"
 	    "skipped files, empty classes) are printed here before feedfs\n"
 	    "returns.\n"
@@ -96,6 +99,8 @@ struct opts {
 	bool foreground, debug;
 	const char *source, *mountpoint;
 	char *fuse_opts; /* comma separated, for fuse_session_new */
+	const char *log_path; /* -o log=FILE: the log appended there too */
+	char *log_opt;	      /* its token */
 	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
 			    the default jobs), applied after load */
 	size_t nmount_kv;
@@ -126,6 +131,15 @@ add_opts(struct opts *o, const char *list)
 			}
 			free(*last);
 			*last = s;
+			continue;
+		}
+		if (strncmp(tok, "log=", 4) == 0) {
+			free(o->log_opt);
+			if ((o->log_opt = strdup(tok)) == NULL) {
+				free(dup);
+				return -ENOMEM;
+			}
+			o->log_path = o->log_opt + 4;
 			continue;
 		}
 		if (cfg_is_mount_key(tok, strcspn(tok, "=")) ||
@@ -413,7 +427,7 @@ main(int argc, char **argv)
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
 	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
-	int ret = 1, r, said = -1, term = -1;
+	int ret = 1, r, said = -1, term = -1, logfd = -1;
 	size_t hidden;
 	bool state = false;
 
@@ -438,6 +452,20 @@ main(int argc, char **argv)
 		    mnt, mnt);
 		ret = 1;
 		goto out_opts;
+	}
+	if (o.log_path != NULL) {
+		/* Opened here: a relative name is the caller's, and a bad one
+		 * is said before anything is mounted. */
+		if (o.log_path[0] == '\0' ||
+		    (logfd = open(o.log_path,
+			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			 0600)) < 0) {
+			fprintf(stderr, "feedfs: -o log=%s: %s\n", o.log_path,
+			    o.log_path[0] ? strerror(errno) : "an empty name");
+			ret = EXIT_CONFIG;
+			goto out_opts;
+		}
+		log_set_file(logfd);
 	}
 	if (load_config(&o, &c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
@@ -500,8 +528,9 @@ main(int argc, char **argv)
 		    hidden == 1 ? "y is" : "ies are");
 	if (!o.foreground && !log_syslog_present())
 		log_warn("no syslog here (/dev/log is missing): the log is in "
-			 "%s/.feedfs/log while mounted (or run feedfs -f)",
-		    mnt);
+			 "%s/.feedfs/log while mounted%s",
+		    mnt, o.log_path ? ", and in -o log=FILE" :
+		    " (keep it with -o log=FILE, or run feedfs -f)");
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
@@ -556,5 +585,10 @@ out_opts:
 		free(o.mount_kv[i]);
 	free(o.mount_kv);
 	free(o.fuse_opts);
+	free(o.log_opt);
+	if (logfd >= 0) {
+		log_set_file(-1);
+		close(logfd);
+	}
 	return ret;
 }

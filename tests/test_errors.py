@@ -20,7 +20,8 @@ one truncated JPEG, skipped files and an empty class:
     refused (exit 2) and says where to set it;
   - a second feedfs on the same mountpoint is refused with a clear error
     (exit 1), and the first still serves;
-  - SIGHUP does not unmount."""
+  - SIGHUP does not unmount;
+  - -o log=FILE keeps the log after the unmount."""
 
 import errno
 import os
@@ -98,7 +99,9 @@ def daemon_pid(p):
 
 
 # ---- the start: loud where it matters --------------------------------------
-opts = "cache_dir=%s,threads=2,memory=256M,batch_size=8" % cache
+logfile = t.path("feedfs.log")
+opts = ("cache_dir=%s,threads=2,memory=256M,batch_size=8,log=%s"
+        % (cache, logfile))
 rc, err = feedfs_bg("-o", opts, data, mnt)
 import atexit  # noqa: E402
 atexit.register(fflib._force_umount, mnt)
@@ -196,6 +199,14 @@ for _ in range(100):
     if not os.path.exists("/proc/%d" % pid):
         break
     time.sleep(0.1)
+# -o log=FILE: the log outlives the mount, a line each, with the pid.
+with open(logfile) as f:
+    text = f.read()
+check(("feedfs[%d] error: " % pid) in text and bad_rel in text
+      and "zz_empty" in text, "-o log=FILE lacks the log's lines:\n" + text)
+rc, err = feedfs_bg("-o", "log=%s" % t.path("no", "such", "dir"), data, mnt)
+check(rc == 2 and "log=" in err, "a log file that cannot be opened: exit "
+      "%d, %r" % (rc, err))
 
 # ---- -o job keys without a config ------------------------------------------
 os.remove(os.path.join(mnt, "left-here"))
