@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -311,23 +312,35 @@ cache_is_owner(struct cache *c)
 	return c != NULL && (c->ops == NULL || local_of(c) != NULL);
 }
 
-/* The last argument of pid's command line (a feedfs's mount point). */
-static void
-cmdline_last(const char *pid, char *buf, size_t len)
+/* /proc/PID/what (PID "self" or a number) into buf, NUL ended: its
+ * length, or -1. */
+static ssize_t
+proc_read(const char *pid, const char *what, char *buf, size_t len)
 {
-	char cmd[8192], path[64], *last = NULL;
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	buf[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	snprintf(path, sizeof(path), "/proc/%s/%s", pid, what);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, cmd, sizeof(cmd) - 1);
+		return -1;
+	n = read(fd, buf, len - 1);
 	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+/* The mount point from the command line: feedfs's last argument. */
+static void
+default_label(char *buf, size_t len)
+{
+	char cmd[8192], *last = NULL;
+	ssize_t n = proc_read("self", "cmdline", cmd, sizeof(cmd));
+
+	buf[0] = '\0';
 	if (n <= 0)
 		return;
-	cmd[n] = '\0';
 	for (char *p = cmd; p < cmd + n; p += strlen(p) + 1)
 		if (*p != '\0')
 			last = p;
@@ -335,11 +348,68 @@ cmdline_last(const char *pid, char *buf, size_t len)
 		snprintf(buf, len, "%s", last);
 }
 
-/* The mount point from the command line: feedfs's last argument. */
+/*
+ * The mount point of the feedfs pid ("self" or a number): the second
+ * operand of its command line (-f, -d, -o OPT and -oOPT skipped, as
+ * feedfs(8) and mount.fuse3 give them), made absolute with the PWD it was
+ * started in, resolved: into buf (PATH_MAX), "" when it cannot be told.
+ */
 static void
-default_label(char *buf, size_t len)
+mountpoint_of(const char *pid, char *buf)
 {
-	cmdline_last("self", buf, len);
+	char cmd[8192], env[16384], path[PATH_MAX * 2], *mp = NULL;
+	ssize_t n = proc_read(pid, "cmdline", cmd, sizeof(cmd)), m;
+	int operands = 0;
+
+	buf[0] = '\0';
+	if (n <= 0)
+		return;
+	for (char *p = cmd + strlen(cmd) + 1; p < cmd + n && mp == NULL;
+	     p += strlen(p) + 1) {
+		if (strcmp(p, "-o") == 0)
+			p += strlen(p) + 1; /* its value */
+		else if (p[0] == '-' && p[1] != '\0')
+			continue;
+		else if (++operands == 2)
+			mp = p;
+	}
+	if (mp == NULL || mp >= cmd + n)
+		return;
+	if (mp[0] == '/')
+		snprintf(path, sizeof(path), "%s", mp);
+	else {
+		/* Relative to where it was started (it runs in / now). */
+		const char *pwd = NULL;
+
+		if ((m = proc_read(pid, "environ", env, sizeof(env))) <= 0)
+			return;
+		for (char *p = env; p < env + m; p += strlen(p) + 1)
+			if (strncmp(p, "PWD=/", 5) == 0)
+				pwd = p + 4;
+		if (pwd == NULL)
+			return;
+		snprintf(path, sizeof(path), "%s/%s", pwd, mp);
+	}
+	if (realpath(path, buf) == NULL)
+		buf[0] = '\0'; /* gone: not known */
+}
+
+/* Undo mountinfo's escapes of a path (\040 for a space, ...), in place. */
+static void
+unescape_octal(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++, d++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				    (s[3] - '0'));
+			s += 3;
+		} else
+			*d = *s;
+	}
+	*d = '\0';
 }
 
 /* Whether a FUSE file system is mounted on path now (an absolute one). */
@@ -355,10 +425,12 @@ fuse_mounted(const char *path)
 	while (!found && fgets(line, sizeof(line), f) != NULL) {
 		const char *dash = strstr(line, " - ");
 
-		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) == 1 &&
-		    dash != NULL && sscanf(dash + 3, "%63s", type) == 1 &&
-		    strncmp(type, "fuse", 4) == 0 && strcmp(where, path) == 0)
-			found = true;
+		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
+		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
+		    strncmp(type, "fuse", 4) != 0)
+			continue;
+		unescape_octal(where);
+		found = strcmp(where, path) == 0;
 	}
 	fclose(f);
 	return found;
@@ -366,21 +438,23 @@ fuse_mounted(const char *path)
 
 /*
  * Whether the store's holder is a feedfs whose mount is gone: its mount
- * point (its last argument) is this process's own (this feedfs is mounted
- * there now: one feedfs per mount point), or no FUSE mount any more.
+ * point is this process's own (this feedfs is mounted there now: one
+ * feedfs per mount point), or no FUSE mount any more.
  */
 static bool
 holder_unmounted(const struct cache_share *sh, long holder)
 {
-	char pid[32], label[sizeof(sh->self.label)];
+	char pid[32], theirs[PATH_MAX], mine[PATH_MAX];
 
+	(void)sh;
 	if (holder <= 0 || holder == (long)getpid())
 		return false;
 	snprintf(pid, sizeof(pid), "%ld", holder);
-	cmdline_last(pid, label, sizeof(label));
-	if (label[0] != '/')
-		return false; /* relative, or not known: do not wait */
-	return strcmp(label, sh->self.label) == 0 || !fuse_mounted(label);
+	mountpoint_of(pid, theirs);
+	if (theirs[0] != '/')
+		return false; /* not known: do not wait */
+	mountpoint_of("self", mine);
+	return strcmp(theirs, mine) == 0 || !fuse_mounted(theirs);
 }
 
 /*

@@ -268,7 +268,7 @@ raise_readahead(const char *mnt)
 static bool
 feedfs_mounted(const char *mnt)
 {
-	char line[PATH_MAX + 512], where[PATH_MAX + 1], type[64];
+	char line[PATH_MAX + 512], where[PATH_MAX + 1], type[64], *d;
 	bool found = false;
 	FILE *fp;
 
@@ -277,10 +277,23 @@ feedfs_mounted(const char *mnt)
 	while (!found && fgets(line, sizeof(line), fp)) {
 		const char *dash = strstr(line, " - ");
 
-		found = sscanf(line, "%*d %*d %*s %*s %4096s", where) == 1 &&
-			dash != NULL && sscanf(dash + 3, "%63s", type) == 1 &&
-			strcmp(type, "fuse.feedfs") == 0 &&
-			strcmp(where, mnt) == 0;
+		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
+		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
+		    strcmp(type, "fuse.feedfs") != 0)
+			continue;
+		/* Spaces and the like are escaped as \ooo (octal). */
+		d = where;
+		for (const char *s = where; *s; s++, d++)
+			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+			    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
+			    s[3] <= '7') {
+				*d = (char)((s[1] - '0') * 64 +
+					    (s[2] - '0') * 8 + (s[3] - '0'));
+				s += 3;
+			} else
+				*d = *s;
+		*d = '\0';
+		found = strcmp(where, mnt) == 0;
 	}
 	fclose(fp);
 	return found;

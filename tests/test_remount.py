@@ -6,8 +6,11 @@ that the daemon has fresh values to write out when it closes the store),
 and is unmounted with fusermount3 -u; the next round mounts as soon as
 fusermount3 returns, while the old daemon is still closing its cache.
 Every round's read of v must hit on every sample: the new mount waits
-for the old daemon's close (within a bound) instead of missing."""
+for the old daemon's close (within a bound) instead of missing.  Then
+the same in the background mode, with a relative mountpoint and -o after
+it, as a user (or mount.fuse3) gives them."""
 
+import atexit
 import os
 import subprocess
 import sys
@@ -62,4 +65,37 @@ for old in olds:
     check(rc == 0, "an unmounted daemon exited with %d" % rc)
     if old in fflib._mounts:
         fflib._mounts.remove(old)
+
+# The same in the background mode, as a user types it: a relative
+# mountpoint with -o after it (mount.fuse3's order), from the test's dir.
+atexit.register(fflib._force_umount, mnt)
+
+
+def bg_round(rnd):
+    r = subprocess.run([fflib.FEEDFS, os.path.basename(config(rnd)), "mnt",
+                        "-o", "threads=2"], cwd=t.dir,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=120)
+    check(r.returncode == 0, "feedfs in the background: %d %s"
+          % (r.returncode, r.stdout.decode()))
+    fflib.Mount.read_epoch(Bg, "v", 0)
+    hits, misses = (Bg.job_stat("feedfs_cache_hits_total", "v"),
+                    Bg.job_stat("feedfs_cache_misses_total", "v"))
+    log("background round %d: v %d hits, %d misses" % (rnd, hits, misses))
+    check(hits == N and misses == 0,
+          "a background mount started as fusermount3 -u returned: %d hits, "
+          "%d misses of %d" % (hits, misses, N))
+    fflib.Mount.read_epoch(Bg, "w", 0)
+    subprocess.check_call(["fusermount3", "-u", mnt])
+
+
+class Bg:
+    """Enough of fflib.Mount to read through a background mount."""
+    mnt = os.path.realpath(mnt)
+    p = staticmethod(lambda *parts: os.path.join(Bg.mnt, *parts))
+    job_stat = staticmethod(lambda n, j: fflib.Mount.job_stat(Bg, n, j))
+
+
+for rnd in range(ROUNDS + 1, ROUNDS + 4):
+    bg_round(rnd)
 log("ok")
