@@ -165,6 +165,20 @@ except feedfs.BatchError as e:
           "the reason %r should say why, not repeat the path" % reason)
 check(len(got) == bad_batch, "%d batches before the bad one, not %d"
       % (len(got), bad_batch))
+try:
+    import torch  # noqa: F401
+except ImportError:
+    torch = None
+if torch is not None:
+    # The training loop's way: feedfs.torch.Loader raises it in the
+    # trainer's thread.
+    try:
+        for x, y in feedfs.torch.Loader(job, epochs=[0]):
+            pass
+        fflib.fail("the Loader read epoch 0 of val")
+    except feedfs.BatchError as e:
+        check(bad_rel in str(e) and e.batch == bad_batch,
+              "the Loader's error: %s" % e)
 d = job.epoch_dir(0)
 for suffix in (".labels.npy", ".ids.npy"):
     p = os.path.join(d, "batch-%06d%s" % (bad_batch, suffix))
