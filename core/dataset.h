@@ -66,11 +66,13 @@ struct dataset {
 		size_t n;
 	} skipped[DS_SKIP_KINDS];
 	size_t nskipped_kinds, skipped_other;
+	size_t skipped_root; /* files beside the class folders */
 };
 
 /*
  * The files an ImageFolder scan left out: their count, and a text like
- * "12 .webp, 3 .bmp, 1 without an extension" (empty for none).
+ * "12 .webp, 3 .bmp, 1 without an extension, 2 directly under the root,
+ * not in a class folder" (empty for none).
  */
 size_t ds_skipped_total(const struct dataset *ds);
 void ds_skipped_text(const struct dataset *ds, char *buf, size_t len);

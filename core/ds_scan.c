@@ -135,7 +135,7 @@ count_skipped(struct scan *s, const char *name)
 size_t
 ds_skipped_total(const struct dataset *ds)
 {
-	size_t n = ds->skipped_other;
+	size_t n = ds->skipped_other + ds->skipped_root;
 
 	for (size_t i = 0; i < ds->nskipped_kinds; i++)
 		n += ds->skipped[i].n;
@@ -154,8 +154,12 @@ ds_skipped_text(const struct dataset *ds, char *buf, size_t len)
 		    ds->skipped[i].ext[0] ? ds->skipped[i].ext
 					  : "without an extension");
 	if (ds->skipped_other > 0 && used < len)
-		snprintf(buf + used, len - used, "%s%zu of other kinds",
-		    used ? ", " : "", ds->skipped_other);
+		used += (size_t)snprintf(buf + used, len - used,
+		    "%s%zu of other kinds", used ? ", " : "", ds->skipped_other);
+	if (ds->skipped_root > 0 && used < len)
+		snprintf(buf + used, len - used,
+		    "%s%zu directly under the root, not in a class folder",
+		    used ? ", " : "", ds->skipped_root);
 }
 
 /* Append a sample (path and open_path, which may be NULL, are taken). */
@@ -554,7 +558,7 @@ list_classes(struct scan *s, int fd, struct subdir **out, size_t *nout)
 	struct dirent *de;
 	char *target;
 	DIR *d;
-	int r = 0, dfd;
+	int r = 0, dfd, t;
 
 	if ((dfd = dup(fd)) < 0 || (d = fdopendir(dfd)) == NULL) {
 		r = -errno;
@@ -571,7 +575,9 @@ list_classes(struct scan *s, int fd, struct subdir **out, size_t *nout)
 		}
 		if (de->d_name[0] == '.')
 			continue;
-		if (entry_type(s, fd, de, &target) != DT_DIR) {
+		if ((t = entry_type(s, fd, de, &target)) != DT_DIR) {
+			if (t == DT_REG)
+				s->ds->skipped_root++; /* not in a class */
 			free(target);
 			continue;
 		}

@@ -32,8 +32,8 @@ say_dataset(const struct dataset *ds)
 
 	if (ds_skipped_total(ds) > 0) {
 		ds_skipped_text(ds, text, sizeof(text));
-		log_warn("dataset %s: %zu files under %s are not JPEG or PNG "
-			 "images and were skipped: %s",
+		log_warn("dataset %s: %zu files under %s were skipped (not "
+			 "JPEG or PNG images in a class folder): %s",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||

@@ -181,7 +181,9 @@ test_errors(void)
 	CHECK(r < 0);
 	/* What the scan left out is said (issue 26: .webp dropped silently). */
 	snprintf(want, sizeof(want),
-	    "no JPEG or PNG images found under %s/none (skipped: 1 .txt)", tmp);
+	    "no JPEG or PNG images found under %s/none (skipped: 1 .txt, 1 "
+	    "directly under the root, not in a class folder)",
+	    tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 
