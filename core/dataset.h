@@ -71,7 +71,7 @@ struct dataset {
 
 /*
  * The files an ImageFolder scan left out: their count, and a text like
- * "12 .webp, 3 .bmp, 1 without an extension, 2 directly under the root,
+ * "12 .tif, 3 .bmp, 1 without an extension, 2 directly under the root,
  * not in a class folder" (empty for none).
  */
 size_t ds_skipped_total(const struct dataset *ds);

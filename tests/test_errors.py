@@ -4,7 +4,7 @@ in the background as a user would, without a config, over a dataset with
 one truncated JPEG, skipped files and an empty class:
 
   - the start says on the terminal, before feedfs returns, what it left
-    out: the skipped files counted by extension (.webp, .bmp), the empty
+    out: the skipped files counted by extension (.tif, .bmp), the empty
     class folder, the mountpoint that is not empty, the cache_dir refused
     (a mode 0777 one: served without the cache), and where the log is
     when there is no syslog;
@@ -49,8 +49,8 @@ with open(bad, "rb") as f:
     whole = f.read()
 with open(bad, "wb") as f:
     f.write(whole[:len(whole) * 2 // 5])
-for name in ("a.webp", "b.webp", "c.WEBP"):
-    open(os.path.join(data, classes[0], name), "wb").write(b"RIFF....WEBP")
+for name in ("a.tif", "b.tif", "c.TIF"):
+    open(os.path.join(data, classes[0], name), "wb").write(b"II*\0")
 open(os.path.join(data, classes[1], "d.bmp"), "wb").write(b"BM")
 os.mkdir(os.path.join(data, "zz_empty"))
 mnt = t.path("mnt")
@@ -108,7 +108,7 @@ atexit.register(fflib._force_umount, mnt)
 log("start said:\n" + err)
 check(rc == 0, "feedfs %s %s: exit %d: %s" % (data, mnt, rc, err))
 check(mounted(mnt), "feedfs returned 0 but %s is not mounted" % mnt)
-for want in ("3 .webp", "1 .bmp", "zz_empty", "not empty",
+for want in ("3 .tif", "1 .bmp", "zz_empty", "not empty",
              "serving without the cache", cache):
     check(want in err, "the start did not say %r on the terminal:\n%s"
           % (want, err))
