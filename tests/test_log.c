@@ -1,12 +1,17 @@
 /*
- * test_log - the log's ring (.feedfs/log, issue 26): lines come back whole,
- * newest last, stamped and levelled; past LOG_RING_BYTES the oldest go,
- * never a part of a line; a short copy keeps the newest whole lines.
+ * test_log - the two logs a mount serves (issue 26).  The log's ring
+ * (.feedfs/log): lines come back whole, newest last, stamped and
+ * levelled; past LOG_RING_BYTES the oldest go, never a part of a line; a
+ * short copy keeps the newest whole lines.  A job's failed samples
+ * (JOB/errors.tsv): each once with its first reason, the path as in
+ * samples.tsv and the reason without it, escaped, at most
+ * JOB_ERRORS_MAX, the oldest going first and counted.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/job.h"
 #include "core/log.h"
 #include "tests/testlib.h"
 
@@ -38,6 +43,72 @@ check_lines(const char *text, size_t len, long *last)
 	}
 	*last = prev;
 	return first;
+}
+
+/* The errors.tsv of a job over 3000 samples "cls/img-N.jpg". */
+static void
+test_errors_tsv(void)
+{
+	struct dataset ds = {0};
+	struct job j = {0};
+	struct ds_sample *v = calloc(3000, sizeof(*v));
+	char why[600], *text, want[256];
+	size_t len;
+
+	CHECK(v != NULL);
+	for (size_t i = 0; i < 3000; i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "cls/img-%zu.jpg", i);
+		v[i].path = strdup(p);
+	}
+	ds.samples = v;
+	ds.n = 3000;
+	j.ds = &ds;
+	j.errlog = calloc(1, sizeof(*j.errlog)); /* as job_init makes it */
+	CHECK(j.errlog != NULL);
+	pthread_mutex_init(&j.errlog->lock, NULL);
+
+	text = job_errors_tsv(&j, &len);
+	CHECK_EQ_STR(text, "# id\tpath\treason\n");
+	free(text);
+	job_note_error(&j, 7, "/data/cls/img-7.jpg: corrupt data: Premature "
+			      "end of JPEG file");
+	job_note_error(&j, 7, "/data/cls/img-7.jpg: another reason");
+	job_note_error(&j, 9, "job x: a reason\twith a tab");
+	text = job_errors_tsv(&j, &len);
+	CHECK_EQ_STR(text, "# id\tpath\treason\n"
+			   "7\tcls/img-7.jpg\tcorrupt data: Premature end of "
+			   "JPEG file\n"
+			   "9\tcls/img-9.jpg\tjob x: a reason\\twith a tab\n");
+	CHECK_EQ_INT(len, strlen(text));
+	free(text);
+
+	/* Past the bound: the oldest go, counted; a long reason is cut. */
+	memset(why, 'x', sizeof(why) - 1);
+	why[sizeof(why) - 1] = '\0';
+	for (uint32_t id = 100; id < 100 + JOB_ERRORS_MAX + 1; id++)
+		job_note_error(&j, id, why);
+	text = job_errors_tsv(&j, &len);
+	CHECK(text != NULL);
+	CHECK(strstr(text, "# 3 older failures not listed\n") != NULL);
+	CHECK(strstr(text, "\n7\t") == NULL && strstr(text, "\n100\t") == NULL);
+	snprintf(want, sizeof(want), "\n%u\tcls/img-%u.jpg\t",
+	    100 + JOB_ERRORS_MAX, 100 + JOB_ERRORS_MAX);
+	CHECK(strstr(text, want) != NULL);
+	CHECK(len < (size_t)JOB_ERRORS_MAX * 600);
+	free(text);
+	/* A sample that went comes back when it fails again. */
+	job_note_error(&j, 7, "/data/cls/img-7.jpg: again");
+	text = job_errors_tsv(&j, &len);
+	CHECK(strstr(text, "\n7\tcls/img-7.jpg\tagain\n") != NULL);
+	free(text);
+
+	job_fini(&j);
+	CHECK(j.errlog == NULL);
+	for (size_t i = 0; i < 3000; i++)
+		free(v[i].path);
+	free(v);
 }
 
 int
@@ -76,5 +147,6 @@ main(void)
 	CHECK(first > 19950);
 	CHECK_EQ_INT(last, 19999);
 	free(buf);
+	test_errors_tsv();
 	return TEST_SUMMARY();
 }
