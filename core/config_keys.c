@@ -409,10 +409,11 @@ cfg_set_mount(
 }
 
 int
-cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
-    size_t errlen)
+cfg_set_job(
+    struct cfg *c, const char *key, const char *value, char *err, size_t errlen)
 {
-	const char *name = job_opt_key(key, strlen(key)), *dot = strchr(key, '.');
+	const char *name = job_opt_key(key, strlen(key)),
+		   *dot = strchr(key, '.');
 	const struct key *k;
 	char msg[512];
 	size_t set = 0;
@@ -426,17 +427,19 @@ cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
 	for (size_t i = 0; i < c->njobs; i++) {
 		struct cfg_job *j = &c->jobs[i];
 
-		if (dot != NULL && (strlen(j->name) != (size_t)(dot - key) ||
-				       strncmp(j->name, key, (size_t)(dot - key)) != 0))
+		if (dot != NULL &&
+		    (strlen(j->name) != (size_t)(dot - key) ||
+			strncmp(j->name, key, (size_t)(dot - key)) != 0))
 			continue;
-		if ((r = cfg_set_key(k, j, NULL, value, msg, sizeof(msg))) != 0 ||
+		if ((r = cfg_set_key(k, j, NULL, value, msg, sizeof(msg))) !=
+			0 ||
 		    (r = xf_check_output(j->pl, j->dtype, msg, sizeof(msg))) !=
 			0) {
 			if (r == -ENOMEM)
 				snprintf(err, errlen, "out of memory");
 			else
-				snprintf(err, errlen, "-o %s=%s: job %s: %s", key,
-				    value, j->name, msg);
+				snprintf(err, errlen, "-o %s=%s: job %s: %s",
+				    key, value, j->name, msg);
 			return r;
 		}
 		j->pl->max_pixels = j->max_pixels;

@@ -125,8 +125,8 @@ count_skipped(struct scan *s, const char *name)
 			ds->skipped_other++;
 			return;
 		}
-		snprintf(ds->skipped[i].ext, sizeof(ds->skipped[i].ext), "%s",
-		    ext);
+		snprintf(
+		    ds->skipped[i].ext, sizeof(ds->skipped[i].ext), "%s", ext);
 		ds->nskipped_kinds++;
 	}
 	ds->skipped[i].n++;
@@ -155,7 +155,8 @@ ds_skipped_text(const struct dataset *ds, char *buf, size_t len)
 					  : "without an extension");
 	if (ds->skipped_other > 0 && used < len)
 		used += (size_t)snprintf(buf + used, len - used,
-		    "%s%zu of other kinds", used ? ", " : "", ds->skipped_other);
+		    "%s%zu of other kinds", used ? ", " : "",
+		    ds->skipped_other);
 	if (ds->skipped_root > 0 && used < len)
 		snprintf(buf + used, len - used,
 		    "%s%zu directly under the root, not in a class folder",
@@ -682,8 +683,9 @@ ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
 		char skipped[512];
 
 		ds_skipped_text(ds, skipped, sizeof(skipped));
-		snprintf(err, errlen, "no JPEG or PNG images found under %s%s%s%s",
-		    root, skipped[0] ? " (skipped: " : "", skipped,
+		snprintf(err, errlen,
+		    "no JPEG or PNG images found under %s%s%s%s", root,
+		    skipped[0] ? " (skipped: " : "", skipped,
 		    skipped[0] ? ")" : "");
 		r = -ENOENT;
 		free(s.v);

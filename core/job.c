@@ -285,8 +285,9 @@ job_fini(struct job *j)
 	j->logged = NULL;
 	if (j->errlog) {
 		for (size_t i = 0; i < j->errlog->n; i++)
-			free(j->errlog->v[(j->errlog->start + i) %
-					  JOB_ERRORS_MAX].why);
+			free(j->errlog
+				 ->v[(j->errlog->start + i) % JOB_ERRORS_MAX]
+				 .why);
 		pthread_mutex_destroy(&j->errlog->lock);
 		free(j->errlog);
 		j->errlog = NULL;
@@ -512,7 +513,8 @@ job_errors_tsv(struct job *j, size_t *len)
 		sb_printf(&sb, "# %" PRIu64 " older failures not listed\n",
 		    l->total - l->n);
 	for (size_t i = 0; i < l->n; i++) {
-		const struct job_error *e = &l->v[(l->start + i) % JOB_ERRORS_MAX];
+		const struct job_error *e =
+		    &l->v[(l->start + i) % JOB_ERRORS_MAX];
 		const char *path = j->ds->samples[e->id].path, *why = e->why;
 		const char *at = strstr(why, path);
 

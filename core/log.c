@@ -131,8 +131,8 @@ log_msg(enum log_level lvl, const char *fmt, ...)
 	n = snprintf(line, sizeof(line), "%s %s: %s\n", when, name[lvl], buf);
 	if (n > 0) {
 		pthread_mutex_lock(&ring_lock);
-		ring_add(line, (size_t)n < sizeof(line) ? (size_t)n
-							: sizeof(line) - 1);
+		ring_add(line,
+		    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 		pthread_mutex_unlock(&ring_lock);
 	}
 	/* One write per line (O_APPEND): whole lines, several daemons. */
@@ -143,7 +143,8 @@ log_msg(enum log_level lvl, const char *fmt, ...)
 
 		if (m > 0)
 			(void)!write(log_file_fd, out,
-			    (size_t)m < sizeof(out) ? (size_t)m : sizeof(out) - 1);
+			    (size_t)m < sizeof(out) ? (size_t)m
+						    : sizeof(out) - 1);
 	}
 	if (log_syslog)
 		syslog(prio[lvl], "%s", buf);

@@ -20,8 +20,7 @@ struct fixed {
 };
 static const struct fixed root_fixed[] = {
     {"README", NS_README}, {".feedfs", NS_DOTDIR}};
-static const struct fixed dot_fixed[] = {
-    {"stats", NS_STATS}, {"log", NS_LOG}};
+static const struct fixed dot_fixed[] = {{"stats", NS_STATS}, {"log", NS_LOG}};
 static const struct fixed job_fixed[] = {{"info.json", NS_INFO},
     {"samples.tsv", NS_SAMPLES}, {"errors.tsv", NS_ERRORS}};
 #define NFIXED(a) (sizeof(a) / sizeof(a[0]))

@@ -74,8 +74,7 @@ static bool
 live(struct feedfs *fs, const struct ns_key *k)
 {
 	(void)fs;
-	return k->type == NS_STATS || k->type == NS_LOG ||
-	       k->type == NS_ERRORS;
+	return k->type == NS_STATS || k->type == NS_LOG || k->type == NS_ERRORS;
 }
 
 /* The largest read and readahead request (libfuse's buffer holds 1 MiB). */

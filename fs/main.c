@@ -310,7 +310,8 @@ dir_entries(const char *mnt)
 	if ((d = opendir(mnt)) == NULL)
 		return 0;
 	while ((de = readdir(d)) != NULL && n < 1000)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
 			n++;
 	closedir(d);
 	return n;
@@ -542,8 +543,10 @@ main(int argc, char **argv)
 	if (!o.foreground && !log_syslog_present())
 		log_warn("no syslog here (/dev/log is missing): the log is in "
 			 "%s/.feedfs/log while mounted%s",
-		    mnt, o.log_path ? ", and in -o log=FILE" :
-		    " (keep it with -o log=FILE, or run feedfs -f)");
+		    mnt,
+		    o.log_path
+			? ", and in -o log=FILE"
+			: " (keep it with -o log=FILE, or run feedfs -f)");
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
@@ -557,7 +560,8 @@ main(int argc, char **argv)
 	} else {
 		log_init("feedfs", log_syslog_present(), o.debug);
 		if (warn)
-			log_warn("%s", warn); /* to syslog: said on the terminal */
+			log_warn(
+			    "%s", warn); /* to syslog: said on the terminal */
 		log_set_term(term);
 	}
 

@@ -72,8 +72,9 @@ test_errors_tsv(void)
 	text = job_errors_tsv(&j, &len);
 	CHECK_EQ_STR(text, "# id\tpath\treason\n");
 	free(text);
-	job_note_error(&j, 7, "/data/cls/img-7.jpg: corrupt data: Premature "
-			      "end of JPEG file");
+	job_note_error(&j, 7,
+	    "/data/cls/img-7.jpg: corrupt data: Premature "
+	    "end of JPEG file");
 	job_note_error(&j, 7, "/data/cls/img-7.jpg: another reason");
 	job_note_error(&j, 9, "job x: a reason\twith a tab");
 	text = job_errors_tsv(&j, &len);
