@@ -1,7 +1,8 @@
 /*
  * log.c - see log.h.  The sink is process-wide by nature (one stderr, one
  * syslog, one terminal), so it is the one piece of global state: the
- * settings are written by main before any thread, the ring under its lock.
+ * syslog settings are written by main before any thread; the ring, the
+ * file's and the terminal's fds are under ring_lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,7 +21,8 @@ static bool log_debug_on;
 static int log_term_fd = -1;
 static int log_file_fd = -1;
 
-/* The last LOG_RING_BYTES of lines: ring[(start + i) % size], i < len. */
+/* The last LOG_RING_BYTES of lines: ring[(start + i) % size], i < len;
+ * and the fds above: under ring_lock. */
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static char ring[LOG_RING_BYTES];
 static size_t ring_start, ring_len;
@@ -46,13 +48,17 @@ log_syslog_present(void)
 void
 log_set_term(int fd)
 {
+	pthread_mutex_lock(&ring_lock);
 	log_term_fd = fd;
+	pthread_mutex_unlock(&ring_lock);
 }
 
 void
 log_set_file(int fd)
 {
+	pthread_mutex_lock(&ring_lock);
 	log_file_fd = fd;
+	pthread_mutex_unlock(&ring_lock);
 }
 
 /* Append one line (with its newline) to the ring, dropping whole old
@@ -129,14 +135,17 @@ log_msg(enum log_level lvl, const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	n = snprintf(line, sizeof(line), "%s %s: %s\n", when, name[lvl], buf);
-	if (n > 0) {
-		pthread_mutex_lock(&ring_lock);
+	/*
+	 * The ring, the file and the terminal under one lock: their fds
+	 * change (log_set_*) while workers log, and each is closed once set
+	 * to -1, never written after.
+	 */
+	pthread_mutex_lock(&ring_lock);
+	if (n > 0)
 		ring_add(line,
 		    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-		pthread_mutex_unlock(&ring_lock);
-	}
 	/* One write per line (O_APPEND): whole lines, several daemons. */
-	if (log_file_fd >= 0 && n > 0) {
+	if (log_file_fd >= 0) {
 		char out[sizeof(line) + 64];
 		int m = snprintf(out, sizeof(out), "%s %s[%ld] %s: %s\n", when,
 		    log_prog, (long)getpid(), name[lvl], buf);
@@ -146,11 +155,12 @@ log_msg(enum log_level lvl, const char *fmt, ...)
 			    (size_t)m < sizeof(out) ? (size_t)m
 						    : sizeof(out) - 1);
 	}
+	/* The terminal that mounted, until the mount is in place. */
+	if (log_term_fd >= 0 && lvl <= LOG_LVL_WARN)
+		dprintf(log_term_fd, "%s: %s: %s\n", log_prog, name[lvl], buf);
+	pthread_mutex_unlock(&ring_lock);
 	if (log_syslog)
 		syslog(prio[lvl], "%s", buf);
 	else
 		fprintf(stderr, "%s: %s: %s\n", log_prog, name[lvl], buf);
-	/* The terminal that mounted, until the mount is in place. */
-	if (log_term_fd >= 0 && lvl <= LOG_LVL_WARN)
-		dprintf(log_term_fd, "%s: %s: %s\n", log_prog, name[lvl], buf);
 }

@@ -6,8 +6,7 @@
  * (log_set_term), warnings and errors go there too; with -o log=FILE
  * (log_set_file) every line goes to that file as well.
  *
- * Thread safe, except log_init, log_set_term and log_set_file: call them
- * while no other thread logs.  log_first() is true the first time its
+ * Thread safe, except log_init: call it while no other thread logs.  log_first() is true the first time its
  * flag is seen clear, for a per-site "say so once":
  *
  *	if (log_first(&flag)) log_warn(...);
