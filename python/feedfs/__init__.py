@@ -73,7 +73,7 @@ def _read_errors(jobdir):
     except OSError:
         return out
     unesc = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: \x1c is a name's
         if not line or line.startswith("#"):
             continue
         f = line.split("\t")
