@@ -36,7 +36,7 @@
  * so that a remount right after fusermount3 -u owns the cache instead of
  * missing until the old daemon has exited.
  */
-#define HANDOVER_WAIT_MS 5000
+#define HANDOVER_WAIT_MS 10000
 
 struct cache_share {
 	char dir[4096];
@@ -470,6 +470,10 @@ wait_handover(struct cache_share *sh, char *err, size_t errlen)
 
 	if (!holder_unmounted(sh, was))
 		return e;
+	say(sh, false,
+	    "%s is held by feedfs pid %ld, whose mount is gone: waiting up to "
+	    "%d s for it to close the cache",
+	    sh->dir, was, HANDOVER_WAIT_MS / 1000);
 	while (wire_now_ns() < until) {
 		struct timespec ts = {0, 20 * 1000000};
 
