@@ -74,6 +74,62 @@ local_of(struct cache *c)
 }
 
 /*
+ * The owner's mount point, for a later mount's handover (holder_unmounted):
+ * dir/OWNER_MOUNT holds "PID LABEL\n", written by each owner when it takes
+ * the store (a file of another pid is an old owner's, and ignored).
+ */
+#define OWNER_MOUNT "owner.mount"
+
+static void
+note_owner_mount(const struct cache_share *sh)
+{
+	char path[4200], tmp[4240], text[sizeof(sh->self.label) + 32];
+	int fd, n;
+
+	if (sh->self.label[0] != '/' ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", sh->dir,
+		OWNER_MOUNT) >= sizeof(path))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	n = snprintf(text, sizeof(text), "%ld %s\n", (long)getpid(),
+	    sh->self.label);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+				O_CLOEXEC,
+		 0600)) < 0)
+		return;
+	if (write(fd, text, (size_t)n) != n || close(fd) != 0 ||
+	    rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
+/* The mount point dir/OWNER_MOUNT gives for pid, into buf: false if none. */
+static bool
+owner_mount(const struct cache_share *sh, long pid, char *buf, size_t len)
+{
+	char path[4200], text[sizeof(sh->self.label) + 32], *end;
+	ssize_t n;
+	long p;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", sh->dir, OWNER_MOUNT);
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) <
+	    0)
+		return false;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	p = strtol(text, &end, 10);
+	if (p != pid || end[0] != ' ' || end[1] != '/' ||
+	    strchr(end, '\n') == NULL)
+		return false;
+	*strchr(end, '\n') = '\0';
+	snprintf(buf, len, "%s", end + 1);
+	return true;
+}
+
+/*
  * Become the owner: take the store with the handle's options and start
  * both sockets.  Called with takeover held.  0 when this process holds it
  * now; -EBUSY when another one does, -ETIMEDOUT when another one has been
@@ -112,6 +168,7 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	if (srv_start(c, &sh->self, sh->dir, &sh->srv, msg, sizeof(msg)) != 0)
 		say(sh, true, "other mounts cannot attach: %s", msg);
 	atomic_store(&sh->local, c);
+	note_owner_mount(sh);
 	return 0;
 }
 
@@ -348,52 +405,6 @@ default_label(char *buf, size_t len)
 		snprintf(buf, len, "%s", last);
 }
 
-/*
- * The mount point of the feedfs pid ("self" or a number): the second
- * operand of its command line (-f, -d, -o OPT and -oOPT skipped, as
- * feedfs(8) and mount.fuse3 give them), made absolute with the PWD it was
- * started in, resolved: into buf (PATH_MAX), "" when it cannot be told.
- */
-static void
-mountpoint_of(const char *pid, char *buf)
-{
-	char cmd[8192], env[16384], path[PATH_MAX * 2], *mp = NULL;
-	ssize_t n = proc_read(pid, "cmdline", cmd, sizeof(cmd)), m;
-	int operands = 0;
-
-	buf[0] = '\0';
-	if (n <= 0)
-		return;
-	for (char *p = cmd + strlen(cmd) + 1; p < cmd + n && mp == NULL;
-	     p += strlen(p) + 1) {
-		if (strcmp(p, "-o") == 0)
-			p += strlen(p) + 1; /* its value */
-		else if (p[0] == '-' && p[1] != '\0')
-			continue;
-		else if (++operands == 2)
-			mp = p;
-	}
-	if (mp == NULL || mp >= cmd + n)
-		return;
-	if (mp[0] == '/')
-		snprintf(path, sizeof(path), "%s", mp);
-	else {
-		/* Relative to where it was started (it runs in / now). */
-		const char *pwd = NULL;
-
-		if ((m = proc_read(pid, "environ", env, sizeof(env))) <= 0)
-			return;
-		for (char *p = env; p < env + m; p += strlen(p) + 1)
-			if (strncmp(p, "PWD=/", 5) == 0)
-				pwd = p + 4;
-		if (pwd == NULL)
-			return;
-		snprintf(path, sizeof(path), "%s/%s", pwd, mp);
-	}
-	if (realpath(path, buf) == NULL)
-		buf[0] = '\0'; /* gone: not known */
-}
-
 /* Undo mountinfo's escapes of a path (\040 for a space, ...), in place. */
 static void
 unescape_octal(char *s)
@@ -438,23 +449,19 @@ fuse_mounted(const char *path)
 
 /*
  * Whether the store's holder is a feedfs whose mount is gone: its mount
- * point is this process's own (this feedfs is mounted there now: one
- * feedfs per mount point), or no FUSE mount any more.
+ * point (OWNER_MOUNT) is this one's, its label (this feedfs is mounted
+ * there now: one feedfs per mount point), or no FUSE mount any more.
  */
 static bool
 holder_unmounted(const struct cache_share *sh, long holder)
 {
-	char pid[32], theirs[PATH_MAX], mine[PATH_MAX];
+	char theirs[PATH_MAX];
 
-	(void)sh;
-	if (holder <= 0 || holder == (long)getpid())
-		return false;
-	snprintf(pid, sizeof(pid), "%ld", holder);
-	mountpoint_of(pid, theirs);
-	if (theirs[0] != '/')
+	if (holder <= 0 || holder == (long)getpid() ||
+	    sh->self.label[0] != '/' ||
+	    !owner_mount(sh, holder, theirs, sizeof(theirs)))
 		return false; /* not known: do not wait */
-	mountpoint_of("self", mine);
-	return strcmp(theirs, mine) == 0 || !fuse_mounted(theirs);
+	return strcmp(theirs, sh->self.label) == 0 || !fuse_mounted(theirs);
 }
 
 /*

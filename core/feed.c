@@ -162,7 +162,7 @@ open_cache(struct feed *f)
 		return;
 	}
 	struct cache_opts o = {m->cache_size, f->cache_mem, m->cache_stale,
-	    NULL, cache_say};
+	    f->mountpoint, cache_say};
 
 	if (cache_open_shared(m->cache_dir, &o, &f->cache, msg, sizeof(msg)) !=
 	    0) {
@@ -214,6 +214,18 @@ feed_keep_freed_memory(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
+int
+feed_set_mountpoint(struct feed *f, const char *path)
+{
+	char *s = strdup(path);
+
+	if (s == NULL)
+		return -ENOMEM;
+	free(f->mountpoint);
+	f->mountpoint = s;
+	return 0;
 }
 
 int
@@ -278,6 +290,7 @@ feed_free(struct feed *f)
 	pthread_cond_destroy(&f->work);
 	pthread_mutex_destroy(&f->lock);
 	cfg_free(f->cfg);
+	free(f->mountpoint);
 	free(f);
 }
 

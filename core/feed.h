@@ -53,6 +53,11 @@ enum feed_text { FT_README, FT_INFO, FT_SAMPLES, FT_STATS, FT_LOG, FT_ERRORS };
  */
 int feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
     struct feed **out, char *err, size_t errlen);
+/*
+ * The mount point (resolved), before feed_start: the cache names this
+ * mount by it (feedfs-cache stats, and a remount's handover: cache.h).
+ */
+int feed_set_mountpoint(struct feed *f, const char *path);
 /* Open the cache and start the workers (after any fork). */
 int feed_start(struct feed *f);
 /*

@@ -504,7 +504,8 @@ main(int argc, char **argv)
 	 * A cache_dir that another feedfs holds is shared with it, not
 	 * refused: feed_start attaches to its owner (cache.h).
 	 */
-	if (fs_init_state(&fs, feed) != 0) {
+	if (feed_set_mountpoint(feed, mnt) != 0 ||
+	    fs_init_state(&fs, feed) != 0) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_feed;
 	}

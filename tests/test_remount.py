@@ -73,7 +73,7 @@ atexit.register(fflib._force_umount, mnt)
 
 def bg_round(rnd):
     r = subprocess.run([fflib.FEEDFS, os.path.basename(config(rnd)), "mnt",
-                        "-o", "threads=2"], cwd=t.dir,
+                        "-o", "threads=2,log=bg.log"], cwd=t.dir,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=120)
     check(r.returncode == 0, "feedfs in the background: %d %s"
@@ -82,6 +82,9 @@ def bg_round(rnd):
     hits, misses = (Bg.job_stat("feedfs_cache_hits_total", "v"),
                     Bg.job_stat("feedfs_cache_misses_total", "v"))
     log("background round %d: v %d hits, %d misses" % (rnd, hits, misses))
+    if hits != N:
+        with open(t.path("bg.log")) as f:
+            print(f.read())
     check(hits == N and misses == 0,
           "a background mount started as fusermount3 -u returned: %d hits, "
           "%d misses of %d" % (hits, misses, N))
