@@ -117,7 +117,9 @@ void cache_close(struct cache *c);
  * takeover: size_bound and mem_bound as cache_open's, stale as the
  * admission's below (CACHE_STALE_DEFAULT; 0: every entry is stale), label
  * names this mount in the owner's table (NULL: the last argument of the
- * command line, the mount point of feedfs), say (may be NULL) is told,
+ * command line, the mount point of feedfs; an absolute one is also how
+ * an owner that unmounts is told from one that serves, so that a mount
+ * taking its place waits for its close), say (may be NULL) is told,
  * from any thread, of the role taken and of every change of owner.
  */
 typedef void (*cache_log_fn)(bool warn, const char *msg);

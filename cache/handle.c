@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -29,6 +30,13 @@
 
 #define RETRY_BUSY_MS 50     /* another process is taking the store */
 #define RETRY_FAILED_MS 1000 /* the store could not be opened */
+/*
+ * At open, a store held by a feedfs whose mount is gone (it was unmounted
+ * and is closing the store: a memtable to flush) is waited for this long,
+ * so that a remount right after fusermount3 -u owns the cache instead of
+ * missing until the old daemon has exited.
+ */
+#define HANDOVER_WAIT_MS 10000
 
 struct cache_share {
 	char dir[4096];
@@ -63,6 +71,62 @@ static struct cache *
 local_of(struct cache *c)
 {
 	return atomic_load(&c->share->local);
+}
+
+/*
+ * The owner's mount point, for a later mount's handover (holder_unmounted):
+ * dir/OWNER_MOUNT holds "PID LABEL\n", written by each owner when it takes
+ * the store (a file of another pid is an old owner's, and ignored).
+ */
+#define OWNER_MOUNT "owner.mount"
+
+static void
+note_owner_mount(const struct cache_share *sh)
+{
+	char path[4200], tmp[4240], text[sizeof(sh->self.label) + 32];
+	int fd, n;
+
+	if (sh->self.label[0] != '/' ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", sh->dir,
+		OWNER_MOUNT) >= sizeof(path))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	n = snprintf(text, sizeof(text), "%ld %s\n", (long)getpid(),
+	    sh->self.label);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+				O_CLOEXEC,
+		 0600)) < 0)
+		return;
+	if (write(fd, text, (size_t)n) != n || close(fd) != 0 ||
+	    rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
+/* The mount point dir/OWNER_MOUNT gives for pid, into buf: false if none. */
+static bool
+owner_mount(const struct cache_share *sh, long pid, char *buf, size_t len)
+{
+	char path[4200], text[sizeof(sh->self.label) + 32], *end;
+	ssize_t n;
+	long p;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", sh->dir, OWNER_MOUNT);
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) <
+	    0)
+		return false;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	p = strtol(text, &end, 10);
+	if (p != pid || end[0] != ' ' || end[1] != '/' ||
+	    strchr(end, '\n') == NULL)
+		return false;
+	*strchr(end, '\n') = '\0';
+	snprintf(buf, len, "%s", end + 1);
+	return true;
 }
 
 /*
@@ -133,6 +197,7 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 		     sizeof(msg)) != 0)
 		say(sh, true, "other mounts cannot attach: %s", msg);
 	atomic_store(&sh->local, c);
+	note_owner_mount(sh);
 	return 0;
 }
 
@@ -359,27 +424,132 @@ cache_is_owner(struct cache *c)
 	return c != NULL && (c->ops == NULL || local_of(c) != NULL);
 }
 
+/* /proc/PID/what (PID "self" or a number) into buf, NUL ended: its
+ * length, or -1. */
+static ssize_t
+proc_read(const char *pid, const char *what, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/%s", pid, what);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
 /* The mount point from the command line: feedfs's last argument. */
 static void
 default_label(char *buf, size_t len)
 {
 	char cmd[8192], *last = NULL;
-	ssize_t n;
-	int fd;
+	ssize_t n = proc_read("self", "cmdline", cmd, sizeof(cmd));
 
 	buf[0] = '\0';
-	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, cmd, sizeof(cmd) - 1);
-	close(fd);
 	if (n <= 0)
 		return;
-	cmd[n] = '\0';
 	for (char *p = cmd; p < cmd + n; p += strlen(p) + 1)
 		if (*p != '\0')
 			last = p;
 	if (last != NULL && last != cmd)
 		snprintf(buf, len, "%s", last);
+}
+
+/* Undo mountinfo's escapes of a path (\040 for a space, ...), in place. */
+static void
+unescape_octal(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++, d++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				    (s[3] - '0'));
+			s += 3;
+		} else
+			*d = *s;
+	}
+	*d = '\0';
+}
+
+/* Whether a FUSE file system is mounted on path now (an absolute one). */
+static bool
+fuse_mounted(const char *path)
+{
+	char line[8192], where[4097], type[64];
+	bool found = false;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return true; /* cannot tell: as if it were */
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		const char *dash = strstr(line, " - ");
+
+		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
+		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
+		    strncmp(type, "fuse", 4) != 0)
+			continue;
+		unescape_octal(where);
+		found = strcmp(where, path) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Whether the store's holder is a feedfs whose mount is gone: its mount
+ * point (OWNER_MOUNT) is this one's, its label (this feedfs is mounted
+ * there now: one feedfs per mount point), or no FUSE mount any more.
+ */
+static bool
+holder_unmounted(const struct cache_share *sh, long holder)
+{
+	char theirs[PATH_MAX];
+
+	if (holder <= 0 || holder == (long)getpid() ||
+	    sh->self.label[0] != '/' ||
+	    !owner_mount(sh, holder, theirs, sizeof(theirs)))
+		return false; /* not known: do not wait */
+	return strcmp(theirs, sh->self.label) == 0 || !fuse_mounted(theirs);
+}
+
+/*
+ * A store held by a feedfs that was unmounted (holder_unmounted): wait
+ * for its close, up to HANDOVER_WAIT_MS, then take it.  As become_owner.
+ */
+static int
+wait_handover(struct cache_share *sh, char *err, size_t errlen)
+{
+	uint64_t until = wire_now_ns() + (uint64_t)HANDOVER_WAIT_MS * 1000000u;
+	long was = owner_holder(sh->dir), now;
+	int e = -EBUSY;
+
+	if (!holder_unmounted(sh, was))
+		return e;
+	say(sh, false,
+	    "%s is held by feedfs pid %ld, whose mount is gone: waiting up to "
+	    "%d s for it to close the cache",
+	    sh->dir, was, HANDOVER_WAIT_MS / 1000);
+	while (wire_now_ns() < until) {
+		struct timespec ts = {0, 20 * 1000000};
+
+		nanosleep(&ts, NULL);
+		e = become_owner(sh, 0, err, errlen);
+		if (e != -EBUSY && e != -ETIMEDOUT)
+			return e;
+		/* Another process got it first, or the holder stopped. */
+		if ((now = owner_holder(sh->dir)) != was && now != 0)
+			return e;
+		if (now > 0 && owner_stopped(now) == 1)
+			return e;
+	}
+	return e;
 }
 
 int
@@ -419,6 +589,8 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 
 	pthread_mutex_lock(&sh->takeover);
 	e = become_owner(sh, OPEN_LOCK_WAIT_MS, err, errlen);
+	if (e == -EBUSY)
+		e = wait_handover(sh, err, errlen);
 	pthread_mutex_unlock(&sh->takeover);
 	if (e == 0) {
 		say(sh, false,

@@ -152,6 +152,18 @@ int cfg_set_mount(struct cfg *c, const char *key, const char *value,
     char *err, size_t errlen);
 
 /*
+ * The [job] keys that -o may set for the default jobs of a mount without
+ * a config (cfg_default): KEY=VALUE sets every job, JOB.KEY=VALUE one.
+ * cfg_is_job_opt says whether the len bytes at key are such a KEY or
+ * JOB.KEY (whatever JOB); cfg_set_job sets one, then checks the job
+ * again: -ENOENT (no such key, or no job JOB), -EINVAL, each with a
+ * message "-o KEY=VALUE: ...".
+ */
+bool cfg_is_job_opt(const char *key, size_t len);
+int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
+    size_t errlen);
+
+/*
  * "50G", "512M", "4096", "1.5G" (K, M, G, T; powers of 1024; an optional
  * trailing B or iB) to bytes.  -EINVAL on anything else or overflow.
  */

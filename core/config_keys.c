@@ -208,6 +208,34 @@ cfg_is_mount_key(const char *key, size_t len)
 	return cfg_find_key(SEC_MOUNT, key, len) != NULL;
 }
 
+/* The [job] keys -o takes: the default jobs' own (not their dataset or
+ * pipeline: a pipeline has commas, which -o splits at). */
+static const char *const job_opts[] = {"batch_size", "epochs", "seed",
+    "shuffle", "drop_last", "order", "dtype", "layout", "on_error", "gpu",
+    "max_pixels", "cache_format", NULL};
+
+static const char *
+job_opt_key(const char *key, size_t len)
+{
+	const char *dot = memchr(key, '.', len);
+
+	if (dot != NULL) {
+		len -= (size_t)(dot + 1 - key);
+		key = dot + 1;
+	}
+	for (size_t i = 0; job_opts[i]; i++)
+		if (strlen(job_opts[i]) == len &&
+		    strncmp(job_opts[i], key, len) == 0)
+			return job_opts[i];
+	return NULL;
+}
+
+bool
+cfg_is_job_opt(const char *key, size_t len)
+{
+	return job_opt_key(key, len) != NULL;
+}
+
 /* "a, b or c" of the keys of sec (or of the names of an enum). */
 static void
 list_words(const char *const *words, size_t n, char *buf, size_t len)
@@ -385,6 +413,55 @@ cfg_set_mount(
 	else if (r == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return r;
+}
+
+int
+cfg_set_job(
+    struct cfg *c, const char *key, const char *value, char *err, size_t errlen)
+{
+	const char *name = job_opt_key(key, strlen(key)),
+		   *dot = strchr(key, '.');
+	const struct key *k;
+	char msg[512];
+	size_t set = 0;
+	int r;
+
+	if (name == NULL ||
+	    (k = cfg_find_key(SEC_JOB, name, strlen(name))) == NULL) {
+		snprintf(err, errlen, "-o %s: not a [job] key -o takes", key);
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < c->njobs; i++) {
+		struct cfg_job *j = &c->jobs[i];
+
+		if (dot != NULL &&
+		    (strlen(j->name) != (size_t)(dot - key) ||
+			strncmp(j->name, key, (size_t)(dot - key)) != 0))
+			continue;
+		if ((r = cfg_set_key(k, j, NULL, value, msg, sizeof(msg))) !=
+			0 ||
+		    (r = xf_check_output(j->pl, j->dtype, msg, sizeof(msg))) !=
+			0) {
+			if (r == -ENOMEM)
+				snprintf(err, errlen, "out of memory");
+			else
+				snprintf(err, errlen, "-o %s=%s: job %s: %s",
+				    key, value, j->name, msg);
+			return r;
+		}
+		j->pl->max_pixels = j->max_pixels;
+		set++;
+	}
+	if (set == 0) {
+		snprintf(err, errlen, "-o %s=%s: no job %.*s (the jobs are",
+		    key, value, (int)(dot - key), key);
+		for (size_t i = 0; i < c->njobs; i++)
+			snprintf(err + strlen(err), errlen - strlen(err), " %s",
+			    c->jobs[i].name);
+		snprintf(err + strlen(err), errlen - strlen(err), ")");
+		return -ENOENT;
+	}
+	return 0;
 }
 
 const char *

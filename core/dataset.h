@@ -41,6 +41,8 @@ struct ds_shard {
 	struct stat st;
 };
 
+#define DS_SKIP_KINDS 8
+
 struct dataset {
 	char *name;
 	char *root; /* absolute; shards: the directory they are found under */
@@ -54,7 +56,26 @@ struct dataset {
 	    manifest; /* links in paths are resolved at open (ds_sample_open) */
 	struct ds_shard *shards; /* WebDataset tar shards (ds_open_shards) */
 	size_t nshards;
+	/*
+	 * ImageFolder: the files the scan left out (not images by their
+	 * name), by extension ("" for none), the first DS_SKIP_KINDS
+	 * extensions met; the rest counted in skipped_other.
+	 */
+	struct {
+		char ext[16];
+		size_t n;
+	} skipped[DS_SKIP_KINDS];
+	size_t nskipped_kinds, skipped_other;
+	size_t skipped_root; /* files beside the class folders */
 };
+
+/*
+ * The files an ImageFolder scan left out: their count, and a text like
+ * "12 .tif, 3 .bmp, 1 without an extension, 2 directly under the root,
+ * not in a class folder" (empty for none).
+ */
+size_t ds_skipped_total(const struct dataset *ds);
+void ds_skipped_text(const struct dataset *ds, char *buf, size_t len);
 
 /* Called now and then while scanning (for a progress line). */
 typedef void (*ds_progress_fn)(size_t nfound, void *arg);

@@ -62,6 +62,7 @@ struct scan {
 	struct dirid *up;     /* the directories from the root down */
 	size_t depth, upcap;
 	struct dirset linked; /* directories read through a link */
+	struct dataset *ds;   /* its skipped files are counted */
 	int rootfd;	      /* the root, open */
 	char *err;
 	size_t errlen;
@@ -102,6 +103,65 @@ is_image(const char *name)
 	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0) ||
 	       (n > 4 && strcasecmp(name + n - 4, ".png") == 0) ||
 	       (n > 5 && strcasecmp(name + n - 5, ".webp") == 0);
+}
+
+/* A regular file that is not an image by its name: counted by extension. */
+static void
+count_skipped(struct scan *s, const char *name)
+{
+	struct dataset *ds = s->ds;
+	const char *dot = strrchr(name, '.');
+	const char *ext = dot != NULL && dot != name ? dot : "";
+	size_t i;
+
+	if (strlen(ext) >= sizeof(ds->skipped[0].ext)) {
+		ds->skipped_other++;
+		return;
+	}
+	for (i = 0; i < ds->nskipped_kinds; i++)
+		if (strcasecmp(ds->skipped[i].ext, ext) == 0)
+			break;
+	if (i == ds->nskipped_kinds) {
+		if (i == DS_SKIP_KINDS) {
+			ds->skipped_other++;
+			return;
+		}
+		snprintf(
+		    ds->skipped[i].ext, sizeof(ds->skipped[i].ext), "%s", ext);
+		ds->nskipped_kinds++;
+	}
+	ds->skipped[i].n++;
+}
+
+size_t
+ds_skipped_total(const struct dataset *ds)
+{
+	size_t n = ds->skipped_other + ds->skipped_root;
+
+	for (size_t i = 0; i < ds->nskipped_kinds; i++)
+		n += ds->skipped[i].n;
+	return n;
+}
+
+void
+ds_skipped_text(const struct dataset *ds, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ds->nskipped_kinds && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%zu %s",
+		    i ? ", " : "", ds->skipped[i].n,
+		    ds->skipped[i].ext[0] ? ds->skipped[i].ext
+					  : "without an extension");
+	if (ds->skipped_other > 0 && used < len)
+		used += (size_t)snprintf(buf + used, len - used,
+		    "%s%zu of other kinds", used ? ", " : "",
+		    ds->skipped_other);
+	if (ds->skipped_root > 0 && used < len)
+		snprintf(buf + used, len - used,
+		    "%s%zu directly under the root, not in a class folder",
+		    used ? ", " : "", ds->skipped_root);
 }
 
 /* Append a sample (path and open_path, which may be NULL, are taken). */
@@ -455,8 +515,11 @@ scan_dir(struct scan *s, int fd, int64_t label, bool linked)
 				break;
 			}
 			nsub++;
-		} else
+		} else {
+			if (t == DT_REG)
+				count_skipped(s, name);
 			free(target);
+		}
 	}
 	if (r == 0 && nsub > 0)
 		qsort(subs, nsub, sizeof(*subs), by_subdir);
@@ -497,7 +560,7 @@ list_classes(struct scan *s, int fd, struct subdir **out, size_t *nout)
 	struct dirent *de;
 	char *target;
 	DIR *d;
-	int r = 0, dfd;
+	int r = 0, dfd, t;
 
 	if ((dfd = dup(fd)) < 0 || (d = fdopendir(dfd)) == NULL) {
 		r = -errno;
@@ -514,7 +577,9 @@ list_classes(struct scan *s, int fd, struct subdir **out, size_t *nout)
 		}
 		if (de->d_name[0] == '.')
 			continue;
-		if (entry_type(s, fd, de, &target) != DT_DIR) {
+		if ((t = entry_type(s, fd, de, &target)) != DT_DIR) {
+			if (t == DT_REG)
+				s->ds->skipped_root++; /* not in a class */
 			free(target);
 			continue;
 		}
@@ -610,13 +675,19 @@ ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
 	s.realroot = ds->root;
 	s.rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
 	s.rootfd = -1;
+	s.ds = ds;
 	if ((r = scan_tree(&s, ds)) != 0) {
 		ds_free_samples(s.v, s.n);
 		goto out;
 	}
 	if (s.n == 0) {
-		snprintf(
-		    err, errlen, "no JPEG or PNG images found under %s", root);
+		char skipped[512];
+
+		ds_skipped_text(ds, skipped, sizeof(skipped));
+		snprintf(err, errlen,
+		    "no JPEG or PNG images found under %s%s%s%s", root,
+		    skipped[0] ? " (skipped: " : "", skipped,
+		    skipped[0] ? ")" : "");
 		r = -ENOENT;
 		free(s.v);
 		goto out;

@@ -193,6 +193,7 @@ struct feed {
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	char *mountpoint;     /* feed_set_mountpoint's; NULL: not told */
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
 	pthread_t *threads;

@@ -19,6 +19,41 @@
 #include "core/mix.h"
 #include "gpu/gpu.h"
 
+/*
+ * What the scan of an ImageFolder dataset left out, said at mount time
+ * (on the terminal): files that are not JPEG or PNG by their name, and
+ * class directories without an image (their label is never served).
+ */
+static void
+say_dataset(const struct dataset *ds)
+{
+	char text[512];
+	size_t *per, none = 0;
+
+	if (ds_skipped_total(ds) > 0) {
+		ds_skipped_text(ds, text, sizeof(text));
+		log_warn("dataset %s: %zu files under %s were skipped (not "
+			 "JPEG or PNG images in a class folder): %s",
+		    ds->name, ds_skipped_total(ds), ds->root, text);
+	}
+	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
+	    (per = calloc(ds->nclasses, sizeof(*per))) == NULL)
+		return;
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->samples[i].label >= 0 &&
+		    (size_t)ds->samples[i].label < ds->nclasses)
+			per[ds->samples[i].label]++;
+	for (size_t k = 0; k < ds->nclasses; k++)
+		if (per[k] == 0 && none++ < 10)
+			log_warn("dataset %s: class folder %s/%s has no images "
+				 "(class %zu is never served)",
+			    ds->name, ds->root, ds->classes[k], k);
+	if (none > 10)
+		log_warn("dataset %s: %zu class folders have no images in all",
+		    ds->name, none);
+	free(per);
+}
+
 /* Open the datasets of c and make its jobs. */
 static int
 load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
@@ -49,6 +84,8 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 	}
 	if (idx >= 0)
 		close(idx);
+	for (size_t i = 0; i < c->ndatasets; i++)
+		say_dataset(f->ds[i]);
 	for (size_t i = 0; i < c->njobs; i++) {
 		const struct cfg_job *cj = &c->jobs[i];
 
@@ -135,6 +172,7 @@ open_cache(struct feed *f)
 	struct cache_opts o = {.size_bound = m->cache_size,
 	    .mem_bound = f->cache_mem - f->cache_mem / 4,
 	    .stale = m->cache_stale,
+	    .label = f->mountpoint,
 	    .say = cache_say,
 	    .workers = cfg_threads(m),
 	    .share_mem = f->cache_mem / 4};
@@ -189,6 +227,18 @@ feed_keep_freed_memory(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
+int
+feed_set_mountpoint(struct feed *f, const char *path)
+{
+	char *s = strdup(path);
+
+	if (s == NULL)
+		return -ENOMEM;
+	free(f->mountpoint);
+	f->mountpoint = s;
+	return 0;
 }
 
 int
@@ -253,6 +303,7 @@ feed_free(struct feed *f)
 	pthread_cond_destroy(&f->work);
 	pthread_mutex_destroy(&f->lock);
 	cfg_free(f->cfg);
+	free(f->mountpoint);
 	free(f);
 }
 

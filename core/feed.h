@@ -39,8 +39,12 @@ struct feed_key {
 	uint64_t batch;
 };
 
-/* The generated text files. */
-enum feed_text { FT_README, FT_INFO, FT_SAMPLES, FT_STATS };
+/*
+ * The generated text files: fixed (README, info.json, samples.tsv), or
+ * live, made at each open (.feedfs/stats, .feedfs/log, JOB/errors.tsv).
+ */
+enum feed_text { FT_README, FT_INFO, FT_SAMPLES, FT_STATS, FT_LOG, FT_ERRORS };
+#define FEED_TEXT_LIVE(t) ((t) >= FT_STATS)
 
 /*
  * Load the datasets and check the jobs of c (taken: freed by feed_free, or
@@ -49,6 +53,11 @@ enum feed_text { FT_README, FT_INFO, FT_SAMPLES, FT_STATS };
  */
 int feed_new(struct cfg *c, ds_progress_fn progress, void *arg,
     struct feed **out, char *err, size_t errlen);
+/*
+ * The mount point (resolved), before feed_start: the cache names this
+ * mount by it (feedfs-cache stats, and a remount's handover: cache.h).
+ */
+int feed_set_mountpoint(struct feed *f, const char *path);
 /* Open the cache and start the workers (after any fork). */
 int feed_start(struct feed *f);
 /*
@@ -119,15 +128,16 @@ void feed_read_end(struct feed *f, struct feed_pin *pin); /* NULL: none */
 void feed_release(struct feed *f, struct feed_handle *h);
 
 /*
- * A text file (job is ignored for FT_README and FT_STATS).  README,
- * info.json and samples.tsv are made once and shared: *text stays valid
- * until feed_free, and *owned is NULL.  FT_STATS is made anew: *owned is
- * the text, counted in the memory budget, which the caller frees with
- * feed_text_free.  -ENOMEM (also with the budget's metadata at its cap).
+ * A text file (job is ignored for FT_README, FT_STATS and FT_LOG).
+ * README, info.json and samples.tsv are made once and shared: *text stays
+ * valid until feed_free, and *owned is NULL.  The live ones are made
+ * anew: *owned is the text, counted in the memory budget, which the
+ * caller frees with feed_text_free.  -ENOMEM (also with the budget's
+ * metadata at its cap).
  */
 int feed_text(struct feed *f, enum feed_text t, size_t job,
     const char **text, size_t *len, char **owned);
-/* The length of a fixed text file (not FT_STATS). */
+/* The length of a fixed text file (0 for a live one). */
 size_t feed_text_len(const struct feed *f, enum feed_text t, size_t job);
 /* Free an owned text of feed_text or feed_mixture_text (NULL is fine). */
 void feed_text_free(struct feed *f, char *owned);

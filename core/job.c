@@ -13,6 +13,7 @@
 #include "core/job.h"
 #include "core/mix.h"
 #include "core/npy.h"
+#include "core/sbuf.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
 
@@ -89,10 +90,12 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	}
 	plen = xf_prefix_text(j->pl, NULL, 0);
 	if ((j->prefix = malloc(plen + 1)) == NULL ||
-	    (j->logged = calloc((j->ds->n + 7) / 8, 1)) == NULL) {
+	    (j->logged = calloc((j->ds->n + 7) / 8, 1)) == NULL ||
+	    (j->errlog = calloc(1, sizeof(*j->errlog))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&j->errlog->lock, NULL);
 	xf_prefix_text(j->pl, j->prefix, plen + 1);
 	if ((r = key_texts(j, cj)) != 0) {
 		snprintf(err, errlen, "out of memory");
@@ -280,6 +283,15 @@ job_fini(struct job *j)
 	free(j->logged);
 	j->prefix = NULL;
 	j->logged = NULL;
+	if (j->errlog) {
+		for (size_t i = 0; i < j->errlog->n; i++)
+			free(j->errlog
+				 ->v[(j->errlog->start + i) % JOB_ERRORS_MAX]
+				 .why);
+		pthread_mutex_destroy(&j->errlog->lock);
+		free(j->errlog);
+		j->errlog = NULL;
+	}
 	if (j->merged) {
 		/* Its strings are the sources'. */
 		free(j->merged->samples);
@@ -453,4 +465,68 @@ job_rate(struct job_stats *st, unsigned secs)
 			n += atomic_load(&st->rate_n[i]);
 	}
 	return (double)n / secs;
+}
+
+void
+job_note_error(struct job *j, uint32_t id, const char *why)
+{
+	struct job_errlog *l = j->errlog;
+	struct job_error *e;
+	char *s;
+
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->lock);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[(l->start + i) % JOB_ERRORS_MAX].id == id) {
+			pthread_mutex_unlock(&l->lock);
+			return; /* listed: its first reason stays */
+		}
+	if ((s = strndup(why, 511)) == NULL) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	if (l->n == JOB_ERRORS_MAX) {
+		free(l->v[l->start].why);
+		l->start = (l->start + 1) % JOB_ERRORS_MAX;
+		l->n--;
+	}
+	e = &l->v[(l->start + l->n) % JOB_ERRORS_MAX];
+	e->id = id;
+	e->why = s;
+	l->n++;
+	l->total++;
+	pthread_mutex_unlock(&l->lock);
+}
+
+char *
+job_errors_tsv(struct job *j, size_t *len)
+{
+	struct job_errlog *l = j->errlog;
+	struct sbuf sb = {0};
+
+	sb_printf(&sb, "# id\tpath\treason\n");
+	if (l == NULL)
+		return sb_done(&sb, len);
+	pthread_mutex_lock(&l->lock);
+	if (l->total > l->n)
+		sb_printf(&sb, "# %" PRIu64 " older failures not listed\n",
+		    l->total - l->n);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct job_error *e =
+		    &l->v[(l->start + i) % JOB_ERRORS_MAX];
+		const char *path = j->ds->samples[e->id].path, *why = e->why;
+		const char *at = strstr(why, path);
+
+		/* The reason without the "ROOT/PATH: " it starts with. */
+		if (at != NULL && strncmp(at + strlen(path), ": ", 2) == 0)
+			why = at + strlen(path) + 2;
+		sb_printf(&sb, "%" PRIu32 "\t", e->id);
+		sb_tsv_field(&sb, path);
+		sb_printf(&sb, "\t");
+		sb_tsv_field(&sb, why);
+		sb_printf(&sb, "\n");
+	}
+	pthread_mutex_unlock(&l->lock);
+	return sb_done(&sb, len);
 }

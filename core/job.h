@@ -6,6 +6,7 @@
 #ifndef FEEDFS_JOB_H
 #define FEEDFS_JOB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -67,6 +68,24 @@ starved_ns(const struct starved *s, uint64_t now)
 
 struct cluster;
 
+/*
+ * The samples that failed, newest last: at most JOB_ERRORS_MAX of them
+ * (each once, with its first reason, at most 512 bytes), so a job holds
+ * at most about 600 KB of them; the oldest go first.  Served as
+ * JOB/errors.tsv.  Under its lock.
+ */
+#define JOB_ERRORS_MAX 1000
+struct job_error {
+	uint32_t id;
+	char *why;
+};
+struct job_errlog {
+	pthread_mutex_t lock;
+	struct job_error v[JOB_ERRORS_MAX]; /* v[(start + i) % MAX], i < n */
+	size_t start, n;
+	uint64_t total; /* samples ever noted (listed or gone) */
+};
+
 /* A source of a job: its dataset and the range of global ids it has. */
 struct job_source {
 	const struct dataset *ds;
@@ -123,6 +142,7 @@ struct job {
 	const char *descr;    /* npy dtype of the images */
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
+	struct job_errlog *errlog; /* JOB/errors.tsv */
 	atomic_bool source_logged; /* a failure of the dataset was logged */
 	/* Whether the last sample made read its source (a miss, or no cache):
 	 * the scheduler then prefetches the files of the slots ahead
@@ -192,5 +212,17 @@ size_t job_npy_header(const struct job *j, uint32_t len, enum batch_kind kind,
 void job_rate_add(struct job_stats *st);
 /* Samples per second over the last complete `secs` (< JOB_RATE_SECS). */
 double job_rate(struct job_stats *st, unsigned secs);
+
+/*
+ * A sample of j failed (why: the log's message, naming its file): listed
+ * in JOB/errors.tsv, once per sample, the first reason kept.  Thread safe.
+ */
+void job_note_error(struct job *j, uint32_t id, const char *why);
+/*
+ * JOB/errors.tsv: "# id<TAB>path<TAB>reason" then one line per failed
+ * sample, oldest first (path as in samples.tsv; fields escaped as there).
+ * malloc'd; NULL when out of memory.
+ */
+char *job_errors_tsv(struct job *j, size_t *len);
 
 #endif

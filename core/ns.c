@@ -20,9 +20,9 @@ struct fixed {
 };
 static const struct fixed root_fixed[] = {
     {"README", NS_README}, {".feedfs", NS_DOTDIR}};
-static const struct fixed dot_fixed[] = {{"stats", NS_STATS}};
-static const struct fixed job_fixed[] = {
-    {"info.json", NS_INFO}, {"samples.tsv", NS_SAMPLES}};
+static const struct fixed dot_fixed[] = {{"stats", NS_STATS}, {"log", NS_LOG}};
+static const struct fixed job_fixed[] = {{"info.json", NS_INFO},
+    {"samples.tsv", NS_SAMPLES}, {"errors.tsv", NS_ERRORS}};
 #define NFIXED(a) (sizeof(a) / sizeof(a[0]))
 
 void
@@ -193,6 +193,10 @@ ns_text(const struct ns_key *k)
 		return FT_README;
 	case NS_STATS:
 		return FT_STATS;
+	case NS_LOG:
+		return FT_LOG;
+	case NS_ERRORS:
+		return FT_ERRORS;
 	case NS_INFO:
 		return FT_INFO;
 	case NS_SAMPLES:
@@ -218,6 +222,8 @@ ns_attr(const struct feed *f, const struct ns_key *k, struct ns_attr *a)
 		a->dir = true;
 		break;
 	case NS_STATS:
+	case NS_LOG:
+	case NS_ERRORS:
 		a->live = true; /* its size is only known when read */
 		break;
 	case NS_MIXTURE:

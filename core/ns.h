@@ -3,7 +3,8 @@
  * children and listing of each directory, the attributes of each node,
  * and the one place where file names are printed and parsed.
  *
- *	README, .feedfs/stats, JOB/info.json, JOB/samples.tsv,
+ *	README, .feedfs/stats, .feedfs/log, JOB/info.json, JOB/samples.tsv,
+ *	JOB/errors.tsv,
  *	JOB[/rank-R-of-W]/epoch-NNNN/batch-NNNNNN{.npy,.labels.npy,.ids.npy,
  *	.cuda}
  *	and for a mixture job JOB/mixture (the one writable file) and
@@ -32,9 +33,11 @@ enum ns_type {
 	NS_README,
 	NS_DOTDIR,  /* .feedfs */
 	NS_STATS,   /* .feedfs/stats */
+	NS_LOG,	    /* .feedfs/log */
 	NS_JOB,	    /* JOB */
 	NS_INFO,    /* JOB/info.json */
 	NS_SAMPLES, /* JOB/samples.tsv */
+	NS_ERRORS,  /* JOB/errors.tsv */
 	NS_RANK,    /* JOB/rank-R-of-W */
 	NS_EPOCH,   /* JOB[/rank-R-of-W]/epoch-NNNN */
 	NS_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda} */
@@ -52,7 +55,8 @@ struct ns_key {
 
 struct ns_attr {
 	bool dir;
-	bool live;     /* contents change (stats): no caching, no size */
+	bool live;     /* contents change (stats, log, errors.tsv): no
+			  caching, no size */
 	bool writable; /* JOB/mixture: the mount's owner may write it */
 	uint64_t size; /* of a file */
 };

@@ -745,6 +745,8 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 			return 0;
 		}
 		atomic_fetch_add(&j->st.decode_errors, 1);
+		if (log)
+			job_note_error(j, id, err);
 		if (r == -ENODEV || r == -EAGAIN) {
 			/* Not the sample's fault: fail, never substitute. */
 			if (r == -EAGAIN)

@@ -3,7 +3,8 @@
  * samples.tsv.  They are fixed for the life of the mount, so each is made
  * once by feed_new, counted in the memory budget, and shared by every open
  * (an open of samples.tsv costs no copy, however large the dataset).
- * .feedfs/stats is made per open (stats.c).
+ * .feedfs/stats (stats.c), .feedfs/log (log.c's ring) and JOB/errors.tsv
+ * (job.c) are made per open.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/log.h"
 #include "core/mix.h"
 #include "core/sbuf.h"
 
@@ -62,6 +64,8 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/info.json                          shape, dtype, layout, "
 	    "batches per epoch, classes\n"
 	    "  JOB/samples.tsv                        sample id, path, label\n"
+	    "  JOB/errors.tsv                         samples that failed: "
+	    "id, path, reason\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
@@ -76,7 +80,8 @@ make_readme(struct feed *f, size_t *len)
 	    "  import numpy as np\n"
 	    "  x = np.load('JOB/epoch-0000/batch-000000.npy')\n"
 	    "  y = np.load('JOB/epoch-0000/batch-000000.labels.npy')\n\n"
-	    "Counters: .feedfs/stats (Prometheus text).  See feedfs(8).\n");
+	    "Counters: .feedfs/stats (Prometheus text).  The log's last "
+	    "lines: .feedfs/log.\nSee feedfs(8).\n");
 	return sb_done(&sb, len);
 }
 
@@ -246,7 +251,25 @@ fixed_text(const struct feed *f, enum feed_text t, size_t job)
 size_t
 feed_text_len(const struct feed *f, enum feed_text t, size_t job)
 {
-	return t == FT_STATS ? 0 : fixed_text(f, t, job)->len;
+	return FEED_TEXT_LIVE(t) ? 0 : fixed_text(f, t, job)->len;
+}
+
+/* A live text's bytes (malloc'd), or NULL. */
+static char *
+live_text(struct feed *f, enum feed_text t, size_t job, size_t *len)
+{
+	char *s;
+
+	switch (t) {
+	case FT_STATS:
+		return feed_stats(f, len);
+	case FT_ERRORS:
+		return job_errors_tsv(&f->jobs[job], len);
+	default: /* FT_LOG */
+		if ((s = malloc(LOG_RING_BYTES)) != NULL)
+			*len = log_ring_copy(s, LOG_RING_BYTES);
+		return s;
+	}
 }
 
 int
@@ -256,8 +279,8 @@ feed_text(struct feed *f, enum feed_text t, size_t job, const char **text,
 	const struct text *x;
 
 	*owned = NULL;
-	if (t == FT_STATS) {
-		char *s = feed_stats(f, len);
+	if (FEED_TEXT_LIVE(t)) {
+		char *s = live_text(f, t, job, len);
 
 		/* Counted while open: a copy into a counted buffer. */
 		if (s == NULL ||

@@ -68,6 +68,15 @@ fill_stat(
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
+/* Whether k's contents (and size) change at every read: no attribute
+ * caching (stats, log, errors.tsv). */
+static bool
+live(struct feedfs *fs, const struct ns_key *k)
+{
+	(void)fs;
+	return k->type == NS_STATS || k->type == NS_LOG || k->type == NS_ERRORS;
+}
+
 /* The largest read and readahead request (libfuse's buffer holds 1 MiB). */
 #define FS_MAX_REQUEST (1u << 20)
 
@@ -134,8 +143,8 @@ fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.ino = ino;
 	e.generation = 1;
 	fill_stat(fs, &ck, ino, &e.attr);
-	/* Names and sizes never change while mounted, but stats does. */
-	e.attr_timeout = ck.type == NS_STATS ? 0 : 3600;
+	/* Names and sizes never change while mounted, but live files do. */
+	e.attr_timeout = live(fs, &ck) ? 0 : 3600;
 	e.entry_timeout = 3600;
 	fuse_reply_entry(req, &e);
 }
@@ -170,7 +179,7 @@ fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fill_stat(fs, &k, ino, &st);
-	fuse_reply_attr(req, &st, k.type == NS_STATS ? 0 : 3600);
+	fuse_reply_attr(req, &st, live(fs, &k) ? 0 : 3600);
 }
 
 static void
@@ -231,8 +240,8 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if ((t = ns_text(&k)) >= 0) {
 		r = feed_text(fs->feed, (enum feed_text)t, k.job, &of->text,
 		    &of->len, &of->owned);
-		/* Stats are live: their size is only known when read. */
-		if (t == FT_STATS)
+		/* Live files: their size is only known when read. */
+		if (FEED_TEXT_LIVE(t))
 			fi->direct_io = 1;
 		else
 			fi->keep_cache = 1;

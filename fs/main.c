@@ -8,8 +8,12 @@
  * before the mount (exit 2, "feedfs: FILE:LINE: message").  No thread is
  * started before fuse_daemonize(): the cache and the workers come after.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +55,26 @@ usage(FILE *fp)
 	    "            gpu_memory=SIZE, cache_stale=SECONDS,\n"
 	    "            cluster=HOST:PORT[,HOST:PORT...], cluster_auth=FILE,\n"
 	    "            cluster_secret=FILE), or a FUSE mount option "
-	    "(allow_other)\n"
+	    "(allow_other);\n"
+	    "            with a dataset_dir, also a [job] key of the jobs "
+	    "train and val:\n"
+	    "            KEY=VALUE for both, train.KEY=VALUE for one "
+	    "(on_error=substitute,\n"
+	    "            batch_size=N, epochs=N, seed=N, shuffle=yes|no, "
+	    "drop_last=yes|no,\n"
+	    "            order=strict|relaxed, dtype=T, layout=L, gpu=on|off,\n"
+	    "            max_pixels=N, cache_format=F); log=FILE: the log "
+	    "appended to FILE\n"
+	    "            too (it outlives the mount)\n"
 	    "  -h        this help;  -V  the version\n"
+	    "\n"
+	    "The log: stderr with -f; else syslog (journalctl -t feedfs), and\n"
+	    "always its last 256 KiB in MOUNTPOINT/.feedfs/log (and FILE with\n"
+	    "-o log=FILE).  Samples that failed, with file and reason:\n"
+	    "MOUNTPOINT/JOB/errors.tsv.\n"
+	    "Warnings of the start (a cache refused, a mountpoint not empty,\n"
+	    "skipped files, empty classes) are printed here before feedfs\n"
+	    "returns.\n"
 	    "\n"
 	    "See feedfs(8) and feedfs.conf(5).\n");
 }
@@ -88,7 +110,10 @@ struct opts {
 	int check; /* --check: 1, --check=full: 2 */
 	const char *source, *mountpoint;
 	char *fuse_opts; /* comma separated, for fuse_session_new */
-	char **mount_kv; /* key=value of [mount] keys, applied after load */
+	const char *log_path; /* -o log=FILE: the log appended there too */
+	char *log_opt;	      /* its token */
+	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
+			    the default jobs), applied after load */
 	size_t nmount_kv;
 };
 
@@ -119,7 +144,17 @@ add_opts(struct opts *o, const char *list)
 			*last = s;
 			continue;
 		}
-		if (cfg_is_mount_key(tok, strcspn(tok, "="))) {
+		if (strncmp(tok, "log=", 4) == 0) {
+			free(o->log_opt);
+			if ((o->log_opt = strdup(tok)) == NULL) {
+				free(dup);
+				return -ENOMEM;
+			}
+			o->log_path = o->log_opt + 4;
+			continue;
+		}
+		if (cfg_is_mount_key(tok, strcspn(tok, "=")) ||
+		    cfg_is_job_opt(tok, strcspn(tok, "="))) {
 			char **kv = realloc(
 			    o->mount_kv, (o->nmount_kv + 1) * sizeof(*kv));
 
@@ -240,6 +275,127 @@ raise_readahead(const char *mnt)
 	fclose(fp);
 }
 
+/*
+ * Whether a feedfs already serves mnt (/proc/self/mountinfo: a
+ * fuse.feedfs mount there).  A second one would stack on it, and two
+ * unmounts would be needed.
+ */
+static bool
+feedfs_mounted(const char *mnt)
+{
+	char line[PATH_MAX + 512], where[PATH_MAX + 1], type[64], *d;
+	bool found = false;
+	FILE *fp;
+
+	if ((fp = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), fp)) {
+		const char *dash = strstr(line, " - ");
+
+		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
+		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
+		    strcmp(type, "fuse.feedfs") != 0)
+			continue;
+		/* Spaces and the like are escaped as \ooo (octal). */
+		d = where;
+		for (const char *s = where; *s; s++, d++)
+			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+			    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
+			    s[3] <= '7') {
+				*d = (char)((s[1] - '0') * 64 +
+					    (s[2] - '0') * 8 + (s[3] - '0'));
+				s += 3;
+			} else
+				*d = *s;
+		*d = '\0';
+		found = strcmp(where, mnt) == 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+/* The entries of directory mnt (not . and ..), at most a few counted. */
+static size_t
+dir_entries(const char *mnt)
+{
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	if ((d = opendir(mnt)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL && n < 1000)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * Detach as fuse_daemonize() does, but the parent (what the shell waits
+ * for) exits only once the child says so (daemon_done), with the status
+ * it says: so the mount is served, the cache open, and every warning of
+ * the start printed on the terminal (log_set_term) when feedfs returns.
+ * In the child: the fd to say it on.  No thread may exist yet.
+ */
+static int
+daemon_begin(int *termp)
+{
+	int p[2], fd, term;
+	unsigned char st = 1;
+
+	if (pipe(p) != 0)
+		return -errno;
+	switch (fork()) {
+	case -1:
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	case 0:
+		break;
+	default:
+		close(p[1]);
+		/* EOF without a word: the child died. */
+		while (read(p[0], &st, 1) < 0 && errno == EINTR)
+			;
+		_exit(st);
+	}
+	close(p[0]);
+	if (setsid() == -1)
+		return -errno;
+	(void)chdir("/");
+	term = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	*termp = term; /* for log_set_term */
+	if ((fd = open("/dev/null", O_RDWR)) >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	return p[1];
+}
+
+/* The child's word to the waiting parent: its exit status; the
+ * terminal is let go. */
+static void
+daemon_done(int *fd, int *term, int status)
+{
+	unsigned char st = (unsigned char)status;
+
+	if (*term >= 0) {
+		log_set_term(-1);
+		close(*term);
+		*term = -1;
+	}
+	if (*fd < 0)
+		return;
+	(void)!write(*fd, &st, 1);
+	close(*fd);
+	*fd = -1;
+}
+
 /* Load the config (or the default one for a dataset dir), apply -o. */
 static int
 load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
@@ -248,7 +404,9 @@ load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
 	struct stat st;
 	int r;
 
-	if (stat(o->source, &st) == 0 && S_ISDIR(st.st_mode))
+	bool dir = stat(o->source, &st) == 0 && S_ISDIR(st.st_mode);
+
+	if (dir)
 		r = cfg_default(o->source, &c, err, errlen);
 	else
 		r = cfg_load(o->source, &c, err, errlen);
@@ -264,7 +422,17 @@ load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
 			return -EINVAL;
 		}
 		*eq = '\0';
-		r = cfg_set_mount(c, kv, eq + 1, err, errlen);
+		if (cfg_is_mount_key(kv, strlen(kv)))
+			r = cfg_set_mount(c, kv, eq + 1, err, errlen);
+		else if (!dir) {
+			snprintf(err, errlen,
+			    "-o %s: a [job] key; with a config, set it in its "
+			    "[job NAME] sections (-o takes job keys only for "
+			    "a dataset directory's default jobs)",
+			    kv);
+			r = -EINVAL;
+		} else
+			r = cfg_set_job(c, kv, eq + 1, err, errlen);
 		*eq = '=';
 		if (r != 0) {
 			cfg_free(c);
@@ -288,7 +456,8 @@ main(int argc, char **argv)
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
 	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
-	int ret = 1, r;
+	int ret = 1, r, said = -1, term = -1, logfd = -1;
+	size_t hidden;
 	bool state = false;
 
 	if (parse_args(argc, argv, &o) != 0)
@@ -316,6 +485,28 @@ main(int argc, char **argv)
 		    stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(errno));
 		return 1;
 	}
+	if (feedfs_mounted(mnt)) {
+		fprintf(stderr,
+		    "feedfs: %s: a feedfs is mounted there already; "
+		    "unmount it first (fusermount3 -u %s)\n",
+		    mnt, mnt);
+		ret = 1;
+		goto out_opts;
+	}
+	if (o.log_path != NULL) {
+		/* Opened here: a relative name is the caller's, and a bad one
+		 * is said before anything is mounted. */
+		if (o.log_path[0] == '\0' ||
+		    (logfd = open(o.log_path,
+			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			 0600)) < 0) {
+			fprintf(stderr, "feedfs: -o log=%s: %s\n", o.log_path,
+			    o.log_path[0] ? strerror(errno) : "an empty name");
+			ret = EXIT_CONFIG;
+			goto out_opts;
+		}
+		log_set_file(logfd);
+	}
 	if (load_config(&o, &c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		ret = EXIT_CONFIG;
@@ -339,7 +530,8 @@ main(int argc, char **argv)
 	 * A cache_dir that another feedfs holds is shared with it, not
 	 * refused: feed_start attaches to its owner (cache.h).
 	 */
-	if (fs_init_state(&fs, feed) != 0) {
+	if (feed_set_mountpoint(feed, mnt) != 0 ||
+	    fs_init_state(&fs, feed) != 0) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_feed;
 	}
@@ -364,17 +556,40 @@ main(int argc, char **argv)
 	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
+	/*
+	 * libfuse ends the loop on SIGHUP too: a closed terminal would
+	 * unmount.  Nothing can be reloaded (the config and the dataset
+	 * are read once), so it is ignored.
+	 */
+	signal(SIGHUP, SIG_IGN);
+	if ((hidden = dir_entries(mnt)) > 0)
+		log_warn("%s is not empty: its %s%zu entr%s hidden while "
+			 "feedfs is mounted there",
+		    mnt, hidden >= 1000 ? "more than " : "", hidden,
+		    hidden == 1 ? "y is" : "ies are");
+	if (!o.foreground && !log_syslog_present())
+		log_warn("no syslog here (/dev/log is missing): the log is in "
+			 "%s/.feedfs/log while mounted%s",
+		    mnt,
+		    o.log_path
+			? ", and in -o log=FILE"
+			: " (keep it with -o log=FILE, or run feedfs -f)");
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
 		goto out_unmount;
 	raise_readahead(mnt);
-	if (fuse_daemonize(o.foreground) != 0)
+	if (o.foreground)
+		(void)chdir("/");
+	else if ((said = daemon_begin(&term)) < 0) {
+		fprintf(stderr, "feedfs: cannot detach: %s\n", strerror(-said));
 		goto out_unmount;
-	if (!o.foreground) {
-		log_init("feedfs", true, o.debug);
+	} else {
+		log_init("feedfs", log_syslog_present(), o.debug);
 		if (warn)
-			log_warn("%s", warn);
+			log_warn(
+			    "%s", warn); /* to syslog: said on the terminal */
+		log_set_term(term);
 	}
 
 	/* Threads from here on. */
@@ -382,12 +597,14 @@ main(int argc, char **argv)
 		goto out_unmount;
 	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
 	log_info("serving %s on %s", o.source, mnt);
+	/* The mount is in place: the command that started it returns. */
+	daemon_done(&said, &term, 0);
 	if ((lc = fuse_loop_cfg_create()) == NULL)
 		goto out_unmount;
 	fuse_loop_cfg_set_clone_fd(lc, 0);
 	fuse_loop_cfg_set_max_threads(lc, 64);
 	fuse_loop_cfg_set_idle_threads(lc, 16);
-	/* > 0: the signal (SIGTERM, SIGINT, SIGHUP) that ended the loop. */
+	/* > 0: the signal (SIGTERM, SIGINT) that ended the loop. */
 	ret = fuse_session_loop_mt(se, lc) >= 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
@@ -406,10 +623,16 @@ out_state:
 out_feed:
 	feed_free(feed);
 out_opts:
+	daemon_done(&said, &term, ret != 0 ? ret : 1);
 	cfg_free(c);
 	for (size_t i = 0; i < o.nmount_kv; i++)
 		free(o.mount_kv[i]);
 	free(o.mount_kv);
 	free(o.fuse_opts);
+	free(o.log_opt);
+	if (logfd >= 0) {
+		log_set_file(-1);
+		close(logfd);
+	}
 	return ret;
 }

@@ -3,9 +3,10 @@
  *
  * The input is a config file, given to cfg_load through a memfd (the
  * parser reads a path).  Any input must give 0 or a FILE:LINE error,
- * never a crash; -o KEY=VALUE (cfg_set_mount) gets the first line split
- * at '='; and the input is read as a class list (classes = FILE,
- * cfg_classes_parse), which must give names or a FILE:LINE error.
+ * never a crash; -o KEY=VALUE (cfg_set_mount, and cfg_set_job for the
+ * default jobs: KEY or JOB.KEY) gets the first line split at '='; and the
+ * input is read as a class list (classes = FILE, cfg_classes_parse),
+ * which must give names or a FILE:LINE error.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,7 +69,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((eq = strchr(line, '=')) != NULL &&
 	    cfg_default("/nonexistent", &c, err, sizeof(err)) == 0) {
 		*eq = '\0';
-		cfg_set_mount(c, line, eq + 1, err, sizeof(err));
+		err[0] = '\0';
+		if (cfg_is_mount_key(line, strlen(line)))
+			cfg_set_mount(c, line, eq + 1, err, sizeof(err));
+		else if (cfg_is_job_opt(line, strlen(line)) &&
+			 cfg_set_job(c, line, eq + 1, err, sizeof(err)) != 0 &&
+			 err[0] == '\0')
+			abort(); /* an error must say why */
 		cfg_free(c);
 	}
 	free(line);

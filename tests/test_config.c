@@ -209,6 +209,42 @@ test_defaults(void)
 	cfg_free(NULL);
 }
 
+/* -o job keys of the default jobs (issue 26): KEY for both, JOB.KEY one. */
+static void
+test_job_opts(void)
+{
+	struct cfg *c;
+	char err[512];
+
+	CHECK(cfg_is_job_opt("on_error", 8));
+	CHECK(cfg_is_job_opt("train.epochs", 12));
+	CHECK(!cfg_is_job_opt("pipeline", 8));
+	CHECK(!cfg_is_job_opt("dataset", 7));
+	CHECK(!cfg_is_job_opt("threads", 7));
+	CHECK(!cfg_is_job_opt("allow_other", 11));
+	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "on_error", "substitute", err, sizeof(err)), 0);
+	CHECK(c->jobs[0].on_error == CFG_ON_ERROR_SUBSTITUTE &&
+	      c->jobs[1].on_error == CFG_ON_ERROR_SUBSTITUTE);
+	CHECK_EQ_INT(cfg_set_job(c, "train.epochs", "3", err, sizeof(err)), 0);
+	CHECK(c->jobs[0].epochs == 3 && c->jobs[1].epochs == 1);
+	CHECK_EQ_INT(cfg_set_job(c, "max_pixels", "1000", err, sizeof(err)), 0);
+	CHECK(c->jobs[1].pl->max_pixels == 1000);
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "val.dtype", "uint8", err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "-o val.dtype=uint8: job val:") != NULL);
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "on_error", "maybe", err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "fail or substitute") != NULL);
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "test.epochs", "3", err, sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "no job test (the jobs are train val)") != NULL);
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "pipeline", "decode", err, sizeof(err)), -ENOENT);
+	cfg_free(c);
+}
+
 static void
 test_sizes(void)
 {
@@ -623,6 +659,7 @@ main(void)
 	test_relative_paths();
 	test_missing_file();
 	test_cluster();
+	test_job_opts();
 	unlink(path);
 	rmdir(dir);
 	return TEST_SUMMARY();

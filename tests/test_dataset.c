@@ -186,7 +186,11 @@ test_errors(void)
 	make("none/x.jpg", 0);
 	r = open_ds("none", NULL, &ds, err, sizeof(err));
 	CHECK(r < 0);
-	snprintf(want, sizeof(want), "no JPEG or PNG images found under %s/none", tmp);
+	/* What the scan left out is said (issue 26: .webp dropped silently). */
+	snprintf(want, sizeof(want),
+	    "no JPEG or PNG images found under %s/none (skipped: 1 .txt, 1 "
+	    "directly under the root, not in a class folder)",
+	    tmp);
 	CHECK_EQ_STR(err, want);
 	CHECK(ds == NULL);
 

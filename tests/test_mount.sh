@@ -30,9 +30,9 @@ grep -q train "$M/README" || ff_fail "README does not name the job train"
 [ "$(ls "$M" | tr '\n' ' ')" = "README train val " ] || ff_fail "ls: $(ls "$M" | tr '\n' ' ')"
 [ "$(ls -A "$M" | tr '\n' ' ')" = ".feedfs README train val " ] || ff_fail "ls -A: $(ls -A "$M" | tr '\n' ' ')"
 [ -d "$M/.feedfs" ] || ff_fail ".feedfs is not a directory"
-[ "$(ls "$M/train" | tr '\n' ' ')" = "epoch-0000 epoch-0001 info.json samples.tsv " ] ||
+[ "$(ls "$M/train" | tr '\n' ' ')" = "epoch-0000 epoch-0001 errors.tsv info.json samples.tsv " ] ||
 	ff_fail "ls train: $(ls "$M/train" | tr '\n' ' ')"
-[ "$(ls "$M/val" | tr '\n' ' ')" = "epoch-0000 info.json samples.tsv " ] ||
+[ "$(ls "$M/val" | tr '\n' ' ')" = "epoch-0000 errors.tsv info.json samples.tsv " ] ||
 	ff_fail "ls val: $(ls "$M/val" | tr '\n' ' ')"
 ff_errno ENOENT "$M/train/epoch-0002"
 ff_errno ENOENT "$M/val/epoch-0001"
