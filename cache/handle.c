@@ -519,6 +519,17 @@ holder_unmounted(const struct cache_share *sh, long holder)
 	return strcmp(theirs, sh->self.label) == 0 || !fuse_mounted(theirs);
 }
 
+/* The pid of the store's holder (owner_lease): 0 for none or not visible
+ * from this PID namespace, -errno when LOCK cannot be asked. */
+static long
+holder_pid(const char *dir)
+{
+	long pid;
+	int r = owner_lease(dir, &pid);
+
+	return r < 0 ? r : pid;
+}
+
 /*
  * A store held by a feedfs that was unmounted (holder_unmounted): wait
  * for its close, up to HANDOVER_WAIT_MS, then take it.  As become_owner.
@@ -527,7 +538,7 @@ static int
 wait_handover(struct cache_share *sh, char *err, size_t errlen)
 {
 	uint64_t until = wire_now_ns() + (uint64_t)HANDOVER_WAIT_MS * 1000000u;
-	long was = owner_holder(sh->dir), now;
+	long was = holder_pid(sh->dir), now;
 	int e = -EBUSY;
 
 	if (!holder_unmounted(sh, was))
@@ -544,7 +555,7 @@ wait_handover(struct cache_share *sh, char *err, size_t errlen)
 		if (e != -EBUSY && e != -ETIMEDOUT)
 			return e;
 		/* Another process got it first, or the holder stopped. */
-		if ((now = owner_holder(sh->dir)) != was && now != 0)
+		if ((now = holder_pid(sh->dir)) != was && now != 0)
 			return e;
 		if (now > 0 && owner_stopped(now) == 1)
 			return e;
