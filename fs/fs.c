@@ -25,7 +25,61 @@ struct ofile {
 	const char *text;
 	size_t len;
 	char *owned;
+	struct ofile *prev, *next; /* fs->files, under fs->files_lock */
 };
+
+/*
+ * The open files, so that those still open when the session ends are
+ * closed then: an unmount can end the session with releases the kernel
+ * sent late, or never (a reader that still holds the file, a lazy
+ * unmount), and each holds a batch.
+ */
+static void
+files_link(struct feedfs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->files_lock);
+	of->prev = NULL;
+	of->next = fs->files;
+	if (fs->files != NULL)
+		fs->files->prev = of;
+	fs->files = of;
+	pthread_mutex_unlock(&fs->files_lock);
+}
+
+static void
+files_unlink(struct feedfs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->files_lock);
+	if (of->prev != NULL)
+		of->prev->next = of->next;
+	else
+		fs->files = of->next;
+	if (of->next != NULL)
+		of->next->prev = of->prev;
+	pthread_mutex_unlock(&fs->files_lock);
+}
+
+static void
+ofile_close(struct feedfs *fs, struct ofile *of)
+{
+	if (of->h)
+		feed_release(fs->feed, of->h);
+	feed_text_free(fs->feed, of->owned);
+	free(of);
+}
+
+void
+fs_close_files(struct feedfs *fs)
+{
+	struct ofile *of;
+
+	pthread_mutex_lock(&fs->files_lock);
+	while ((of = fs->files) != NULL) {
+		fs->files = of->next;
+		ofile_close(fs, of);
+	}
+	pthread_mutex_unlock(&fs->files_lock);
+}
 
 /*
  * The kernel orders the open, the reads and the release of a handle
@@ -253,13 +307,12 @@ fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)of;
+	files_link(fs, of);
 	HANDOVER_RELEASE(of);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this. */
-		if (of->h)
-			feed_release(fs->feed, of->h);
-		feed_text_free(fs->feed, of->owned);
-		free(of);
+		files_unlink(fs, of);
+		ofile_close(fs, of);
 	}
 }
 
@@ -306,10 +359,8 @@ fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	(void)ino;
 	HANDOVER_ACQUIRE(of);
-	if (of->h)
-		feed_release(fs->feed, of->h);
-	feed_text_free(fs->feed, of->owned);
-	free(of);
+	files_unlink(fs, of);
+	ofile_close(fs, of);
 	fuse_reply_err(req, 0);
 }
 

@@ -19,6 +19,8 @@ struct node;
  * locking (fs.lock is never held while calling into feed, so there is no
  * order between the two).
  */
+struct ofile;
+
 struct feedfs {
 	/*
 	 * First: libfuse hands the custom I/O (fs/io.c) the session's
@@ -41,11 +43,15 @@ struct feedfs {
 	pthread_cond_t prune_cv; /* under lock */
 	bool pruning, prune_stop, prune_wanted;
 	atomic_bool io_logged; /* which way batch files are served: said */
+	pthread_mutex_t files_lock;
+	struct ofile *files; /* open, not yet released (fs.c) */
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
 int fs_init_state(struct feedfs *fs, struct feed *feed);
 void fs_fini_state(struct feedfs *fs);
+/* Close the files still open when the session has ended (fs.c). */
+void fs_close_files(struct feedfs *fs);
 
 #endif

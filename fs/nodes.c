@@ -91,6 +91,7 @@ fs_init_state(struct feedfs *fs, struct feed *feed)
 	fs->by_ino = calloc(fs->nbuckets, sizeof(*fs->by_ino));
 	fs->ino_next = FUSE_ROOT_ID + 1;
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->files_lock, NULL);
 	pthread_cond_init(&fs->prune_cv, NULL);
 	return fs->by_key && fs->by_ino ? 0 : -ENOMEM;
 }
@@ -98,6 +99,7 @@ fs_init_state(struct feedfs *fs, struct feed *feed)
 void
 fs_fini_state(struct feedfs *fs)
 {
+	fs_close_files(fs);
 	for (size_t i = 0; fs->by_key && i < fs->nbuckets; i++)
 		while (fs->by_key[i]) {
 			struct node *n = fs->by_key[i];
@@ -110,6 +112,7 @@ fs_fini_state(struct feedfs *fs)
 	free(fs->by_key);
 	free(fs->by_ino);
 	pthread_cond_destroy(&fs->prune_cv);
+	pthread_mutex_destroy(&fs->files_lock);
 	pthread_mutex_destroy(&fs->lock);
 }
 
