@@ -1145,7 +1145,7 @@ test_copied(struct cluster *c)
 struct waiter {
 	struct cluster *c;
 	int r;
-	double secs;
+	double start, secs;
 };
 
 static void *
@@ -1153,6 +1153,7 @@ wait_get(void *arg)
 {
 	struct waiter *w = arg;
 
+	w->start = now();
 	(void)get_check_r(w->c, 9700, 1000, &w->secs, &w->r);
 	return NULL;
 }
@@ -1172,7 +1173,7 @@ test_pool_waits(void)
 	struct cluster_stats st;
 	struct cluster *c;
 	char servers[64];
-	int i, busy = 0, eio = 0;
+	int i, busy = 0, eio = 0, late = 0;
 
 	srv_port[4] = free_port();
 	start_server(4, NULL);
@@ -1199,11 +1200,25 @@ test_pool_waits(void)
 	fprintf(stderr,
 	    "pool of 1, server stopped: %d pool waits, %d server errors\n",
 	    busy, eio);
-	CHECK_EQ_INT(busy, 4);
-	CHECK_EQ_INT(st.pool_waits, 4);
+	CHECK_EQ_INT(st.pool_waits, (uint64_t)busy);
 	CHECK_EQ_INT(st.errors, (uint64_t)eio);
-	CHECK(eio <= 1);
-	CHECK_EQ_INT(st.misses, 5);
+	/*
+	 * Each of the four gave up its wait while the first held the
+	 * handle, unless it was scheduled so late (a loaded machine) that
+	 * its wait began after the first's get returned: then it took the
+	 * handle itself, and what follows is not this test's case.
+	 */
+	for (i = 1; i < 5; i++)
+		late += w[i].start + 0.05 >= w[0].start + w[0].secs;
+	if (late == 0) {
+		CHECK_EQ_INT(busy, 4);
+		CHECK(eio <= 1);
+		CHECK_EQ_INT(st.misses, 5);
+	} else
+		fprintf(stderr,
+		    "pool of 1: %d of 4 calls began after the first's get "
+		    "ended (a loaded machine): counts not checked\n",
+		    late);
 	cluster_close(c);
 
 	if ((c = open_with(servers, &on)) != NULL) {
