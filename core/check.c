@@ -22,6 +22,7 @@
  * every sample a mount would fail on.
  */
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -876,6 +877,33 @@ sample_formats(struct run *r, const struct cfg_job *cj, struct dsres *res,
 	return done;
 }
 
+
+/*
+ * cache_size = auto as a mount would choose it now: half of what the
+ * filesystem of cache_dir (or of its nearest existing parent: --check
+ * makes nothing) has free, at least CACHE_SIZE_AUTO_MIN.
+ */
+static uint64_t
+auto_estimate(const char *dir)
+{
+	char p[4096];
+	struct statvfs sv;
+	uint64_t b = 0;
+	char *slash;
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (;;) {
+		if (statvfs(p, &sv) == 0) {
+			b = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
+			break;
+		}
+		if ((slash = strrchr(p, '/')) == NULL || slash == p)
+			break;
+		*slash = '\0';
+	}
+	return b < CACHE_SIZE_AUTO_MIN ? CACHE_SIZE_AUTO_MIN : b;
+}
+
 static void
 check_job(struct run *r, const struct cfg *c, const struct cfg_job *cj,
     struct dsres *res)
@@ -883,11 +911,11 @@ check_job(struct run *r, const struct cfg *c, const struct cfg_job *cj,
 	const struct xf_pipeline *pl = cj->pl;
 	const size_t *src;
 	size_t nsrc = job_sources(cj, &src), nok = 0, plen, sampled;
-	uint64_t payload = 0, enc[2] = {0, 0}, sraw = 0, need = 0;
+	uint64_t payload = 0, enc[2] = {0, 0}, sraw = 0, need = 0, size;
 	int q = CACHE_FMT_OF(cj->cache_format) == CACHE_FMT_JPEG
 		    ? CACHE_FMT_Q(cj->cache_format)
 		    : 90;
-	char prefix[1024], sfx[64], a[32], b[32], name[32];
+	char prefix[1024], sfx[64], a[4200], b[32], name[32];
 	uint32_t fmts[3] = {CACHE_FMT_ENC(CACHE_FMT_RAW, 0),
 	    CACHE_FMT_ENC(CACHE_FMT_LOSSLESS, 0),
 	    CACHE_FMT_ENC(CACHE_FMT_JPEG, q)};
@@ -974,16 +1002,25 @@ check_job(struct run *r, const struct cfg *c, const struct cfg_job *cj,
 		fprintf(r->out, "  cache_size = 0: no cache\n");
 		return;
 	}
-	human(c->mount.cache_size, a, sizeof(a));
+	size = c->mount.cache_size;
+	if (size == CFG_SIZE_AUTO) {
+		/* What a mount would choose now (cache/open.c's rule, less
+		 * what a store already there takes): about. */
+		size = auto_estimate(c->mount.cache_dir);
+		human(size, a, sizeof(a));
+		snprintf(a + strlen(a), sizeof(a) - strlen(a),
+		    " (auto: half of the space free on %s's filesystem now)",
+		    c->mount.cache_dir);
+	} else
+		human(size, a, sizeof(a));
 	human(need, b, sizeof(b));
-	if (need <= c->mount.cache_size)
+	if (need <= size)
 		fprintf(r->out, "  cache_size %s holds all of it (%s)\n", a, b);
 	else
 		fprintf(r->out,
 		    "  cache_size %s holds %.0f%% of it (%s): set cache_size "
 		    "to at least %s for every epoch after the first to hit\n",
-		    a, 100.0 * (double)c->mount.cache_size / (double)need, b,
-		    b);
+		    a, 100.0 * (double)size / (double)need, b, b);
 }
 
 int

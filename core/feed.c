@@ -21,7 +21,8 @@
 
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
- * (on the terminal): files that are not JPEG or PNG by their name, and
+ * (on the terminal): files that are not JPEG, PNG or WebP by their name,
+ * and
  * class directories without an image (their label is never served).
  */
 static void
@@ -33,7 +34,7 @@ say_dataset(const struct dataset *ds)
 	if (ds_skipped_total(ds) > 0) {
 		ds_skipped_text(ds, text, sizeof(text));
 		log_warn("dataset %s: %zu files under %s were skipped (not "
-			 "JPEG or PNG images in a class folder): %s",
+			 "JPEG, PNG or WebP images in a class folder): %s",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||

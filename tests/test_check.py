@@ -83,6 +83,15 @@ check(rc == 0 and "no problems in 26 samples" in out,
       "clean folder: exit %d\n%s%s" % (rc, out, err))
 log("(a) a clean folder: exit 0, '%s'" % out.splitlines()[-1])
 counts_clean = out
+# cache_size = auto (the default) is said as what a mount would choose
+# from cache_dir's free space, not as the key's internal value.
+rc, out, err = run_check(clean, "-o", "cache_size=auto")
+sizes = [x for x in out.splitlines() if x.startswith("  cache_size ")]
+check(rc == 0 and len(sizes) == 1 and
+      "(auto: half of the space free on %s's filesystem now)"
+      % t.path("cache") in sizes[0] and "PiB" not in sizes[0],
+      "cache_size = auto: exit %d\n%s%s" % (rc, out, err))
+log("(a) cache_size = auto:%s" % sizes[0])
 
 with open(os.path.join(data, classes[0], os.listdir(
         os.path.join(data, classes[0]))[1]), "rb") as f:
