@@ -22,8 +22,7 @@
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
  * (on the terminal): files that are not JPEG, PNG or WebP by their name,
- * and
- * class directories without an image (their label is never served).
+ * and class directories without an image (their label is never served).
  */
 static void
 say_dataset(const struct dataset *ds)
