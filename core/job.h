@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/batch_kind.h"
 #include "core/config.h"
 #include "core/dataset.h"
-#include "core/feed.h"
 #include "core/plan.h"
 #include "transforms/xf.h"
 
