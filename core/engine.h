@@ -3,12 +3,14 @@
  * a mount's engine and private to them:
  *
  *	feed.c     setup, teardown, open/read/release of batch files
+ *	pin.c      a reader's hold on a batch: pin, wait until ready, unpin
  *	batch.c    the batch table and the memory budget
  *	sched.c    the work queues, readahead and the worker threads
  *	relaxed.c  order = relaxed: batches filled as samples finish
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
- *	text.c     README, info.json, samples.tsv;  stats.c  .feedfs/stats
+ *	text.c     README, info.json, samples.tsv, owned texts;
+ *	stats.c    .feedfs/stats
  *
  * Locking: one mutex, feed.lock, protects the batch table, the queues, the
  * orders, the relaxed views and the memory count.  Workers take it only
@@ -359,7 +361,7 @@ void relaxed_free_all(struct feed *f);
  */
 void feed_drain(struct feed *f);
 
-/* feed.c: size bytes for an owned text, counted as metadata until
+/* text.c: size bytes for an owned text, counted as metadata until
  * feed_text_free (NULL: no memory, or metadata at its cap). */
 char *feed_owned_alloc(struct feed *f, size_t size);
 
@@ -369,7 +371,7 @@ void feed_text_fini(struct feed *f);
 /* stats.c: .feedfs/stats, malloc'd (NULL: no memory). */
 char *feed_stats(struct feed *f, size_t *len);
 
-/* feed.c: pin h's batch's data for a read (whole: its samples too, and
+/* pin.c: pin h's batch's data for a read (whole: its samples too, and
  * with gpu = on its images), and unpin it.  Locked. */
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);

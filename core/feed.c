@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -361,42 +360,6 @@ feed_writable(const struct feed *f)
 	return false;
 }
 
-/* An open text file's bytes: OWNED_HDR bytes that hold what is counted
- * (a uint64_t), then size bytes, the caller's. */
-#define OWNED_HDR 16
-
-char *
-feed_owned_alloc(struct feed *f, size_t size)
-{
-	uint64_t n = OWNED_HDR + (uint64_t)size;
-	char *p;
-
-	pthread_mutex_lock(&f->lock);
-	if (!feed_meta_room(f, n) || (p = malloc(n)) == NULL) {
-		pthread_mutex_unlock(&f->lock);
-		return NULL;
-	}
-	feed_meta_add(f, n);
-	pthread_mutex_unlock(&f->lock);
-	memcpy(p, &n, sizeof(n));
-	return p + OWNED_HDR;
-}
-
-void
-feed_text_free(struct feed *f, char *text)
-{
-	uint64_t n;
-
-	if (text == NULL)
-		return;
-	text -= OWNED_HDR;
-	memcpy(&n, text, sizeof(n));
-	pthread_mutex_lock(&f->lock);
-	feed_meta_sub(f, n);
-	pthread_mutex_unlock(&f->lock);
-	free(text);
-}
-
 /* The nodes' share of the metadata cap, and what pruning aims at. */
 #define NODES_SHARE(f) ((f)->meta_cap / 2)
 #define NODES_AIM(f) ((f)->meta_cap * 3 / 8)
@@ -672,86 +635,6 @@ fail:
 	feed_meta_sub(f, meta);
 	pthread_mutex_unlock(&f->lock);
 	return r;
-}
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-/* A reader begins or ends a wait: the spans with one waiting at least. */
-static void
-starved_begin(struct starved *s, uint64_t now)
-{
-	if (s->waiting++ == 0)
-		s->since_ns = now;
-}
-
-static void
-starved_end(struct starved *s, uint64_t now)
-{
-	if (--s->waiting == 0)
-		s->ns += now - s->since_ns;
-}
-
-/*
- * Wait until b is ready, counting the wait in its job's stats: every
- * reader's (read_wait_ns), and the time the job's readers and the mount's
- * had one waiting at least (starved).  Locked.
- */
-static void
-wait_ready(struct feed *f, struct batch *b)
-{
-	struct job *j = b->job;
-	uint64_t t0, t1;
-
-	if (b->ready)
-		return;
-	t0 = mono_ns();
-	starved_begin(&j->starved, t0);
-	starved_begin(&f->starved, t0);
-	while (!b->ready)
-		pthread_cond_wait(&b->cv, &f->lock);
-	t1 = mono_ns();
-	starved_end(&j->starved, t1);
-	starved_end(&f->starved, t1);
-	atomic_fetch_add(&j->st.read_wait_ns, t1 - t0);
-	atomic_fetch_add(&j->st.read_waits, 1);
-}
-
-int
-feed_pin(struct feed *f, struct feed_handle *h, bool whole)
-{
-	struct batch *b = h->b;
-	int r = 0;
-
-	if (batch_get(f, &b->key, BN_READ) != b)
-		return -ENOMEM;
-	b->active++;
-	if (whole) {
-		wait_ready(f, b);
-		if (b->err)
-			r = -EIO;
-		else if (h->kind == BK_IMAGES && b->job->cfg->gpu)
-			r = batch_images(f, b);
-	}
-	if (r != 0)
-		feed_unpin(f, b);
-	return r;
-}
-
-void
-feed_unpin(struct feed *f, struct batch *b)
-{
-	if (--b->active == 0) {
-		pthread_cond_broadcast(&f->room);
-		if (b->refs == 0 || f->mem_used > f->memory)
-			batch_make_room(f, 0, false);
-	}
 }
 
 int

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/batch_kind.h"
 #include "core/config.h"
 #include "core/dataset.h"
 
@@ -28,9 +29,6 @@
 struct feed;
 struct feed_handle;
 struct feed_pin; /* a read's hold on the bytes it returned */
-
-/* The files of a batch: BK_CUDA (its .cuda descriptor) with gpu = on. */
-enum batch_kind { BK_IMAGES, BK_LABELS, BK_IDS, BK_CUDA, BK_COUNT };
 
 struct feed_key {
 	uint32_t job;

@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/batch_kind.h"
 #include "core/config.h"
 #include "core/dataset.h"
-#include "core/feed.h"
 #include "core/plan.h"
 #include "transforms/xf.h"
 
@@ -49,7 +49,7 @@ struct job_stats {
 };
 
 /*
- * The time at least one reader waited for a batch (feed.c's wait_ready):
+ * The time at least one reader waited for a batch (pin.c's wait_ready):
  * the readers waiting now, since when (CLOCK_MONOTONIC, ns), and the spans
  * that ended.  Under feed.lock.  Unlike read_wait_ns, which sums every
  * reader's waits, it grows at most as fast as the clock.

@@ -4,7 +4,10 @@
  * once by feed_new, counted in the memory budget, and shared by every open
  * (an open of samples.tsv costs no copy, however large the dataset).
  * .feedfs/stats (stats.c), .feedfs/log (log.c's ring) and JOB/errors.tsv
- * (job.c) are made per open.
+ * (job.c) are made per open.  The texts made per open (these, a
+ * mixture's weights) are owned: feed_owned_alloc's buffers, counted as
+ * metadata until feed_text_free.  Layer: the engine, below feed.c; calls
+ * stats.c, log.c, job.c and the budget.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -298,4 +301,40 @@ feed_text(struct feed *f, enum feed_text t, size_t job, const char **text,
 	*text = x->s;
 	*len = x->len;
 	return 0;
+}
+
+/* An open text file's bytes: OWNED_HDR bytes that hold what is counted
+ * (a uint64_t), then size bytes, the caller's. */
+#define OWNED_HDR 16
+
+char *
+feed_owned_alloc(struct feed *f, size_t size)
+{
+	uint64_t n = OWNED_HDR + (uint64_t)size;
+	char *p;
+
+	pthread_mutex_lock(&f->lock);
+	if (!feed_meta_room(f, n) || (p = malloc(n)) == NULL) {
+		pthread_mutex_unlock(&f->lock);
+		return NULL;
+	}
+	feed_meta_add(f, n);
+	pthread_mutex_unlock(&f->lock);
+	memcpy(p, &n, sizeof(n));
+	return p + OWNED_HDR;
+}
+
+void
+feed_text_free(struct feed *f, char *text)
+{
+	uint64_t n;
+
+	if (text == NULL)
+		return;
+	text -= OWNED_HDR;
+	memcpy(&n, text, sizeof(n));
+	pthread_mutex_lock(&f->lock);
+	feed_meta_sub(f, n);
+	pthread_mutex_unlock(&f->lock);
+	free(text);
 }

@@ -1,6 +1,7 @@
 /*
- * feedfs-fill - fill the cluster tier with a job's cached prefixes, on a
- * node with no FUSE and no GPU (see feedfs-fill(8)).
+ * feedfs-fill.c - a program (tools/, over core/ and cache/): fill the
+ * cluster tier with a job's cached prefixes, on a node with no FUSE and no
+ * GPU (see feedfs-fill(8)).
  *
  *	feedfs-fill [-o KEY=VALUE[,...]] CONFIG JOB [--part K/N]
  *	    [--epochs A-B]

@@ -1,0 +1,93 @@
+/*
+ * pin.c - the engine (core/, below feed.c and stage.c; calls batch.c): a
+ * reader's hold on a batch.  feed_pin gets the batch its data (being
+ * built or ready), and with whole waits until its samples are made
+ * (counting the wait in the job's stats) and, with gpu = on, its images;
+ * feed_unpin lets it go, making room when it was the last reader.  Locked
+ * (engine.h).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "core/engine.h"
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A reader begins or ends a wait: the spans with one waiting at least. */
+static void
+starved_begin(struct starved *s, uint64_t now)
+{
+	if (s->waiting++ == 0)
+		s->since_ns = now;
+}
+
+static void
+starved_end(struct starved *s, uint64_t now)
+{
+	if (--s->waiting == 0)
+		s->ns += now - s->since_ns;
+}
+
+/*
+ * Wait until b is ready, counting the wait in its job's stats: every
+ * reader's (read_wait_ns), and the time the job's readers and the mount's
+ * had one waiting at least (starved).  Locked.
+ */
+static void
+wait_ready(struct feed *f, struct batch *b)
+{
+	struct job *j = b->job;
+	uint64_t t0, t1;
+
+	if (b->ready)
+		return;
+	t0 = mono_ns();
+	starved_begin(&j->starved, t0);
+	starved_begin(&f->starved, t0);
+	while (!b->ready)
+		pthread_cond_wait(&b->cv, &f->lock);
+	t1 = mono_ns();
+	starved_end(&j->starved, t1);
+	starved_end(&f->starved, t1);
+	atomic_fetch_add(&j->st.read_wait_ns, t1 - t0);
+	atomic_fetch_add(&j->st.read_waits, 1);
+}
+
+int
+feed_pin(struct feed *f, struct feed_handle *h, bool whole)
+{
+	struct batch *b = h->b;
+	int r = 0;
+
+	if (batch_get(f, &b->key, BN_READ) != b)
+		return -ENOMEM;
+	b->active++;
+	if (whole) {
+		wait_ready(f, b);
+		if (b->err)
+			r = -EIO;
+		else if (h->kind == BK_IMAGES && b->job->cfg->gpu)
+			r = batch_images(f, b);
+	}
+	if (r != 0)
+		feed_unpin(f, b);
+	return r;
+}
+
+void
+feed_unpin(struct feed *f, struct batch *b)
+{
+	if (--b->active == 0) {
+		pthread_cond_broadcast(&f->room);
+		if (b->refs == 0 || f->mem_used > f->memory)
+			batch_make_room(f, 0, false);
+	}
+}
