@@ -76,7 +76,11 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	f->cfg = c; /* transferred */
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->work, NULL);
-	pthread_cond_init(&f->room, NULL);
+	budget_init(&f->budget, 0, &f->lock);
+	batch_budget(f); /* the budget's reclaimers: budget.h */
+	bufpool_budget(f);
+	order_budget(f);
+	relaxed_budget(f);
 	if ((f->ds = calloc(c->ndatasets, sizeof(*f->ds))) == NULL ||
 	    (f->jobs = calloc(c->njobs, sizeof(*f->jobs))) == NULL ||
 	    (f->rfree = calloc(c->njobs, sizeof(*f->rfree))) == NULL ||
@@ -249,7 +253,7 @@ feed_free(struct feed *f)
 	for (size_t i = 0; f->ds && i < f->cfg->ndatasets; i++)
 		ds_free(f->ds[i]);
 	free(f->ds);
-	pthread_cond_destroy(&f->room);
+	budget_fini(&f->budget);
 	pthread_cond_destroy(&f->work);
 	pthread_mutex_destroy(&f->lock);
 	cfg_free(f->cfg);
@@ -570,11 +574,10 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		}
 		relaxed_touch(f, k); /* not forgotten to make room for this */
 	}
-	if (!feed_meta_room(f, meta)) {
+	if ((r = budget_meta_take(&f->budget, meta)) != 0) {
 		pthread_mutex_unlock(&f->lock);
-		return -ENOMEM;
+		return r;
 	}
-	feed_meta_add(f, meta);
 	pthread_mutex_unlock(&f->lock);
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		r = -ENOMEM;
@@ -697,9 +700,9 @@ void
 feed_unpin(struct feed *f, struct batch *b)
 {
 	if (--b->active == 0) {
-		pthread_cond_broadcast(&f->room);
-		if (b->refs == 0 || f->mem_used > f->memory)
-			batch_make_room(f, 0, false);
+		budget_wake(&f->budget);
+		if (b->refs == 0 || budget_over(&f->budget))
+			budget_make_room(&f->budget, 0, 0, 0);
 	}
 }
 

@@ -2,6 +2,8 @@
  * sched.c - the scheduler: two queues of batches with slots to make
  * (demand: opened by a reader, first; ahead: readahead), the readahead
  * itself, and the worker threads that make the slots (see engine.h).
+ * Layer: core/, the engine: the workers call batch.c and relaxed.c; the
+ * workers' scratch memory is counted in the budget (budget.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -248,16 +250,16 @@ scratch_outside(void *arg, size_t n, bool held)
 
 	pthread_mutex_lock(&f->lock);
 	if (held) {
-		while (!batch_make_room(f, n, false) && o->held == 0 &&
-		       f->scratch_outside > 0 && !f->stopping)
-			pthread_cond_wait(&f->room, &f->lock);
+		while (!budget_make_room(&f->budget, n, 0, 0) &&
+		       o->held == 0 && f->scratch_outside > 0 && !f->stopping)
+			budget_wait(&f->budget);
 		o->held += n;
 		f->scratch_outside += n;
-		feed_mem_add(f, n);
+		budget_add(&f->budget, n);
 	} else {
 		o->held -= n;
 		f->scratch_outside -= n;
-		feed_mem_sub(f, n);
+		budget_sub(&f->budget, n);
 	}
 	pthread_mutex_unlock(&f->lock);
 }
@@ -343,7 +345,7 @@ sched_start(struct feed *f)
 		f->scratch_cap = 32u << 20;
 	pthread_mutex_lock(&f->lock);
 	f->scratch_reserved = f->scratch_cap * f->nthreads;
-	feed_mem_add(f, f->scratch_reserved);
+	budget_add(&f->budget, f->scratch_reserved);
 	pthread_mutex_unlock(&f->lock);
 	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
 		return -ENOMEM;
@@ -364,12 +366,12 @@ sched_stop(struct feed *f)
 	pthread_mutex_lock(&f->lock);
 	f->stopping = true;
 	pthread_cond_broadcast(&f->work);
-	pthread_cond_broadcast(&f->room);
+	budget_wake(&f->budget);
 	pthread_mutex_unlock(&f->lock);
 	for (unsigned i = 0; i < f->nthreads; i++)
 		pthread_join(f->threads[i], NULL);
 	pthread_mutex_lock(&f->lock);
-	feed_mem_sub(f, f->scratch_reserved);
+	budget_sub(&f->budget, f->scratch_reserved);
 	f->scratch_reserved = 0;
 	pthread_mutex_unlock(&f->lock);
 	free(f->threads);
