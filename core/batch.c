@@ -41,29 +41,6 @@ key_eq(const struct feed_key *a, const struct feed_key *b)
 	       a->epoch == b->epoch && a->batch == b->batch;
 }
 
-static bool evictable(const struct batch *b);
-static bool better_victim(const struct batch *a, const struct batch *b);
-
-/* Reclaimer BUDGET_META_BATCHES: destroy the best idle batch that no file
- * holds (its struct is metadata too); false: none. */
-static bool
-destroy_unheld(void *arg, const struct budget_ask *ask)
-{
-	struct feed *f = arg;
-	struct batch *victim = NULL;
-
-	(void)ask;
-
-	for (size_t i = 0; i < FEED_HASH; i++)
-		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (b->refs == 0 && evictable(b) &&
-			    (!victim || better_victim(b, victim)))
-				victim = b;
-	if (victim)
-		batch_destroy(f, victim);
-	return victim != NULL;
-}
-
 struct batch *
 batch_find(struct feed *f, const struct feed_key *k)
 {
@@ -171,55 +148,71 @@ better_victim(const struct batch *a, const struct batch *b)
 	return a->used < b->used;
 }
 
-/* Reclaimer BUDGET_DONE_BATCHES: destroy the least recently used batch
- * read to its end that no file holds; false: none. */
-static bool
-destroy_done(void *arg, const struct budget_ask *ask)
+/* The best batch whose data may be given back (better_victim): of those
+ * no file holds if unheld, and read to their end if done; NULL: none. */
+static struct batch *
+victim(struct feed *f, bool unheld, bool done)
 {
-	struct feed *f = arg;
-	struct batch *victim = NULL;
+	struct batch *v = NULL;
 
-	(void)ask;
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (b->refs == 0 && b->consumed && evictable(b) &&
-			    (!victim || better_victim(b, victim)))
-				victim = b;
-	if (victim)
-		batch_destroy(f, victim);
-	return victim != NULL;
+			if (evictable(b) && (!unheld || b->refs == 0) &&
+			    (!done || b->consumed) &&
+			    (!v || better_victim(b, v)))
+				v = b;
+	return v;
 }
 
-/* Reclaimer BUDGET_IDLE_BATCHES: give back the best idle batch, held open
- * or not (those keep their struct); false: none. */
+/* Give back v: whole if no file holds it, else its data (its struct
+ * stays, and is built again when read).  False: v is NULL. */
 static bool
-drop_idle(void *arg, const struct budget_ask *ask)
+give_back(struct feed *f, struct batch *v)
 {
-	struct feed *f = arg;
-	struct batch *victim = NULL;
-
-	(void)ask;
-	for (size_t i = 0; i < FEED_HASH; i++)
-		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (evictable(b) &&
-			    (!victim || better_victim(b, victim)))
-				victim = b;
-	if (victim == NULL)
+	if (v == NULL)
 		return false;
-	if (victim->refs == 0)
-		batch_destroy(f, victim);
+	if (v->refs == 0)
+		batch_destroy(f, v);
 	else
-		drop_data(f, victim);
+		drop_data(f, v);
 	return true;
+}
+
+/*
+ * The budget's reclaimers (budget.h): BUDGET_DONE_BATCHES, the least
+ * recently used batch read to its end that no file holds;
+ * BUDGET_IDLE_BATCHES, the best idle batch, held open or not;
+ * BUDGET_META_BATCHES, the best idle batch that no file holds (its struct
+ * is metadata too).
+ */
+static bool
+reclaim_done(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return give_back(arg, victim(arg, true, true));
+}
+
+static bool
+reclaim_idle(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return give_back(arg, victim(arg, false, false));
+}
+
+static bool
+reclaim_unheld(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return give_back(arg, victim(arg, true, false));
 }
 
 void
 batch_budget(struct feed *f)
 {
-	struct budget_reclaimer done = {"consumed batches", destroy_done, NULL,
+	struct budget_reclaimer done = {"consumed batches", reclaim_done, NULL,
 	    f},
-				idle = {"idle batches", drop_idle, NULL, f},
-				meta = {"unheld batch structs", destroy_unheld,
+				idle = {"idle batches", reclaim_idle, NULL, f},
+				meta = {"unheld batch structs", reclaim_unheld,
 				    NULL, f};
 
 	budget_register(&f->budget, BUDGET_DONE_BATCHES, &done);
@@ -391,20 +384,6 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	}
 	order_put(o);
 	return b;
-}
-
-void
-batch_ready(struct feed *f, struct batch *b)
-{
-	b->ready = true;
-	order_put(b->order);
-	b->order = NULL;
-	atomic_fetch_add(
-	    b->err ? &b->job->st.batch_errors : &b->job->st.batches, 1);
-	pthread_cond_broadcast(&b->cv);
-	budget_wake(&f->budget);
-	if (b->refs == 0 && budget_over(&f->budget))
-		budget_make_room(&f->budget, 0, 0, 0);
 }
 
 int

@@ -112,15 +112,15 @@ struct budget_reclaimer {
  * the engine's white-box test reads.  Fields set by hand: memory and
  * meta_cap (feed_new); the rest is the budget's.
  */
-#define BUDGET_MEMBERS                                                        \
-	uint64_t memory;                 /* the budget */                    \
-	uint64_t mem_used, mem_peak;     /* everything counted */            \
-	uint64_t meta_used, meta_peak;   /* metadata, part of mem_used */    \
-	uint64_t meta_cap;               /* its own cap, within memory */    \
-	uint64_t meta_refused;           /* metadata refused at the cap */   \
-	unsigned room_waiting;           /* threads in budget_wait */        \
-	pthread_cond_t room;             /* memory given back, or a wake */  \
-	pthread_mutex_t *room_lock;      /* what every call holds */         \
+#define BUDGET_MEMBERS                                                         \
+	uint64_t memory;	       /* the budget */                        \
+	uint64_t mem_used, mem_peak;   /* everything counted */                \
+	uint64_t meta_used, meta_peak; /* metadata, part of mem_used */        \
+	uint64_t meta_cap;	       /* its own cap, within memory */        \
+	uint64_t meta_refused;	       /* metadata refused at the cap */       \
+	unsigned room_waiting;	       /* threads in budget_wait */            \
+	pthread_cond_t room;	       /* memory given back, or a wake */      \
+	pthread_mutex_t *room_lock;    /* what every call holds */             \
 	struct budget_reclaimer reclaimers[BUDGET_NRANKS]
 
 struct budget {
@@ -132,8 +132,8 @@ void budget_init(struct budget *b, uint64_t memory, pthread_mutex_t *lock);
 void budget_fini(struct budget *b);
 
 /* Register r at rank (one per rank; r is copied).  Before any use. */
-void budget_register(struct budget *b, enum budget_rank rank,
-    const struct budget_reclaimer *r);
+void budget_register(
+    struct budget *b, enum budget_rank rank, const struct budget_reclaimer *r);
 
 /* Count bytes in or out (data: mem_used; meta: both).  Giving back wakes
  * the threads waiting for room.  Locked. */
@@ -153,8 +153,8 @@ bool budget_over(const struct budget *b);
  * (sparing one of keep bytes) until need - keep more fit.  Returns
  * whether need fits.  Locked.
  */
-bool budget_make_room(struct budget *b, uint64_t need, unsigned how,
-    uint64_t keep);
+bool budget_make_room(
+    struct budget *b, uint64_t need, unsigned how, uint64_t keep);
 
 /* Whether bytes more metadata fit under meta_cap, after asking the meta
  * reclaimers.  Nothing counted, nothing logged.  Locked. */

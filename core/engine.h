@@ -6,7 +6,8 @@
  *	batch.c    the batch table
  *	budget.c   the memory budget (budget.h), below the others
  *	bufpool.c  large batch buffers kept for reuse
- *	sched.c    the work queues, readahead and the worker threads
+ *	sched.c    readahead and the worker threads
+ *	sched_queue.c  the work queues, a batch's slots done
  *	relaxed.c  order = relaxed: batches filled as samples finish
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
@@ -26,7 +27,9 @@
  * they hold in it and register a reclaimer each (batch_budget,
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
- * the engine.
+ * the engine.  Calls run one way down: feed.c, then sched.c (readahead,
+ * workers), batch.c, relaxed.c, sched_queue.c, order.c, bufpool.c, and
+ * budget.c at the bottom.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -260,8 +263,6 @@ int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);
-/* Every slot of b is done: wake its readers.  Locked. */
-void batch_ready(struct feed *f, struct batch *b);
 
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:
@@ -279,41 +280,13 @@ void relaxed_budget(struct feed *f);
  * has the contract): counting, the metadata cap, and room made (with
  * any, idle batches held open may lose their data).  Locked.
  */
-static inline void
-feed_mem_add(struct feed *f, uint64_t bytes)
-{
-	budget_add(&f->budget, bytes);
-}
-
-static inline void
-feed_mem_sub(struct feed *f, uint64_t bytes)
-{
-	budget_sub(&f->budget, bytes);
-}
-
-static inline bool
-feed_meta_room(struct feed *f, uint64_t bytes)
-{
-	return budget_meta_room(&f->budget, bytes);
-}
-
-static inline void
-feed_meta_add(struct feed *f, uint64_t bytes)
-{
-	budget_meta_add(&f->budget, bytes);
-}
-
-static inline void
-feed_meta_sub(struct feed *f, uint64_t bytes)
-{
-	budget_meta_sub(&f->budget, bytes);
-}
-
-static inline bool
-batch_make_room(struct feed *f, uint64_t need, bool any)
-{
-	return budget_make_room(&f->budget, need, any ? BUDGET_ANY : 0, 0);
-}
+#define feed_mem_add(f, n) budget_add(&(f)->budget, (n))
+#define feed_mem_sub(f, n) budget_sub(&(f)->budget, (n))
+#define feed_meta_room(f, n) budget_meta_room(&(f)->budget, (n))
+#define feed_meta_add(f, n) budget_meta_add(&(f)->budget, (n))
+#define feed_meta_sub(f, n) budget_meta_sub(&(f)->budget, (n))
+#define batch_make_room(f, need, any)                                         \
+	budget_make_room(&(f)->budget, (need), (any) ? BUDGET_ANY : 0, 0)
 
 /* bufpool.c: a buffer of size bytes (reused when one was given back);
  * give one back; whether one of size is kept (size, or 0); free all.
@@ -323,15 +296,20 @@ void bufpool_put(struct feed *f, void *p, size_t size);
 size_t bufpool_has(struct feed *f, size_t size);
 void bufpool_free_all(struct feed *f);
 
-/* sched.c */
+/* sched_queue.c: queue b's slots not handed out yet; take it out of its
+ * queue.  Locked. */
 void sched_enqueue(struct feed *f, struct batch *b);
 void sched_dequeue(struct feed *f, struct batch *b);
 /* b was opened by a reader: its slots go first.  Locked. */
 void sched_demand(struct feed *f, struct batch *b);
-/* Queue the batches after k within the budget (readahead).  Locked. */
-void sched_readahead(struct feed *f, const struct feed_key *k);
 /* Where slot s of b's samples goes (raw with gpu = on, else the images). */
 uint8_t *sched_slot(struct batch *b, uint32_t s);
+/* Every slot of b is done: wake its readers.  Locked. */
+void sched_ready(struct feed *f, struct batch *b);
+
+/* sched.c: queue the batches after k within the budget (readahead).
+ * Locked. */
+void sched_readahead(struct feed *f, const struct feed_key *k);
 int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
 

@@ -93,7 +93,7 @@ order_reclaim(struct feed *f)
 
 /* Reclaimer BUDGET_ORDERS. */
 static bool
-reclaim(void *arg, const struct budget_ask *ask)
+reclaim_orders(void *arg, const struct budget_ask *ask)
 {
 	(void)ask;
 	return order_reclaim(arg);
@@ -102,7 +102,7 @@ reclaim(void *arg, const struct budget_ask *ask)
 void
 order_budget(struct feed *f)
 {
-	struct budget_reclaimer r = {"unused orders", reclaim, NULL, f};
+	struct budget_reclaimer r = {"unused orders", reclaim_orders, NULL, f};
 
 	budget_register(&f->budget, BUDGET_ORDERS, &r);
 }

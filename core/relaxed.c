@@ -448,7 +448,8 @@ rview_get(struct feed *f, const struct feed_key *k)
 			return rv;
 		}
 	/* A forgotten epoch is not chosen again (feed_open refuses it). */
-	if (relaxed_forgotten(f, k) || !budget_meta_room(&f->budget, sizeof(*rv)) ||
+	if (relaxed_forgotten(f, k) ||
+	    !budget_meta_room(&f->budget, sizeof(*rv)) ||
 	    (rv = calloc(1, sizeof(*rv))) == NULL)
 		return NULL;
 	rv->job = k->job;
@@ -589,7 +590,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 	rview_unwait(rv, b);
 	hand_on(f, rv, b);
 	rview_choose(f, rv, b);
-	batch_ready(f, b);
+	sched_ready(f, b);
 }
 
 /*

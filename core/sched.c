@@ -1,9 +1,9 @@
 /*
- * sched.c - the scheduler: two queues of batches with slots to make
- * (demand: opened by a reader, first; ahead: readahead), the readahead
- * itself, and the worker threads that make the slots (see engine.h).
- * Layer: core/, the engine: the workers call batch.c and relaxed.c; the
- * workers' scratch memory is counted in the budget (budget.c).
+ * sched.c - the scheduler's top: the readahead and the worker threads
+ * that make the slots of the queued batches (see engine.h).  Layer:
+ * core/, the top of the engine below feed.c: the workers call batch.c
+ * (readahead), relaxed.c (a relaxed view's next sample) and the queues
+ * (sched_queue.c); their scratch memory is counted in the budget.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,65 +15,6 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "core/sample.h"
-
-static void
-q_push(struct queue *q, struct batch *b)
-{
-	b->qnext = NULL;
-	if (q->tail)
-		q->tail->qnext = b;
-	else
-		q->head = b;
-	q->tail = b;
-}
-
-static void
-q_remove(struct queue *q, struct batch *b)
-{
-	struct batch **pp = &q->head, *prev = NULL;
-
-	for (; *pp; prev = *pp, pp = &(*pp)->qnext) {
-		if (*pp != b)
-			continue;
-		*pp = b->qnext;
-		if (q->tail == b)
-			q->tail = prev;
-		b->qnext = NULL;
-		return;
-	}
-}
-
-/* Queue b's slots not handed out yet (quota - next).  Locked. */
-void
-sched_enqueue(struct feed *f, struct batch *b)
-{
-	b->queued = true;
-	f->queued_slots += b->r.quota - b->next;
-	q_push(b->demanded ? &f->demand : &f->ahead, b);
-	pthread_cond_broadcast(&f->work);
-}
-
-void
-sched_dequeue(struct feed *f, struct batch *b)
-{
-	if (!b->queued)
-		return;
-	q_remove(b->demanded ? &f->demand : &f->ahead, b);
-	b->queued = false;
-}
-
-void
-sched_demand(struct feed *f, struct batch *b)
-{
-	if (b->demanded)
-		return;
-	if (b->queued) {
-		q_remove(&f->ahead, b);
-		q_push(&f->demand, b);
-	}
-	b->demanded = true;
-	pthread_cond_broadcast(&f->work);
-}
 
 /* The batch after k in reading order (next epoch's first after the last). */
 static bool
@@ -123,18 +64,7 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 		((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = id;
 	}
 	if (b->next == b->g.len && b->inflight == 0)
-		batch_ready(f, b);
-}
-
-uint8_t *
-sched_slot(struct batch *b, uint32_t s)
-{
-	const struct job *j = b->job;
-
-	if (j->cfg->gpu)
-		return b->raw + (size_t)s * j->raw_bytes;
-	return b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] +
-	       (size_t)s * j->sample_bytes;
+		sched_ready(f, b);
 }
 
 /* Make slot s of b (unlocked). */

@@ -23,15 +23,24 @@
 #include "core/budget.h"
 #include "tests/testlib.h"
 
+/* budget_make_room(b, need, how, keep) returns ok, and the ranks that gave
+ * something back were asked in this order (a string of ranks). */
+#define ROOM(b, need, how, keep, ok, order)                                    \
+	do {                                                                   \
+		trace[0] = 0;                                                  \
+		CHECK(budget_make_room(b, need, how, keep) == (ok));           \
+		CHECK_EQ_STR(trace, order);                                    \
+	} while (0)
+
 /* A holder: n items of size bytes, counted in the budget. */
 struct holder {
 	struct budget *b;
 	enum budget_rank rank;
 	unsigned n;
 	uint64_t size;
-	bool meta;       /* counted as metadata */
-	bool blocked;    /* gives nothing back (busy) */
-	uint64_t keep;   /* the last ask's keep (BUDGET_KEPT) */
+	bool meta;     /* counted as metadata */
+	bool blocked;  /* gives nothing back (busy) */
+	uint64_t keep; /* the last ask's keep (BUDGET_KEPT) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,12 +82,11 @@ static void
 hold(struct budget *b, struct holder *h, enum budget_rank rank, unsigned n,
     uint64_t size)
 {
-	struct budget_reclaimer r = {"test", reclaim,
-	    rank == BUDGET_KEPT ? kept : NULL, h};
+	struct budget_reclaimer r = {
+	    "test", reclaim, rank == BUDGET_KEPT ? kept : NULL, h};
 
 	*h = (struct holder){b, rank, n, size,
-	    rank == BUDGET_META_VIEWS || rank == BUDGET_META_BATCHES, false,
-	    0};
+	    rank == BUDGET_META_VIEWS || rank == BUDGET_META_BATCHES, false, 0};
 	for (unsigned i = 0; i < n; i++)
 		if (h->meta)
 			budget_meta_add(b, size);
@@ -103,32 +111,24 @@ test_order(void)
 
 	/* Kept buffers are room: 20 bytes fit without asking anyone but
 	 * the pool, which then gives them back. */
-	trace[0] = 0;
-	CHECK(budget_make_room(&b, 20, 0, 0));
-	CHECK_EQ_STR(trace, "44");
+	ROOM(&b, 20, 0, 0, true, "44");
 	CHECK_EQ_INT(b.mem_used, 80);
 
 	/* Without BUDGET_ANY: done batches, samples, orders, never idle
 	 * batches; each asked again from the first. */
-	trace[0] = 0;
-	CHECK(!budget_make_room(&b, 90, 0, 0));
-	CHECK_EQ_STR(trace, "001122");
+	ROOM(&b, 90, 0, 0, false, "001122");
 	CHECK_EQ_INT(b.mem_used, 20);
 	CHECK_EQ_INT(h[BUDGET_IDLE_BATCHES].n, 2);
 
 	/* With it, the idle batches go last. */
-	trace[0] = 0;
-	CHECK(budget_make_room(&b, 90, BUDGET_ANY, 0));
-	CHECK_EQ_STR(trace, "3");
+	ROOM(&b, 90, BUDGET_ANY, 0, true, "3");
 	CHECK_EQ_INT(b.mem_used, 10);
 
 	/* A holder that gets something again is asked first again. */
 	h[BUDGET_DONE_BATCHES].n = 1;
 	h[BUDGET_ORDERS].n = 1;
 	budget_add(&b, 20);
-	trace[0] = 0;
-	CHECK(budget_make_room(&b, 100, BUDGET_ANY, 0));
-	CHECK_EQ_STR(trace, "023");
+	ROOM(&b, 100, BUDGET_ANY, 0, true, "023");
 	CHECK_EQ_INT(b.mem_used, 0);
 	CHECK(!budget_over(&b));
 	CHECK_EQ_INT(b.mem_peak, 100);
@@ -151,17 +151,13 @@ test_kept(void)
 	CHECK_EQ_INT(b.mem_used, 100);
 	/* 40 kept is room for 40: the batches stay, one buffer is freed
 	 * (100 + 40 - 20 > 100), the caller's is spared. */
-	trace[0] = 0;
-	CHECK(budget_make_room(&b, 40, 0, 20));
-	CHECK_EQ_STR(trace, "4");
+	ROOM(&b, 40, 0, 20, true, "4");
 	CHECK_EQ_INT(pool.keep, 20);
 	CHECK_EQ_INT(pool.n, 1);
 	CHECK_EQ_INT(done.n, 3);
 	/* 60: a batch goes first, then the last buffer is kept for the
 	 * caller. */
-	trace[0] = 0;
-	CHECK(budget_make_room(&b, 60, 0, 20));
-	CHECK_EQ_STR(trace, "0");
+	ROOM(&b, 60, 0, 20, true, "0");
 	CHECK_EQ_INT(pool.n, 1);
 	budget_fini(&b);
 	pthread_mutex_unlock(&lock);
