@@ -1,16 +1,17 @@
 /*
- * batch.c - the batch table and the memory budget (see engine.h).
+ * batch.c - the batch table (see engine.h).  Layer: core/, the engine,
+ * above budget.c, bufpool.c, order.c, relaxed.c and sched.c's queues.
  *
  * Batches live in a hash table keyed by feed_key.  Every byte a batch
- * holds is counted in feed.mem_used while it holds it.  The budget
- * (feed.memory) bounds what readers can make the daemon hold, whatever
- * they open: opening a file makes only the batch's struct, and its data
- * only if it fits; a read makes the data, waiting for room while other
- * batches are being built or read; batch_make_room gives memory back from
- * idle batches, dropping the data of those held open (they are built
- * again, to the same bytes, when read again).  Metadata has a cap of its
- * own (feed_meta_room; engine.h says what is counted where).  Every
- * function is called with feed.lock held.
+ * holds is counted in the memory budget (budget.h) while it holds it.
+ * The budget bounds what readers can make the daemon hold, whatever they
+ * open: opening a file makes only the batch's struct, and its data only
+ * if it fits; a read makes the data, waiting for room while other
+ * batches are being built or read.  The budget asks batch.c's reclaimers
+ * for room: batches read to their end that no file holds, then idle
+ * batches, dropping the data of those held open (they are built again,
+ * to the same bytes, when read again), and, for metadata, the structs of
+ * batches no file holds.  Every function is called with feed.lock held.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,86 +39,6 @@ key_eq(const struct feed_key *a, const struct feed_key *b)
 {
 	return a->job == b->job && a->rank == b->rank && a->world == b->world &&
 	       a->epoch == b->epoch && a->batch == b->batch;
-}
-
-void
-feed_mem_add(struct feed *f, uint64_t bytes)
-{
-	f->mem_used += bytes;
-	if (f->mem_used > f->mem_peak)
-		f->mem_peak = f->mem_used;
-}
-
-void
-feed_mem_sub(struct feed *f, uint64_t bytes)
-{
-	f->mem_used -= bytes;
-	pthread_cond_broadcast(&f->room);
-}
-
-void
-feed_meta_add(struct feed *f, uint64_t bytes)
-{
-	f->meta_used += bytes;
-	if (f->meta_used > f->meta_peak)
-		f->meta_peak = f->meta_used;
-	feed_mem_add(f, bytes);
-}
-
-void
-feed_meta_sub(struct feed *f, uint64_t bytes)
-{
-	f->meta_used -= bytes;
-	feed_mem_sub(f, bytes);
-}
-
-static bool evictable(const struct batch *b);
-static bool better_victim(const struct batch *a, const struct batch *b);
-
-/* Destroy the best idle batch that no file holds (its struct is metadata
- * too); false: none. */
-static bool
-destroy_unheld(struct feed *f)
-{
-	struct batch *victim = NULL;
-
-	for (size_t i = 0; i < FEED_HASH; i++)
-		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (b->refs == 0 && evictable(b) &&
-			    (!victim || better_victim(b, victim)))
-				victim = b;
-	if (victim)
-		batch_destroy(f, victim);
-	return victim != NULL;
-}
-
-/* Whether bytes more metadata fit, after giving back what can be made
- * again: idle views that chose nothing, then batches no file holds. */
-static bool
-meta_fits(struct feed *f, uint64_t bytes)
-{
-	while (f->meta_used + bytes > f->meta_cap)
-		if (!relaxed_reclaim(f, true) && !destroy_unheld(f))
-			return false;
-	return true;
-}
-
-static bool make_room(struct feed *f, uint64_t need, bool any, size_t keep);
-
-bool
-feed_meta_room(struct feed *f, uint64_t bytes)
-{
-	if (meta_fits(f, bytes)) {
-		/* Within the cap, batches' data gives way to it. */
-		make_room(f, bytes, true, 0);
-		return true;
-	}
-	if (f->meta_refused++ % 1000 == 0)
-		log_warn("memory: metadata at its cap of %" PRIu64 " bytes "
-			 "(open files, batches, relaxed views, names): %" PRIu64
-			 " refused with ENOMEM so far; raise `memory`",
-		    f->meta_cap, f->meta_refused);
-	return false;
 }
 
 struct batch *
@@ -158,7 +79,7 @@ drop_data(struct feed *f, struct batch *b)
 		relaxed_detach(f, b);
 	order_put(b->order);
 	b->order = NULL;
-	feed_mem_sub(f, b->mem);
+	budget_sub(&f->budget, b->mem);
 	bufpool_put(f, b->file[BK_IMAGES], b->g.size[BK_IMAGES]);
 	bufpool_put(f, b->raw, b->g.raw_size);
 	for (int i = BK_LABELS; i <= BK_IDS; i++)
@@ -187,7 +108,7 @@ batch_destroy(struct feed *f, struct batch *b)
 		}
 	drop_data(f, b);
 	f->nbatches--;
-	feed_meta_sub(f, sizeof(*b));
+	budget_meta_sub(&f->budget, sizeof(*b));
 	pthread_cond_destroy(&b->cv);
 	free(b);
 }
@@ -199,8 +120,8 @@ batch_unref(struct feed *f, struct batch *b)
 		return;
 	if (b->empty)
 		batch_destroy(f, b);
-	else if (f->mem_used > f->memory)
-		batch_make_room(f, 0, false);
+	else if (budget_over(&f->budget))
+		budget_make_room(&f->budget, 0, 0, 0);
 }
 
 /*
@@ -227,46 +148,76 @@ better_victim(const struct batch *a, const struct batch *b)
 	return a->used < b->used;
 }
 
-/* batch_make_room, sparing a kept buffer of size keep (the new batch's). */
-static bool
-make_room(struct feed *f, uint64_t need, bool any, size_t keep)
+/* The best batch whose data may be given back (better_victim): of those
+ * no file holds if unheld, and read to their end if done; NULL: none. */
+static struct batch *
+victim(struct feed *f, bool unheld, bool done)
 {
-	/* Kept buffers are room: batches go only when they are not enough. */
-	while (f->mem_used - f->pool_bytes + need > f->memory) {
-		struct batch *victim = NULL;
+	struct batch *v = NULL;
 
-		for (size_t i = 0; i < FEED_HASH; i++)
-			for (struct batch *b = f->table[i]; b; b = b->hnext) {
-				if (!evictable(b))
-					continue;
-				if (!any && (b->refs || !b->consumed))
-					continue;
-				if (!victim || better_victim(b, victim))
-					victim = b;
-			}
-		/*
-		 * Finished samples, spares and orders that nothing uses are
-		 * made again at little cost: they go before any batch but one
-		 * read to its end that no file holds.
-		 */
-		if ((!victim || victim->refs || !victim->consumed) &&
-		    (relaxed_reclaim(f, false) || order_reclaim(f)))
-			continue;
-		if (!victim)
-			return false;
-		if (victim->refs == 0)
-			batch_destroy(f, victim);
-		else
-			drop_data(f, victim);
-	}
-	bufpool_trim(f, need - keep, keep);
+	for (size_t i = 0; i < FEED_HASH; i++)
+		for (struct batch *b = f->table[i]; b; b = b->hnext)
+			if (evictable(b) && (!unheld || b->refs == 0) &&
+			    (!done || b->consumed) &&
+			    (!v || better_victim(b, v)))
+				v = b;
+	return v;
+}
+
+/* Give back v: whole if no file holds it, else its data (its struct
+ * stays, and is built again when read).  False: v is NULL. */
+static bool
+give_back(struct feed *f, struct batch *v)
+{
+	if (v == NULL)
+		return false;
+	if (v->refs == 0)
+		batch_destroy(f, v);
+	else
+		drop_data(f, v);
 	return true;
 }
 
-bool
-batch_make_room(struct feed *f, uint64_t need, bool any)
+/*
+ * The budget's reclaimers (budget.h): BUDGET_DONE_BATCHES, the least
+ * recently used batch read to its end that no file holds;
+ * BUDGET_IDLE_BATCHES, the best idle batch, held open or not;
+ * BUDGET_META_BATCHES, the best idle batch that no file holds (its struct
+ * is metadata too).
+ */
+static bool
+reclaim_done(void *arg, const struct budget_ask *ask)
 {
-	return make_room(f, need, any, 0);
+	(void)ask;
+	return give_back(arg, victim(arg, true, true));
+}
+
+static bool
+reclaim_idle(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return give_back(arg, victim(arg, false, false));
+}
+
+static bool
+reclaim_unheld(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return give_back(arg, victim(arg, true, false));
+}
+
+void
+batch_budget(struct feed *f)
+{
+	struct budget_reclaimer done = {"consumed batches", reclaim_done, NULL,
+	    f},
+				idle = {"idle batches", reclaim_idle, NULL, f},
+				meta = {"unheld batch structs", reclaim_unheld,
+				    NULL, f};
+
+	budget_register(&f->budget, BUDGET_DONE_BATCHES, &done);
+	budget_register(&f->budget, BUDGET_IDLE_BATCHES, &idle);
+	budget_register(&f->budget, BUDGET_META_BATCHES, &meta);
 }
 
 /* Whether a batch other than b is being built or read: memory will come
@@ -289,11 +240,11 @@ batch_new(struct feed *f, const struct feed_key *k, enum batch_need need)
 {
 	struct batch *b;
 
-	if (!(need == BN_AHEAD ? meta_fits(f, sizeof(*b))
-			       : feed_meta_room(f, sizeof(*b))) ||
+	if (!(need == BN_AHEAD ? budget_meta_fits(&f->budget, sizeof(*b))
+			       : budget_meta_room(&f->budget, sizeof(*b))) ||
 	    (b = calloc(1, sizeof(*b))) == NULL)
 		return NULL;
-	feed_meta_add(f, sizeof(*b));
+	budget_meta_add(&f->budget, sizeof(*b));
 	b->key = *k;
 	b->job = &f->jobs[k->job];
 	b->empty = true;
@@ -324,7 +275,7 @@ fill(struct feed *f, struct batch *b)
 	b->ready = false;
 	b->next = b->inflight = 0;
 	b->mem = data_bytes(b);
-	feed_mem_add(f, b->mem);
+	budget_add(&f->budget, b->mem);
 	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
 	    !b->file[BK_LABELS] || !b->file[BK_IDS] || !b->pos || !b->order) {
 		drop_data(f, b);
@@ -359,9 +310,9 @@ wait_room(struct feed *f, struct batch *b, uint64_t need, size_t buf)
 {
 	size_t keep = bufpool_has(f, buf);
 
-	while (!make_room(f, need, true, keep) && !f->stopping &&
-	       others_busy(f, b)) {
-		pthread_cond_wait(&f->room, &f->lock);
+	while (!budget_make_room(&f->budget, need, BUDGET_ANY, keep) &&
+	       !f->stopping && others_busy(f, b)) {
+		budget_wait(&f->budget);
 		keep = bufpool_has(f, buf);
 	}
 }
@@ -423,7 +374,8 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 		order_put(o);
 		return r == 0 ? b : NULL;
 	}
-	if (!make_room(f, bytes, false, bufpool_has(f, main_buf(b))) ||
+	if (!budget_make_room(
+		&f->budget, bytes, 0, bufpool_has(f, main_buf(b))) ||
 	    fill(f, b) != 0) {
 		order_put(o);
 		if (made && need == BN_AHEAD)
@@ -432,20 +384,6 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	}
 	order_put(o);
 	return b;
-}
-
-void
-batch_ready(struct feed *f, struct batch *b)
-{
-	b->ready = true;
-	order_put(b->order);
-	b->order = NULL;
-	atomic_fetch_add(
-	    b->err ? &b->job->st.batch_errors : &b->job->st.batches, 1);
-	pthread_cond_broadcast(&b->cv);
-	pthread_cond_broadcast(&f->room);
-	if (b->refs == 0 && f->mem_used > f->memory)
-		batch_make_room(f, 0, false);
 }
 
 int
@@ -463,7 +401,7 @@ batch_images(struct feed *f, struct batch *b)
 		return -ENOMEM;
 	b->converting = true;
 	b->mem += b->g.size[BK_IMAGES];
-	feed_mem_add(f, b->g.size[BK_IMAGES]);
+	budget_add(&f->budget, b->g.size[BK_IMAGES]);
 	pthread_mutex_unlock(&f->lock);
 	job_npy_header(j, b->g.len, BK_IMAGES, (char *)img);
 	for (uint32_t s = 0; s < b->g.len; s++) {

@@ -1,5 +1,6 @@
 /*
- * bufpool.c - large batch buffers kept for reuse.
+ * bufpool.c - large batch buffers kept for reuse.  Layer: core/, the
+ * engine, below batch.c and above budget.c.
  *
  * A batch's images (or raw samples) are tens of megabytes; malloc gives
  * such a block fresh pages from mmap, and the kernel zeroes each page at
@@ -7,9 +8,10 @@
  * a page fault and a page clear per 4 KB.  Buffers given back here are
  * kept (up to POOL_MAX, counted in the memory budget like the batch they
  * came from) and handed to the next batch of the same size, whose pages
- * are then already there.  batch_make_room counts them as room: it frees
- * them, except one the new batch will take, before it gives back any
- * batch.  Every function is called with feed.lock held.
+ * are then already there.  The budget counts them as room (its reclaimer
+ * BUDGET_KEPT, registered by bufpool_budget): it frees them, except one
+ * the new batch will take, before it gives back any batch.  Every
+ * function is called with feed.lock held.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -37,7 +39,7 @@ bufpool_get(struct feed *f, size_t size)
 			f->npool--;
 			f->pool_bytes -= size;
 			f->pool_reused++;
-			feed_mem_sub(f, size);
+			budget_sub(&f->budget, size);
 			return x;
 		}
 	f->pool_allocated++;
@@ -65,7 +67,7 @@ bufpool_put(struct feed *f, void *p, size_t size)
 	f->pool = x;
 	f->npool++;
 	f->pool_bytes += size;
-	feed_mem_add(f, size);
+	budget_add(&f->budget, size);
 }
 
 size_t
@@ -77,23 +79,44 @@ bufpool_has(struct feed *f, size_t size)
 	return 0;
 }
 
-void
-bufpool_trim(struct feed *f, uint64_t need, size_t keep)
+/* Reclaimer BUDGET_KEPT: free one kept buffer, sparing the first one of
+ * ask->keep bytes (the one the caller takes); false: none. */
+static bool
+trim_one(void *arg, const struct budget_ask *ask)
 {
+	struct feed *f = arg;
 	struct pooled **pp = &f->pool, *x;
+	uint64_t keep = ask->keep;
 
-	while ((x = *pp) != NULL && f->mem_used + need > f->memory) {
-		if (x->size == keep) {
-			keep = 0; /* the one the caller takes: spared once */
-			pp = &x->next;
-			continue;
-		}
-		*pp = x->next;
-		f->npool--;
-		f->pool_bytes -= x->size;
-		feed_mem_sub(f, x->size);
-		free(x);
+	while ((x = *pp) != NULL && x->size == keep) {
+		keep = 0; /* the one the caller takes: spared once */
+		pp = &x->next;
 	}
+	if (x == NULL)
+		return false;
+	*pp = x->next;
+	f->npool--;
+	f->pool_bytes -= x->size;
+	budget_sub(&f->budget, x->size);
+	free(x);
+	return true;
+}
+
+/* What the kept buffers hold: room for the budget. */
+static uint64_t
+kept_bytes(void *arg)
+{
+	const struct feed *f = arg;
+
+	return f->pool_bytes;
+}
+
+void
+bufpool_budget(struct feed *f)
+{
+	struct budget_reclaimer r = {"kept buffers", trim_one, kept_bytes, f};
+
+	budget_register(&f->budget, BUDGET_KEPT, &r);
 }
 
 void
@@ -105,7 +128,7 @@ bufpool_free_all(struct feed *f)
 		f->pool = x->next;
 		f->npool--;
 		f->pool_bytes -= x->size;
-		feed_mem_sub(f, x->size);
+		budget_sub(&f->budget, x->size);
 		free(x);
 	}
 }

@@ -4,8 +4,11 @@
  *
  *	feed.c     setup, teardown, open/read/release of batch files
  *	pin.c      a reader's hold on a batch: pin, wait until ready, unpin
- *	batch.c    the batch table and the memory budget
- *	sched.c    the work queues, readahead and the worker threads
+ *	batch.c    the batch table
+ *	budget.c   the memory budget (budget.h), below the others
+ *	bufpool.c  large batch buffers kept for reuse
+ *	sched.c    readahead and the worker threads
+ *	sched_queue.c  the work queues, a batch's slots done
  *	relaxed.c  order = relaxed: batches filled as samples finish
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
@@ -21,38 +24,14 @@
  * called with feed.lock held that takes another lock of ours (the cache
  * and the transforms take none).
  *
- * The memory budget (feed.memory, the `memory` key less the cache's
- * share) counts every byte the engine holds for readers in feed.mem_used:
- *
- *  - the workers' scratch arenas (sched.c, transforms/arena.c): their
- *    caps, counted from sched_start to sched_stop, whatever they hold,
- *    and the buffers too large for them (a large image decoded), counted
- *    while a worker holds them, what is cheap to give back given first
- *    (past the budget, a worker that holds none waits while others do);
- *  - what it can give back: batches' data, pooled buffers, relaxed
- *    views' finished samples and spare sample buffers, epoch orders.
- *    batch_make_room frees them, the cheapest to make again first (idle
- *    samples, spares and orders, then batches);
- *  - metadata (feed.meta_used, part of mem_used): batch structs, open
- *    handles and their label and id files, open text files (stats,
- *    mixture), relaxed views and the contents they chose, and the FUSE
- *    nodes (fs/nodes.c, feed.node_bytes).  It has a cap of its own,
- *    feed.meta_cap, a quarter of the budget.  What metadata can be made
- *    again goes first (idle relaxed views keep only what they chose: see
- *    relaxed.c), then the choices of finished relaxed epochs, forgotten
- *    (a bit an epoch stays, so that their batches are refused, never
- *    chosen again); when the rest is at the cap, a new batch struct,
- *    handle, text or relaxed view is refused, and the open (or the read
- *    that needs it) fails with ENOMEM, counted in the stats and logged.
- *    Nodes are never refused (the kernel holds them until it forgets
- *    them): past half the cap, fs/ asks the kernel to forget the oldest
- *    names.
- *
- * The generated text files (README, info.json, samples.tsv) are counted
- * in mem_used outside both parts: they are made once at setup.  So the
- * daemon holds at most `memory` whatever readers open, save what was
- * being made when more was counted (a batch, a few samples), names the
- * kernel has not forgotten yet, and one batch larger than the budget.
+ * The memory budget is budget.c's (budget.h says what is counted where):
+ * feed.budget, under feed.lock.  The holders of memory above count what
+ * they hold in it and register a reclaimer each (batch_budget,
+ * bufpool_budget, order_budget, relaxed_budget), which the budget asks
+ * in a fixed order when room is needed; the budget calls nothing else of
+ * the engine.  Calls run one way down: feed.c, then sched.c (readahead,
+ * workers), batch.c, relaxed.c, sched_queue.c, order.c, bufpool.c, and
+ * budget.c at the bottom.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -62,6 +41,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/budget.h"
 #include "core/feed.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
@@ -199,12 +179,10 @@ struct feed {
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
 	pthread_t *threads;
-	uint64_t memory; /* budget for batches (the cache's share taken out) */
 	uint64_t cache_mem;
 
 	pthread_mutex_t lock;
 	pthread_cond_t work; /* a queue got work, or stopping */
-	pthread_cond_t room; /* memory was given back */
 	bool stopping;
 	struct batch *table[FEED_HASH];
 	size_t nbatches;
@@ -218,10 +196,15 @@ struct feed {
 	uint64_t rstale;
 	struct rsample **rfree; /* per job: spare sample buffers */
 	unsigned *nrfree;
-	uint64_t mem_used, mem_peak, tick;
-	uint64_t meta_used, meta_peak; /* metadata, part of mem_used */
-	uint64_t meta_cap;             /* its own cap, within memory */
-	uint64_t meta_refused;         /* allocations refused at the cap */
+	/* The memory budget (budget.h): memory, mem_used, meta_used,
+	 * meta_cap, room...; as f->budget, and as f->mem_used etc. */
+	union {
+		struct budget budget;
+		struct {
+			BUDGET_MEMBERS;
+		};
+	};
+	uint64_t tick;
 	uint64_t spare_bytes;          /* relaxed.c's spares, in mem_used */
 	uint64_t node_bytes;           /* fs/nodes.c's, in meta_used */
 	uint64_t queued_slots;
@@ -260,8 +243,6 @@ struct order *order_get(struct feed *f, uint32_t job, uint32_t epoch);
 void order_put(struct order *o); /* NULL is fine */
 /* The order of (job, epoch) referenced if it exists, else NULL. */
 struct order *order_hold(struct feed *f, uint32_t job, uint32_t epoch);
-/* Free the least recently used order nothing holds; false: none.  Locked. */
-bool order_reclaim(struct feed *f);
 void order_free_all(struct feed *f);
 
 /* batch.c */
@@ -285,46 +266,53 @@ int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);
-/* Every slot of b is done: wake its readers.  Locked. */
-void batch_ready(struct feed *f, struct batch *b);
+
 /*
- * Give memory back until need more bytes fit the budget: first batches no
- * file holds that were read to their end, then (with any) the least
- * recently used idle ones, held open or not (those keep their struct).
- * Returns whether it fits.  Locked.
+ * The reclaimers of the memory budget (budget.h), registered by feed_new:
+ * batch.c's (consumed batches, idle batches, unheld batch structs),
+ * bufpool.c's (kept buffers), order.c's (unused orders), relaxed.c's
+ * (spare and finished samples; idle views, finished epochs' choices).
  */
-bool batch_make_room(struct feed *f, uint64_t need, bool any);
-/* Count bytes in or out of the budget.  Locked. */
-void feed_mem_add(struct feed *f, uint64_t bytes);
-void feed_mem_sub(struct feed *f, uint64_t bytes);
+void batch_budget(struct feed *f);
+void bufpool_budget(struct feed *f);
+void order_budget(struct feed *f);
+void relaxed_budget(struct feed *f);
+
 /*
- * Metadata (counted in mem_used and meta_used).  feed_meta_room: whether
- * bytes more fit under meta_cap, after giving back what can be made again
- * if need be; a false is counted and logged, and the caller refuses what
- * it was making (-ENOMEM).  Locked.
+ * f's budget as feed.c, text.c and the engine's test spell it (budget.h
+ * has the contract): counting, the metadata cap, and room made (with
+ * any, idle batches held open may lose their data).  Locked.
  */
-bool feed_meta_room(struct feed *f, uint64_t bytes);
-void feed_meta_add(struct feed *f, uint64_t bytes);
-void feed_meta_sub(struct feed *f, uint64_t bytes);
+#define feed_mem_add(f, n) budget_add(&(f)->budget, (n))
+#define feed_mem_sub(f, n) budget_sub(&(f)->budget, (n))
+#define feed_meta_room(f, n) budget_meta_room(&(f)->budget, (n))
+#define feed_meta_add(f, n) budget_meta_add(&(f)->budget, (n))
+#define feed_meta_sub(f, n) budget_meta_sub(&(f)->budget, (n))
+#define batch_make_room(f, need, any)                                         \
+	budget_make_room(&(f)->budget, (need), (any) ? BUDGET_ANY : 0, 0)
 
 /* bufpool.c: a buffer of size bytes (reused when one was given back);
- * give one back; whether one of size is kept (size, or 0); free kept ones
- * (but one of size keep) until need more bytes fit; free all.  Locked. */
+ * give one back; whether one of size is kept (size, or 0); free all.
+ * Locked. */
 void *bufpool_get(struct feed *f, size_t size);
 void bufpool_put(struct feed *f, void *p, size_t size);
 size_t bufpool_has(struct feed *f, size_t size);
-void bufpool_trim(struct feed *f, uint64_t need, size_t keep);
 void bufpool_free_all(struct feed *f);
 
-/* sched.c */
+/* sched_queue.c: queue b's slots not handed out yet; take it out of its
+ * queue.  Locked. */
 void sched_enqueue(struct feed *f, struct batch *b);
 void sched_dequeue(struct feed *f, struct batch *b);
 /* b was opened by a reader: its slots go first.  Locked. */
 void sched_demand(struct feed *f, struct batch *b);
-/* Queue the batches after k within the budget (readahead).  Locked. */
-void sched_readahead(struct feed *f, const struct feed_key *k);
 /* Where slot s of b's samples goes (raw with gpu = on, else the images). */
 uint8_t *sched_slot(struct batch *b, uint32_t s);
+/* Every slot of b is done: wake its readers.  Locked. */
+void sched_ready(struct feed *f, struct batch *b);
+
+/* sched.c: queue the batches after k within the budget (readahead).
+ * Locked. */
+void sched_readahead(struct feed *f, const struct feed_key *k);
 int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
 
@@ -337,15 +325,6 @@ void relaxed_detach(struct feed *f, struct batch *b);
 /* Start the next sample of b's view.  Locked; returns locked. */
 void relaxed_start(struct feed *f, struct batch *b, char *msg,
     size_t msglen);
-/*
- * Give back what relaxed views hold and can make again: a spare sample
- * buffer, or the finished samples of the least recently used idle view
- * (which owes them again), or (meta) an idle view that chose nothing,
- * else the least recently used finished epoch that nothing names and
- * that its reader has left (its choices are forgotten: see relaxed.c).
- * Returns whether it freed anything.  Locked.
- */
-bool relaxed_reclaim(struct feed *f, bool meta);
 /* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
  * Locked. */
 bool relaxed_forgotten(struct feed *f, const struct feed_key *k);

@@ -112,7 +112,11 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	f->cfg = c; /* transferred */
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->work, NULL);
-	pthread_cond_init(&f->room, NULL);
+	budget_init(&f->budget, 0, &f->lock);
+	batch_budget(f); /* the budget's reclaimers: budget.h */
+	bufpool_budget(f);
+	order_budget(f);
+	relaxed_budget(f);
 	if ((f->ds = calloc(c->ndatasets, sizeof(*f->ds))) == NULL ||
 	    (f->jobs = calloc(c->njobs, sizeof(*f->jobs))) == NULL ||
 	    (f->rfree = calloc(c->njobs, sizeof(*f->rfree))) == NULL ||
@@ -298,7 +302,7 @@ feed_free(struct feed *f)
 	for (size_t i = 0; f->ds && i < f->cfg->ndatasets; i++)
 		ds_free(f->ds[i]);
 	free(f->ds);
-	pthread_cond_destroy(&f->room);
+	budget_fini(&f->budget);
 	pthread_cond_destroy(&f->work);
 	pthread_mutex_destroy(&f->lock);
 	cfg_free(f->cfg);
@@ -584,11 +588,10 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		}
 		relaxed_touch(f, k); /* not forgotten to make room for this */
 	}
-	if (!feed_meta_room(f, meta)) {
+	if ((r = budget_meta_take(&f->budget, meta)) != 0) {
 		pthread_mutex_unlock(&f->lock);
-		return -ENOMEM;
+		return r;
 	}
-	feed_meta_add(f, meta);
 	pthread_mutex_unlock(&f->lock);
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		r = -ENOMEM;

@@ -1,8 +1,9 @@
 /*
  * order.c - the epochs' orders (job_order), made once per (job, epoch) and
- * shared by the batches and relaxed views that use them.  A few that
+ * shared by the batches and relaxed views that use them.  Layer: core/,
+ * the engine, below batch.c and relaxed.c, above budget.c.  A few that
  * nothing uses are kept for the next batches of the same epoch, and given
- * back first under memory pressure (batch_make_room).  A
+ * back under memory pressure (the budget's reclaimer BUDGET_ORDERS).  A
  * mixture's epoch has an order only once it was opened (feed_open): its
  * weights are fixed from then on, and readahead stops at the first epoch
  * whose weights may still change.  Every function is called with
@@ -13,6 +14,8 @@
 #include "core/engine.h"
 
 #define ORDERS_IDLE 8 /* orders kept when nothing uses them */
+
+static bool order_reclaim(struct feed *f);
 
 struct order *
 order_get(struct feed *f, uint32_t job, uint32_t epoch)
@@ -35,7 +38,7 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 	if (idle >= ORDERS_IDLE)
 		order_reclaim(f);
 	/* Room for it (what nobody holds gives way); made anyway if not. */
-	batch_make_room(f, j->plan.n * sizeof(*o->ids), false);
+	budget_make_room(&f->budget, j->plan.n * sizeof(*o->ids), 0, 0);
 	if ((o = calloc(1, sizeof(*o))) == NULL)
 		return NULL;
 	if ((o->ids = malloc(f->jobs[job].plan.n * sizeof(*o->ids))) == NULL) {
@@ -47,7 +50,7 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 		free(o);
 		return NULL;
 	}
-	feed_mem_add(f, f->jobs[job].plan.n * sizeof(*o->ids));
+	budget_add(&f->budget, f->jobs[job].plan.n * sizeof(*o->ids));
 	o->job = job;
 	o->epoch = epoch;
 	o->refs = 1;
@@ -68,7 +71,8 @@ order_hold(struct feed *f, uint32_t job, uint32_t epoch)
 	return NULL;
 }
 
-bool
+/* Free the least recently used order nothing holds; false: none. */
+static bool
 order_reclaim(struct feed *f)
 {
 	struct order *o, **pp, **victim = NULL;
@@ -81,10 +85,26 @@ order_reclaim(struct feed *f)
 		return false;
 	o = *victim;
 	*victim = o->next;
-	feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
+	budget_sub(&f->budget, f->jobs[o->job].plan.n * sizeof(*o->ids));
 	free(o->ids);
 	free(o);
 	return true;
+}
+
+/* Reclaimer BUDGET_ORDERS. */
+static bool
+reclaim_orders(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return order_reclaim(arg);
+}
+
+void
+order_budget(struct feed *f)
+{
+	struct budget_reclaimer r = {"unused orders", reclaim_orders, NULL, f};
+
+	budget_register(&f->budget, BUDGET_ORDERS, &r);
 }
 
 void
@@ -101,7 +121,7 @@ order_free_all(struct feed *f)
 		struct order *o = f->orders;
 
 		f->orders = o->next;
-		feed_mem_sub(f, f->jobs[o->job].plan.n * sizeof(*o->ids));
+		budget_sub(&f->budget, f->jobs[o->job].plan.n * sizeof(*o->ids));
 		free(o->ids);
 		free(o);
 	}

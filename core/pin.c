@@ -86,8 +86,8 @@ void
 feed_unpin(struct feed *f, struct batch *b)
 {
 	if (--b->active == 0) {
-		pthread_cond_broadcast(&f->room);
-		if (b->refs == 0 || f->mem_used > f->memory)
-			batch_make_room(f, 0, false);
+		budget_wake(&f->budget);
+		if (b->refs == 0 || budget_over(&f->budget))
+			budget_make_room(&f->budget, 0, 0, 0);
 	}
 }

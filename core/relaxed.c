@@ -1,5 +1,7 @@
 /*
- * relaxed.c - order = relaxed (see engine.h and DESIGN.md).
+ * relaxed.c - order = relaxed (see engine.h and DESIGN.md).  Layer: core/,
+ * the engine, below batch.c and sched.c's workers, above order.c and
+ * budget.c.
  *
  * A relaxed view is one (job, rank view, epoch).  Its samples are started
  * in the view's order, and each finished one goes to the batch that has
@@ -44,7 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/engine.h"
 #include "core/log.h"
@@ -68,7 +69,7 @@ rsample_get(struct feed *f, uint32_t job)
 		f->rfree[job] = x->next;
 		f->nrfree[job]--;
 		f->spare_bytes -= f->jobs[job].slot_bytes;
-		feed_mem_sub(f, f->jobs[job].slot_bytes);
+		budget_sub(&f->budget, f->jobs[job].slot_bytes);
 	} else if ((x = malloc(sizeof(*x) + f->jobs[job].slot_bytes)) == NULL)
 		return NULL;
 	x->buf = (uint8_t *)(x + 1);
@@ -88,7 +89,7 @@ rsample_put(struct feed *f, uint32_t job, struct rsample *x)
 		f->rfree[job] = x;
 		f->nrfree[job]++;
 		f->spare_bytes += f->jobs[job].slot_bytes;
-		feed_mem_add(f, f->jobs[job].slot_bytes);
+		budget_add(&f->budget, f->jobs[job].slot_bytes);
 	} else
 		free(x);
 }
@@ -148,7 +149,7 @@ forgot_mark(struct feed *f, const struct rview *rv)
 		g->world = rv->world;
 		g->next = f->rforgot;
 		f->rforgot = g;
-		feed_meta_add(f, sizeof(*g));
+		budget_meta_add(&f->budget, sizeof(*g));
 	}
 	if (need > g->nbytes) {
 		uint64_t n = g->nbytes < 32 ? 32 : 2 * g->nbytes;
@@ -159,7 +160,7 @@ forgot_mark(struct feed *f, const struct rview *rv)
 		if ((bits = realloc(g->bits, n)) == NULL)
 			return false;
 		memset(bits + g->nbytes, 0, n - g->nbytes);
-		feed_meta_add(f, n - g->nbytes);
+		budget_meta_add(&f->budget, n - g->nbytes);
 		g->bits = bits;
 		g->nbytes = n;
 	}
@@ -172,7 +173,7 @@ static void
 rview_meta_add(struct feed *f, struct rview *rv, uint64_t bytes)
 {
 	rv->mem += bytes;
-	feed_meta_add(f, bytes);
+	budget_meta_add(&f->budget, bytes);
 }
 
 /* The ids chosen for batch of rv, or NULL. */
@@ -210,7 +211,7 @@ rview_free(struct feed *f, struct rview *rv)
 		struct rsample *x = rv->ready;
 
 		rv->ready = x->next;
-		feed_mem_sub(f, f->jobs[rv->job].slot_bytes);
+		budget_sub(&f->budget, f->jobs[rv->job].slot_bytes);
 		free(x->msg);
 		free(x);
 	}
@@ -219,7 +220,7 @@ rview_free(struct feed *f, struct rview *rv)
 	free(rv->chosen);
 	free(rv->owed);
 	order_put(rv->order);
-	feed_meta_sub(f, rv->mem);
+	budget_meta_sub(&f->budget, rv->mem);
 	f->nrviews--;
 	free(rv);
 }
@@ -273,7 +274,7 @@ rview_drop_ready(struct feed *f, struct rview *rv)
 		rv->owed[rv->nowed++] = x->elem;
 		if ((rv->ready = x->next) == NULL)
 			rv->ready_tail = NULL;
-		feed_mem_sub(f, f->jobs[rv->job].slot_bytes);
+		budget_sub(&f->budget, f->jobs[rv->job].slot_bytes);
 		free(x->msg);
 		free(x);
 		any = true;
@@ -349,7 +350,7 @@ rview_forget(struct feed *f, struct rview *rv)
 			 "now on (first: job %s, epoch %u, rank %u of %u), "
 			 "and their batches cannot be read again in this "
 			 "mount",
-		    (unsigned long long)f->meta_cap,
+		    (unsigned long long)f->budget.meta_cap,
 		    f->jobs[rv->job].cfg->name, (unsigned)rv->epoch,
 		    (unsigned)rv->rank, (unsigned)rv->world);
 	rview_unlink(f, rv);
@@ -357,7 +358,15 @@ rview_forget(struct feed *f, struct rview *rv)
 	return true;
 }
 
-bool
+/*
+ * Give back what relaxed views hold and can make again: a spare sample
+ * buffer, or the finished samples of the least recently used idle view
+ * (which owes them again), or (meta) an idle view that chose nothing,
+ * else the least recently used finished epoch that nothing names and
+ * that its reader has left (its choices are forgotten).  Returns whether
+ * it freed anything.
+ */
+static bool
 relaxed_reclaim(struct feed *f, bool meta)
 {
 	struct rview *victim = NULL, *old;
@@ -370,7 +379,7 @@ relaxed_reclaim(struct feed *f, bool meta)
 		f->rfree[j] = x->next;
 		f->nrfree[j]--;
 		f->spare_bytes -= f->jobs[j].slot_bytes;
-		feed_mem_sub(f, f->jobs[j].slot_bytes);
+		budget_sub(&f->budget, f->jobs[j].slot_bytes);
 		free(x);
 		return true;
 	}
@@ -396,6 +405,33 @@ relaxed_reclaim(struct feed *f, bool meta)
 	return rview_drop_ready(f, victim);
 }
 
+/* Reclaimers BUDGET_SAMPLES and BUDGET_META_VIEWS. */
+static bool
+reclaim_samples(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return relaxed_reclaim(arg, false);
+}
+
+static bool
+reclaim_views(void *arg, const struct budget_ask *ask)
+{
+	(void)ask;
+	return relaxed_reclaim(arg, true);
+}
+
+void
+relaxed_budget(struct feed *f)
+{
+	struct budget_reclaimer samples = {"relaxed samples", reclaim_samples,
+	    NULL, f},
+				views = {"relaxed views", reclaim_views, NULL,
+				    f};
+
+	budget_register(&f->budget, BUDGET_SAMPLES, &samples);
+	budget_register(&f->budget, BUDGET_META_VIEWS, &views);
+}
+
 /* The relaxed view of k, made on first use (NULL when out of memory or
  * at the metadata cap). */
 static struct rview *
@@ -412,7 +448,8 @@ rview_get(struct feed *f, const struct feed_key *k)
 			return rv;
 		}
 	/* A forgotten epoch is not chosen again (feed_open refuses it). */
-	if (relaxed_forgotten(f, k) || !feed_meta_room(f, sizeof(*rv)) ||
+	if (relaxed_forgotten(f, k) ||
+	    !budget_meta_room(&f->budget, sizeof(*rv)) ||
 	    (rv = calloc(1, sizeof(*rv))) == NULL)
 		return NULL;
 	rv->job = k->job;
@@ -493,7 +530,7 @@ rview_choose(struct feed *f, struct rview *rv, struct batch *b)
 	rv->chosen[at].ids = c;
 	rv->nchosen++;
 	/* The reservation becomes the choice's. */
-	feed_meta_sub(f, b->r.reserved);
+	budget_meta_sub(&f->budget, b->r.reserved);
 	b->r.reserved = 0;
 	rview_meta_add(f, rv, (uint64_t)(len ? len : 1) * sizeof(uint32_t));
 	b->r.fixed = c;
@@ -553,7 +590,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 	rview_unwait(rv, b);
 	hand_on(f, rv, b);
 	rview_choose(f, rv, b);
-	batch_ready(f, b);
+	sched_ready(f, b);
 }
 
 /*
@@ -574,7 +611,7 @@ rview_deliver(struct feed *f, struct rview *rv, struct rsample *x)
 	else
 		rv->ready = x;
 	rv->ready_tail = x;
-	feed_mem_add(f, f->jobs[rv->job].slot_bytes);
+	budget_add(&f->budget, f->jobs[rv->job].slot_bytes);
 }
 
 int
@@ -595,7 +632,7 @@ relaxed_attach(struct feed *f, struct batch *b)
 	 */
 	b->r.rv = rv;
 	rv->live++;
-	if (!feed_meta_room(f, choice_bytes(b->g.len)) ||
+	if (!budget_meta_room(&f->budget, choice_bytes(b->g.len)) ||
 	    (rv->order == NULL &&
 		(rv->order = order_get(f, rv->job, rv->epoch)) == NULL)) {
 		rv->live--;
@@ -604,7 +641,7 @@ relaxed_attach(struct feed *f, struct batch *b)
 		return -ENOMEM;
 	}
 	b->r.reserved = choice_bytes(b->g.len);
-	feed_meta_add(f, b->r.reserved);
+	budget_meta_add(&f->budget, b->r.reserved);
 	b->r.rnext = NULL;
 	if (rv->wait_tail)
 		rv->wait_tail->r.rnext = b;
@@ -617,7 +654,7 @@ relaxed_attach(struct feed *f, struct batch *b)
 
 		if ((rv->ready = x->next) == NULL)
 			rv->ready_tail = NULL;
-		feed_mem_sub(f, b->job->slot_bytes);
+		budget_sub(&f->budget, b->job->slot_bytes);
 		rslot_fill(f, b, x);
 	}
 	b->r.quota = b->g.len - b->r.filled;
@@ -634,7 +671,7 @@ relaxed_detach(struct feed *f, struct batch *b)
 	if (!b->r.fixed)
 		hand_on(f, rv, b);
 	if (b->r.reserved) /* never chosen */
-		feed_meta_sub(f, b->r.reserved);
+		budget_meta_sub(&f->budget, b->r.reserved);
 	b->r.reserved = 0;
 	rv->live--;
 	b->r.rv = NULL;
@@ -675,17 +712,8 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	 * wait unlocks: b may be given back and freed meanwhile.
 	 */
 	b = NULL;
-	while ((x = rsample_get(f, job)) == NULL && !f->stopping) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&f->room, &f->lock, &ts);
-	}
+	while ((x = rsample_get(f, job)) == NULL && !f->stopping)
+		budget_wait_ns(&f->budget, 100000000);
 	if (x == NULL) {
 		rv->inflight--;
 		rview_settle(f, rv);
@@ -718,7 +746,7 @@ relaxed_free_all(struct feed *f)
 		struct rforgot *g = f->rforgot;
 
 		f->rforgot = g->next;
-		feed_meta_sub(f, sizeof(*g) + g->nbytes);
+		budget_meta_sub(&f->budget, sizeof(*g) + g->nbytes);
 		free(g->bits);
 		free(g);
 	}
@@ -729,7 +757,7 @@ relaxed_free_all(struct feed *f)
 			f->rfree[i] = x->next;
 			f->nrfree[i]--;
 			f->spare_bytes -= f->jobs[i].slot_bytes;
-			feed_mem_sub(f, f->jobs[i].slot_bytes);
+			budget_sub(&f->budget, f->jobs[i].slot_bytes);
 			free(x);
 		}
 }

@@ -1,7 +1,9 @@
 /*
- * sched.c - the scheduler: two queues of batches with slots to make
- * (demand: opened by a reader, first; ahead: readahead), the readahead
- * itself, and the worker threads that make the slots (see engine.h).
+ * sched.c - the scheduler's top: the readahead and the worker threads
+ * that make the slots of the queued batches (see engine.h).  Layer:
+ * core/, the top of the engine below feed.c: the workers call batch.c
+ * (readahead), relaxed.c (a relaxed view's next sample) and the queues
+ * (sched_queue.c); their scratch memory is counted in the budget.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,65 +15,6 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "core/sample.h"
-
-static void
-q_push(struct queue *q, struct batch *b)
-{
-	b->qnext = NULL;
-	if (q->tail)
-		q->tail->qnext = b;
-	else
-		q->head = b;
-	q->tail = b;
-}
-
-static void
-q_remove(struct queue *q, struct batch *b)
-{
-	struct batch **pp = &q->head, *prev = NULL;
-
-	for (; *pp; prev = *pp, pp = &(*pp)->qnext) {
-		if (*pp != b)
-			continue;
-		*pp = b->qnext;
-		if (q->tail == b)
-			q->tail = prev;
-		b->qnext = NULL;
-		return;
-	}
-}
-
-/* Queue b's slots not handed out yet (quota - next).  Locked. */
-void
-sched_enqueue(struct feed *f, struct batch *b)
-{
-	b->queued = true;
-	f->queued_slots += b->r.quota - b->next;
-	q_push(b->demanded ? &f->demand : &f->ahead, b);
-	pthread_cond_broadcast(&f->work);
-}
-
-void
-sched_dequeue(struct feed *f, struct batch *b)
-{
-	if (!b->queued)
-		return;
-	q_remove(b->demanded ? &f->demand : &f->ahead, b);
-	b->queued = false;
-}
-
-void
-sched_demand(struct feed *f, struct batch *b)
-{
-	if (b->demanded)
-		return;
-	if (b->queued) {
-		q_remove(&f->ahead, b);
-		q_push(&f->demand, b);
-	}
-	b->demanded = true;
-	pthread_cond_broadcast(&f->work);
-}
 
 /* The batch after k in reading order (next epoch's first after the last). */
 static bool
@@ -121,18 +64,7 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 		((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = id;
 	}
 	if (b->next == b->g.len && b->inflight == 0)
-		batch_ready(f, b);
-}
-
-uint8_t *
-sched_slot(struct batch *b, uint32_t s)
-{
-	const struct job *j = b->job;
-
-	if (j->cfg->gpu)
-		return b->raw + (size_t)s * j->raw_bytes;
-	return b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] +
-	       (size_t)s * j->sample_bytes;
+		sched_ready(f, b);
 }
 
 /* Make slot s of b (unlocked). */
@@ -248,16 +180,16 @@ scratch_outside(void *arg, size_t n, bool held)
 
 	pthread_mutex_lock(&f->lock);
 	if (held) {
-		while (!batch_make_room(f, n, false) && o->held == 0 &&
-		       f->scratch_outside > 0 && !f->stopping)
-			pthread_cond_wait(&f->room, &f->lock);
+		while (!budget_make_room(&f->budget, n, 0, 0) &&
+		       o->held == 0 && f->scratch_outside > 0 && !f->stopping)
+			budget_wait(&f->budget);
 		o->held += n;
 		f->scratch_outside += n;
-		feed_mem_add(f, n);
+		budget_add(&f->budget, n);
 	} else {
 		o->held -= n;
 		f->scratch_outside -= n;
-		feed_mem_sub(f, n);
+		budget_sub(&f->budget, n);
 	}
 	pthread_mutex_unlock(&f->lock);
 }
@@ -343,7 +275,7 @@ sched_start(struct feed *f)
 		f->scratch_cap = 32u << 20;
 	pthread_mutex_lock(&f->lock);
 	f->scratch_reserved = f->scratch_cap * f->nthreads;
-	feed_mem_add(f, f->scratch_reserved);
+	budget_add(&f->budget, f->scratch_reserved);
 	pthread_mutex_unlock(&f->lock);
 	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
 		return -ENOMEM;
@@ -364,12 +296,12 @@ sched_stop(struct feed *f)
 	pthread_mutex_lock(&f->lock);
 	f->stopping = true;
 	pthread_cond_broadcast(&f->work);
-	pthread_cond_broadcast(&f->room);
+	budget_wake(&f->budget);
 	pthread_mutex_unlock(&f->lock);
 	for (unsigned i = 0; i < f->nthreads; i++)
 		pthread_join(f->threads[i], NULL);
 	pthread_mutex_lock(&f->lock);
-	feed_mem_sub(f, f->scratch_reserved);
+	budget_sub(&f->budget, f->scratch_reserved);
 	f->scratch_reserved = 0;
 	pthread_mutex_unlock(&f->lock);
 	free(f->threads);
