@@ -154,27 +154,6 @@ field_dup(const uint8_t *f, size_t len)
 	return strndup((const char *)f, n);
 }
 
-/* pread all of n bytes at off; 0, or -EIO (short) / -errno. */
-static int
-pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = pread(
-		    fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		got += (size_t)k;
-	}
-	return 0;
-}
-
 /* What a pax header says that we use. */
 struct pax {
 	char *path;
@@ -296,7 +275,7 @@ skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
 			ix->status = TS_TRUNCATED;
 			return;
 		}
-		if (pread_all(fd, x, TAR_BLOCK, *data) != 0) {
+		if (ds_pread_all(fd, x, TAR_BLOCK, *data) != 0) {
 			ix->status = TS_READ;
 			return;
 		}
@@ -330,7 +309,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 			ix->status = TS_TRUNCATED;
 			break;
 		}
-		if ((r = pread_all(fd, h, TAR_BLOCK, off)) != 0) {
+		if ((r = ds_pread_all(fd, h, TAR_BLOCK, off)) != 0) {
 			ix->status = TS_READ;
 			r = 0;
 			break;
@@ -348,7 +327,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 			 */
 			if (fsize - off < 2 * TAR_BLOCK)
 				break;
-			if ((r = pread_all(
+			if ((r = ds_pread_all(
 				 fd, h, TAR_BLOCK, off + TAR_BLOCK)) != 0) {
 				ix->status = TS_READ;
 				r = 0;
@@ -411,7 +390,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 				r = -ENOMEM;
 				break;
 			}
-			if (pread_all(fd, d, (size_t)size, data) != 0) {
+			if (ds_pread_all(fd, d, (size_t)size, data) != 0) {
 				free(d);
 				ix->status = TS_READ;
 				break;
@@ -503,7 +482,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 					r = -ENOMEM;
 					break;
 				}
-				if (pread_all(
+				if (ds_pread_all(
 					fd, m->data, (size_t)size, data) != 0) {
 					free(m->data);
 					m->data = NULL;
@@ -838,7 +817,7 @@ idx_load(
 		close(fd);
 		return -ENOMEM;
 	}
-	r = pread_all(fd, d, (size_t)is.st_size, 0);
+	r = ds_pread_all(fd, d, (size_t)is.st_size, 0);
 	close(fd);
 	if (r == 0)
 		r = ds_tar_index_parse(d, (size_t)is.st_size, st, ix);
@@ -1619,7 +1598,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 		r = -ENOMEM;
 		goto out_err;
 	}
-	if ((r = pread_all(fd, buf, (size_t)sm->size, sm->off)) != 0) {
+	if ((r = ds_pread_all(fd, buf, (size_t)sm->size, sm->off)) != 0) {
 		free(buf);
 		goto out_err;
 	}
