@@ -1,8 +1,8 @@
 /*
  * ds_label.c - layer: dataset index, tar shard backend (calls only
- * ds_tar_walk.c's ds_tm_why).  A sample's label from its .cls member (integer
- * text) or its .json member (label = json:KEY), or why it has none: the sample
- * then fails when read, and on_error decides.
+ * ds_tar_walk.c's ds_tm_why, and jansson).  A sample's label from its .cls
+ * member (integer text) or its .json member (label = json:KEY), or why it
+ * has none: the sample then fails when read, and on_error decides.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/ds_tar_int.h"
+
+#define DS_STR_(x) #x
+#define DS_STR(x) DS_STR_(x)
 
 /* See ds_tar_int.h. */
 int
@@ -42,110 +47,57 @@ ds_label_int(const char *s, size_t n, int64_t *v)
 	return 0;
 }
 
-/* JSON: skip a string at *i (on its quote); false if malformed. */
-static bool
-js_string(const char *s, size_t n, size_t *i, size_t *start, size_t *end)
-{
-	size_t k = *i + 1;
-
-	*start = k;
-	for (; k < n && s[k] != '"'; k++)
-		if (s[k] == '\\' && ++k >= n)
-			return false;
-	if (k >= n)
-		return false;
-	*end = k;
-	*i = k + 1;
-	return true;
-}
-
-static void
-js_ws(const char *s, size_t n, size_t *i)
-{
-	while (*i < n && isspace((unsigned char)s[*i]))
-		(*i)++;
-}
-
-/* Skip a value (any type, nesting counted, strings respected). */
-static bool
-js_skip(const char *s, size_t n, size_t *i)
-{
-	size_t depth = 0, a, b;
-
-	js_ws(s, n, i);
-	do {
-		if (*i >= n)
-			return false;
-		switch (s[*i]) {
-		case '"':
-			if (!js_string(s, n, i, &a, &b))
-				return false;
-			break;
-		case '{':
-		case '[':
-			depth++;
-			(*i)++;
-			break;
-		case '}':
-		case ']':
-			if (depth == 0)
-				return false;
-			depth--;
-			(*i)++;
-			break;
-		default:
-			if (depth == 0) {
-				while (*i < n && s[*i] != ',' && s[*i] != '}' &&
-				       s[*i] != ']')
-					(*i)++;
-				return true;
-			}
-			(*i)++;
-		}
-	} while (depth > 0);
-	return true;
-}
-
-/* See ds_tar_int.h. */
+/*
+ * The .json member is parsed whole by jansson: valid JSON (RFC 8259,
+ * UTF-8) whose top level is an object; a key given twice in any object
+ * is refused (JSON_REJECT_DUPLICATES: readers disagree on which one wins,
+ * and a label must not depend on the reader); nesting is bounded by
+ * jansson's JSON_PARSER_MAX_DEPTH (2048 in Debian's); an integer beyond 64 bits
+ * fails the parse.  The member itself is at most TAR_LABEL_MAX bytes (the
+ * walk reads no more).  Thread-safe (jansson's hash seed is set once,
+ * atomically).
+ */
 int
 ds_label_json(const char *s, size_t n, const char *key, int64_t *v)
 {
-	size_t i = 0, a, b, klen = strlen(key);
+	json_error_t je;
+	json_t *doc, *val;
+	int r;
 
-	js_ws(s, n, &i);
-	if (i >= n || s[i++] != '{')
-		return -EINVAL;
-	for (;;) {
-		js_ws(s, n, &i);
-		if (i < n && s[i] == '}')
-			return -ENOENT;
-		if (i >= n || s[i] != '"' || !js_string(s, n, &i, &a, &b))
-			return -EINVAL;
-		js_ws(s, n, &i);
-		if (i >= n || s[i++] != ':')
-			return -EINVAL;
-		js_ws(s, n, &i);
-		if (b - a == klen && memcmp(s + a, key, klen) == 0) {
-			size_t e = i;
-
-			if (i < n && s[i] == '"') {
-				if (!js_string(s, n, &e, &a, &b))
-					return -EINVAL;
-				return ds_label_int(s + a, b - a, v);
-			}
-			while (e < n && s[e] != ',' && s[e] != '}')
-				e++;
-			return ds_label_int(s + i, e - i, v);
+	if ((doc = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+		switch (json_error_code(&je)) {
+		case json_error_out_of_memory:
+			return -ENOMEM;
+		case json_error_stack_overflow:
+			return -ELOOP;
+		case json_error_duplicate_key:
+			return -ENOTUNIQ;
+		case json_error_numeric_overflow:
+			return -EOVERFLOW;
+		default:
+			return -EBADMSG;
 		}
-		if (!js_skip(s, n, &i))
-			return -EINVAL;
-		js_ws(s, n, &i);
-		if (i < n && s[i] == ',') {
-			i++;
-			continue;
-		}
-		return i < n && s[i] == '}' ? -ENOENT : -EINVAL;
 	}
+	if (!json_is_object(doc))
+		r = -EBADMSG;
+	else if ((val = json_object_get(doc, key)) == NULL)
+		r = -ENOENT;
+	else if (json_is_integer(val)) {
+		json_int_t x = json_integer_value(val);
+
+		if (x < 0 || x > DS_MAX_LABEL)
+			r = -ERANGE;
+		else {
+			*v = (int64_t)x;
+			r = 0;
+		}
+	} else if (json_is_string(val))
+		r = ds_label_int(
+		    json_string_value(val), json_string_length(val), v);
+	else
+		r = -EINVAL;
+	json_decref(doc);
+	return r;
 }
 
 int
@@ -201,10 +153,21 @@ ds_label_of(const struct ds_label *lb, const struct tar_member *lm,
 		r = ds_label_int(lm->data, lm->dlen, label);
 	else
 		r = ds_label_json(lm->data, lm->dlen, lb->key, label);
+	if (r == -ENOMEM)
+		return r;
 	if (r == -ENOENT)
 		*bad = "the .json member has no such key";
 	else if (r == -ERANGE)
 		*bad = "label out of range (0 to 16777215)";
+	else if (r == -EBADMSG)
+		*bad = "the .json member is not a JSON object";
+	else if (r == -ELOOP)
+		*bad = "the .json member is nested deeper than " DS_STR(
+		    JSON_PARSER_MAX_DEPTH) " levels";
+	else if (r == -ENOTUNIQ)
+		*bad = "the .json member has a key twice in one object";
+	else if (r == -EOVERFLOW)
+		*bad = "the .json member has a number out of range";
 	else if (r != 0)
 		*bad = cls ? "a .cls member that is not an integer"
 			   : "a .json label that is not an integer";

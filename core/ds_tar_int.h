@@ -111,8 +111,12 @@ int ds_label_int(const char *s, size_t n, int64_t *v);
 
 /*
  * The integer field key of the top-level JSON object in s[0..n) (a
- * number, or a string holding one as ds_label_int reads it).  0, -ENOENT
- * (no such key), -EINVAL (malformed or not an integer), -ERANGE.
+ * number, or a string holding one as ds_label_int reads it), parsed by
+ * jansson (ds_label.c says the limits).  0, -ENOENT (no such key),
+ * -EINVAL (not an integer), -ERANGE (negative or above DS_MAX_LABEL),
+ * -EBADMSG (not JSON, or not an object), -ELOOP (nested too deep),
+ * -ENOTUNIQ (a key twice in one object), -EOVERFLOW (a number beyond 64
+ * bits), -ENOMEM.
  */
 int ds_label_json(const char *s, size_t n, const char *key, int64_t *v);
 
