@@ -46,7 +46,8 @@ int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
  */
 int ds_open_beneath(int dirfd, const char *rel, int flags);
 
-/* ---- tar shards (ds_tar.c) ---- */
+/* ---- tar shards: the walk (ds_tar_walk.c) and the kept index
+ * (ds_tar_index.c); the rest of the tar reader is in ds_tar_int.h ---- */
 
 /* What a member is; all but TM_FILE are refused when read (ds_tm_why). */
 enum tar_kind {
@@ -94,9 +95,9 @@ void ds_tar_index_free(struct tar_index *ix);
 const char *ds_tm_why(unsigned kind);
 
 /*
- * The kept index: encode (the shard's stat first, a SHA-256 last) and
- * parse through a checking cursor.  parse: -ESTALE when st (may be NULL:
- * not checked) is not the stat encoded, -EINVAL for anything malformed,
+ * The kept index (ds_tar_index.c): encode (the shard's stat first, a SHA-256
+ * last) and parse through a checking cursor.  parse: -ESTALE when st (may be
+ * NULL: not checked) is not the stat encoded, -EINVAL for anything malformed,
  * -ENOMEM.  Members' offsets are checked to lie inside the shard.
  */
 int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
