@@ -1,7 +1,10 @@
 /*
- * dataset.c - the index of a dataset's samples: an ImageFolder scan
- * (ds_scan.c) or a manifest, sorted by relative path; ds_safeopen.c opens
- * the samples.
+ * dataset.c - layer: dataset index, the top (calls its backends ds_scan.c
+ * and ds_tar.c, and ds_common.c under them all; none calls back up).  The
+ * index of a dataset's samples: an ImageFolder scan (ds_scan.c), a
+ * manifest, or tar shards (ds_tar.c), sorted by relative path, and the
+ * config's view of them (ds_open_cfg, classes = FILE); ds_safeopen.c
+ * opens the samples.
  *
  * Manifest entries are taken as they are, except that a path must not be
  * absolute or have a ".." component: whether the files exist is found out
@@ -25,16 +28,6 @@
 
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
 
-void
-ds_free_samples(struct ds_sample *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].path);
-		free(v[i].open_path);
-	}
-	free(v);
-}
-
 struct mline {
 	char *path;
 	int64_t label;
@@ -47,18 +40,6 @@ by_mpath(const void *a, const void *b)
 	const struct mline *x = a, *y = b;
 
 	return strcmp(x->path, y->path);
-}
-
-bool
-ds_has_dotdot(const char *path)
-{
-	for (const char *p = path; p != NULL; p = strchr(p, '/')) {
-		if (*p == '/')
-			p++;
-		if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
-			return true;
-	}
-	return false;
 }
 
 /* Parse "path<TAB>label" in line (changed in place): 0 or an error text. */
@@ -252,23 +233,6 @@ ds_open(const char *name, const char *root, const char *manifest,
 fail:
 	ds_free(ds);
 	return r;
-}
-
-void
-ds_free(struct dataset *ds)
-{
-	if (ds == NULL)
-		return;
-	ds_free_samples(ds->samples, ds->n);
-	for (size_t i = 0; i < ds->nshards; i++)
-		free(ds->shards[i].path);
-	free(ds->shards);
-	for (size_t i = 0; ds->classes != NULL && i < ds->nclasses; i++)
-		free(ds->classes[i]);
-	free(ds->classes);
-	free(ds->root);
-	free(ds->name);
-	free(ds);
 }
 
 /* The index of name in the class list v (n names), or -1. */

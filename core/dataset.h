@@ -91,7 +91,7 @@ int ds_open(const char *name, const char *root, const char *manifest,
 void ds_free(struct dataset *ds);
 
 /*
- * WebDataset tar shards (core/ds_tar.c).  shards is a glob
+ * WebDataset tar shards (core/ds_tar*.c).  shards is a glob
  * ("/d/shard-*.tar") or a file listing shard paths one a line (relative ones
  * from the file's directory; '#' starts a comment).  label is "cls" (the
  * integer text of the sample's .cls member), "json:KEY" (the integer field KEY

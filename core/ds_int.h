@@ -1,8 +1,10 @@
 /*
- * ds_int.h - what the files of the dataset index share (dataset.c: ds_open,
- * ds_free and the manifest; ds_scan.c: the ImageFolder scan; ds_safeopen.c:
- * ds_sample_open and the open through no symbolic link).  Not for use
- * outside core/dataset.c and core/ds_*.c.
+ * ds_int.h - layer: dataset index.  What the files of the dataset index
+ * share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
+ * ImageFolder scan; ds_tar*.c: tar shards; ds_safeopen.c: ds_sample_open
+ * and the open through no symbolic link; ds_common.c, under them all:
+ * ds_free and the helpers below).  Not for use outside core/dataset.c
+ * and core/ds_*.c (and the tests and fuzz targets of the tar reader).
  */
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H
@@ -16,8 +18,14 @@
 /* The progress callback runs every this many samples found. */
 #define DS_PROGRESS_EVERY 1000
 
-/* Free n samples at v, their paths, and v. */
+/* Free n samples at v, their paths, and v.  ds_common.c */
 void ds_free_samples(struct ds_sample *v, size_t n);
+
+/* Has path a ".." component (one that may leave the root)?  ds_common.c */
+bool ds_has_dotdot(const char *path);
+
+/* pread all of n bytes at off: 0, or -EIO (short) / -errno.  ds_common.c */
+int ds_pread_all(int fd, void *buf, size_t n, uint64_t off);
 
 /*
  * The ImageFolder scan of ds->root (realpath of root, which is named as
@@ -38,7 +46,8 @@ int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
  */
 int ds_open_beneath(int dirfd, const char *rel, int flags);
 
-/* ---- tar shards (ds_tar.c) ---- */
+/* ---- tar shards: the walk (ds_tar_walk.c) and the kept index
+ * (ds_tar_index.c); the rest of the tar reader is in ds_tar_int.h ---- */
 
 /* What a member is; all but TM_FILE are refused when read (ds_tm_why). */
 enum tar_kind {
@@ -86,17 +95,14 @@ void ds_tar_index_free(struct tar_index *ix);
 const char *ds_tm_why(unsigned kind);
 
 /*
- * The kept index: encode (the shard's stat first, a SHA-256 last) and
- * parse through a checking cursor.  parse: -ESTALE when st (may be NULL:
- * not checked) is not the stat encoded, -EINVAL for anything malformed,
+ * The kept index (ds_tar_index.c): encode (the shard's stat first, a SHA-256
+ * last) and parse through a checking cursor.  parse: -ESTALE when st (may be
+ * NULL: not checked) is not the stat encoded, -EINVAL for anything malformed,
  * -ENOMEM.  Members' offsets are checked to lie inside the shard.
  */
 int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
     uint8_t **out, size_t *len);
 int ds_tar_index_parse(
     const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix);
-
-/* Has path a ".." component (one that may leave the root)?  dataset.c */
-bool ds_has_dotdot(const char *path);
 
 #endif
