@@ -186,11 +186,19 @@ struct cache_ops {
 	void (*close)(struct cache *c);
 };
 
-/* Record the first failure (what failed: msg); from then on the cache is off.
- */
+/* err.c: record the first failure (what failed: msg); from then on the
+ * cache is off. */
 void cache_fail(struct cache *c, const char *what, const char *msg);
+
 /* Whether n bytes at p are all zero (an unknown digest or key). */
-bool cache_is_zero(const uint8_t *p, size_t n);
+static inline bool
+cache_is_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
 
 /* open.c: the checks of a cache directory in every role (cache_open):
  * cache_dir_open's, the descriptor then closed. */
@@ -255,7 +263,8 @@ int cache_evict_memos(struct cache *c, uint64_t want, uint64_t before,
 void cache_admin_lock_init(struct cache *c);
 void cache_admin_lock_destroy(struct cache *c);
 
-/* Flush both column families' memtables (the WAL is off); *e on error. */
+/* open.c: flush both column families' memtables (the WAL is off); *e on
+ * error (cache_close, and admin.c's cache_flush). */
 void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,
     char **e);
 

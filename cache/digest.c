@@ -1,5 +1,5 @@
 /*
- * digest.c - layer: store (calls codec.c, and open.c's cache_fail).  The
+ * digest.c - layer: store (calls codec.c, and err.c's cache_fail).  The
  * hashes (SHA-256 of sources, cache keys) and the digest memos, which let
  * a hit skip reading its source.
  *
@@ -32,15 +32,6 @@
 #include <rocksdb/c.h>
 
 #include "cache/cache_int.h"
-
-bool
-cache_is_zero(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != 0)
-			return false;
-	return true;
-}
 
 /*
  * On an allocation failure inside OpenSSL the digest is all zeroes, which

@@ -29,27 +29,6 @@
 
 #include "cache/cache_int.h"
 
-void
-cache_fail(struct cache *c, const char *what, const char *msg)
-{
-	pthread_mutex_lock(&c->errlock);
-	if (!atomic_load(&c->disabled)) {
-		snprintf(c->err, sizeof(c->err), "%s failed: %s", what, msg);
-		atomic_store(&c->disabled, true);
-	}
-	pthread_mutex_unlock(&c->errlock);
-}
-
-const char *
-cache_error(struct cache *c)
-{
-	if (c != NULL && c->ops != NULL)
-		return c->ops->error(c);
-	if (c == NULL || !atomic_load(&c->disabled))
-		return NULL;
-	return c->err;
-}
-
 /*
  * Make the files in the directory dfd 0600 (best effort): RocksDB creates
  * them 0644 less the umask, and a library cannot change the umask of the
@@ -761,4 +740,13 @@ fail:
 	close(dfd);
 	cache_close(c);
 	return r;
+}
+
+void
+cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo, char **e)
+{
+	/* The values first: an index entry never names a lost value. */
+	rocksdb_flush_cf(c->db, fo, c->vcf, e);
+	if (*e == NULL)
+		rocksdb_flush_cf(c->db, fo, c->cf[0], e);
 }

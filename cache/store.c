@@ -1,6 +1,6 @@
 /*
  * store.c - layer: store (the bottom, with open.c, digest.c, admin.c and
- * codec.c; calls codec.c, and open.c's cache_fail).  cache_get,
+ * codec.c; calls codec.c, and err.c's cache_fail).  cache_get,
  * cache_put, eviction of the oldest values, the scan of the index, and
  * the admin lock that keeps the admission totals true (cache_int.h).
  */
