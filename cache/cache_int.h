@@ -55,7 +55,7 @@
 #define CACHE_VAL_OVERHEAD (CODEC_ENV_HDR + 9 + 41 + 33 + 64)
 /*
  * What a digest memo counts against admit_bytes: its 'D' and 'M' records
- * and slack.  Memos take at most cache_memo_budget of it (digest.c).
+ * and slack.  Memos take at most cache_memo_budget of it (memo.c).
  * 242 bytes: cache.h says so.
  */
 #define CACHE_MEMO_COST                                                       \
@@ -125,7 +125,7 @@ struct cache {
 	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
 	pthread_rwlock_t admin;
 	/*
-	 * Digest memos (digest.c): the next 'M' seq, their number and cost
+	 * Digest memos (digest.c, memo.c): the next 'M' seq, their number and cost
 	 * (CACHE_MEMO_COST each, in admission beside used), and how many
 	 * were evicted.  memo serializes every write of memos (put, the drop
 	 * of a stale one, eviction, clear), so that the counts stay true to
@@ -233,17 +233,34 @@ extern _Thread_local bool cache_no_evict;
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
 
-/* The bytes admission fills the store up to, values and memos. */
-uint64_t cache_admit_bytes(const struct cache *c);
 /* Run cache_maintain now, or wake the owner's maintenance thread for it. */
 void cache_maintain_soon(struct cache *c);
 
-/* digest.c */
+/* memo.c */
+/* The bytes admission fills the store up to, values and memos. */
+uint64_t cache_admit_bytes(const struct cache *c);
 /*
  * The bytes memos may take: a 32nd of cache_admit_bytes, kept for them
  * (values are admitted up to the rest).
  */
 uint64_t cache_memo_budget(const struct cache *c);
+/*
+ * The memo under k: 0 and its value in v (CODEC_MEMO_VAL bytes, *seq its
+ * 'M' record's), -ENOENT, or -EINVAL for one of the format before 'M'
+ * records (*seq 0: counted nowhere).
+ */
+int cache_memo_read(struct cache *c, const uint8_t k[CODEC_MEMO_KEY],
+    uint8_t v[CODEC_MEMO_VAL], uint64_t *seq);
+/* Forget n counted memos (their 'M' records are gone), under c->memo. */
+void cache_memo_uncount(struct cache *c, uint64_t n);
+/*
+ * Room for a new memo in the memos' share, holding c->memo: when it is
+ * full, the oldest go.  *last: the seq of the newest memo evicted (for
+ * cache_memo_compact), or left.  Whether there is room.
+ */
+bool cache_memo_room(struct cache *c, uint64_t *last);
+/* The space of the 'M' records up to seq last back. */
+void cache_memo_compact(struct cache *c, uint64_t last);
 /*
  * The memo seq and counts from the 'M' records (at open, and by clear
  * holding c->memo); at open, memos of the format before 'M' records are

@@ -134,12 +134,6 @@ cache_load_totals(struct cache *c)
 	atomic_store(&c->oldest_time, t.oldest);
 }
 
-uint64_t
-cache_admit_bytes(const struct cache *c)
-{
-	return c->size_bound - c->size_bound / 20;
-}
-
 static void
 sub_sat(atomic_uint_least64_t *a, uint64_t v)
 {
