@@ -28,11 +28,14 @@
  *
  * Files, each opening with a comment saying its layer (the layers read
  * one way: store <- owner <- server/client <- handle; share_int.h):
- * dir.c (the directory's checks, on its descriptor), open.c (open, close,
- * options, moving a store aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
- * the scan of the index), admin.c (verify, evict, clear, compact, flush,
- * and the one executor of control requests), ctl.c (the control socket), codec.c (the
- * records' bytes), and the store shared by the mounts of a machine:
+ * err.c (a store's first failure), dir.c (the directory's checks, on its
+ * descriptor), memo.c (the memos' records: their share, room, eviction),
+ * index.c (the scan of the index, the totals loaded from it), store.c
+ * (get, put, eviction), stats.c (a store's figures), digest.c (hashes,
+ * digest memos), open.c (open, close, moving a store aside), admin.c
+ * (verify, evict, clear, compact, flush, and the one executor of control
+ * requests), ctl.c (the control socket), codec.c (the records' bytes),
+ * and the store shared by the mounts of a machine:
  * owner.c (who may own and serve it), wire.c (the data socket's frames),
  * srv.c (the owner's server), client.c (a client's connections), handle.c
  * (cache_open_shared's handle, local or remote, and the takeover).
@@ -223,7 +226,7 @@ void cache_maintain(struct cache *c);
 /* Set on the owner's request threads (srv.c): their puts never evict. */
 extern _Thread_local bool cache_no_evict;
 /*
- * The next sequence number (one past the newest 'T' entry) and the
+ * index.c: the next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the
  * staleness defaults to CACHE_STALE_DEFAULT.  Called at open; admin.c
  * calls cache_load_totals after it deletes entries, holding c->admin
