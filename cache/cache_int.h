@@ -27,18 +27,21 @@
  * tells feedfs-cache the prefix and age of each entry (ls, evict).
  *
  * Files, each opening with a comment saying its layer (the layers read
- * one way: store <- owner <- server/client <- handle; share_int.h):
- * err.c (a store's first failure), dir.c (the directory's checks, on its
- * descriptor), memo.c (the memos' records: their share, room, eviction),
- * index.c (the scan of the index, the totals loaded from it), store.c
- * (get, put, eviction), stats.c (a store's figures), digest.c (hashes,
- * digest memos), open.c (open, close, moving a store aside), admin.c
- * (verify, evict, clear, compact, flush, and the one executor of control
- * requests), ctl.c (the control socket), codec.c (the records' bytes),
- * and the store shared by the mounts of a machine:
+ * one way: store <- owner <- server/client <- handle; share_int.h).  The
+ * store's files, each calling only those before it: codec.c (the
+ * records' bytes), err.c (a store's first failure), dir.c (the
+ * directory's checks, on its descriptor), memo.c (the memos' records:
+ * their share, room, eviction), index.c (the scan of the index, the
+ * totals loaded from it), store.c (get, put, eviction), stats.c (a
+ * store's figures), digest.c (hashes, digest memos), options.c (RocksDB's
+ * options, the size bound), open.c (open, close, moving a store aside),
+ * admin.c (verify, evict, clear, compact, flush, and the one executor of
+ * control requests); and the store shared by the mounts of a machine:
  * owner.c (who may own and serve it), wire.c (the data socket's frames),
- * srv.c (the owner's server), client.c (a client's connections), handle.c
- * (cache_open_shared's handle, local or remote, and the takeover).
+ * putq.c and srv.c (the owner's server: its put queue, its
+ * connections), ctl.c (the control socket, beside srv.c), client.c (a
+ * client's connections), handle.c (cache_open_shared's handle, local or
+ * remote, and the takeover).
  */
 #ifndef FEEDFS_CACHE_INT_H
 #define FEEDFS_CACHE_INT_H
@@ -128,8 +131,8 @@ struct cache {
 	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
 	pthread_rwlock_t admin;
 	/*
-	 * Digest memos (digest.c, memo.c): the next 'M' seq, their number and cost
-	 * (CACHE_MEMO_COST each, in admission beside used), and how many
+	 * Digest memos (digest.c, memo.c): the next 'M' seq, their number and
+	 * cost (CACHE_MEMO_COST each, in admission beside used), and how many
 	 * were evicted.  memo serializes every write of memos (put, the drop
 	 * of a stale one, eviction, clear), so that the counts stay true to
 	 * the 'M' records.
@@ -213,12 +216,6 @@ int cache_lookup_seq(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t *seq);
 /* Bytes the store holds now: live files plus memtables (approximate). */
 uint64_t cache_store_bytes(struct cache *c);
-/*
- * cache_size = auto (open.c): what the bound was chosen from (NULL for a
- * set bound); a takeover keeps at least the old owner's bound (was).
- */
-const char *cache_auto_note(struct cache *c);
-void cache_keep_bound(struct cache *c, uint64_t was);
 /* Delete the oldest values until about want bytes are freed. */
 void cache_evict_oldest(struct cache *c, uint64_t want);
 /* The check of the store's size against its bound, and its eviction. */
@@ -282,6 +279,22 @@ int cache_evict_memos(struct cache *c, uint64_t want, uint64_t before,
  * makes). */
 void cache_admin_lock_init(struct cache *c);
 void cache_admin_lock_destroy(struct cache *c);
+
+/* options.c */
+/*
+ * c's RocksDB options and handles (opts, topts, bcache, filter, ropts,
+ * vropts, wopts) for the bounds; free_handles in open.c destroys them.
+ */
+void cache_set_options(
+    struct cache *c, uint64_t size_bound, uint64_t mem_bound);
+/* cache_size = auto: the bound from dfd's filesystem (dir: its name). */
+void cache_choose_bound(struct cache *c, int dfd, const char *dir);
+/*
+ * cache_size = auto: what the bound was chosen from (NULL for a set
+ * bound); a takeover keeps at least the old owner's bound (was).
+ */
+const char *cache_auto_note(struct cache *c);
+void cache_keep_bound(struct cache *c, uint64_t was);
 
 /* open.c: flush both column families' memtables (the WAL is off); *e on
  * error (cache_close, and admin.c's cache_flush). */

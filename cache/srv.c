@@ -599,7 +599,8 @@ srv_start(struct cache *c, const struct share_self *self, const char *dir,
 	if ((r = -pthread_create(&s->put_thread, NULL, srv_put_thread, s)) != 0)
 		goto fail_fd;
 	started = 1;
-	if ((r = -pthread_create(&s->maint_thread, NULL, srv_maint_thread, s)) != 0)
+	if ((r = -pthread_create(
+		 &s->maint_thread, NULL, srv_maint_thread, s)) != 0)
 		goto fail_fd;
 	started = 2;
 	c->maint_arg = s;

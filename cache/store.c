@@ -532,7 +532,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	 */
 	if (old_seq == 0) {
 		if (!counted)
-			atomic_fetch_add(&c->used, cache_entry_cost(v->len, plen));
+			atomic_fetch_add(
+			    &c->used, cache_entry_cost(v->len, plen));
 		atomic_fetch_add(&c->entries, 1);
 	}
 	atomic_fetch_add(&c->bytes_written, CODEC_ENV_HDR + v->len);
