@@ -39,9 +39,9 @@
  * control requests); and the store shared by the mounts of a machine:
  * owner.c (who may own and serve it), wire.c (the data socket's frames),
  * putq.c and srv.c (the owner's server: its put queue, its
- * connections), ctl.c (the control socket, beside srv.c), client.c (a
- * client's connections), handle.c (cache_open_shared's handle, local or
- * remote, and the takeover).
+ * connections), ctl.c (the control socket, beside srv.c), breaker.c and
+ * client.c (a client: its breaker, its connections), handle.c
+ * (cache_open_shared's handle, local or remote, and the takeover).
  */
 #ifndef FEEDFS_CACHE_INT_H
 #define FEEDFS_CACHE_INT_H
