@@ -1,7 +1,8 @@
 /*
- * digest.c - layer: store (calls codec.c, and err.c's cache_fail).  The
- * hashes (SHA-256 of sources, cache keys) and the digest memos, which let
- * a hit skip reading its source.
+ * digest.c - layer: store (above memo.c and store.c; calls codec.c and
+ * err.c).  The hashes (SHA-256 of sources, cache keys) and the digest
+ * memos' lookups, which let a hit skip reading its source (their records'
+ * share, room and eviction: memo.c).
  *
  * Digest memos are small (~100 bytes a source file) but as many as the
  * source files (or tar members): they count against admit_bytes
