@@ -210,15 +210,6 @@ cache_compact(struct cache *c)
 	return compact_all(c);
 }
 
-void
-cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo, char **e)
-{
-	/* The values first: an index entry never names a lost value. */
-	rocksdb_flush_cf(c->db, fo, c->vcf, e);
-	if (*e == NULL)
-		rocksdb_flush_cf(c->db, fo, c->cf[0], e);
-}
-
 int
 cache_flush(struct cache *c, char *err, size_t errlen)
 {

@@ -27,14 +27,20 @@
  * tells feedfs-cache the prefix and age of each entry (ls, evict).
  *
  * Files, each opening with a comment saying its layer (the layers read
- * one way: store <- owner <- server/client <- handle; share_int.h):
- * dir.c (the directory's checks, on its descriptor), open.c (open, close,
- * options, moving a store aside), digest.c (hashes, digest memos), store.c (get, put, eviction,
- * the scan of the index), admin.c (verify, evict, clear, compact, flush,
- * and the one executor of control requests), ctl.c (the control socket), codec.c (the
- * records' bytes), and the store shared by the mounts of a machine:
+ * one way: store <- owner <- server/client <- handle; share_int.h).  The
+ * store's files, each calling only those before it: codec.c (the
+ * records' bytes), err.c (a store's first failure), dir.c (the
+ * directory's checks, on its descriptor), memo.c (the memos' records:
+ * their share, room, eviction), index.c (the scan of the index, the
+ * totals loaded from it), store.c (get, put, eviction), stats.c (a
+ * store's figures), digest.c (hashes, digest memos), options.c (RocksDB's
+ * options, the size bound), open.c (open, close, moving a store aside),
+ * admin.c (verify, evict, clear, compact, flush, and the one executor of
+ * control requests); and the store shared by the mounts of a machine:
  * owner.c (who may own and serve it), wire.c (the data socket's frames),
- * srv.c (the owner's server), client.c (a client's connections), handle.c
+ * putq.c and srv.c (the owner's server: its put queue, its
+ * connections), ctl.c (the control socket, beside srv.c), breaker.c and
+ * client.c (a client: its breaker, its connections), handle.c
  * (cache_open_shared's handle, local or remote, and the takeover).
  */
 #ifndef FEEDFS_CACHE_INT_H
@@ -55,7 +61,7 @@
 #define CACHE_VAL_OVERHEAD (CODEC_ENV_HDR + 9 + 41 + 33 + 64)
 /*
  * What a digest memo counts against admit_bytes: its 'D' and 'M' records
- * and slack.  Memos take at most cache_memo_budget of it (digest.c).
+ * and slack.  Memos take at most cache_memo_budget of it (memo.c).
  * 242 bytes: cache.h says so.
  */
 #define CACHE_MEMO_COST                                                       \
@@ -125,8 +131,8 @@ struct cache {
 	atomic_uint_least64_t oversize; /* over size_bound / 4: not stored */
 	pthread_rwlock_t admin;
 	/*
-	 * Digest memos (digest.c): the next 'M' seq, their number and cost
-	 * (CACHE_MEMO_COST each, in admission beside used), and how many
+	 * Digest memos (digest.c, memo.c): the next 'M' seq, their number and
+	 * cost (CACHE_MEMO_COST each, in admission beside used), and how many
 	 * were evicted.  memo serializes every write of memos (put, the drop
 	 * of a stale one, eviction, clear), so that the counts stay true to
 	 * the 'M' records.
@@ -186,11 +192,19 @@ struct cache_ops {
 	void (*close)(struct cache *c);
 };
 
-/* Record the first failure (what failed: msg); from then on the cache is off.
- */
+/* err.c: record the first failure (what failed: msg); from then on the
+ * cache is off. */
 void cache_fail(struct cache *c, const char *what, const char *msg);
+
 /* Whether n bytes at p are all zero (an unknown digest or key). */
-bool cache_is_zero(const uint8_t *p, size_t n);
+static inline bool
+cache_is_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
 
 /* open.c: the checks of a cache directory in every role (cache_open):
  * cache_dir_open's, the descriptor then closed. */
@@ -202,12 +216,6 @@ int cache_lookup_seq(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t *seq);
 /* Bytes the store holds now: live files plus memtables (approximate). */
 uint64_t cache_store_bytes(struct cache *c);
-/*
- * cache_size = auto (open.c): what the bound was chosen from (NULL for a
- * set bound); a takeover keeps at least the old owner's bound (was).
- */
-const char *cache_auto_note(struct cache *c);
-void cache_keep_bound(struct cache *c, uint64_t was);
 /* Delete the oldest values until about want bytes are freed. */
 void cache_evict_oldest(struct cache *c, uint64_t want);
 /* The check of the store's size against its bound, and its eviction. */
@@ -215,7 +223,7 @@ void cache_maintain(struct cache *c);
 /* Set on the owner's request threads (srv.c): their puts never evict. */
 extern _Thread_local bool cache_no_evict;
 /*
- * The next sequence number (one past the newest 'T' entry) and the
+ * index.c: the next sequence number (one past the newest 'T' entry) and the
  * admission totals (used, entries, oldest_time), from a scan of 'T'; the
  * staleness defaults to CACHE_STALE_DEFAULT.  Called at open; admin.c
  * calls cache_load_totals after it deletes entries, holding c->admin
@@ -225,17 +233,34 @@ extern _Thread_local bool cache_no_evict;
 void cache_load_seq(struct cache *c);
 void cache_load_totals(struct cache *c);
 
-/* The bytes admission fills the store up to, values and memos. */
-uint64_t cache_admit_bytes(const struct cache *c);
 /* Run cache_maintain now, or wake the owner's maintenance thread for it. */
 void cache_maintain_soon(struct cache *c);
 
-/* digest.c */
+/* memo.c */
+/* The bytes admission fills the store up to, values and memos. */
+uint64_t cache_admit_bytes(const struct cache *c);
 /*
  * The bytes memos may take: a 32nd of cache_admit_bytes, kept for them
  * (values are admitted up to the rest).
  */
 uint64_t cache_memo_budget(const struct cache *c);
+/*
+ * The memo under k: 0 and its value in v (CODEC_MEMO_VAL bytes, *seq its
+ * 'M' record's), -ENOENT, or -EINVAL for one of the format before 'M'
+ * records (*seq 0: counted nowhere).
+ */
+int cache_memo_read(struct cache *c, const uint8_t k[CODEC_MEMO_KEY],
+    uint8_t v[CODEC_MEMO_VAL], uint64_t *seq);
+/* Forget n counted memos (their 'M' records are gone), under c->memo. */
+void cache_memo_uncount(struct cache *c, uint64_t n);
+/*
+ * Room for a new memo in the memos' share, holding c->memo: when it is
+ * full, the oldest go.  *last: the seq of the newest memo evicted (for
+ * cache_memo_compact), or left.  Whether there is room.
+ */
+bool cache_memo_room(struct cache *c, uint64_t *last);
+/* The space of the 'M' records up to seq last back. */
+void cache_memo_compact(struct cache *c, uint64_t last);
 /*
  * The memo seq and counts from the 'M' records (at open, and by clear
  * holding c->memo); at open, memos of the format before 'M' records are
@@ -255,7 +280,24 @@ int cache_evict_memos(struct cache *c, uint64_t want, uint64_t before,
 void cache_admin_lock_init(struct cache *c);
 void cache_admin_lock_destroy(struct cache *c);
 
-/* Flush both column families' memtables (the WAL is off); *e on error. */
+/* options.c */
+/*
+ * c's RocksDB options and handles (opts, topts, bcache, filter, ropts,
+ * vropts, wopts) for the bounds; free_handles in open.c destroys them.
+ */
+void cache_set_options(
+    struct cache *c, uint64_t size_bound, uint64_t mem_bound);
+/* cache_size = auto: the bound from dfd's filesystem (dir: its name). */
+void cache_choose_bound(struct cache *c, int dfd, const char *dir);
+/*
+ * cache_size = auto: what the bound was chosen from (NULL for a set
+ * bound); a takeover keeps at least the old owner's bound (was).
+ */
+const char *cache_auto_note(struct cache *c);
+void cache_keep_bound(struct cache *c, uint64_t was);
+
+/* open.c: flush both column families' memtables (the WAL is off); *e on
+ * error (cache_close, and admin.c's cache_flush). */
 void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,
     char **e);
 

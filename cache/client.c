@@ -1,6 +1,7 @@
 /*
- * client.c - layer: client (above owner.c and wire.c; under handle.c).
- * A mount's connections to the owner of a shared cache directory.
+ * client.c - layer: client (above breaker.c, owner.c and wire.c; under
+ * handle.c).  A mount's connections to the owner of a shared cache
+ * directory.
  *
  * A new connection is made only to the process that holds the store's
  * lease (owner_lease), of our user (owner_connect checks SO_PEERCRED, and
@@ -20,21 +21,8 @@
  * reading its reply, and every reply goes through its decoder (wire.h): a
  * GET's envelope must be of the key asked for, else a miss, counted.
  *
- * When a request fails, the lease tells what happened:
- *   - nobody holds the store: -ENOTCONN, the handle may take it over;
- *   - its holder is stopped (state T): the breaker opens;
- *   - its holder runs (a slow owner), or its pid is not visible from here
- *     (another PID namespace): this request is a miss; after
- *     BREAKER_TIMEOUTS deadlines in a row with no reply between them the
- *     breaker opens (said once), and while it keeps being late after the
- *     probe, its open time doubles;
- *   - no new connection can be made to a running holder: the breaker opens.
- * While the breaker is open every request misses at once.  It stays open
- * RPC_TIMEOUT_MS (BREAKER_START_MS for a holder that runs but has no
- * socket yet: it is taking over), doubling up to BREAKER_MAX_MS each time
- * its probe fails; past that time one thread (single flight) probes with
- * a new connection while the others go on missing, and closes the
- * breaker when the probe works.
+ * When a request fails, the lease tells what happened, and the breaker
+ * may open: breaker.c.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,61 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/share_int.h"
-
-struct client {
-	char dir[4096];
-	struct share_self *self;
-	cache_log_fn say;
-
-	pthread_mutex_t lock; /* protects the rest but the atomics */
-	pthread_cond_t freed; /* a connection went idle or closed */
-	int *idle;	      /* pool_max */
-	int nidle, nopen, pool_max;
-	long owner; /* the pid of the last HELLO's owner (for the log) */
-	/* The lease token of the last HELLO: who the owner is. */
-	uint8_t token[OWNER_TOKEN_LEN];
-	bool attached;		      /* token is set */
-	uint64_t open_until, open_ms; /* the breaker: closed when open_ms 0 */
-	uint64_t busy_until;	      /* the owner said busy: no new conns */
-	uint64_t slow_ms;	      /* the late owner's breaker time */
-	atomic_uint timeouts;	      /* deadlines passed in a row */
-	bool probing, said_stopped, said_gone, said_dir, said_busy;
-	bool said_late, said_unverified;
-
-	atomic_uint_least64_t put_limit, size_bound;
-	atomic_uint_least64_t bytes_read, bytes_written, insert_failures;
-	atomic_uint_least64_t invalid, dropped;
-
-	/* The owner's cache_error, once it said its store is off. */
-	atomic_bool failed;
-	char err[256]; /* written under lock, before failed is set */
-};
-
-static void
-say(struct client *cl, bool warn, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	if (cl->say == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cl->say(warn, msg);
-}
-
-/* Close the idle connections; lock held. */
-static void
-pool_flush_locked(struct client *cl)
-{
-	while (cl->nidle > 0) {
-		close(cl->idle[--cl->nidle]);
-		cl->nopen--;
-	}
-	pthread_cond_broadcast(&cl->freed);
-}
+#include "cache/client_int.h"
 
 /* Close a connection taken by conn_get (not pooled again). */
 static void
@@ -115,162 +49,6 @@ conn_drop(struct client *cl, int fd)
 	cl->nopen--;
 	pthread_cond_signal(&cl->freed);
 	pthread_mutex_unlock(&cl->lock);
-}
-
-/*
- * Open the breaker for at least first_ms; a failed probe (probe) doubles
- * its time, up to BREAKER_MAX_MS.  Other failures while it is open (the
- * requests that were in flight) leave it as it is: they are one failure.
- */
-static void
-breaker_open(
-    struct client *cl, long pid, bool stopped, bool probe, uint64_t first_ms)
-{
-	bool tell;
-
-	pthread_mutex_lock(&cl->lock);
-	if (cl->open_ms == 0 || probe) {
-		uint64_t ms = cl->open_ms * 2;
-
-		if (ms < first_ms)
-			ms = first_ms;
-		cl->open_ms = ms > BREAKER_MAX_MS ? BREAKER_MAX_MS : ms;
-		cl->open_until = wire_now_ns() + cl->open_ms * 1000000u;
-	}
-	pool_flush_locked(cl);
-	tell = stopped && !cl->said_stopped;
-	if (stopped)
-		cl->said_stopped = true;
-	pthread_mutex_unlock(&cl->lock);
-	if (tell)
-		say(cl, true,
-		    "the owner of %s (pid %ld) is stopped: reads miss the "
-		    "cache until it runs again",
-		    cl->dir, pid);
-}
-
-/*
- * The lease: who holds the store now, and in what state.  UNSEEN: held
- * by a process whose pid /proc does not show (another PID namespace):
- * whether it runs is not known here, only what it answers.
- */
-enum holder_state {
-	HOLDER_NONE,
-	HOLDER_RUNNING,
-	HOLDER_UNSEEN,
-	HOLDER_STOPPED,
-	HOLDER_BAD
-};
-
-static enum holder_state
-holder_state(struct client *cl, long *pid)
-{
-	int r = owner_lease(cl->dir, pid), st;
-
-	if (r < 0)
-		return HOLDER_BAD;
-	if (r == 0)
-		return HOLDER_NONE;
-	if (*pid == 0)
-		return HOLDER_UNSEEN;
-	if ((st = owner_stopped(*pid)) < 0)
-		return HOLDER_NONE; /* gone since: its lock with it */
-	return st ? HOLDER_STOPPED : HOLDER_RUNNING;
-}
-
-/* Whether the holder pid (0: not visible) is stopped: 1, else 0. */
-static int
-stopped(long pid)
-{
-	return pid > 0 && owner_stopped(pid) == 1;
-}
-
-/*
- * A request passed its deadline on a holder that runs, or one whose
- * state is not visible: the BREAKER_TIMEOUTS-th in a row opens the
- * breaker (after its probe, the next late one opens it again, its time
- * doubled).
- */
-static void
-note_late(struct client *cl, long pid)
-{
-	uint64_t ms = 0;
-	bool tell = false;
-
-	pthread_mutex_lock(&cl->lock);
-	if (cl->open_ms == 0 &&
-	    atomic_fetch_add(&cl->timeouts, 1) + 1 >= BREAKER_TIMEOUTS) {
-		ms = cl->slow_ms == 0 ? RPC_TIMEOUT_MS : cl->slow_ms * 2;
-		cl->slow_ms = ms > BREAKER_MAX_MS ? BREAKER_MAX_MS : ms;
-		ms = cl->slow_ms;
-		atomic_store(&cl->timeouts, BREAKER_TIMEOUTS - 1);
-		tell = !cl->said_late;
-		cl->said_late = true;
-	}
-	pthread_mutex_unlock(&cl->lock);
-	if (ms == 0)
-		return;
-	breaker_open(cl, pid, false, false, ms);
-	if (tell)
-		say(cl, true,
-		    "the owner of %s did not answer %d requests in a row "
-		    "within %d ms: reads miss the cache for %llu ms, then one "
-		    "request at a time probes it",
-		    cl->dir, BREAKER_TIMEOUTS, RPC_TIMEOUT_MS,
-		    (unsigned long long)ms);
-}
-
-/* A reply came: the owner answers, not late. */
-static void
-note_answer(struct client *cl)
-{
-	if (atomic_load(&cl->timeouts) == 0)
-		return;
-	pthread_mutex_lock(&cl->lock);
-	atomic_store(&cl->timeouts, 0);
-	cl->slow_ms = 0;
-	cl->said_late = false;
-	pthread_mutex_unlock(&cl->lock);
-}
-
-/* Nobody holds the store: say so once per owner lost, -ENOTCONN. */
-static int
-owner_gone(struct client *cl)
-{
-	long was;
-	bool tell;
-
-	pthread_mutex_lock(&cl->lock);
-	pool_flush_locked(cl);
-	was = cl->owner;
-	tell = cl->attached && !cl->said_gone;
-	cl->said_gone = true;
-	pthread_mutex_unlock(&cl->lock);
-	if (tell)
-		say(cl, true,
-		    "the owner of %s (pid %ld) went away; reads miss the cache "
-		    "until a new owner serves it",
-		    cl->dir, was);
-	return -ENOTCONN;
-}
-
-/* The owner is at its cap of connections: said once, no new ones a while. */
-static void
-owner_busy(struct client *cl)
-{
-	bool tell;
-
-	pthread_mutex_lock(&cl->lock);
-	cl->busy_until = wire_now_ns() + (uint64_t)BUSY_WAIT_MS * 1000000u;
-	tell = !cl->said_busy;
-	cl->said_busy = true;
-	pthread_mutex_unlock(&cl->lock);
-	if (tell)
-		say(cl, true,
-		    "the owner of %s is at its cap of connections: this mount "
-		    "keeps the ones it has, and a request finding none free "
-		    "misses",
-		    cl->dir);
 }
 
 /*
@@ -301,17 +79,17 @@ conn_new(struct client *cl, bool probe)
 		cl->said_dir = true;
 		pthread_mutex_unlock(&cl->lock);
 		if (tell)
-			say(cl, true, "%s; reads miss the cache", why);
+			client_say(cl, true, "%s; reads miss the cache", why);
 		return -EACCES;
 	}
-	switch (holder_state(cl, &pid)) {
+	switch (client_holder_state(cl, &pid)) {
 	case HOLDER_NONE:
-		return owner_gone(cl);
+		return client_owner_gone(cl);
 	case HOLDER_STOPPED:
-		breaker_open(cl, pid, true, probe, RPC_TIMEOUT_MS);
+		client_breaker_open(cl, pid, true, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_BAD:
-		breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
+		client_breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	case HOLDER_RUNNING:
 	case HOLDER_UNSEEN:
@@ -325,7 +103,7 @@ conn_new(struct client *cl, bool probe)
 		 */
 		bool starting = fd == -ECONNREFUSED || fd == -ENOENT;
 
-		breaker_open(cl, pid, stopped(pid), probe,
+		client_breaker_open(cl, pid, client_stopped(pid), probe,
 		    starting ? BREAKER_START_MS : RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
@@ -344,7 +122,7 @@ conn_new(struct client *cl, bool probe)
 	if (re == 0 && wire_dec_rep_hdr(rb, WIRE_HELLO, 0, &rep) == 0 &&
 	    rep.status == -EBUSY) {
 		close(fd);
-		owner_busy(cl);
+		client_owner_busy(cl);
 		return -EBUSY;
 	}
 	if ((e = se) != 0 || (e = re) != 0 ||
@@ -353,7 +131,8 @@ conn_new(struct client *cl, bool probe)
 	    (e = wire_read(fd, body, sizeof(body), deadline)) != 0 ||
 	    (e = wire_dec_hello_rep(body, sizeof(body), &hr)) != 0) {
 		close(fd);
-		breaker_open(cl, pid, stopped(pid), probe, RPC_TIMEOUT_MS);
+		client_breaker_open(
+		    cl, pid, client_stopped(pid), probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
 	/*
@@ -368,12 +147,12 @@ conn_new(struct client *cl, bool probe)
 		cl->said_unverified = true;
 		pthread_mutex_unlock(&cl->lock);
 		if (tell)
-			say(cl, true,
+			client_say(cl, true,
 			    "the process serving %s/%s does not show the lease "
 			    "token of %s/%s: it cannot be verified as the "
 			    "owner, and reads miss the cache",
 			    cl->dir, DATA_NAME, cl->dir, OWNER_ID);
-		breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
+		client_breaker_open(cl, pid, false, probe, RPC_TIMEOUT_MS);
 		return -ENOENT;
 	}
 	atomic_store(&cl->put_limit, hr.put_limit);
@@ -386,7 +165,7 @@ conn_new(struct client *cl, bool probe)
 		  memcmp(cl->token, tok, sizeof(tok)) != 0;
 	if (cl->attached && memcmp(cl->token, tok, sizeof(tok)) != 0) {
 		/* A new owner: what the old one said of its store is void. */
-		pool_flush_locked(cl);
+		client_pool_flush_locked(cl);
 		atomic_store(&cl->failed, false);
 		cl->err[0] = '\0';
 	}
@@ -398,11 +177,11 @@ conn_new(struct client *cl, bool probe)
 	cl->open_until = 0;
 	pthread_mutex_unlock(&cl->lock);
 	if (changed && pid > 0)
-		say(cl, false,
+		client_say(cl, false,
 		    "attached to the cache in %s, owned by feedfs pid %ld",
 		    cl->dir, shown);
 	else if (changed)
-		say(cl, false,
+		client_say(cl, false,
 		    "attached to the cache in %s, owned by feedfs pid %ld of "
 		    "another PID namespace",
 		    cl->dir, shown);
@@ -500,33 +279,6 @@ conn_put(struct client *cl, int fd)
 }
 
 /*
- * What a failed request (e, on an established connection) means: the
- * owner gone (-ENOTCONN), stopped (the breaker), or slow (a miss).
- */
-static int
-request_failed(struct client *cl, int e)
-{
-	long pid;
-
-	switch (holder_state(cl, &pid)) {
-	case HOLDER_NONE:
-		return owner_gone(cl);
-	case HOLDER_STOPPED:
-		breaker_open(cl, pid, true, false, RPC_TIMEOUT_MS);
-		return -ENOENT;
-	case HOLDER_BAD:
-		breaker_open(cl, pid, false, false, RPC_TIMEOUT_MS);
-		return -ENOENT;
-	default:
-		/* Late: BREAKER_TIMEOUTS of them in a row open the breaker;
-		 * one that dropped us: a miss. */
-		if (e == -ETIMEDOUT)
-			note_late(cl, pid);
-		return -ENOENT;
-	}
-}
-
-/*
  * Send a request of op (body: n iovecs) and, want, read its reply header
  * into *rep; the body is left on *fdp.  0 (*fdp open when want), or
  * -ENOENT / -ENOTCONN as the requests return.
@@ -561,14 +313,14 @@ rpc(struct client *cl, uint32_t op, const struct iovec *body, int n, bool want,
 		    (e = wire_dec_rep_hdr(
 			 rb, op, atomic_load(&cl->put_limit), rep)) == 0) {
 			*fdp = fd;
-			note_answer(cl);
+			client_note_answer(cl);
 			return 0;
 		}
 		conn_drop(cl, fd);
 		/* An idle connection the owner closed: once more, anew. */
 		if (pooled && (e == -ECONNRESET || e == -EPIPE))
 			continue;
-		return request_failed(cl, e);
+		return client_request_failed(cl, e);
 	}
 	return -ENOENT;
 }
@@ -612,7 +364,7 @@ client_get(
 	if ((e = wire_read(fd, buf, rep.len, deadline)) != 0) {
 		free(buf);
 		conn_drop(cl, fd);
-		return request_failed(cl, e);
+		return client_request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
 	if (wire_dec_get_rep(buf, rep.len, key, &got) != 0) {
@@ -684,7 +436,7 @@ client_get_digest(struct client *cl, const char *path, const struct stat *st,
 	}
 	if ((e = wire_read(fd, d, rep.len, deadline)) != 0) {
 		conn_drop(cl, fd);
-		return request_failed(cl, e);
+		return client_request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
 	return wire_dec_digest_rep(d, rep.len, digest) == 0 ? 0 : -ENOENT;
@@ -724,7 +476,7 @@ client_owner_stats(struct client *cl, struct wire_stats *ws)
 	}
 	if ((e = wire_read(fd, b, rep.len, deadline)) != 0) {
 		conn_drop(cl, fd);
-		return request_failed(cl, e);
+		return client_request_failed(cl, e);
 	}
 	rpc_done(cl, fd, 0);
 	if (wire_dec_stats_rep(b, rep.len, ws) != 0)
@@ -804,7 +556,7 @@ client_free(struct client *cl)
 	if (cl == NULL)
 		return;
 	pthread_mutex_lock(&cl->lock);
-	pool_flush_locked(cl);
+	client_pool_flush_locked(cl);
 	pthread_mutex_unlock(&cl->lock);
 	pthread_cond_destroy(&cl->freed);
 	pthread_mutex_destroy(&cl->lock);

@@ -2,14 +2,16 @@
  * share_int.h - what the files of the shared cache share; not for use
  * outside cache/.  Layers, each calling only the ones before it:
  *
- *	store	open.c store.c digest.c admin.c (one RocksDB store)
+ *	store	err.c memo.c index.c store.c stats.c digest.c options.c
+ *		open.c admin.c (one RocksDB store; cache_int.h)
  *	owner	owner.c: the directory's checks in every role, the lease
  *		(open.lock, and RocksDB's lock on dir/LOCK, asked of the
  *		kernel by F_OFD_GETLK) and its token (dir/owner.id), the
  *		sockets, the checks of every peer
  *	wire	wire.c: the frames (wire.h)
- *	server	srv.c: the owner's data socket
- *	client	client.c: a client's connections to the owner
+ *	server	putq.c srv.c (srv_int.h): the owner's data socket
+ *	client	breaker.c client.c (client_int.h): a client's
+ *		connections to the owner
  *	handle	handle.c: cache_open_shared's handle, local or remote,
  *		and the takeover
  *

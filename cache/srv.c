@@ -1,6 +1,7 @@
 /*
- * srv.c - layer: server (above owner.c, wire.c and the store; under
- * handle.c).  The owner's side of the shared cache: dir/data.sock.
+ * srv.c - layer: server (above putq.c, owner.c, wire.c and the store;
+ * under handle.c).  The owner's side of the shared cache: dir/data.sock;
+ * the put queue and the maintenance thread are putq.c's (srv_int.h).
  *
  *   - An accept thread admits peers of this user (owner_peer_ok), at most
  *     srv_opts' conns connections at once: past it, a new one is answered
@@ -24,7 +25,7 @@
  *     size check), and the queue fills meanwhile.
  *   - One maintenance thread checks the store's size and evicts and
  *     compacts (cache_maintain) for the request threads, whose only
- *     write (a hit's refresh) wakes it (maint_wake) instead.
+ *     write (a hit's refresh) wakes it (srv_maint_wake) instead.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,60 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/share_int.h"
-
-struct mount_ent {
-	pid_t pid;
-	int nconn;
-	uint64_t hits, misses;
-	char label[256];
-	struct mount_ent *next;
-};
-
-struct srv_conn {
-	struct cache_srv *s;
-	int fd;
-	pid_t pid;  /* as this process sees it: 0, another namespace's */
-	bool hello; /* said HELLO */
-	atomic_bool done;
-	pthread_t thread;
-	size_t held; /* bytes of share_mem its body being read holds */
-	struct srv_conn *next;
-};
-
-/* A queued put: its frame's body (owned) and what it decoded to. */
-struct put_item {
-	uint32_t op; /* WIRE_PUT or WIRE_PUT_DIGEST */
-	uint8_t *body;
-	size_t len;
-	struct wire_put put;
-	struct wire_digest_req dig;
-	struct put_item *next;
-};
-
-struct cache_srv {
-	struct cache *c;	       /* the store, held by this process */
-	const struct share_self *self; /* this mount's label and counts */
-	uint64_t put_limit;	       /* payload bytes of one value */
-	struct srv_opts o;
-	int fd;
-	atomic_bool stopping;
-	pthread_t thread, put_thread, maint_thread;
-	pthread_mutex_t lock; /* protects conns, nconns and mounts */
-	struct srv_conn *conns;
-	int nconns;
-	struct mount_ent *mounts;
-	/* The put queue and the maintenance thread's wakeup. */
-	pthread_mutex_t qlock; /* protects the rest */
-	pthread_cond_t qcond, mcond;
-	struct put_item *qhead, **qtail;
-	size_t qn, qbytes;
-	uint64_t mem_used; /* of o.share_mem: queued puts, bodies read */
-	uint64_t mem_peak; /* the most mem_used was */
-	bool qstop, mwake, mstop;
-	atomic_uint_least64_t dropped, refused;
-	char path[4200];
-};
+#include "cache/srv_int.h"
 
 static int
 reply(
@@ -249,28 +197,6 @@ serve_get(struct srv_conn *cn, const uint8_t *body, size_t len)
 	return r;
 }
 
-/* Queue a put (its body is taken: freed here if dropped). */
-static void
-enqueue(struct cache_srv *s, struct put_item *it)
-{
-	pthread_mutex_lock(&s->qlock);
-	if (s->qstop || s->qn >= SRV_QUEUE_MAX) {
-		s->mem_used -= it->len; /* its body's share, taken at read */
-		pthread_mutex_unlock(&s->qlock);
-		atomic_fetch_add(&s->dropped, 1);
-		free(it->body);
-		free(it);
-		return;
-	}
-	it->next = NULL;
-	*s->qtail = it;
-	s->qtail = &it->next;
-	s->qn++;
-	s->qbytes += it->len;
-	pthread_cond_signal(&s->qcond);
-	pthread_mutex_unlock(&s->qlock);
-}
-
 /* PUT and PUT_DIGEST: checked now, done by the put thread; no reply. */
 static int
 serve_put(struct srv_conn *cn, uint32_t op, uint8_t **body, size_t len)
@@ -292,7 +218,7 @@ serve_put(struct srv_conn *cn, uint32_t op, uint8_t **body, size_t len)
 	it->len = len;
 	*body = NULL;
 	cn->held = 0;
-	enqueue(cn->s, it);
+	srv_enqueue(cn->s, it);
 	return 0;
 }
 
@@ -399,35 +325,6 @@ read_body(int fd, size_t len, uint64_t deadline, uint8_t **out)
 	return 0;
 }
 
-/*
- * Count len bytes of a body in share_mem: true, or false for a PUT that
- * does not fit (the other ops' bodies are small, and always counted).
- */
-static bool
-mem_take(struct cache_srv *s, uint32_t op, size_t len)
-{
-	bool ok;
-
-	pthread_mutex_lock(&s->qlock);
-	ok = op != WIRE_PUT || s->mem_used + len <= s->o.share_mem;
-	if (ok)
-		s->mem_used += len;
-	if (s->mem_used > s->mem_peak)
-		s->mem_peak = s->mem_used;
-	pthread_mutex_unlock(&s->qlock);
-	return ok;
-}
-
-static void
-mem_give(struct cache_srv *s, size_t len)
-{
-	if (len == 0)
-		return;
-	pthread_mutex_lock(&s->qlock);
-	s->mem_used -= len;
-	pthread_mutex_unlock(&s->qlock);
-}
-
 /* Read and drop len bytes (a PUT over share_mem): 0 or -errno. */
 static int
 skip_body(int fd, size_t len, uint64_t deadline)
@@ -464,13 +361,13 @@ serve_one(struct srv_conn *cn)
 		return -EPROTO;
 	/* A large body gets time at 32 MB/s at least. */
 	deadline += (uint64_t)h.len * 30;
-	if (h.len > 0 && !mem_take(s, h.op, h.len)) {
+	if (h.len > 0 && !srv_mem_take(s, h.op, h.len)) {
 		atomic_fetch_add(&s->dropped, 1);
 		return skip_body(cn->fd, h.len, deadline);
 	}
 	cn->held = h.len;
 	if (h.len > 0 && (r = read_body(cn->fd, h.len, deadline, &body)) != 0) {
-		mem_give(s, cn->held);
+		srv_mem_give(s, cn->held);
 		cn->held = 0;
 		return r;
 	}
@@ -507,7 +404,7 @@ serve_one(struct srv_conn *cn)
 		r = -EPROTO;
 	}
 	free(body);
-	mem_give(s, cn->held); /* 0 for a PUT that went to the queue */
+	srv_mem_give(s, cn->held); /* 0 for a PUT that went to the queue */
 	cn->held = 0;
 	return r;
 }
@@ -616,108 +513,6 @@ accept_thread(void *arg)
 	return NULL;
 }
 
-static void
-do_put(struct cache_srv *s, struct put_item *it)
-{
-	if (it->op == WIRE_PUT) {
-		char prefix[WIRE_PREFIX_MAX + 1];
-		struct cache_val v = it->put.v;
-
-		memcpy(prefix, it->put.prefix, it->put.prefix_len);
-		prefix[it->put.prefix_len] = '\0';
-		v.prefix = prefix;
-		cache_put(s->c, it->put.key, &v);
-	} else {
-		char path[WIRE_PATH_MAX + 1];
-
-		memcpy(path, it->dig.path, it->dig.path_len);
-		path[it->dig.path_len] = '\0';
-		cache_put_digest(s->c, path, &it->dig.st, it->dig.digest);
-	}
-}
-
-/* The put thread: the queue, in order, until stopped and drained. */
-static void *
-put_thread(void *arg)
-{
-	struct cache_srv *s = arg;
-
-	pthread_mutex_lock(&s->qlock);
-	for (;;) {
-		struct put_item *it = s->qhead;
-
-		if (it == NULL) {
-			if (s->qstop)
-				break;
-			pthread_cond_wait(&s->qcond, &s->qlock);
-			continue;
-		}
-		if ((s->qhead = it->next) == NULL)
-			s->qtail = &s->qhead;
-		s->qn--;
-		s->qbytes -= it->len;
-		pthread_mutex_unlock(&s->qlock);
-		do_put(s, it);
-		free(it->body);
-		pthread_mutex_lock(&s->qlock);
-		s->mem_used -= it->len;
-		free(it);
-	}
-	pthread_mutex_unlock(&s->qlock);
-	return NULL;
-}
-
-static void
-maint_wake(void *arg)
-{
-	struct cache_srv *s = arg;
-
-	pthread_mutex_lock(&s->qlock);
-	s->mwake = true;
-	pthread_cond_signal(&s->mcond);
-	pthread_mutex_unlock(&s->qlock);
-}
-
-/* The maintenance thread: the size check and eviction, when woken. */
-static void *
-maint_thread(void *arg)
-{
-	struct cache_srv *s = arg;
-
-	pthread_mutex_lock(&s->qlock);
-	while (!s->mstop) {
-		if (!s->mwake) {
-			pthread_cond_wait(&s->mcond, &s->qlock);
-			continue;
-		}
-		s->mwake = false;
-		pthread_mutex_unlock(&s->qlock);
-		cache_maintain(s->c);
-		pthread_mutex_lock(&s->qlock);
-	}
-	pthread_mutex_unlock(&s->qlock);
-	return NULL;
-}
-
-uint64_t
-srv_dropped(struct cache_srv *s)
-{
-	return s != NULL ? atomic_load(&s->dropped) : 0;
-}
-
-uint64_t
-srv_mem_peak(struct cache_srv *s)
-{
-	uint64_t p;
-
-	if (s == NULL)
-		return 0;
-	pthread_mutex_lock(&s->qlock);
-	p = s->mem_peak;
-	pthread_mutex_unlock(&s->qlock);
-	return p;
-}
-
 void
 srv_stop(struct cache_srv *s)
 {
@@ -801,14 +596,15 @@ srv_start(struct cache *c, const struct share_self *self, const char *dir,
 		r = s->fd;
 		goto fail;
 	}
-	if ((r = -pthread_create(&s->put_thread, NULL, put_thread, s)) != 0)
+	if ((r = -pthread_create(&s->put_thread, NULL, srv_put_thread, s)) != 0)
 		goto fail_fd;
 	started = 1;
-	if ((r = -pthread_create(&s->maint_thread, NULL, maint_thread, s)) != 0)
+	if ((r = -pthread_create(
+		 &s->maint_thread, NULL, srv_maint_thread, s)) != 0)
 		goto fail_fd;
 	started = 2;
 	c->maint_arg = s;
-	c->maint_wake = maint_wake;
+	c->maint_wake = srv_maint_wake;
 	if ((r = -pthread_create(&s->thread, NULL, accept_thread, s)) != 0)
 		goto fail_fd;
 	*out = s;

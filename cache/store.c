@@ -1,8 +1,9 @@
 /*
- * store.c - layer: store (the bottom, with open.c, digest.c, admin.c and
- * codec.c; calls codec.c, and open.c's cache_fail).  cache_get,
- * cache_put, eviction of the oldest values, the scan of the index, and
- * the admin lock that keeps the admission totals true (cache_int.h).
+ * store.c - layer: store (above err.c, memo.c and index.c, under
+ * digest.c, open.c and admin.c; calls codec.c).  cache_get, cache_put,
+ * eviction of the oldest values and the check of the store's size
+ * (cache_maintain), and the admin lock that keeps the admission totals
+ * true (cache_int.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -33,111 +34,6 @@ cache_admin_lock_destroy(struct cache *c)
 {
 	pthread_rwlock_destroy(&c->admin);
 	pthread_mutex_destroy(&c->memo);
-}
-
-int
-cache_scan(
-    struct cache *c, cache_entry_fn fn, void *arg, char *err, size_t errlen)
-{
-	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
-	struct cache_entry ent;
-	uint8_t t0[CODEC_SEQ_KEY];
-	char *e = NULL;
-	int r = 0;
-
-	codec_seq_key('T', 0, t0);
-	for (rocksdb_iter_seek(it, (const char *)t0, sizeof(t0));
-	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-		size_t kl, vl;
-		const uint8_t *k = (const void *)rocksdb_iter_key(it, &kl);
-		const uint8_t *v = (const void *)rocksdb_iter_value(it, &vl);
-
-		if (kl < 1 || k[0] != 'T')
-			break;
-		if (codec_tidx_decode(k, kl, v, vl, &ent) != 0)
-			continue;
-		if ((r = fn(&ent, arg)) != 0)
-			break;
-	}
-	rocksdb_iter_get_error(it, &e);
-	if (e != NULL) {
-		snprintf(err, errlen, "%s", e);
-		rocksdb_free(e);
-		r = -EIO;
-	}
-	rocksdb_iter_destroy(it);
-	return r;
-}
-
-void
-cache_load_seq(struct cache *c)
-{
-	rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, c->ropts);
-	uint8_t last[CODEC_SEQ_KEY];
-	uint64_t seq = 1;
-
-	last[0] = 'T';
-	memset(last + 1, 0xff, 8);
-	rocksdb_iter_seek_for_prev(it, (const char *)last, sizeof(last));
-	if (rocksdb_iter_valid(it)) {
-		size_t kl;
-		const char *k = rocksdb_iter_key(it, &kl);
-
-		if (kl == CODEC_SEQ_KEY && k[0] == 'T')
-			seq = codec_get_be64((const uint8_t *)k + 1) + 1;
-	}
-	rocksdb_iter_destroy(it);
-	atomic_store(&c->seq, seq);
-	c->stale = CACHE_STALE_DEFAULT;
-	cache_load_totals(c);
-	cache_load_memos(c, true);
-}
-
-/* What an entry counts against admit_bytes. */
-static uint64_t
-entry_cost(uint64_t len, size_t plen)
-{
-	return len + plen + CACHE_VAL_OVERHEAD;
-}
-
-uint64_t
-cache_entry_cost(uint64_t len, size_t plen)
-{
-	return entry_cost(len, plen);
-}
-
-struct totals {
-	uint64_t used, n, oldest;
-};
-
-static int
-add_entry(const struct cache_entry *ent, void *arg)
-{
-	struct totals *t = arg;
-
-	if (t->n++ == 0)
-		t->oldest = ent->time;
-	t->used += entry_cost(ent->len, ent->prefix_len);
-	return 0;
-}
-
-void
-cache_load_totals(struct cache *c)
-{
-	struct totals t = {0, 0, (uint64_t)time(NULL)};
-	char err[256];
-
-	/* A damaged index counts what it could read. */
-	(void)cache_scan(c, add_entry, &t, err, sizeof(err));
-	atomic_store(&c->used, t.used);
-	atomic_store(&c->entries, t.n);
-	atomic_store(&c->oldest_time, t.oldest);
-}
-
-uint64_t
-cache_admit_bytes(const struct cache *c)
-{
-	return c->size_bound - c->size_bound / 20;
 }
 
 static void
@@ -341,7 +237,7 @@ evict_range(struct cache *c, uint64_t want, uint64_t before)
 		n++;
 		if (vl < CODEC_TIDX_LEN)
 			continue;
-		cost += entry_cost(
+		cost += cache_entry_cost(
 		    codec_get_le64(v + CACHE_KEY_LEN), vl - CODEC_TIDX_LEN);
 		/* A newer put of the same key keeps its 'K' entry. */
 		if (cache_lookup_seq(c, v, &seq) == 0 && seq == last) {
@@ -636,7 +532,8 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	 */
 	if (old_seq == 0) {
 		if (!counted)
-			atomic_fetch_add(&c->used, entry_cost(v->len, plen));
+			atomic_fetch_add(
+			    &c->used, cache_entry_cost(v->len, plen));
 		atomic_fetch_add(&c->entries, 1);
 	}
 	atomic_fetch_add(&c->bytes_written, CODEC_ENV_HDR + v->len);
@@ -650,7 +547,7 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 {
 	const char *prefix = v->prefix != NULL ? v->prefix : "";
 	size_t plen = strlen(prefix);
-	uint64_t cost = entry_cost(v->len, plen), seq, h, cur = 0;
+	uint64_t cost = cache_entry_cost(v->len, plen), seq, h, cur = 0;
 	atomic_uint_least64_t *slot;
 
 	if (c != NULL && c->ops != NULL) {
@@ -699,97 +596,4 @@ unlock:
 	pthread_rwlock_unlock(&c->admin);
 	if (slot != NULL)
 		atomic_store(slot, 0);
-}
-
-void
-cache_get_stats(struct cache *c, struct cache_stats *st)
-{
-	uint64_t sst = 0;
-
-	memset(st, 0, sizeof(*st));
-	if (c == NULL)
-		return;
-	if (c->ops != NULL) {
-		c->ops->get_stats(c, st);
-		return;
-	}
-	st->hits = atomic_load(&c->hits);
-	st->misses = atomic_load(&c->misses);
-	st->bytes_read = atomic_load(&c->bytes_read);
-	st->bytes_written = atomic_load(&c->bytes_written);
-	st->insert_failures = atomic_load(&c->insert_failures);
-	st->inserts = atomic_load(&c->inserts);
-	st->denied = atomic_load(&c->denied);
-	st->oversize = atomic_load(&c->oversize);
-	st->evictions = atomic_load(&c->evicted);
-	st->refreshes = atomic_load(&c->refreshed);
-	st->entries = atomic_load(&c->entries);
-	st->used_bytes = atomic_load(&c->used) + atomic_load(&c->memo_used);
-	st->memos = atomic_load(&c->memos);
-	st->memo_evictions = atomic_load(&c->memo_evicted);
-	st->admit_bytes = cache_admit_bytes(c);
-	for (int i = 0; i < 2; i++)
-		if (rocksdb_property_int_cf(c->db, c->cf[i],
-			"rocksdb.total-sst-files-size", &sst) == 0)
-			st->disk_bytes += sst;
-	st->disabled = atomic_load(&c->disabled);
-}
-
-void
-cache_note_use(struct cache *c, const char *prefix, bool hit)
-{
-	struct cache_pfx_stat *p;
-	size_t i;
-
-	if (c == NULL)
-		return;
-	if (c->ops != NULL) { /* a shared handle: to its store (handle.c) */
-		c->ops->note_use(c, prefix, hit);
-		return;
-	}
-	for (i = 0; i < CACHE_PFX_MAX; i++) {
-		unsigned st = atomic_load(&c->pfx[i].state);
-
-		p = &c->pfx[i];
-		if (st == 2 && strcmp(p->text, prefix) == 0)
-			break;
-		if (st == 0 &&
-		    atomic_compare_exchange_strong(&p->state, &st, 1)) {
-			snprintf(p->text, sizeof(p->text), "%s", prefix);
-			atomic_store(&p->state, 2);
-			break;
-		}
-	}
-	if (i == CACHE_PFX_MAX)
-		return;
-	atomic_fetch_add(hit ? &p->hits : &p->misses, 1);
-}
-
-size_t
-cache_get_prefix_stats(
-    struct cache *c, struct cache_prefix_stat *out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; c != NULL && i < CACHE_PFX_MAX; i++) {
-		struct cache_pfx_stat *p = &c->pfx[i];
-		size_t k;
-
-		if (atomic_load(&p->state) != 2)
-			continue;
-		for (k = 0; k < n; k++)
-			if (strcmp(out[k].text, p->text) == 0)
-				break;
-		if (k == n) {
-			if (n == max)
-				continue;
-			snprintf(
-			    out[n].text, sizeof(out[n].text), "%s", p->text);
-			out[n].hits = out[n].misses = 0;
-			n++;
-		}
-		out[k].hits += atomic_load(&p->hits);
-		out[k].misses += atomic_load(&p->misses);
-	}
-	return n;
 }

@@ -1,0 +1,192 @@
+/*
+ * options.c - layer: store (under open.c; calls nothing).  The RocksDB
+ * options a store is opened with, and its size bound: a set cache_size,
+ * or cache_size = auto, chosen from the filesystem before the store is
+ * opened (cache_choose_bound) and kept at least the previous owner's on
+ * a takeover (cache_keep_bound).
+ */
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "cache/cache_int.h"
+
+static uint64_t
+clamp64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/*
+ * Options from the bounds: half of mem_bound to the block cache, a quarter
+ * to the two write buffers; no compression (preprocessed pixels hardly
+ * compress, and every hit would pay for it).
+ *
+ * Values stay in the SSTs, not in BlobDB's blob files, by measurement
+ * (RocksDB 7.8, 2-core VM, values of 200 KB, 3000 of them (586 MB), WAL
+ * off, 32M memtables, no compression, reads of every key in a shuffled
+ * order after a reopen, files in the page cache; two runs each):
+ *
+ *			insert		point reads
+ *	plain SST	682-745 MB/s	2674-2731 MB/s (13700-14000 values/s)
+ *	BlobDB (64K)	501-515 MB/s	 873-888 MB/s  ( 4470-4540 values/s)
+ *
+ * A blob read copies the value out of the file on every get, where a
+ * block-based read pins it in the block cache; hits, the warm epoch's
+ * work, are 3x slower with blobs.  What BlobDB would save, compactions
+ * rewriting values, matters less here: eviction drops whole ranges.
+ *
+ * Over whole cold epochs in the mount (issue 18: the second cold epoch of
+ * a mount, 2000 make-dataset images, resize(256) prefixes of ~256 KB;
+ * per image, two rounds on a loaded 2-core VM), the insert CPU (the
+ * workers' puts + RocksDB's threads), the bytes written, and the daemon's
+ * CPU in the warm epoch after:
+ *
+ *			insert		written	warm
+ *	these options	0.30-0.40 ms	256 KB	0.40-0.57 ms
+ *	BlobDB (4K min)	0.50-0.65 ms	256 KB	0.49-0.57 ms
+ *	direct I/O for flush and compaction
+ *			0.29-0.32 ms	255 KB	0.46-0.58 ms, and warm
+ *					epochs read from the disk: slower
+ *	256 MB write buffers	0.33-0.45 ms	(some still unflushed)
+ *	4 write buffers	0.45-0.53 ms	256 KB
+ *	cache_format = lossless
+ *			1.33-1.55 ms	151 KB	0.72-0.88 ms
+ *
+ * so none of them replaces these.
+ */
+/* What depends on the size bound; again once cache_size = auto chose it. */
+static void
+set_bound(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
+{
+	uint64_t wb = clamp64(mem_bound / 8, 1u << 20, 64u << 20);
+	uint64_t wbmax = clamp64(size_bound / 8, 1u << 20, UINT64_MAX);
+
+	if (wb > wbmax)
+		wb = wbmax; /* a flush writes files well under the bound */
+	rocksdb_options_set_write_buffer_size(c->opts, wb);
+	rocksdb_options_set_target_file_size_base(c->opts, wb);
+	rocksdb_options_set_max_bytes_for_level_base(c->opts, wb * 8);
+	c->size_bound = size_bound;
+	c->check_every = clamp64(size_bound / 32, 64u << 10, 64u << 20);
+}
+
+void
+cache_set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
+{
+	uint64_t bc = clamp64(mem_bound / 2, 8u << 20, UINT64_MAX);
+
+	c->opts = rocksdb_options_create();
+	c->topts = rocksdb_block_based_options_create();
+	c->bcache = rocksdb_cache_create_lru(bc);
+	c->filter = rocksdb_filterpolicy_create_bloom(10);
+	rocksdb_block_based_options_set_block_cache(c->topts, c->bcache);
+	rocksdb_block_based_options_set_filter_policy(c->topts, c->filter);
+	rocksdb_options_set_block_based_table_factory(c->opts, c->topts);
+	rocksdb_options_set_create_if_missing(c->opts, 1);
+	rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
+	rocksdb_options_set_max_write_buffer_number(c->opts, 2);
+	rocksdb_options_set_max_open_files(c->opts, 512);
+	rocksdb_options_set_max_background_jobs(c->opts, 2);
+	rocksdb_options_set_keep_log_file_num(c->opts, 2);
+	rocksdb_options_set_max_log_file_size(c->opts, 1u << 20);
+	rocksdb_options_set_info_log_level(c->opts, 2); /* warnings */
+	rocksdb_options_set_create_missing_column_families(c->opts, 1);
+	c->ropts = rocksdb_readoptions_create();
+	/*
+	 * One checksum per value read, the value's own XXH3 (codec.c), not
+	 * RocksDB's block checksum too; and no copy into the block cache,
+	 * which a random scan over values larger than it only churns.
+	 */
+	c->vropts = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_verify_checksums(c->vropts, 0);
+	rocksdb_readoptions_set_fill_cache(c->vropts, 0);
+	c->wopts = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(c->wopts, 1);
+	c->mem_bound = mem_bound;
+	set_bound(c, size_bound, mem_bound);
+}
+
+static void
+human(uint64_t b, char *out, size_t len)
+{
+	if (b >= (1ull << 30))
+		snprintf(out, len, "%.1fG", (double)b / (1ull << 30));
+	else
+		snprintf(out, len, "%.1fM", (double)b / (1u << 20));
+}
+
+/*
+ * cache_size = auto: half of what dfd's filesystem has free for this user
+ * plus what the store's files (regular files of dfd) take now, at least
+ * CACHE_SIZE_AUTO_MIN; before the store is opened with it.
+ */
+void
+cache_choose_bound(struct cache *c, int dfd, const char *dir)
+{
+	uint64_t avail = 0, used = 0, b;
+	char a[32], u[32], h[32];
+	struct statvfs sv;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd;
+
+	if (fstatvfs(dfd, &sv) == 0)
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if ((fd = dup(dfd)) >= 0 && (d = fdopendir(fd)) != NULL) {
+		rewinddir(d); /* the offset dfd's earlier reads left */
+		while ((de = readdir(d)) != NULL)
+			if (fstatat(dirfd(d), de->d_name, &st,
+				AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode))
+				used += (uint64_t)st.st_blocks * 512;
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	b = (avail + used) / 2;
+	if (b < CACHE_SIZE_AUTO_MIN)
+		b = CACHE_SIZE_AUTO_MIN;
+	set_bound(c, b, c->mem_bound);
+	human(b, h, sizeof(h));
+	human(avail, a, sizeof(a));
+	human(used, u, sizeof(u));
+	snprintf(c->auto_from, sizeof(c->auto_from),
+	    "half of the %s free on %s's filesystem and the %s the cache takes",
+	    a, dir, u);
+	snprintf(c->auto_note, sizeof(c->auto_note),
+	    "cache_size = auto: %s (%" PRIu64 " bytes), %s", h, b,
+	    c->auto_from);
+}
+
+const char *
+cache_auto_note(struct cache *c)
+{
+	return c->size_auto ? c->auto_note : NULL;
+}
+
+void
+cache_keep_bound(struct cache *c, uint64_t was)
+{
+	char h[32];
+
+	if (!c->size_auto || was <= c->size_bound)
+		return;
+	/* Only the bound: the options the store runs with stay safe under
+	 * a larger one. */
+	c->size_bound = was;
+	c->check_every = clamp64(was / 32, 64u << 10, 64u << 20);
+	human(was, h, sizeof(h));
+	snprintf(c->auto_note, sizeof(c->auto_note),
+	    "cache_size = auto: %s (%" PRIu64 " bytes), the bound the "
+	    "previous owner served with, more than %s",
+	    h, was, c->auto_from);
+}
