@@ -15,6 +15,7 @@ import atexit
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,23 @@ def job(**keys):
              dtype="float32", layout="CHW", on_error="fail")
     j.update(keys)
     return j
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on now (for a server
+    the test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accepts(port):
+    """Whether something accepts connections on 127.0.0.1:port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
 
 
 class Mount:

@@ -21,7 +21,6 @@ descriptor, by every entry point (issue 25, class 1), as root:
 import io
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -138,20 +137,16 @@ log("cache_size = 0: cache_dir not made, shard index off")
 MEMCACHED = "/usr/bin/memcached"
 FILL = os.path.join(fflib.BUILDDIR, "feedfs-fill")
 if os.access(MEMCACHED, os.X_OK):
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        port = so.getsockname()[1]
+    port = fflib.free_port()
     mc = subprocess.Popen([MEMCACHED, "-p", str(port), "-l", "127.0.0.1",
                            "-U", "0", "-m", "16", "-u", "root"],
                           stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
     try:
         for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
+            if fflib.accepts(port):
                 break
-            except OSError:
-                time.sleep(0.01)
+            time.sleep(0.01)
         cl = "127.0.0.1:%d" % port
         fd = t.path("fill-foreign")
         os.mkdir(fd)

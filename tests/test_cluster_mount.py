@@ -40,7 +40,6 @@ import atexit
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ import time
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
-from fflib import check, log  # noqa: E402
+from fflib import accepts, check, free_port, log  # noqa: E402
 
 MEMCACHED = "/usr/bin/memcached"
 FILL = os.path.join(fflib.BUILDDIR, "feedfs-fill")
@@ -70,20 +69,6 @@ def kill_servers():
 
 
 atexit.register(kill_servers)  # runs before Test's cleanup (LIFO)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def accepts(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
 
 
 def start_server():

@@ -21,7 +21,6 @@ through the package in the source tree:
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -29,7 +28,7 @@ import uuid
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
-from fflib import check, log  # noqa: E402
+from fflib import check, free_port, log  # noqa: E402
 
 PYDIR = os.path.join(fflib.SRCDIR, "python")
 sys.path.insert(0, PYDIR)
@@ -124,12 +123,6 @@ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
 
 
 runs = [0]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(script, *args):
