@@ -154,6 +154,9 @@ struct cache_opts {
  */
 #define CACHE_SIZE_AUTO UINT64_MAX
 #define CACHE_SIZE_AUTO_MIN (16u << 20)
+/* The bound cache_size = auto gives: half of avail (free on the cache's
+ * filesystem) plus used (the store's files), at least CACHE_SIZE_AUTO_MIN. */
+uint64_t cache_size_auto(uint64_t avail, uint64_t used);
 /* cache_open with every option (label and say unused). */
 int cache_open_opts(const char *dir, const struct cache_opts *o,
     struct cache **out, char *err, size_t errlen);

@@ -123,10 +123,18 @@ human(uint64_t b, char *out, size_t len)
 		snprintf(out, len, "%.1fM", (double)b / (1u << 20));
 }
 
+uint64_t
+cache_size_auto(uint64_t avail, uint64_t used)
+{
+	uint64_t b = (avail + used) / 2;
+
+	return b < CACHE_SIZE_AUTO_MIN ? CACHE_SIZE_AUTO_MIN : b;
+}
+
 /*
- * cache_size = auto: half of what dfd's filesystem has free for this user
- * plus what the store's files (regular files of dfd) take now, at least
- * CACHE_SIZE_AUTO_MIN; before the store is opened with it.
+ * cache_size = auto: cache_size_auto of what dfd's filesystem has free for
+ * this user and what the store's files (regular files of dfd) take now;
+ * before the store is opened with it.
  */
 void
 cache_choose_bound(struct cache *c, int dfd, const char *dir)
@@ -152,9 +160,7 @@ cache_choose_bound(struct cache *c, int dfd, const char *dir)
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	b = (avail + used) / 2;
-	if (b < CACHE_SIZE_AUTO_MIN)
-		b = CACHE_SIZE_AUTO_MIN;
+	b = cache_size_auto(avail, used);
 	set_bound(c, b, c->mem_bound);
 	human(b, h, sizeof(h));
 	human(avail, a, sizeof(a));

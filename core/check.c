@@ -877,31 +877,30 @@ sample_formats(struct run *r, const struct cfg_job *cj, struct dsres *res,
 	return done;
 }
 
-
 /*
- * cache_size = auto as a mount would choose it now: half of what the
- * filesystem of cache_dir (or of its nearest existing parent: --check
- * makes nothing) has free, at least CACHE_SIZE_AUTO_MIN.
+ * cache_size = auto as a mount would choose it now (cache_size_auto) from
+ * what the filesystem of cache_dir, or of its nearest existing parent
+ * (--check makes nothing), has free; a store already there is not counted.
  */
 static uint64_t
 auto_estimate(const char *dir)
 {
 	char p[4096];
 	struct statvfs sv;
-	uint64_t b = 0;
+	uint64_t avail = 0;
 	char *slash;
 
 	snprintf(p, sizeof(p), "%s", dir);
 	for (;;) {
 		if (statvfs(p, &sv) == 0) {
-			b = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
+			avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 			break;
 		}
 		if ((slash = strrchr(p, '/')) == NULL || slash == p)
 			break;
 		*slash = '\0';
 	}
-	return b < CACHE_SIZE_AUTO_MIN ? CACHE_SIZE_AUTO_MIN : b;
+	return cache_size_auto(avail, 0);
 }
 
 static void
