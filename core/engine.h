@@ -354,6 +354,8 @@ char *feed_stats(struct feed *f, size_t *len);
  * with gpu = on its images), and unpin it.  Locked. */
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);
+/* pin.c: CLOCK_MONOTONIC in ns, the clock of the readers' waits (starved). */
+uint64_t feed_mono_ns(void);
 
 /* stage.c: every gpu = on job's device pool, made at mount (feed_start);
  * the read of a .cuda file; its release. */

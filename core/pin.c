@@ -12,8 +12,8 @@
 
 #include "core/engine.h"
 
-static uint64_t
-mono_ns(void)
+uint64_t
+feed_mono_ns(void)
 {
 	struct timespec t;
 
@@ -49,12 +49,12 @@ wait_ready(struct feed *f, struct batch *b)
 
 	if (b->ready)
 		return;
-	t0 = mono_ns();
+	t0 = feed_mono_ns();
 	starved_begin(&j->starved, t0);
 	starved_begin(&f->starved, t0);
 	while (!b->ready)
 		pthread_cond_wait(&b->cv, &f->lock);
-	t1 = mono_ns();
+	t1 = feed_mono_ns();
 	starved_end(&j->starved, t1);
 	starved_end(&f->starved, t1);
 	atomic_fetch_add(&j->st.read_wait_ns, t1 - t0);

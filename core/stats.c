@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
@@ -372,11 +371,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 static void
 stats_starved(struct feed *f, struct sbuf *sb)
 {
-	struct timespec t;
-	uint64_t now;
+	uint64_t now = feed_mono_ns(); /* the waits' own clock */
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 	sb_printf(sb,
 	    "# HELP feedfs_job_read_starved_seconds_total Time at least one "
 	    "reader of the job waited for a batch.\n"
