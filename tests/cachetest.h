@@ -6,6 +6,7 @@
 #ifndef FEEDFS_CACHETEST_H
 #define FEEDFS_CACHETEST_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,27 @@ wait_inserts(struct cache *own, uint64_t n)
 		usleep(10000);
 	}
 	CHECK(st.inserts >= n);
+}
+
+/* A thread that puts v under the keys base .. base+39 (key_of) into c. */
+struct putter {
+	struct cache *c;
+	const struct cache_val *v;
+	int base;
+	pthread_t t;
+};
+
+static inline void *
+putter(void *arg)
+{
+	struct putter *p = arg;
+	uint8_t key[CACHE_KEY_LEN];
+
+	for (int i = 0; i < 40; i++) {
+		key_of(p->base + i, key);
+		cache_put(p->c, key, p->v);
+	}
+	return NULL;
 }
 
 #endif

@@ -203,26 +203,6 @@ hwm_kb(void)
 	return kb;
 }
 
-struct putter {
-	struct cache *c;
-	const struct cache_val *v;
-	int base;
-	pthread_t t;
-};
-
-static void *
-putter(void *arg)
-{
-	struct putter *p = arg;
-	uint8_t key[CACHE_KEY_LEN];
-
-	for (int i = 0; i < 40; i++) {
-		key_of(p->base + i, key);
-		cache_put(p->c, key, p->v);
-	}
-	return NULL;
-}
-
 static int
 helper(int argc, char **argv)
 {

@@ -319,26 +319,6 @@ out:
 	free(v.data);
 }
 
-struct putter {
-	struct cache *c;
-	const struct cache_val *v;
-	int base;
-	pthread_t t;
-};
-
-static void *
-putter(void *arg)
-{
-	struct putter *p = arg;
-	uint8_t key[CACHE_KEY_LEN];
-
-	for (int i = 0; i < 40; i++) {
-		key_of(p->base + i, key);
-		cache_put(p->c, key, p->v);
-	}
-	return NULL;
-}
-
 /*
  * The owner's buffers for its clients (queued puts, bodies being read)
  * stay within cache_opts' share_mem (issue 25: a fixed 256 MiB queue and
