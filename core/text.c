@@ -70,7 +70,10 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/errors.tsv                         samples that failed: "
 	    "id, path, reason\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
-	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels (B,), or "
+	    "with a batch op\n"
+	    "                                         (mixup, cutmix) float32 "
+	    "soft labels (B, classes)\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
 	    "(1 <= W <= 1024; not listed, but there)\n"
@@ -181,6 +184,17 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 		sb_json_str(&sb, j->ds->classes[i]);
 	}
 	sb_printf(&sb, "]");
+	/* The labels' files: int64 (B,), or a batch op's soft labels. */
+	if (j->soft)
+		sb_printf(&sb,
+		    ",\n  \"labels_dtype\": \"float32\",\n"
+		    "  \"labels_shape\": [%" PRIu64 ", %" PRIu32 "]",
+		    c->batch_size, j->nclasses);
+	else
+		sb_printf(&sb,
+		    ",\n  \"labels_dtype\": \"int64\",\n"
+		    "  \"labels_shape\": [%" PRIu64 "]",
+		    c->batch_size);
 	if (job_is_mixture(j))
 		mixture_json(j, &sb);
 	sb_printf(&sb, "\n}\n");
