@@ -234,6 +234,9 @@ def epoch_files(m, job, e, view="", world=1):
     return out
 
 
+kinds = set()  # (job, cut) seen: mixup_cutmix must have shown both
+
+
 def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1):
     got = epoch_files(m, name, e, view, world)
     ref = epoch_files(m, plain, e, view, world)
@@ -249,6 +252,7 @@ def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1):
         check(y.dtype == np.float32 and y.shape == (len(ids), CLASSES),
               "%s: labels %s %s" % (where, y.dtype, y.shape))
         cut, lam, box = draw(op, SEED, e, rank, world, b, SIZE, SIZE)
+        kinds.add((name, cut))
         want = mix_images(px, cut, lam, box, layout)
         check(x.dtype == want.dtype and x.shape == want.shape,
               "%s: %s %s" % (where, x.dtype, x.shape))
@@ -328,6 +332,9 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
         check_job(m, name, plain, op, layout, 0, "rank-1-of-3", 1, 3)
         log("%s (%s %s %s): equals the reference" % (name, optext(op),
                                                        dtype, layout))
+    check(("both", True) in kinds and ("both", False) in kinds,
+          "mixup_cutmix chose only one of them in %d batches"
+          % (2 * nb + nbatches(3)))
     for e in range(EPOCHS):
         check_relaxed(m, e)
     log("rel: equals the reference mix of its chosen samples")
