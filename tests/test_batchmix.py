@@ -28,6 +28,9 @@ v2's documented algorithm (Debian's torchvision 0.14 has no v2):
   the strict job's, nothing fails);
 - the same bytes on every read, with threads = 1 and threads = 4, after a
   remount, and as feedfs-ref computes them in-process;
+- feedfs.Job and feedfs.torch.Loader hand the soft labels over as
+  float32 arrays and tensors; examples/numpy_loop.py and pytorch_train.py
+  train on them (cross-entropy with probabilities);
 - the lambdas of 4000 batches follow Beta(0.2, 0.2): a two-sample
   Kolmogorov-Smirnov test against numpy's Beta sampler (alpha 0.001).
 """
@@ -35,6 +38,7 @@ v2's documented algorithm (Debian's torchvision 0.14 has no v2):
 import json
 import math
 import os
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -340,6 +344,50 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
     log("rel: equals the reference mix of its chosen samples")
     first = digest(m)
     check(digest(m) == first, "a second read differs")
+
+    # The Python package hands the soft labels over; the examples train.
+    sys.path.insert(0, os.path.join(fflib.SRCDIR, "python"))
+    import feedfs  # noqa: E402
+    job = feedfs.Job(m.p("both"))
+    check(job.soft_labels and job.num_classes == CLASSES and
+          job.labels_dtype == np.float32, "Job: soft_labels %s %s %s"
+          % (job.soft_labels, job.num_classes, job.labels_dtype))
+    check(not feedfs.Job(m.p("plain")).soft_labels, "plain: soft labels")
+    ys = [y for x, y in job.epoch(1)]
+    for b, y in enumerate(ys):
+        check(y.dtype == np.float32 and np.array_equal(y, np.load(m.p(
+            "both", "epoch-0001", "batch-%06d.labels.npy" % b))),
+              "Job.epoch: batch %d's labels" % b)
+    env = dict(os.environ, PYTHONPATH=os.path.join(fflib.SRCDIR, "python"))
+    ex = os.path.join(fflib.SRCDIR, "examples")
+    r = subprocess.run([fflib.PY, os.path.join(ex, "numpy_loop.py"), m.mnt,
+                        "--job", "both", "--epochs", "1"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0 and b"epoch 0: %d batches" % nb in r.stdout,
+          "numpy_loop.py on soft labels: %s" % r.stdout.decode())
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        log("SKIP: torch is missing: Loader and pytorch_train.py untried")
+    if torch is not None:
+        import feedfs.torch  # noqa: E402
+        n = 0
+        for b, (x, y) in enumerate(feedfs.torch.Loader(job, epochs=[1])):
+            check(y.dtype == torch.float32 and np.array_equal(
+                y.numpy(), ys[b]), "Loader: batch %d's labels %s %s"
+                  % (b, y.dtype, tuple(y.shape)))
+            n += 1
+        check(n == nb, "Loader: %d batches" % n)
+        r = subprocess.run([fflib.PY, os.path.join(ex, "pytorch_train.py"),
+                            m.mnt, "--job", "both", "--epochs", "1"],
+                           env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        check(r.returncode == 0 and b"epoch 0 batch %d step %d loss"
+              % (nb - 1, nb) in r.stdout,
+              "pytorch_train.py on soft labels: %s" % r.stdout.decode())
+    log("feedfs.Job and feedfs.torch.Loader hand over float32 soft labels; "
+        "numpy_loop.py and pytorch_train.py train on them")
 
 # In-process: feedfs-ref's bytes.
 for name in [x[0] for x in MIXED]:
