@@ -21,6 +21,9 @@ v2's documented algorithm (Debian's torchvision 0.14 has no v2):
   .npy headers say float32 (B, num_classes) for labels; info.json gives
   labels_dtype, labels_shape and num_classes; a plain job keeps int64;
 - a rank view (rank 1 of 3) is mixed within its own batches (its key);
+- a mixture (two datasets, 6 classes in their union) with mixup: its
+  batches are the plain mixture's (ids, so the shares), mixed, with soft
+  labels over the union's classes;
 - order = relaxed: a batch's content is fixed when chosen; its images are
   the reference mix of the per-sample images of its ids (taken from the
   plain job's epoch), its labels the soft labels of its ids;
@@ -208,6 +211,17 @@ jobs["sub"]["on_error"] = "substitute"
 for j in jobs.values():
     j.update(batch_size=B, epochs=EPOCHS, seed=SEED)
 cfg = t.config(t.path("feed.conf"), data, jobs)
+# A mixture (data and data2, whose class007 is new: 6 classes in all), with
+# and without a batch op: the batch keeps its sources' shares (its ids).
+NMIX, CMIX = N + 20, CLASSES + 1
+data2 = t.gen(t.path("data2"), n=20, classes=2, seed=6)
+os.rename(os.path.join(data2, "class001"), os.path.join(data2, "class007"))
+with open(cfg, "a") as f:
+    f.write("\n[dataset data2]\nroot = %s\n" % data2)
+    for jname, tail in (("mixplain", ""), ("mixmix", " mixup(0.3)")):
+        f.write("\n[job %s]\nmixture = data:0.6 data2:0.4\nbatch_size = %d"
+                "\nepochs = %d\nseed = %d\npipeline = %s%s\n"
+                % (jname, B, EPOCHS, SEED, NORM, tail))
 mnt = t.path("mnt")
 nb = -(-N // B)
 
@@ -223,15 +237,16 @@ def read_npy(path):
         return np.load(f), size, raw
 
 
-def nbatches(world):
-    return -(-(-(-N // world)) // B)
+def nbatches(world, job=None):
+    n = NMIX if job in ("mixmix", "mixplain") else N
+    return -(-(-(-n // world)) // B)
 
 
 def epoch_files(m, job, e, view="", world=1):
     """{(batch, suffix): (array, size, bytes)} of an epoch of a view."""
     d = m.p(job, view, "epoch-%04d" % e)
     out = {}
-    for b in range(nbatches(world)):
+    for b in range(nbatches(world, job)):
         for sfx in (".npy", ".labels.npy", ".ids.npy"):
             out[(b, sfx)] = read_npy(os.path.join(d, "batch-%06d%s"
                                                   % (b, sfx)))
@@ -241,7 +256,8 @@ def epoch_files(m, job, e, view="", world=1):
 kinds = set()  # (job, cut) seen: mixup_cutmix must have shown both
 
 
-def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1):
+def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1,
+              classes=CLASSES):
     got = epoch_files(m, name, e, view, world)
     ref = epoch_files(m, plain, e, view, world)
     for (b, sfx), (arr, size, raw) in got.items():
@@ -253,7 +269,7 @@ def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1):
         where = "%s %s epoch %d batch %d" % (name, view, e, b)
         check(np.array_equal(ids, pids), "%s: ids %s, not the plain job's "
               "%s" % (where, ids, pids))
-        check(y.dtype == np.float32 and y.shape == (len(ids), CLASSES),
+        check(y.dtype == np.float32 and y.shape == (len(ids), classes),
               "%s: labels %s %s" % (where, y.dtype, y.shape))
         cut, lam, box = draw(op, SEED, e, rank, world, b, SIZE, SIZE)
         kinds.add((name, cut))
@@ -265,9 +281,9 @@ def check_job(m, name, plain, op, layout, e, view="", rank=0, world=1):
             fflib.fail("%s: %s lam %r box %s: %d elements differ, max %g"
                        % (where, "cutmix" if cut else "mixup", lam, box,
                           int((d > 0).sum()), d.max()))
-        check(np.array_equal(y, soft_labels(py, lam, CLASSES)),
+        check(np.array_equal(y, soft_labels(py, lam, classes)),
               "%s: soft labels %s, expected %s (lam %r)"
-              % (where, y, soft_labels(py, lam, CLASSES), lam))
+              % (where, y, soft_labels(py, lam, classes), lam))
     return got
 
 
@@ -336,6 +352,11 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
         check_job(m, name, plain, op, layout, 0, "rank-1-of-3", 1, 3)
         log("%s (%s %s %s): equals the reference" % (name, optext(op),
                                                        dtype, layout))
+    for e in range(EPOCHS):
+        check_job(m, "mixmix", "mixplain", ("mixup", (0.3,)), "CHW", e,
+                  classes=CMIX)
+    log("mixmix (a mixture, mixup(0.3)): equals the reference over %d "
+        "classes" % CMIX)
     check(("both", True) in kinds and ("both", False) in kinds,
           "mixup_cutmix chose only one of them in %d batches"
           % (2 * nb + nbatches(3)))
