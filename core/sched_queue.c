@@ -105,6 +105,7 @@ sched_complete(struct feed *f, struct batch *b)
 		sched_ready(f, b);
 		return;
 	}
+	sched_dequeue(f, b); /* out of the work queues already: qnext is free */
 	b->mixq = true;
 	q_push(&f->mix, b);
 	pthread_cond_broadcast(&f->work);
