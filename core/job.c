@@ -89,15 +89,15 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    "%s:%d: gpu = on: the device converts uint8 samples one "
 		    "by one, and cannot apply batch op %s: use gpu = off",
 		    c->path, cj->pipeline_line,
-		    j->pl->batch_op->kind == XF_OP_MIXUP   ? "mixup"
+		    j->pl->batch_op->kind == XF_OP_MIXUP    ? "mixup"
 		    : j->pl->batch_op->kind == XF_OP_CUTMIX ? "cutmix"
 							    : "mixup_cutmix");
 		return -EINVAL;
 	}
 	j->soft = j->pl->batch_op != NULL;
 	j->nclasses = (uint32_t)j->ds->nclasses;
-	if (j->soft && (j->ds->nclasses == 0 ||
-			   j->ds->nclasses > CFG_MAX_CLASSES)) {
+	if (j->soft &&
+	    (j->ds->nclasses == 0 || j->ds->nclasses > CFG_MAX_CLASSES)) {
 		snprintf(err, errlen,
 		    "%s:%d: a batch op makes soft labels over the dataset's "
 		    "classes, and job %s's dataset has %zu",
@@ -451,28 +451,29 @@ job_batch_geom(
 	if (j->soft) {
 		shape[1] = j->nclasses;
 		g->hdr[BK_LABELS] = (uint32_t)npy_header_len("<f4", shape, 2);
-		g->size[BK_LABELS] = g->hdr[BK_LABELS] +
-				     (uint64_t)g->len * j->nclasses * sizeof(float);
+		g->size[BK_LABELS] = g->hdr[BK_LABELS] + (uint64_t)g->len *
+							     j->nclasses *
+							     sizeof(float);
 	}
 	g->size[BK_CUDA] = FEEDFS_CUDA_DESC_SIZE;
 	g->raw_size = (uint64_t)g->len * j->raw_bytes;
 }
 
 void
-job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank,
-    uint32_t world, uint64_t b, struct xf_mix *m)
+job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
+    uint64_t b, struct xf_mix *m)
 {
 	/* b < 10^6, rank < world <= 1024: one id each. */
 	uint64_t id = b | (uint64_t)rank << 32 | (uint64_t)world << 48;
 
 	xf_mix_params(j->pl->batch_op,
-	    rng_key(RNG_DOMAIN_BATCHMIX, j->cfg->seed, epoch, id),
-	    j->pl->out_w, j->pl->out_h, m);
+	    rng_key(RNG_DOMAIN_BATCHMIX, j->cfg->seed, epoch, id), j->pl->out_w,
+	    j->pl->out_h, m);
 }
 
 int
-job_soft_labels(const struct job *j, const struct xf_mix *m,
-    const int64_t *ids, uint32_t len, float *out)
+job_soft_labels(const struct job *j, const struct xf_mix *m, const int64_t *ids,
+    uint32_t len, float *out)
 {
 	int64_t *lab = malloc((len ? len : 1) * sizeof(*lab));
 

@@ -191,8 +191,8 @@ main(int argc, char **argv)
 		    0)
 			ret = 1;
 		hl = job_npy_header(&j, (uint32_t)r, BK_IDS, hdr);
-		if (write_file(out, b, ".ids.npy", hdr, hl, ids,
-			(size_t)r * 8) != 0)
+		if (write_file(
+			out, b, ".ids.npy", hdr, hl, ids, (size_t)r * 8) != 0)
 			ret = 1;
 	}
 	free(soft);

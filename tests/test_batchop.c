@@ -58,8 +58,8 @@ test_beta(void)
 		double a = alphas[k], d = 0;
 
 		for (int i = 0; i < N; i++)
-			v[i] = xf_beta(rng_key(RNG_DOMAIN_BATCHMIX, 3, k, i),
-			    1, a);
+			v[i] = xf_beta(
+			    rng_key(RNG_DOMAIN_BATCHMIX, 3, k, i), 1, a);
 		qsort(v, N, sizeof(*v), cmp_double);
 		for (int i = 0; i < N; i++) {
 			double f = beta_cdf(a, v[i]);
@@ -140,9 +140,8 @@ mix_ref(const struct xf_mix *m, const float *x, uint32_t n, uint32_t w,
 		for (size_t e = 0; e < k; e++) {
 			uint32_t px = layout == XF_HWC ? (uint32_t)(e / 3 % w)
 						       : (uint32_t)(e % w);
-			uint32_t py = layout == XF_HWC
-					  ? (uint32_t)(e / 3 / w)
-					  : (uint32_t)(e / w % h);
+			uint32_t py = layout == XF_HWC ? (uint32_t)(e / 3 / w)
+						       : (uint32_t)(e / w % h);
 			bool in = px >= m->x0 && px < m->x1 && py >= m->y0 &&
 				  py < m->y1;
 
@@ -180,26 +179,26 @@ test_images(void)
 					uint8_t *a = malloc(n * k * es),
 						*b = malloc(n * k * es),
 						*tmp = malloc(k * es);
-					struct xf_mix m = {cut, 0.3137, 1, 1,
-					    w - 1, h};
+					struct xf_mix m = {
+					    cut, 0.3137, 1, 1, w - 1, h};
 
 					for (size_t e = 0; e < n * k; e++) {
-						float v = (float)(rng_uniform(
-								      5, e) *
-								      4 -
-								  2);
+						float v =
+						    (float)(rng_uniform(5, e) *
+								4 -
+							    2);
 
 						if (dt) {
 							uint16_t hv =
 							    xf_float_to_half(v);
 
-							memcpy(a + e * 2, &hv,
-							    2);
+							memcpy(
+							    a + e * 2, &hv, 2);
 							v = xf_half_to_float(
 							    hv);
 						} else
-							memcpy(a + e * 4, &v,
-							    4);
+							memcpy(
+							    a + e * 4, &v, 4);
 						x[e] = v;
 					}
 					memcpy(b, a, n * k * es);
@@ -213,8 +212,8 @@ test_images(void)
 						if (dt) {
 							uint16_t hv;
 
-							memcpy(&hv, a + e * 2,
-							    2);
+							memcpy(
+							    &hv, a + e * 2, 2);
 							CHECK(hv ==
 							      xf_float_to_half(
 								  want[e]));
@@ -239,8 +238,8 @@ test_uint8(void)
 
 	for (size_t i = 0; i < sizeof(px); i++)
 		px[i] = (uint8_t)(i < 24 ? 10 : 200);
-	CHECK(xf_mix_images(&mix, px, 2, 4, 2, XF_UINT8, XF_HWC, tmp) ==
-	      -EINVAL);
+	CHECK(
+	    xf_mix_images(&mix, px, 2, 4, 2, XF_UINT8, XF_HWC, tmp) == -EINVAL);
 	CHECK(xf_mix_images(&cut, px, 2, 4, 2, XF_UINT8, XF_HWC, tmp) == 0);
 	/* Sample 0's box (x 1..2 of row 0) came from sample 1, and 1's
 	 * from sample 0; the rest is theirs. */
@@ -252,8 +251,9 @@ test_uint8(void)
 					uint8_t own = s ? 200 : 10,
 						other = s ? 10 : 200;
 
-					CHECK(px[s * 24 + (y * 4 + x) * 3 +
-						 c] == (in ? other : own));
+					CHECK(
+					    px[s * 24 + (y * 4 + x) * 3 + c] ==
+					    (in ? other : own));
 				}
 }
 
@@ -336,8 +336,8 @@ test_parse(void)
 			CHECK(strstr(err, cases[i].msg) != NULL);
 		}
 	}
-	CHECK_EQ_INT(parse("decode mixup(0.2) resize(40) center_crop(32)",
-			 err, sizeof(err)),
+	CHECK_EQ_INT(parse("decode mixup(0.2) resize(40) center_crop(32)", err,
+			 sizeof(err)),
 	    -EINVAL);
 	/* uint8: cutmix copies pixels, mixup would blend them. */
 	{
@@ -346,21 +346,22 @@ test_parse(void)
 		CHECK(xf_pipeline_parse("decode center_crop(8) mixup(1)", &pl,
 			  err, sizeof(err)) == 0);
 		CHECK(pl && pl->batch_op && pl->batch_op->kind == XF_OP_MIXUP);
-		CHECK(pl && xf_check_output(pl, XF_UINT8, err, sizeof(err)) ==
-				-EINVAL &&
+		CHECK(pl &&
+		      xf_check_output(pl, XF_UINT8, err, sizeof(err)) ==
+			  -EINVAL &&
 		      strstr(err, "uint8") != NULL);
-		CHECK(pl && xf_check_output(pl, XF_FLOAT16, err, sizeof(err)) ==
-				0);
+		CHECK(pl &&
+		      xf_check_output(pl, XF_FLOAT16, err, sizeof(err)) == 0);
 		xf_pipeline_free(pl);
 		pl = NULL;
 		CHECK(xf_pipeline_parse("decode center_crop(8) cutmix(1)", &pl,
 			  err, sizeof(err)) == 0);
-		CHECK(pl && xf_check_output(pl, XF_UINT8, err, sizeof(err)) ==
-				0);
+		CHECK(
+		    pl && xf_check_output(pl, XF_UINT8, err, sizeof(err)) == 0);
 		xf_pipeline_free(pl);
 		pl = NULL;
-		CHECK(xf_pipeline_parse("decode center_crop(8)", &pl, err,
-			  sizeof(err)) == 0);
+		CHECK(xf_pipeline_parse(
+			  "decode center_crop(8)", &pl, err, sizeof(err)) == 0);
 		CHECK(pl && pl->batch_op == NULL);
 		xf_pipeline_free(pl);
 	}

@@ -30,9 +30,9 @@
 
 /* Counters of the draw: stream << 32 + i (xf.h). */
 #define STREAM_SWITCH 0 /* mixup_cutmix's choice */
-#define STREAM_BETA 1   /* 1 and 2: the two Gamma draws */
-#define STREAM_BOX 3    /* cutmix's center: x, then y */
-#define GAMMA_TRIES 64  /* acceptance is > 95% a try */
+#define STREAM_BETA 1	/* 1 and 2: the two Gamma draws */
+#define STREAM_BOX 3	/* cutmix's center: x, then y */
+#define GAMMA_TRIES 64	/* acceptance is > 95% a try */
 
 static uint64_t
 ctr(uint64_t stream, uint64_t i)
@@ -62,14 +62,14 @@ gamma_log(uint64_t key, uint64_t stream, double alpha)
 		if (v <= 0)
 			continue;
 		v = v * v * v;
-		if (u == 0 ||
-		    log(u) < 0.5 * x * x + d - d * v + d * log(v)) {
+		if (u == 0 || log(u) < 0.5 * x * x + d - d * v + d * log(v)) {
 			lg = log(d) + log(v);
 			break;
 		}
 	}
 	if (alpha < 1)
-		lg += log(1.0 - rng_uniform(key, ctr(stream, 1u << 31))) / alpha;
+		lg +=
+		    log(1.0 - rng_uniform(key, ctr(stream, 1u << 31))) / alpha;
 	return lg;
 }
 
@@ -105,9 +105,9 @@ xf_mix_params(const struct xf_op *op, uint64_t key, uint32_t w, uint32_t h,
 		m->y0 = (uint32_t)(ry - rh < 0 ? 0 : ry - rh);
 		m->x1 = (uint32_t)(rx + rw > w ? w : rx + rw);
 		m->y1 = (uint32_t)(ry + rh > h ? h : ry + rh);
-		m->lam = 1.0 - (double)((uint64_t)(m->x1 - m->x0) *
-					  (m->y1 - m->y0)) /
-				   ((double)w * h);
+		m->lam = 1.0 -
+			 (double)((uint64_t)(m->x1 - m->x0) * (m->y1 - m->y0)) /
+			     ((double)w * h);
 	}
 }
 
@@ -201,8 +201,8 @@ use_avx2(void)
 
 /* blend_scalar, eight elements at a time, then the rest by it. */
 __attribute__((target("avx2,f16c"))) static void
-blend_avx2(void *dst, const void *prev, size_t k, enum xf_dtype dtype,
-    float a, float c)
+blend_avx2(void *dst, const void *prev, size_t k, enum xf_dtype dtype, float a,
+    float c)
 {
 	__m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
 	size_t i = 0;
@@ -231,9 +231,9 @@ blend_avx2(void *dst, const void *prev, size_t k, enum xf_dtype dtype,
 		    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + i))),
 		    vc);
 
-		_mm_storeu_si128((__m128i *)(d + i),
-		    _mm256_cvtps_ph(
-			_mm256_add_ps(t, u), _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128(
+		    (__m128i *)(d + i), _mm256_cvtps_ph(_mm256_add_ps(t, u),
+					    _MM_FROUND_TO_NEAREST_INT));
 	}
 	blend_scalar(d + i, p + i, k - i, dtype, a, c);
 }
@@ -241,8 +241,8 @@ blend_avx2(void *dst, const void *prev, size_t k, enum xf_dtype dtype,
 
 /* The box of src into dst, one sample of w x h x 3 elements of es bytes. */
 static void
-paste_box(uint8_t *dst, const uint8_t *src, const struct xf_mix *m,
-    uint32_t w, uint32_t h, size_t es, enum xf_layout layout)
+paste_box(uint8_t *dst, const uint8_t *src, const struct xf_mix *m, uint32_t w,
+    uint32_t h, size_t es, enum xf_layout layout)
 {
 	size_t run;
 
@@ -267,12 +267,10 @@ paste_box(uint8_t *dst, const uint8_t *src, const struct xf_mix *m,
 }
 
 static int
-mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
-    uint32_t h, enum xf_dtype dtype, enum xf_layout layout, void *tmp,
-    bool simd)
+mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w, uint32_t h,
+    enum xf_dtype dtype, enum xf_layout layout, void *tmp, bool simd)
 {
-	size_t es = elem_size(dtype), k = (size_t)w * h * 3,
-	       bytes = k * es;
+	size_t es = elem_size(dtype), k = (size_t)w * h * 3, bytes = k * es;
 	uint8_t *x = px;
 	float a = (float)(1.0 - m->lam), c = (float)m->lam;
 
@@ -311,9 +309,8 @@ xf_mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
 }
 
 int
-xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
-    uint32_t w, uint32_t h, enum xf_dtype dtype, enum xf_layout layout,
-    void *tmp)
+xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
+    uint32_t h, enum xf_dtype dtype, enum xf_layout layout, void *tmp)
 {
 	return mix_images(m, px, n, w, h, dtype, layout, tmp, false);
 }

@@ -163,19 +163,19 @@ bad_nargs(const struct optext *t, const char *want, char *err, size_t errlen)
  * alpha_cut, switch_prob); alphas > 0 (Beta's), the switch in 0..1.
  */
 static int
-make_batch_op(const struct optext *t, struct xf_op *op, char *err,
-    size_t errlen)
+make_batch_op(
+    const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 {
 	bool both = strcmp(t->name, "mixup_cutmix") == 0;
 	double d[3];
 	int r;
 
-	op->kind = both		     ? XF_OP_MIXUP_CUTMIX
+	op->kind = both		       ? XF_OP_MIXUP_CUTMIX
 		   : t->name[0] == 'm' ? XF_OP_MIXUP
 				       : XF_OP_CUTMIX;
 	if (t->nargs != (both ? 3 : 1))
-		return bad_nargs(t, both ? "3 arguments" : "1 argument", err,
-		    errlen);
+		return bad_nargs(
+		    t, both ? "3 arguments" : "1 argument", err, errlen);
 	for (int i = 0; i < t->nargs; i++) {
 		if ((r = parse_real(t, i, &d[i], err, errlen)) != 0)
 			return r;
