@@ -61,6 +61,11 @@ make_readme(struct feed *f, size_t *len)
 		    cfg_dtype_name(j->cfg->dtype),
 		    cfg_layout_name(j->cfg->layout), j->shape[1], j->shape[2],
 		    j->shape[3]);
+		if (j->soft) /* a batch op ends its pipeline */
+			sb_printf(&sb,
+			    "      labels: float32 soft labels, shape (B, "
+			    "%" PRIu32 ")\n",
+			    j->nclasses);
 	}
 	sb_printf(&sb,
 	    "\nFiles of a job:\n\n"

@@ -342,6 +342,10 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
               (st.st_size - (N - (nb - 1) * B) * CLASSES * 4) % 64 == 0,
               "%s: labels of the last batch: %d bytes at stat time"
               % (name, st.st_size))
+    with open(m.p("README")) as f:
+        readme = f.read()
+    check("labels: float32 soft labels, shape (B, %d)" % CLASSES in readme,
+          "README does not say the soft labels' shape")
     info = json.load(open(m.p("plain", "info.json")))
     check(info["labels_dtype"] == "int64" and info["labels_shape"] == [B],
           "plain: info.json %s" % info)
