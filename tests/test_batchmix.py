@@ -27,8 +27,9 @@ v2's documented algorithm (Debian's torchvision 0.14 has no v2):
 - order = relaxed: a batch's content is fixed when chosen; its images are
   the reference mix of the per-sample images of its ids (taken from the
   plain job's epoch), its labels the soft labels of its ids;
-- on_error = substitute: the batch as delivered is mixed (here: equal to
-  the strict job's, nothing fails);
+- on_error = substitute: the batch as delivered is mixed (a broken JPEG
+  replaced by the next good sample, its id and label with it), equal to
+  the reference mix of the plain substitute job's batch;
 - the same bytes on every read, with threads = 1 and threads = 4, after a
   remount, and as feedfs-ref computes them in-process;
 - feedfs.Job and feedfs.torch.Loader hand the soft labels over as
@@ -222,6 +223,20 @@ with open(cfg, "a") as f:
         f.write("\n[job %s]\nmixture = data:0.6 data2:0.4\nbatch_size = %d"
                 "\nepochs = %d\nseed = %d\npipeline = %s%s\n"
                 % (jname, B, EPOCHS, SEED, NORM, tail))
+# on_error = substitute with a broken JPEG: the batch as delivered (the
+# next good sample stands in, its label and id with it) is mixed.
+NBAD = 20
+bad = t.gen(t.path("bad"), n=NBAD, classes=CLASSES, seed=8)
+badfile = sorted(os.path.join(r, n) for r, _, ns in os.walk(bad)
+                 for n in ns)[3]
+with open(badfile, "wb") as f:
+    f.write(b"\xff\xd8 not a jpeg")
+with open(cfg, "a") as f:
+    f.write("\n[dataset bad]\nroot = %s\n" % bad)
+    for jname, tail in (("plainbad", ""), ("subbad", " cutmix(1.0)")):
+        f.write("\n[job %s]\ndataset = bad\non_error = substitute\n"
+                "batch_size = %d\nepochs = %d\nseed = %d\npipeline = %s%s"
+                "\n" % (jname, B, EPOCHS, SEED, NORM, tail))
 mnt = t.path("mnt")
 nb = -(-N // B)
 
@@ -238,7 +253,8 @@ def read_npy(path):
 
 
 def nbatches(world, job=None):
-    n = NMIX if job in ("mixmix", "mixplain") else N
+    n = {"mixmix": NMIX, "mixplain": NMIX, "subbad": NBAD,
+         "plainbad": NBAD}.get(job, N)
     return -(-(-(-n // world)) // B)
 
 
@@ -361,6 +377,14 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
                   classes=CMIX)
     log("mixmix (a mixture, mixup(0.3)): equals the reference over %d "
         "classes" % CMIX)
+    for e in range(EPOCHS):
+        got = check_job(m, "subbad", "plainbad", OPS["cutmix"], "CHW", e)
+        ids = np.concatenate([got[(b, ".ids.npy")][0]
+                              for b in range(nbatches(1, "subbad"))])
+        check(len(ids) == NBAD and len(set(ids.tolist())) == NBAD - 1,
+              "subbad epoch %d: ids %s (one substituted)" % (e, ids))
+    log("subbad (on_error = substitute, a broken JPEG, cutmix): the "
+        "substituted batch, mixed, equals the reference")
     check(("both", True) in kinds and ("both", False) in kinds,
           "mixup_cutmix chose only one of them in %d batches"
           % (2 * nb + nbatches(3)))
