@@ -285,7 +285,7 @@ fill(struct feed *f, struct batch *b)
 		job_npy_header(
 		    j, b->g.len, BK_IMAGES, (char *)b->file[BK_IMAGES]);
 	job_npy_header(j, b->g.len, BK_LABELS, (char *)b->file[BK_LABELS]);
-	memcpy(b->file[BK_IDS], b->file[BK_LABELS], b->g.hdr[BK_IDS]);
+	job_npy_header(j, b->g.len, BK_IDS, (char *)b->file[BK_IDS]);
 	plan_batch_positions(
 	    &j->plan, b->key.rank, b->key.world, b->key.batch, b->pos);
 	b->r.quota = b->g.len;

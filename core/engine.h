@@ -101,6 +101,7 @@ struct batch {
 	bool empty;                /* no data: not built, or dropped */
 	bool ready;                /* all slots done, or failed */
 	bool converting;           /* gpu = on: images being made from raw */
+	bool mixq;                 /* complete, in the mix queue (a batch op) */
 	int err;                   /* first failure */
 	char errmsg[512];
 	unsigned refs;             /* open handles */
@@ -187,6 +188,7 @@ struct feed {
 	struct batch *table[FEED_HASH];
 	size_t nbatches;
 	struct queue demand, ahead;
+	struct queue mix; /* complete batches for their batch op (sched.c) */
 	struct order *orders;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
@@ -309,6 +311,10 @@ void sched_demand(struct feed *f, struct batch *b);
 uint8_t *sched_slot(struct batch *b, uint32_t s);
 /* Every slot of b is done: wake its readers.  Locked. */
 void sched_ready(struct feed *f, struct batch *b);
+/* Every slot of b is done: sched_ready, or with a batch op (and no
+ * failure) into the mix queue, where a worker mixes it unlocked and then
+ * makes it ready (sched.c).  Locked. */
+void sched_complete(struct feed *f, struct batch *b);
 
 /* sched.c: queue the batches after k within the budget (readahead).
  * Locked. */

@@ -498,7 +498,8 @@ feed_file_size(
 /*
  * Labels and ids straight from the plan: with on_error = fail and strict
  * order the batch holds exactly its planned samples, so no decoding is
- * needed.
+ * needed.  A batch op's soft labels too: its draw depends on the batch's
+ * key and the output size alone.
  */
 static int
 planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
@@ -506,31 +507,45 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 {
 	struct job *j = &f->jobs[k->job];
 	struct batch_geom g;
+	bool soft = kind == BK_LABELS && j->soft;
 	uint64_t *pos;
 	struct order *o;
-	int64_t *v;
+	int64_t *v, *ids = NULL;
+	int r = 0;
 
 	job_batch_geom(j, k->world, k->batch, &g);
 	h->len = g.size[kind];
 	pos = malloc((g.len ? g.len : 1) * sizeof(*pos));
-	if (!pos || (h->data = malloc(h->len)) == NULL) {
+	if (soft)
+		ids = malloc((g.len ? g.len : 1) * sizeof(*ids));
+	if (!pos || (soft && !ids) || (h->data = malloc(h->len)) == NULL) {
 		free(pos);
+		free(ids);
 		return -ENOMEM;
 	}
 	job_npy_header(j, g.len, kind, (char *)h->data);
-	v = (int64_t *)(h->data + g.hdr[kind]);
+	v = soft ? ids : (int64_t *)(h->data + g.hdr[kind]);
 	plan_batch_positions(&j->plan, k->rank, k->world, k->batch, pos);
 	pthread_mutex_lock(&f->lock);
 	o = order_get(f, k->job, k->epoch);
 	for (uint32_t s = 0; o && s < g.len; s++) {
 		uint32_t id = o->ids[pos[s]];
 
-		v[s] = kind == BK_IDS ? (int64_t)id : j->ds->samples[id].label;
+		v[s] = kind == BK_IDS || soft ? (int64_t)id
+					      : j->ds->samples[id].label;
 	}
 	order_put(o);
 	pthread_mutex_unlock(&f->lock);
 	free(pos);
-	return o ? 0 : -ENOMEM;
+	if (o && soft) {
+		struct xf_mix m;
+
+		job_mix_draw(j, k->epoch, k->rank, k->world, k->batch, &m);
+		r = job_soft_labels(
+		    j, &m, ids, g.len, (float *)(h->data + g.hdr[kind]));
+	}
+	free(ids);
+	return o ? r : -ENOMEM;
 }
 
 /*

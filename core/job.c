@@ -16,6 +16,7 @@
 #include "core/sbuf.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
+#include "transforms/rng.h"
 
 /* asprintf, with *out NULL on failure. */
 static int __attribute__((format(printf, 2, 3)))
@@ -83,6 +84,26 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	 * Refused before anything is mounted; probed in a child process so
 	 * that CUDA is first opened after fuse_daemonize() (feed_start).
 	 */
+	if (cj->gpu && j->pl->batch_op != NULL) {
+		snprintf(err, errlen,
+		    "%s:%d: gpu = on: the device converts uint8 samples one "
+		    "by one, and cannot apply batch op %s: use gpu = off",
+		    c->path, cj->pipeline_line,
+		    j->pl->batch_op->kind == XF_OP_MIXUP    ? "mixup"
+		    : j->pl->batch_op->kind == XF_OP_CUTMIX ? "cutmix"
+							    : "mixup_cutmix");
+		return -EINVAL;
+	}
+	j->soft = j->pl->batch_op != NULL;
+	j->nclasses = (uint32_t)j->ds->nclasses;
+	if (j->soft &&
+	    (j->ds->nclasses == 0 || j->ds->nclasses > CFG_MAX_CLASSES)) {
+		snprintf(err, errlen,
+		    "%s:%d: a batch op makes soft labels over the dataset's "
+		    "classes, and job %s's dataset has %zu",
+		    c->path, cj->pipeline_line, cj->name, j->ds->nclasses);
+		return -EINVAL;
+	}
 	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
 		snprintf(
 		    err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line, msg);
@@ -396,6 +417,11 @@ job_npy_header(
 {
 	uint64_t shape[4];
 
+	if (kind == BK_LABELS && j->soft) {
+		shape[0] = len;
+		shape[1] = j->nclasses;
+		return npy_header(buf, "<f4", shape, 2);
+	}
 	if (kind != BK_IMAGES) {
 		shape[0] = len;
 		return npy_header(buf, "<i8", shape, 1);
@@ -422,8 +448,59 @@ job_batch_geom(
 	    g->hdr[BK_IMAGES] + (uint64_t)g->len * j->sample_bytes;
 	g->size[BK_LABELS] = g->size[BK_IDS] =
 	    g->hdr[BK_LABELS] + (uint64_t)g->len * sizeof(int64_t);
+	if (j->soft) {
+		shape[1] = j->nclasses;
+		g->hdr[BK_LABELS] = (uint32_t)npy_header_len("<f4", shape, 2);
+		g->size[BK_LABELS] = g->hdr[BK_LABELS] + (uint64_t)g->len *
+							     j->nclasses *
+							     sizeof(float);
+	}
 	g->size[BK_CUDA] = FEEDFS_CUDA_DESC_SIZE;
 	g->raw_size = (uint64_t)g->len * j->raw_bytes;
+}
+
+void
+job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
+    uint64_t b, struct xf_mix *m)
+{
+	/* b < 10^6, rank < world <= 1024: one id each. */
+	uint64_t id = b | (uint64_t)rank << 32 | (uint64_t)world << 48;
+
+	xf_mix_params(j->pl->batch_op,
+	    rng_key(RNG_DOMAIN_BATCHMIX, j->cfg->seed, epoch, id), j->pl->out_w,
+	    j->pl->out_h, m);
+}
+
+int
+job_soft_labels(const struct job *j, const struct xf_mix *m, const int64_t *ids,
+    uint32_t len, float *out)
+{
+	int64_t *lab = malloc((len ? len : 1) * sizeof(*lab));
+
+	if (lab == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < len; i++)
+		lab[i] = ids[i] >= 0 && (uint64_t)ids[i] < j->ds->n
+			     ? j->ds->samples[ids[i]].label
+			     : -1;
+	xf_mix_labels(m, lab, len, j->nclasses, out);
+	free(lab);
+	return 0;
+}
+
+int
+job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
+    uint32_t world, uint64_t b, uint32_t len, void *px, const int64_t *ids,
+    float *labels, void *tmp)
+{
+	struct xf_mix m;
+	int r;
+
+	job_mix_draw(j, epoch, rank, world, b, &m);
+	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0)
+		return r;
+	return xf_mix_images(&m, px, len, j->pl->out_w, j->pl->out_h,
+	    j->cfg->dtype, j->cfg->layout, tmp);
 }
 
 static uint64_t

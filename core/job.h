@@ -139,6 +139,11 @@ struct job {
 				 device converts) */
 	size_t slot_bytes;    /* what a worker makes per sample: raw_bytes
 				 with gpu = on, else sample_bytes */
+	/* A batch op (pipeline's last op): its batches are mixed when
+	 * complete (job_mix_batch) and .labels.npy is float32 (B, nclasses)
+	 * soft labels instead of int64 (B,).  nclasses: the dataset's. */
+	bool soft;
+	uint32_t nclasses;
 	const char *descr;    /* npy dtype of the images */
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
@@ -207,6 +212,22 @@ void job_batch_geom(const struct job *j, uint32_t world, uint64_t b,
  * (buf holds NPY_MAX_HEADER bytes). */
 size_t job_npy_header(const struct job *j, uint32_t len, enum batch_kind kind,
     char *buf);
+
+/*
+ * Batch ops (xf.h): the draw of batch b of rank view rank of world in
+ * epoch (its stream: RNG_DOMAIN_BATCHMIX, the job's seed, epoch, and
+ * (world, rank, b)); the soft labels of len samples ids under draw m into
+ * out (len x nclasses float32), -ENOMEM; and a complete batch mixed in
+ * place: images px (len samples of sample_bytes), labels from ids into
+ * labels, tmp one sample.  Only for a job with soft set.
+ */
+void job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank,
+    uint32_t world, uint64_t b, struct xf_mix *m);
+int job_soft_labels(const struct job *j, const struct xf_mix *m,
+    const int64_t *ids, uint32_t len, float *out);
+int job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
+    uint32_t world, uint64_t b, uint32_t len, void *px, const int64_t *ids,
+    float *labels, void *tmp);
 
 /* Count one finished sample in the per-second window (approximate). */
 void job_rate_add(struct job_stats *st);

@@ -581,8 +581,9 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 		}
 	} else
 		memcpy(sched_slot(b, s), x->buf, j->slot_bytes);
-	((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
-	    j->ds->samples[x->id].label;
+	if (!j->soft) /* else made from the ids once complete */
+		((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
+		    j->ds->samples[x->id].label;
 	((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = x->id;
 	rsample_put(f, b->key.job, x);
 	if (b->r.filled < b->g.len)
@@ -590,7 +591,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 	rview_unwait(rv, b);
 	hand_on(f, rv, b);
 	rview_choose(f, rv, b);
-	sched_ready(f, b);
+	sched_complete(f, b);
 }
 
 /*

@@ -59,12 +59,14 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 			sched_dequeue(f, b);
 		}
 	} else {
-		((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
-		    j->ds->samples[id].label;
+		if (!j->soft) /* else made from the ids once complete */
+			((int64_t *)(b->file[BK_LABELS] +
+				     b->g.hdr[BK_LABELS]))[s] =
+			    j->ds->samples[id].label;
 		((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = id;
 	}
 	if (b->next == b->g.len && b->inflight == 0)
-		sched_ready(f, b);
+		sched_complete(f, b);
 }
 
 /* Make slot s of b (unlocked). */
@@ -195,6 +197,38 @@ scratch_outside(void *arg, size_t n, bool held)
 }
 
 /*
+ * The head of the mix queue: a complete batch of a job with a batch op,
+ * mixed here unlocked (its slots are done and it is not ready: nothing
+ * else touches its data), with one sample of scratch from the worker's
+ * arena, then made ready.  Locked; returns locked.
+ */
+static void
+mix_one(struct feed *f)
+{
+	struct batch *b = f->mix.head;
+	const struct job *j = b->job;
+	void *tmp;
+	int r = -ENOMEM;
+
+	sched_dequeue(f, b);
+	pthread_mutex_unlock(&f->lock);
+	if ((tmp = xf_alloc(j->sample_bytes ? j->sample_bytes : 1)) != NULL)
+		r = job_mix_batch(j, b->key.epoch, b->key.rank, b->key.world,
+		    b->key.batch, b->g.len,
+		    b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES],
+		    (const int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]),
+		    (float *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]), tmp);
+	xf_free(tmp);
+	pthread_mutex_lock(&f->lock);
+	if (r != 0 && !b->err) {
+		b->err = r;
+		snprintf(b->errmsg, sizeof(b->errmsg), "%s: batch op: %s",
+		    j->cfg->name, strerror(-r));
+	}
+	sched_ready(f, b);
+}
+
+/*
  * A worker: makes slots while there are any, with a scratch arena of its
  * own for the samples' buffers (no fresh pages per sample: xf.h), whose
  * cap sched_start counted in the memory budget; buffers too large for it
@@ -220,6 +254,11 @@ worker(void *arg)
 		uint32_t s, id = 0, pid = 0;
 		int r;
 
+		if (f->mix.head) { /* readers wait for it: first */
+			mix_one(f);
+			scratch_count(f, a, &counted, &reused, &fresh);
+			continue;
+		}
 		if (!b) {
 			pthread_cond_wait(&f->work, &f->lock);
 			continue;

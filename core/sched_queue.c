@@ -50,6 +50,10 @@ sched_enqueue(struct feed *f, struct batch *b)
 void
 sched_dequeue(struct feed *f, struct batch *b)
 {
+	if (b->mixq) {
+		q_remove(&f->mix, b);
+		b->mixq = false;
+	}
 	if (!b->queued)
 		return;
 	q_remove(b->demanded ? &f->demand : &f->ahead, b);
@@ -92,4 +96,17 @@ sched_ready(struct feed *f, struct batch *b)
 	budget_wake(&f->budget);
 	if (b->refs == 0 && budget_over(&f->budget))
 		budget_make_room(&f->budget, 0, 0, 0);
+}
+
+void
+sched_complete(struct feed *f, struct batch *b)
+{
+	if (b->err || !b->job->soft) {
+		sched_ready(f, b);
+		return;
+	}
+	sched_dequeue(f, b); /* out of the work queues already: qnext is free */
+	b->mixq = true;
+	q_push(&f->mix, b);
+	pthread_cond_broadcast(&f->work);
 }

@@ -61,6 +61,11 @@ make_readme(struct feed *f, size_t *len)
 		    cfg_dtype_name(j->cfg->dtype),
 		    cfg_layout_name(j->cfg->layout), j->shape[1], j->shape[2],
 		    j->shape[3]);
+		if (j->soft) /* a batch op ends its pipeline */
+			sb_printf(&sb,
+			    "      labels: float32 soft labels, shape (B, "
+			    "%" PRIu32 ")\n",
+			    j->nclasses);
 	}
 	sb_printf(&sb,
 	    "\nFiles of a job:\n\n"
@@ -70,7 +75,10 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/errors.tsv                         samples that failed: "
 	    "id, path, reason\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
-	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels (B,), or "
+	    "with a batch op\n"
+	    "                                         (mixup, cutmix) float32 "
+	    "soft labels (B, classes)\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
 	    "(1 <= W <= 1024; not listed, but there)\n"
@@ -181,6 +189,17 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 		sb_json_str(&sb, j->ds->classes[i]);
 	}
 	sb_printf(&sb, "]");
+	/* The labels' files: int64 (B,), or a batch op's soft labels. */
+	if (j->soft)
+		sb_printf(&sb,
+		    ",\n  \"labels_dtype\": \"float32\",\n"
+		    "  \"labels_shape\": [%" PRIu64 ", %" PRIu32 "]",
+		    c->batch_size, j->nclasses);
+	else
+		sb_printf(&sb,
+		    ",\n  \"labels_dtype\": \"int64\",\n"
+		    "  \"labels_shape\": [%" PRIu64 "]",
+		    c->batch_size);
 	if (job_is_mixture(j))
 		mixture_json(j, &sb);
 	sb_printf(&sb, "\n}\n");

@@ -80,7 +80,7 @@ def main():
     for epoch in range(first, a.epochs):
         loader.set_epoch(epoch)
         total += len(loader)
-        for x, y in loader:
+        for x, y in loader:  # y: indices, or a mixup job's soft labels
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()  # the gradients' allreduce: every rank alike

@@ -16,6 +16,9 @@ E, batch B: a batch's bytes depend only on (job, epoch, batch), so the
 rest of the run is what it would have been.  RANK and WORLD_SIZE in the
 environment make it read a rank's shard (JOB/rank-R-of-W/): it asks for
 them with world="auto" (Job.epoch reads the whole epoch by default).
+A job with a batch op (mixup, cutmix) gives soft labels, float32
+(B, classes) probabilities: the loss is the cross-entropy against them,
+and class indices are their one-hot rows.
 """
 import argparse
 import os
@@ -62,8 +65,13 @@ def main():
             p = np.exp(z)
             p /= p.sum(axis=1, keepdims=True)
             n = len(labels)
-            loss_sum += float(-np.log(p[np.arange(n), labels] + 1e-12).mean())
-            p[np.arange(n), labels] -= 1.0  # d(loss)/dz, times n
+            if labels.ndim == 1:  # class indices: one-hot targets
+                target = np.zeros((n, k), np.float32)
+                target[np.arange(n), labels] = 1.0
+            else:  # a mixup/cutmix job's soft labels
+                target = labels
+            loss_sum += float(-(target * np.log(p + 1e-12)).sum(1).mean())
+            p -= target  # d(loss)/dz, times n
             W -= a.lr * (x.T @ p) / n
             bias -= a.lr * p.mean(axis=0)
             seen += n

@@ -17,6 +17,12 @@ With --checkpoint the model, the optimizer and the Loader's position are
 saved every 50 steps and at the end; run it again and it resumes at the
 batch after the last one saved, in the middle of an epoch if that is
 where it was.  For several processes, see ddp_train.py.
+
+A job whose pipeline ends in a batch op (mixup(0.2), cutmix(1.0),
+mixup_cutmix(0.2, 1.0, 0.5): torchvision's recipe) gives soft labels,
+float32 (B, classes) probabilities, instead of class indices:
+F.cross_entropy takes either (with probabilities it is the cross-entropy
+against them), so the loop is the same; job.soft_labels says which.
 """
 import argparse
 import os
@@ -100,6 +106,8 @@ def main():
     for epoch in range(first, a.epochs):
         loader.set_epoch(epoch)  # a resumed epoch goes on where it was
         for x, y in loader:  # this epoch's batches: len(loader) of them
+            # y: class indices (B,), or soft labels (B, classes) of a
+            # mixup/cutmix job; cross_entropy takes both
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()

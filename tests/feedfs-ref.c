@@ -8,7 +8,8 @@
  *   feedfs-ref [--rank R --world W] CONFIG|DATASET_DIR JOB EPOCH OUTDIR
  *
  * Writes OUTDIR/batch-NNNNNN.npy, .labels.npy and .ids.npy for every batch
- * of the epoch (of rank R of W).  Exit 1 with a message on error.
+ * of the epoch (of rank R of W).  A job with a batch op: its batches
+ * mixed (job_mix_batch) and soft labels.  Exit 1 with a message on error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -154,6 +155,8 @@ main(int argc, char **argv)
 	void *images = malloc((size_t)cj->batch_size * j.sample_bytes);
 	int64_t *labels = malloc(cj->batch_size * sizeof(int64_t));
 	int64_t *ids = malloc(cj->batch_size * sizeof(int64_t));
+	float *soft = j.soft ? malloc(cj->batch_size * j.nclasses * 4) : NULL;
+	void *tmp = malloc(j.sample_bytes ? j.sample_bytes : 1);
 	char hdr[256];
 	int ret = 0;
 
@@ -169,17 +172,31 @@ main(int argc, char **argv)
 			ret = 1;
 			break;
 		}
+		if (j.soft && (soft == NULL || tmp == NULL ||
+				  job_mix_batch(&j, epoch, (uint32_t)rank,
+				      (uint32_t)world, b, (uint32_t)r, images,
+				      ids, soft, tmp) != 0)) {
+			fprintf(stderr, "feedfs-ref: out of memory\n");
+			ret = 1;
+			break;
+		}
 		hl = job_npy_header(&j, (uint32_t)r, BK_IMAGES, hdr);
 		if (write_file(out, b, ".npy", hdr, hl, images,
 			(size_t)r * j.sample_bytes) != 0)
 			ret = 1;
 		hl = job_npy_header(&j, (uint32_t)r, BK_LABELS, hdr);
-		if (write_file(out, b, ".labels.npy", hdr, hl, labels,
-			(size_t)r * 8) != 0 ||
-		    write_file(out, b, ".ids.npy", hdr, hl, ids,
-			(size_t)r * 8) != 0)
+		if (write_file(out, b, ".labels.npy", hdr, hl,
+			j.soft ? (void *)soft : (void *)labels,
+			j.soft ? (size_t)r * j.nclasses * 4 : (size_t)r * 8) !=
+		    0)
+			ret = 1;
+		hl = job_npy_header(&j, (uint32_t)r, BK_IDS, hdr);
+		if (write_file(
+			out, b, ".ids.npy", hdr, hl, ids, (size_t)r * 8) != 0)
 			ret = 1;
 	}
+	free(soft);
+	free(tmp);
 	free(images);
 	free(labels);
 	free(ids);

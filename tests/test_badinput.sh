@@ -110,6 +110,19 @@ bad_case bad-on-error 17 17 "on_error = skip"
 bad_case bad-bool 18 18 "shuffle = maybe"
 bad_case syntax-no-equals 13 13 "epochs 1"
 bad_case duplicate-job 19 19 "[job train]" 20 "dataset = data"
+# Batch ops (issue 28): last, alpha > 0, a switch in 0..1, not blending
+# uint8, not with gpu = on.
+P="pipeline = decode resize(72) cache random_resized_crop(64) flip(0.5)"
+bad_case batch-op-not-last 14 14 "$P mixup(0.2) normalize(imagenet)"
+bad_case batch-op-twice 14 14 "$P normalize(imagenet) mixup(0.2) cutmix(1)"
+bad_case mixup-alpha-negative 14 14 "$P normalize(imagenet) mixup(-0.2)"
+bad_case cutmix-alpha-zero 14 14 "$P normalize(imagenet) cutmix(0)"
+bad_case mixup-cutmix-switch 14 14 "$P normalize(imagenet) mixup_cutmix(0.2, 1.0, 1.5)"
+bad_case mixup-cutmix-nargs 14 14 "$P normalize(imagenet) mixup_cutmix(0.2, 1.0)"
+bad_case mixup-uint8 "14 15" 14 "$P mixup(0.2)" 15 "dtype = uint8"
+bad_case mixup-gpu 14 14 "$P normalize(imagenet) mixup(0.2)" 18 "gpu = on"
+grep -q "blends pixels" "$T/mixup-uint8.err" || ff_fail "mixup-uint8: message does not say why"
+grep -q "batch op mixup" "$T/mixup-gpu.err" || ff_fail "mixup-gpu: message does not name the batch op"
 
 # -o with a bad value, an unknown option, a missing config file.
 run_bad threads-abc -o threads=abc "$BASE" "$M"

@@ -158,6 +158,45 @@ bad_nargs(const struct optext *t, const char *want, char *err, size_t errlen)
 	return -EINVAL;
 }
 
+/*
+ * A batch op: mixup(alpha), cutmix(alpha), mixup_cutmix(alpha_mix,
+ * alpha_cut, switch_prob); alphas > 0 (Beta's), the switch in 0..1.
+ */
+static int
+make_batch_op(
+    const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	bool both = strcmp(t->name, "mixup_cutmix") == 0;
+	double d[3];
+	int r;
+
+	op->kind = both		       ? XF_OP_MIXUP_CUTMIX
+		   : t->name[0] == 'm' ? XF_OP_MIXUP
+				       : XF_OP_CUTMIX;
+	if (t->nargs != (both ? 3 : 1))
+		return bad_nargs(
+		    t, both ? "3 arguments" : "1 argument", err, errlen);
+	for (int i = 0; i < t->nargs; i++) {
+		if ((r = parse_real(t, i, &d[i], err, errlen)) != 0)
+			return r;
+		if (i < 2 && !(d[i] > 0)) {
+			snprintf(err, errlen,
+			    "%s: alpha %s must be > 0 (Beta(alpha, alpha))",
+			    t->name, t->args[i]);
+			return -EINVAL;
+		}
+	}
+	if (both && (d[2] < 0 || d[2] > 1)) {
+		snprintf(err, errlen, "%s: switch probability %s not in 0..1",
+		    t->name, t->args[2]);
+		return -EINVAL;
+	}
+	op->alpha[0] = op->kind == XF_OP_CUTMIX ? 0 : d[0];
+	op->alpha[1] = op->kind == XF_OP_CUTMIX ? d[0] : both ? d[1] : 0;
+	op->p = both ? d[2] : 0;
+	return 0;
+}
+
 /* One op from its text: names, argument counts and ranges. */
 static int
 make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
@@ -261,6 +300,9 @@ make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 		}
 		return 0;
 	}
+	if (strcmp(t->name, "mixup") == 0 || strcmp(t->name, "cutmix") == 0 ||
+	    strcmp(t->name, "mixup_cutmix") == 0)
+		return make_batch_op(t, op, err, errlen);
 	snprintf(err, errlen, "unknown op \"%s\"", t->name);
 	return -EINVAL;
 }
@@ -293,6 +335,12 @@ op_name(enum xf_opkind k)
 		return "normalize";
 	case XF_OP_CACHE:
 		return "cache";
+	case XF_OP_MIXUP:
+		return "mixup";
+	case XF_OP_CUTMIX:
+		return "cutmix";
+	case XF_OP_MIXUP_CUTMIX:
+		return "mixup_cutmix";
 	}
 	return "?";
 }
@@ -329,6 +377,19 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 				return -EINVAL;
 			}
 			pl->cache_at = i;
+			break;
+		case XF_OP_MIXUP:
+		case XF_OP_CUTMIX:
+		case XF_OP_MIXUP_CUTMIX:
+			/* On the whole batch, after every sample's ops. */
+			if (i + 1 != pl->nops) {
+				snprintf(err, errlen,
+				    "batch op %s must be the last op of the "
+				    "pipeline",
+				    op_name(op->kind));
+				return -EINVAL;
+			}
+			pl->batch_op = op;
 			break;
 		case XF_OP_NORMALIZE:
 			if (pl->normalize) {
@@ -481,6 +542,15 @@ int
 xf_check_output(
     const struct xf_pipeline *pl, enum xf_dtype dtype, char *err, size_t errlen)
 {
+	if (pl->batch_op != NULL && pl->batch_op->kind != XF_OP_CUTMIX &&
+	    dtype == XF_UINT8) {
+		snprintf(err, errlen,
+		    "%s blends pixels, which uint8 cannot hold: use dtype "
+		    "float16 or float32 (cutmix, which copies pixels, works "
+		    "with uint8)",
+		    op_name(pl->batch_op->kind));
+		return -EINVAL;
+	}
 	if (pl->normalize && dtype == XF_UINT8) {
 		snprintf(err, errlen,
 		    "normalize needs dtype float16 or "

@@ -18,6 +18,8 @@
 /* Mixtures (core/mix.c): each source's shuffle, each batch's interleaving. */
 #define RNG_DOMAIN_MIXSRC 0x4d49585352433031ULL	  /* "MIXSRC01" */
 #define RNG_DOMAIN_MIXBATCH 0x4d49584241543031ULL /* "MIXBAT01" */
+/* Batch ops (transforms/mix.c): a batch's mixup/cutmix draw. */
+#define RNG_DOMAIN_BATCHMIX 0x425443484d495831ULL /* "BTCHMIX1" */
 
 static inline uint64_t
 rng_mix(uint64_t x)

@@ -33,6 +33,10 @@ enum xf_opkind {
 	XF_OP_FLIP,        /* horizontal, probability p */
 	XF_OP_NORMALIZE,   /* applied at the output conversion, wherever written */
 	XF_OP_CACHE,       /* end of the cached, deterministic prefix */
+	/* Batch ops (transforms/mix.c): the last op, on the whole batch. */
+	XF_OP_MIXUP,        /* Beta(alpha[0], alpha[0]) */
+	XF_OP_CUTMIX,       /* Beta(alpha[1], alpha[1]) */
+	XF_OP_MIXUP_CUTMIX, /* cutmix with probability p, else mixup */
 };
 
 struct xf_op {
@@ -41,6 +45,7 @@ struct xf_op {
 	double scale[2], ratio[2]; /* RRC */
 	double p;                  /* FLIP */
 	float mean[3], std[3];     /* NORMALIZE */
+	double alpha[2];           /* batch ops: mixup's, cutmix's */
 };
 
 struct xf_pipeline {
@@ -51,6 +56,8 @@ struct xf_pipeline {
 	float mean[3], std[3];
 	uint32_t out_w, out_h; /* fixed output size; 0 when not fixed */
 	uint64_t max_pixels;   /* larger source images are refused */
+	const struct xf_op *batch_op; /* the last op when it is a batch op,
+					 else NULL */
 };
 
 /*
@@ -147,7 +154,8 @@ enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP };
 enum xf_src xf_src_kind(const uint8_t *buf, size_t len);
 const char *xf_src_decoder_id(enum xf_src kind);
 
-/* Refuses combinations of pipeline and output (normalize with uint8). */
+/* Refuses combinations of pipeline and output (normalize with uint8;
+ * mixup, which blends pixels, with uint8). */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
 
@@ -252,6 +260,58 @@ void xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
 void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
 uint16_t xf_float_to_half(float f);
+
+/*
+ * Batch ops (transforms/mix.c): torchvision v2's MixUp and CutMix.  The
+ * batch is paired with itself rolled by one (sample i with sample i - 1,
+ * sample 0 with the last: batch.roll(1, 0)); one draw per batch, a pure
+ * function of the batch's stream key (the caller's: job seed, epoch and
+ * batch identity in a domain of their own, RNG_DOMAIN_BATCHMIX).
+ *
+ * The draws, counters of that stream: lambda ~ Beta(a, a) as X / (X + Y)
+ * of two Gamma(a) draws (Marsaglia and Tsang's method, each on a stream
+ * of counters of its own: normals by Box-Muller; for a < 1, Gamma(a + 1)
+ * times U^(1/a)), computed in logarithms so that a small alpha does not
+ * underflow, and rounded to float32 as torch's Beta sample is.  CutMix's
+ * box: center uniform in the image (integers, as torch.randint), half
+ * sides int(r * W), int(r * H) with r = 0.5 * sqrt(1 - lambda), clamped
+ * to the image, and lambda corrected to 1 - box area / image area.
+ * mixup_cutmix: cutmix when a uniform draw is below p (timm's switch_prob;
+ * torchvision's recipe is RandomChoice([MixUp, CutMix]), p = 0.5).
+ */
+struct xf_mix {
+	bool cut;       /* cutmix: the box; else mixup */
+	double lam;     /* the weight of a sample's own pixels and label */
+	uint32_t x0, y0, x1, y1; /* cutmix: [x0, x1) x [y0, y1), may be empty */
+};
+/* A Beta(alpha, alpha) draw of stream key (counters from stream << 32 on,
+ * two streams: stream and stream + 1); alpha > 0.  For tests. */
+double xf_beta(uint64_t key, uint64_t stream, double alpha);
+/* The draw of batch op op (a batch op kind) for images of w x h. */
+void xf_mix_params(const struct xf_op *op, uint64_t key, uint32_t w,
+    uint32_t h, struct xf_mix *m);
+/*
+ * Mix n samples of w x h x 3 (dtype, layout), contiguous at px, in place,
+ * as v2 does: mixup out = roll(x) * f32(1 - lam) + x * f32(lam) in float32
+ * (float16: computed in float32 from the halves, rounded once to half);
+ * cutmix copies the box of the rolled batch (any dtype).  tmp holds one
+ * sample.  Mixup with uint8 is -EINVAL (xf_check_output refuses it).
+ * xf_mix_images_scalar: the portable loops, which the AVX2 ones equal.
+ */
+int xf_mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
+    uint32_t h, enum xf_dtype dtype, enum xf_layout layout, void *tmp);
+int xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
+    uint32_t w, uint32_t h, enum xf_dtype dtype, enum xf_layout layout,
+    void *tmp);
+/*
+ * Soft labels of n samples: out (n x nclasses float32) row i =
+ * one_hot(label[i - 1]) * f32(1 - lam) + one_hot(label[i]) * f32(lam),
+ * label[-1] being label[n - 1], in float32 as v2's _mixup_label.  A label
+ * outside 0..nclasses-1 (a sample without one) adds nothing.
+ */
+void xf_mix_labels(const struct xf_mix *m, const int64_t *labels,
+    uint32_t n, uint32_t nclasses, float *out);
+float xf_half_to_float(uint16_t h);
 
 /*
  * Scratch arenas.  A thread that makes many samples installs an arena

@@ -362,7 +362,11 @@ class Job:
     """A job directory of a mount, such as /mnt/feed/train.
 
     .info is its info.json; .classes, .batch_size, .batches_per_epoch,
-    .epochs, .dtype (numpy), .shape (a full batch's) come from it."""
+    .epochs, .dtype (numpy), .shape (a full batch's) come from it, and
+    the labels': .num_classes, .labels_dtype (int64, or float32 for a job
+    whose pipeline ends in a batch op: mixup, cutmix, mixup_cutmix) and
+    .soft_labels (True then: labels are (B, num_classes) probabilities,
+    which torch's cross_entropy takes as they are)."""
 
     def __init__(self, path):
         if isinstance(path, Job):
@@ -387,6 +391,9 @@ class Job:
         # The plan's sample count: a mixture's epoch_samples, else samples.
         self.samples = int(i.get("epoch_samples", i["samples"]))
         self.drop_last = bool(i.get("drop_last", False))
+        self.num_classes = int(i.get("num_classes", len(self.classes)))
+        self.labels_dtype = np.dtype(i.get("labels_dtype", "int64"))
+        self.soft_labels = self.labels_dtype.kind == "f"
 
     def __repr__(self):
         return "feedfs.Job(%r)" % self.path
@@ -439,7 +446,9 @@ class Job:
         iteration reuses, so images is a view that stays valid until the
         batch after next is read: enough for a non_blocking copy of batch
         b to a GPU to run while b+1 is read.  Keep an array longer with
-        copy=True (or images.copy()).  labels and ids are new arrays."""
+        copy=True (or images.copy()).  labels and ids are new arrays:
+        labels int64 (B,), or with a batch op float32 (B, num_classes)
+        soft labels (see soft_labels)."""
         r, w = rank_world(rank, world)
         ep = Epoch(self, e, r, w, start, ids, copy)
         _say_view(self, r, w, rank, world)

@@ -83,6 +83,11 @@ class Loader:
                uint8 job's info.json has no mean or std, since the mount
                refuses normalize with dtype uint8); or a (mean, std) pair.
 
+    labels are int64 (B,) class indices, or for a job whose pipeline ends
+    in a batch op (mixup, cutmix, mixup_cutmix: job.soft_labels) float32
+    (B, num_classes) soft labels, which F.cross_entropy(logits, labels)
+    takes as class probabilities.
+
     Iterating yields (images, labels) for the batches of one epoch: the
     epoch of the current position, from its batch there to its end, then
     the position is the next epoch's batch 0 (once the list's last epoch
