@@ -33,14 +33,18 @@ enum xf_opkind {
 	XF_OP_FLIP,        /* horizontal, probability p */
 	XF_OP_NORMALIZE,   /* applied at the output conversion, wherever written */
 	XF_OP_CACHE,       /* end of the cached, deterministic prefix */
+	XF_OP_GAUSSIAN_BLUR,  /* kernel ksize, sigma uniform in sigma[0..1] */
+	XF_OP_RANDOM_ERASING, /* with probability p a box of the output to 0 */
 };
 
 struct xf_op {
 	enum xf_opkind kind;
 	uint32_t w, h;
-	double scale[2], ratio[2]; /* RRC */
-	double p;                  /* FLIP */
+	double scale[2], ratio[2]; /* RRC, RANDOM_ERASING */
+	double p;                  /* FLIP, RANDOM_ERASING */
 	float mean[3], std[3];     /* NORMALIZE */
+	uint32_t ksize;            /* GAUSSIAN_BLUR: odd */
+	double sigma[2];           /* GAUSSIAN_BLUR: min, max */
 };
 
 struct xf_pipeline {
@@ -147,7 +151,16 @@ enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP };
 enum xf_src xf_src_kind(const uint8_t *buf, size_t len);
 const char *xf_src_decoder_id(enum xf_src kind);
 
-/* Refuses combinations of pipeline and output (normalize with uint8). */
+/*
+ * Whether ops of kind k draw random numbers (such an op must come after
+ * cache; without cache the prefix ends before the first one).
+ */
+bool xf_op_random(enum xf_opkind k);
+
+/*
+ * Refuses combinations of pipeline and output: normalize with uint8, and
+ * random_erasing with uint8 and no normalize (it would erase to black).
+ */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
 
@@ -252,6 +265,35 @@ void xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
 void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
 uint16_t xf_float_to_half(float f);
+
+/*
+ * gaussian_blur and random_erasing (transforms/blur.c), as torchvision
+ * 0.14's GaussianBlur and RandomErasing.
+ *
+ * xf_gauss_kernel: _get_gaussian_kernel1d(k, sigma) in float32 into w[k].
+ * xf_blur_sigma: the sigma of op (uniform in op->sigma, float32, as
+ * GaussianBlur.get_params) drawn at counter of rngkey.
+ * xf_gaussian_blur: F.gaussian_blur(img, [k, k], [sigma, sigma]) of a uint8
+ * image, in place: reflect padding (repeated for a side shorter than k / 2,
+ * where torch refuses), a separable float32 kernel, rounded half to even.
+ * AVX2 where the CPU has it, unless FEEDFS_XF_SCALAR is set: the same
+ * float operations in the same order, the same bytes.  0 or -ENOMEM.
+ */
+void xf_gauss_kernel(uint32_t k, float sigma, float *w);
+float xf_blur_sigma(const struct xf_op *op, uint64_t rngkey, uint64_t counter);
+int xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma);
+/*
+ * RandomErasing's draw for an output of w x h at counter of rngkey: false
+ * when it erases nothing (the p draw, or no box fits in 10 attempts), else
+ * true and the box (top, left, eh, ew), inside the output.
+ */
+bool xf_erasing_params(const struct xf_op *op, uint32_t w, uint32_t h,
+    uint64_t rngkey, uint64_t counter, uint32_t *top, uint32_t *left,
+    uint32_t *eh, uint32_t *ew);
+/* The box of a converted w x h sample in dst set to 0 (zero bytes). */
+void xf_erase(void *dst, enum xf_dtype dtype, enum xf_layout layout,
+    uint32_t w, uint32_t h, uint32_t top, uint32_t left, uint32_t eh,
+    uint32_t ew);
 
 /*
  * Scratch arenas.  A thread that makes many samples installs an arena
