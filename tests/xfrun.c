@@ -14,7 +14,8 @@
  * N - 1, on copies of the prefix image, and writes the N samples one after
  * the other.  --print-params prints, for each of those keys, a line of the
  * draws of its gaussian_blur and random_erasing ops: "sigma S" (%.9g) and
- * "erase TOP LEFT H W" or "erase -" for none.
+ * "erase TOP LEFT H W" or "erase -" for none; --params-only then stops
+ * there (neither JPEG nor OUT is touched).
  * Exit 0, 1 on error with the message on stderr, 2 on bad usage.
  */
 #include <errno.h>
@@ -31,7 +32,7 @@ usage(void)
 	fprintf(stderr, "usage: xfrun PIPELINE JPEG OUT [--dtype "
 			"uint8|float16|float32] [--layout HWC|CHW] [--key N] "
 			"[--prefix-only] [--print-rrc] [--count N] "
-			"[--print-params]\n");
+			"[--print-params] [--params-only]\n");
 }
 
 static int
@@ -92,6 +93,7 @@ main(int argc, char **argv)
 	enum xf_layout layout = XF_HWC;
 	uint64_t key = 0;
 	bool prefix_only = false, print_rrc = false, print_params = false;
+	bool params_only = false;
 	uint64_t count = 1;
 	struct xf_pipeline *pl = NULL;
 	struct xf_image img = {0};
@@ -117,6 +119,8 @@ main(int argc, char **argv)
 			print_rrc = true;
 		else if (strcmp(a, "--print-params") == 0)
 			print_params = true;
+		else if (strcmp(a, "--params-only") == 0)
+			print_params = params_only = true;
 		else if (v == NULL) {
 			usage();
 			return 2;
@@ -164,6 +168,32 @@ main(int argc, char **argv)
 		fprintf(stderr, "xfrun: %s\n", err);
 		goto out;
 	}
+	if (print_params)
+		for (uint64_t n = 0; n < count; n++) {
+			for (size_t i = 0; i < pl->nops; i++) {
+				const struct xf_op *op = &pl->ops[i];
+				uint32_t t, l, eh, ew;
+
+				if (op->kind == XF_OP_GAUSSIAN_BLUR)
+					printf("sigma %.9g ",
+					    (double)xf_blur_sigma(op, key + n,
+						(uint64_t)i << 32));
+				if (op->kind != XF_OP_RANDOM_ERASING)
+					continue;
+				if (xf_erasing_params(op, pl->out_w, pl->out_h,
+					key + n, (uint64_t)i << 32, &t, &l,
+					&eh, &ew))
+					printf("erase %u %u %u %u ", t, l, eh,
+					    ew);
+				else
+					printf("erase - ");
+			}
+			printf("\n");
+		}
+	if (params_only) {
+		ret = 0;
+		goto out;
+	}
 	if ((r = read_all(in, &src, &len)) != 0) {
 		fprintf(stderr, "xfrun: %s: %s\n", in, strerror(-r));
 		goto out;
@@ -199,28 +229,6 @@ main(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
-	if (print_params)
-		for (uint64_t n = 0; n < count; n++) {
-			for (size_t i = 0; i < pl->nops; i++) {
-				const struct xf_op *op = &pl->ops[i];
-				uint32_t t, l, eh, ew;
-
-				if (op->kind == XF_OP_GAUSSIAN_BLUR)
-					printf("sigma %.9g ",
-					    (double)xf_blur_sigma(op, key + n,
-						(uint64_t)i << 32));
-				if (op->kind != XF_OP_RANDOM_ERASING)
-					continue;
-				if (xf_erasing_params(op, pl->out_w, pl->out_h,
-					key + n, (uint64_t)i << 32, &t, &l,
-					&eh, &ew))
-					printf("erase %u %u %u %u ", t, l, eh,
-					    ew);
-				else
-					printf("erase - ");
-			}
-			printf("\n");
-		}
 	bytes = xf_sample_bytes(pl, dtype);
 	if ((dst = malloc(bytes * count)) == NULL) {
 		fprintf(stderr, "xfrun: out of memory\n");
