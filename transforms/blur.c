@@ -147,12 +147,49 @@ tap_sum8(const float *c, size_t s, const float *w, uint32_t r)
 	return acc;
 }
 
+/*
+ * tap_sum8 of four groups of eight at once (c[0..31]): the same
+ * operations per output, four chains in flight.
+ */
+__attribute__((target("avx2"))) static inline void
+tap_sum32(const float *c, size_t s, const float *w, uint32_t r, float *out)
+{
+	__m256 wr = _mm256_set1_ps(w[r]);
+	__m256 a0 = _mm256_mul_ps(wr, _mm256_loadu_ps(c));
+	__m256 a1 = _mm256_mul_ps(wr, _mm256_loadu_ps(c + 8));
+	__m256 a2 = _mm256_mul_ps(wr, _mm256_loadu_ps(c + 16));
+	__m256 a3 = _mm256_mul_ps(wr, _mm256_loadu_ps(c + 24));
+
+	for (uint32_t d = 1; d <= r; d++) {
+		const float *lo = c - d * s, *hi = c + d * s;
+		__m256 wd = _mm256_set1_ps(w[r - d]);
+
+		a0 = _mm256_add_ps(a0, _mm256_mul_ps(wd,
+		    _mm256_add_ps(_mm256_loadu_ps(lo), _mm256_loadu_ps(hi))));
+		a1 = _mm256_add_ps(a1, _mm256_mul_ps(wd,
+		    _mm256_add_ps(_mm256_loadu_ps(lo + 8),
+			_mm256_loadu_ps(hi + 8))));
+		a2 = _mm256_add_ps(a2, _mm256_mul_ps(wd,
+		    _mm256_add_ps(_mm256_loadu_ps(lo + 16),
+			_mm256_loadu_ps(hi + 16))));
+		a3 = _mm256_add_ps(a3, _mm256_mul_ps(wd,
+		    _mm256_add_ps(_mm256_loadu_ps(lo + 24),
+			_mm256_loadu_ps(hi + 24))));
+	}
+	_mm256_storeu_ps(out, a0);
+	_mm256_storeu_ps(out + 8, a1);
+	_mm256_storeu_ps(out + 16, a2);
+	_mm256_storeu_ps(out + 24, a3);
+}
+
 /* The row pass over n outputs of pad (centers at pad + 3r); i = done. */
 __attribute__((target("avx2"))) static size_t
 row_avx2(const float *c, size_t n, const float *w, uint32_t r, float *out)
 {
 	size_t i = 0;
 
+	for (; i + 32 <= n; i += 32)
+		tap_sum32(c + i, 3, w, r, out + i);
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(out + i, tap_sum8(c + i, 3, w, r));
 	return i;
@@ -169,6 +206,38 @@ col_avx2(const float *const *rows, size_t n, const float *w, uint32_t r,
 	const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.0f);
 	size_t i = 0;
 
+	/* Four groups of eight at once: four chains in flight. */
+	for (; i + 32 <= n; i += 32) {
+		__m256 wr = _mm256_set1_ps(w[r]), a[4];
+
+		for (int g = 0; g < 4; g++)
+			a[g] = _mm256_mul_ps(
+			    wr, _mm256_loadu_ps(rows[r] + i + 8 * g));
+		for (uint32_t d = 1; d <= r; d++) {
+			const float *p0 = rows[r - d] + i, *p1 = rows[r + d] + i;
+			__m256 wd = _mm256_set1_ps(w[r - d]);
+
+			for (int g = 0; g < 4; g++)
+				a[g] = _mm256_add_ps(a[g],
+				    _mm256_mul_ps(wd,
+					_mm256_add_ps(
+					    _mm256_loadu_ps(p0 + 8 * g),
+					    _mm256_loadu_ps(p1 + 8 * g))));
+		}
+		for (int g = 0; g < 4; g++) {
+			__m256 v = _mm256_round_ps(a[g],
+			    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+			__m256i q;
+			__m128i q16;
+
+			v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+			q = _mm256_cvtps_epi32(v);
+			q16 = _mm_packus_epi32(_mm256_castsi256_si128(q),
+			    _mm256_extracti128_si256(q, 1));
+			_mm_storel_epi64((__m128i *)(out + i + 8 * g),
+			    _mm_packus_epi16(q16, q16));
+		}
+	}
 	for (; i + 8 <= n; i += 8) {
 		__m256 acc = _mm256_mul_ps(
 		    _mm256_set1_ps(w[r]), _mm256_loadu_ps(rows[r] + i));
@@ -252,16 +321,23 @@ xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma)
 			float *dst = ring + (size_t)(next % nring) * rowlen;
 			const float *c = pad + (size_t)r * 3;
 
-			for (int64_t x = -(int64_t)r; x < (int64_t)img->w + r;
-			     x++) {
-				const uint8_t *p =
-				    src + (size_t)reflect(x, img->w) * 3;
-				float *q = pad + (size_t)(x + r) * 3;
-
-				q[0] = p[0];
-				q[1] = p[1];
-				q[2] = p[2];
-			}
+			/* The reflected margins, then the row itself. */
+			for (uint32_t x = 0; x < r; x++)
+				for (int ch = 0; ch < 3; ch++) {
+					pad[(size_t)x * 3 + ch] =
+					    src[(size_t)reflect((int64_t)x - r,
+						    img->w) *
+						    3 +
+						ch];
+					pad[((size_t)img->w + r + x) * 3 + ch] =
+					    src[(size_t)reflect(
+						    (int64_t)img->w + x,
+						    img->w) *
+						    3 +
+						ch];
+				}
+			for (size_t e = 0; e < rowlen; e++)
+				pad[(size_t)r * 3 + e] = src[e];
 			i = 0;
 #ifdef HAVE_AVX2_KERNELS
 			if (avx2)

@@ -310,6 +310,26 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	return r;
 }
 
+int
+xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
+    uint64_t rngkey, char *err, size_t errlen)
+{
+	return apply_op(pl, i, img, rngkey, 0, 0, err, errlen);
+}
+
+void
+xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
+    enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,
+    void *dst)
+{
+	uint32_t top, left, eh, ew;
+
+	if (pl->ops[i].kind == XF_OP_RANDOM_ERASING &&
+	    xf_erasing_params(&pl->ops[i], w, h, rngkey, (uint64_t)i << 32,
+		&top, &left, &eh, &ew))
+		xf_erase(dst, dtype, layout, w, h, top, left, eh, ew);
+}
+
 /*
  * Where the prefix ends: at cache, or without one at the first random op,
  * so that everything deterministic can run once before the random part.
@@ -467,15 +487,9 @@ run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
 		xf_convert(
 		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
 	/* random_erasing: a box of the output, in its dtype and layout. */
-	for (size_t i = start; i < pl->nops && r == 0; i++) {
-		uint32_t top, left, eh, ew;
-
-		if (pl->ops[i].kind == XF_OP_RANDOM_ERASING &&
-		    xf_erasing_params(&pl->ops[i], img->w, img->h, rngkey,
-			(uint64_t)i << 32, &top, &left, &eh, &ew))
-			xf_erase(dst, dtype, layout, img->w, img->h, top, left,
-			    eh, ew);
-	}
+	for (size_t i = start; i < pl->nops && r == 0; i++)
+		xf_run_op_output(
+		    pl, i, rngkey, dtype, layout, img->w, img->h, dst);
 	xf_free(img->px);
 	img->px = NULL;
 	return r;

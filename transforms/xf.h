@@ -195,6 +195,19 @@ int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst);
 
 /*
+ * One op of xf_run_suffix, for bench/op-cost: xf_run_op runs op i of pl
+ * on img (replaced in place) as xf_run_suffix does, drawing from rngkey
+ * (0, or an error with the message in err); xf_run_op_output does op i's
+ * part at the output conversion on dst, a converted w x h sample
+ * (random_erasing's box; nothing for the other ops).
+ */
+int xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
+    uint64_t rngkey, char *err, size_t errlen);
+void xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
+    enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,
+    void *dst);
+
+/*
  * The whole pipeline on a JPEG, for callers that have nothing to cache:
  * xf_run_prefix then xf_run_suffix, except that a pipeline without cache
  * that starts "decode random_resized_crop" draws the crop box from the
