@@ -299,8 +299,8 @@ main(int argc, char **argv)
 			conv_ns += now_ns() - t - tick;
 			for (size_t i = start; i < pl->nops; i++) {
 				t = now_ns();
-				xf_run_op_output(pl, i, key, dtype, layout,
-				    im.w, im.h, dst);
+				xf_run_op_output(
+				    pl, i, key, dtype, layout, im.w, im.h, dst);
 				ns[i] += now_ns() - t - tick;
 			}
 			xf_free(im.px);
@@ -313,8 +313,7 @@ main(int argc, char **argv)
 	printf("op-cost: %zu images of %ux%u x %u rounds, %s path, "
 	       "clock %llu ns, digest %016llx\n",
 	    n, (unsigned)imgs[0].w, (unsigned)imgs[0].h, rounds,
-	    e != NULL && *e != '\0' && strcmp(e, "0") != 0 ? "scalar"
-							    : "AVX2",
+	    e != NULL && *e != '\0' && strcmp(e, "0") != 0 ? "scalar" : "AVX2",
 	    (unsigned long long)tick, (unsigned long long)digest);
 	{
 		double per = (double)n * rounds, total = (double)conv_ns;

@@ -89,7 +89,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	for (size_t i = 0; i < (size_t)w * h * 3; i += 8) {
 		uint64_t v = rng_u64(key, i);
-		size_t n = (size_t)w * h * 3 - i < 8 ? (size_t)w * h * 3 - i : 8;
+		size_t n =
+		    (size_t)w * h * 3 - i < 8 ? (size_t)w * h * 3 - i : 8;
 
 		memcpy(img.px + i, &v, n);
 	}

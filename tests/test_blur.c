@@ -77,7 +77,8 @@ test_parse(void)
 		CHECK_EQ_INT(pl->ops[7].kind, XF_OP_RANDOM_ERASING);
 		CHECK(pl->ops[7].p == 0.25);
 		/* torchvision's defaults */
-		CHECK(pl->ops[7].scale[0] == 0.02 && pl->ops[7].scale[1] == 0.33);
+		CHECK(
+		    pl->ops[7].scale[0] == 0.02 && pl->ops[7].scale[1] == 0.33);
 		CHECK(pl->ops[7].ratio[0] == 0.3 && pl->ops[7].ratio[1] == 3.3);
 		CHECK_EQ_INT(pl->out_w, 32);
 		CHECK(xf_check_output(pl, XF_FLOAT16, err, sizeof(err)) == 0);
@@ -86,15 +87,16 @@ test_parse(void)
 		CHECK(!xf_op_random(XF_OP_NORMALIZE));
 		xf_pipeline_free(pl);
 	}
-	pl = parse_ok(HEAD "center_crop(32) random_erasing(1, 0.1, 0.2, 0.5, 2) "
-			   "random_erasing(0)");
+	pl =
+	    parse_ok(HEAD "center_crop(32) random_erasing(1, 0.1, 0.2, 0.5, 2) "
+			  "random_erasing(0)");
 	if (pl != NULL) {
 		CHECK(pl->ops[4].scale[0] == 0.1 && pl->ops[4].ratio[1] == 2);
 		/* float output without normalize: erases to black, allowed */
 		CHECK(xf_check_output(pl, XF_FLOAT32, err, sizeof(err)) == 0);
 		/* uint8: refused, saying what it would mean */
-		CHECK_EQ_INT(xf_check_output(pl, XF_UINT8, err, sizeof(err)),
-		    -EINVAL);
+		CHECK_EQ_INT(
+		    xf_check_output(pl, XF_UINT8, err, sizeof(err)), -EINVAL);
 		CHECK(strstr(err, "black in uint8 pixel space") != NULL);
 		CHECK(strstr(err, "write normalize") != NULL);
 		xf_pipeline_free(pl);
@@ -114,7 +116,8 @@ test_parse(void)
 	parse_bad(HEAD "center_crop(32) random_erasing(-1)", "not in 0..1");
 	parse_bad(HEAD "center_crop(32) random_erasing(nan)", "not a number");
 	/* Arguments. */
-	parse_bad(HEAD "center_crop(32) random_erasing()", "expected 1, 3 or 5");
+	parse_bad(
+	    HEAD "center_crop(32) random_erasing()", "expected 1, 3 or 5");
 	parse_bad(HEAD "center_crop(32) random_erasing(0.5, 0.3, 0.2)",
 	    "scale must satisfy");
 	parse_bad(HEAD "center_crop(32) random_erasing(0.5, 0.1, 1.2)",
@@ -169,11 +172,12 @@ fill(struct xf_image *im, uint32_t w, uint32_t h, uint64_t seed, bool smooth)
 	for (size_t i = 0; i < (size_t)w * h * 3; i++) {
 		size_t x = (i / 3) % w, y = (i / 3) / w;
 
-		im->px[i] = smooth
-				? (uint8_t)(128 + 100 * sin((double)x / 7 +
-							(double)(i % 3)) *
-						       cos((double)y / 5))
-				: (uint8_t)rng_u64(seed, i);
+		im->px[i] =
+		    smooth
+			? (uint8_t)(128 +
+				    100 * sin((double)x / 7 + (double)(i % 3)) *
+					cos((double)y / 5))
+			: (uint8_t)rng_u64(seed, i);
 	}
 }
 
@@ -215,8 +219,8 @@ check_blur(uint32_t w, uint32_t h, uint32_t k, float sigma, bool smooth)
 	unsetenv("FEEDFS_XF_SCALAR");
 	same = memcmp(a.px, b.px, n) == 0;
 	if (!same)
-		fprintf(stderr, "blur %ux%u k %u sigma %g: AVX2 != scalar\n",
-		    w, h, k, (double)sigma);
+		fprintf(stderr, "blur %ux%u k %u sigma %g: AVX2 != scalar\n", w,
+		    h, k, (double)sigma);
 	CHECK(same);
 	/* The float64 sum is O(w h k^2): only on the small cases. */
 	if ((uint64_t)w * h * k * k <= 40000000u)
@@ -230,20 +234,21 @@ check_blur(uint32_t w, uint32_t h, uint32_t k, float sigma, bool smooth)
 					for (int64_t i = -r; i <= r; i++)
 						for (int64_t j = -r; j <= r;
 						     j++)
-							s += (double)kw[i + r] *
-							     kw[j + r] *
-							     orig[((size_t)mirror(
-								       y + i,
-								       h) *
-									  w +
-								      (size_t)mirror(
-									  x + j,
-									  w)) *
-								      3 +
-								  c];
+							s +=
+							    (double)kw[i + r] *
+							    kw[j + r] *
+							    orig[((size_t)mirror(
+								      y + i,
+								      h) *
+									 w +
+								     (size_t)mirror(
+									 x + j,
+									 w)) *
+								     3 +
+								 c];
 					double want = nearbyint(s);
 
-					want = want < 0     ? 0
+					want = want < 0	    ? 0
 					       : want > 255 ? 255
 							    : want;
 					if (got == want)
@@ -253,7 +258,8 @@ check_blur(uint32_t w, uint32_t h, uint32_t k, float sigma, bool smooth)
 					    fabs(fabs(s - floor(s)) - 0.5) >
 						1e-3) {
 						fprintf(stderr,
-						    "blur %ux%u k %u: (%u,%u,%d)"
+						    "blur %ux%u k %u: "
+						    "(%u,%u,%d)"
 						    " %u, sum %.9f\n",
 						    w, h, k, x, y, c, got, s);
 						CHECK(0);
@@ -285,8 +291,9 @@ test_blur(void)
 	off += check_blur(40, 30, 23, 0.1f, false);
 	check_blur(3, 2000, 1023, 300.0f, false);
 	check_blur(2000, 3, 1023, 2.0f, true);
-	fprintf(stderr, "blur: %zu values differ from the rounded float64 "
-			"sum (each within 1e-3 of a half)\n",
+	fprintf(stderr,
+	    "blur: %zu values differ from the rounded float64 "
+	    "sum (each within 1e-3 of a half)\n",
 	    off);
 
 	/* A constant image stays constant. */
@@ -347,18 +354,21 @@ test_erase(void)
 	/* Exactly the box, in each dtype and layout. */
 	for (int d = 0; d < 3; d++)
 		for (int l = 0; l < 2; l++) {
-			size_t e = dts[d] == XF_UINT8 ? 1 : dts[d] == XF_FLOAT16 ? 2 : 4;
+			size_t e = dts[d] == XF_UINT8	  ? 1
+				   : dts[d] == XF_FLOAT16 ? 2
+							  : 4;
 			uint8_t *buf = malloc(w * h * 3 * e);
 			bool ok = true;
 
 			memset(buf, 0xab, w * h * 3 * e);
-			xf_erase(buf, dts[d], l ? XF_CHW : XF_HWC, w, h, 2, 3, 4,
-			    5);
+			xf_erase(
+			    buf, dts[d], l ? XF_CHW : XF_HWC, w, h, 2, 3, 4, 5);
 			for (uint32_t c = 0; c < 3; c++)
 				for (uint32_t y = 0; y < h; y++)
 					for (uint32_t x = 0; x < w; x++) {
-						size_t i = l ? (c * h + y) * w + x
-							     : (y * w + x) * 3 + c;
+						size_t i =
+						    l ? (c * h + y) * w + x
+						      : (y * w + x) * 3 + c;
 						bool in = y >= 2 && y < 6 &&
 							  x >= 3 && x < 8;
 
@@ -405,8 +415,8 @@ test_erase(void)
 		for (uint64_t key = 0; key < 2000; key++) {
 			uint32_t t, l, eh, ew;
 
-			erased += xf_erasing_params(&op, 224, 224, key, 0, &t,
-			    &l, &eh, &ew);
+			erased += xf_erasing_params(
+			    &op, 224, 224, key, 0, &t, &l, &eh, &ew);
 		}
 		CHECK_EQ_INT(erased, 0);
 		/*
@@ -417,8 +427,8 @@ test_erase(void)
 		for (uint64_t key = 0; key < 100; key++) {
 			uint32_t t, l, eh, ew;
 
-			if (xf_erasing_params(&op, 1, 1, key, 0, &t, &l, &eh,
-				&ew))
+			if (xf_erasing_params(
+				&op, 1, 1, key, 0, &t, &l, &eh, &ew))
 				erased += eh != 0 && ew != 0;
 		}
 		CHECK_EQ_INT(erased, 0);
@@ -433,7 +443,8 @@ test_erase(void)
 		struct xf_pipeline *base = parse_ok(
 		    "decode center_crop(48) cache random_resized_crop(24) "
 		    "flip(0.5) gaussian_blur(5, 0.1, 2) normalize(imagenet)");
-		float *x = malloc(24 * 24 * 3 * 4), *y = malloc(24 * 24 * 3 * 4);
+		float *x = malloc(24 * 24 * 3 * 4),
+		      *y = malloc(24 * 24 * 3 * 4);
 		unsigned boxes = 0;
 		bool ok = true;
 
@@ -448,11 +459,11 @@ test_erase(void)
 
 			fill(&a, 48, 48, 5, false);
 			fill(&b, 48, 48, 5, false);
-			CHECK_EQ_INT(xf_run_suffix(base, &a, key, XF_FLOAT32,
-					 XF_CHW, x),
+			CHECK_EQ_INT(
+			    xf_run_suffix(base, &a, key, XF_FLOAT32, XF_CHW, x),
 			    0);
-			CHECK_EQ_INT(xf_run_suffix(pl, &b, key, XF_FLOAT32,
-					 XF_CHW, y),
+			CHECK_EQ_INT(
+			    xf_run_suffix(pl, &b, key, XF_FLOAT32, XF_CHW, y),
 			    0);
 			er = xf_erasing_params(&pl->ops[7], 24, 24, key,
 			    7ULL << 32, &t, &l, &eh, &ew);
@@ -460,10 +471,12 @@ test_erase(void)
 			for (uint32_t c = 0; c < 3; c++)
 				for (uint32_t yy = 0; yy < 24; yy++)
 					for (uint32_t xx = 0; xx < 24; xx++) {
-						size_t i = (c * 24 + yy) * 24 + xx;
+						size_t i =
+						    (c * 24 + yy) * 24 + xx;
 						bool in = er && yy >= t &&
 							  yy < t + eh &&
-							  xx >= l && xx < l + ew;
+							  xx >= l &&
+							  xx < l + ew;
 						uint32_t bits;
 
 						memcpy(&bits, &y[i], 4);

@@ -181,10 +181,10 @@ main(int argc, char **argv)
 				if (op->kind != XF_OP_RANDOM_ERASING)
 					continue;
 				if (xf_erasing_params(op, pl->out_w, pl->out_h,
-					key + n, (uint64_t)i << 32, &t, &l,
-					&eh, &ew))
-					printf("erase %u %u %u %u ", t, l, eh,
-					    ew);
+					key + n, (uint64_t)i << 32, &t, &l, &eh,
+					&ew))
+					printf(
+					    "erase %u %u %u %u ", t, l, eh, ew);
 				else
 					printf("erase - ");
 			}

@@ -164,17 +164,18 @@ tap_sum32(const float *c, size_t s, const float *w, uint32_t r, float *out)
 		const float *lo = c - d * s, *hi = c + d * s;
 		__m256 wd = _mm256_set1_ps(w[r - d]);
 
-		a0 = _mm256_add_ps(a0, _mm256_mul_ps(wd,
-		    _mm256_add_ps(_mm256_loadu_ps(lo), _mm256_loadu_ps(hi))));
-		a1 = _mm256_add_ps(a1, _mm256_mul_ps(wd,
-		    _mm256_add_ps(_mm256_loadu_ps(lo + 8),
-			_mm256_loadu_ps(hi + 8))));
-		a2 = _mm256_add_ps(a2, _mm256_mul_ps(wd,
-		    _mm256_add_ps(_mm256_loadu_ps(lo + 16),
-			_mm256_loadu_ps(hi + 16))));
-		a3 = _mm256_add_ps(a3, _mm256_mul_ps(wd,
-		    _mm256_add_ps(_mm256_loadu_ps(lo + 24),
-			_mm256_loadu_ps(hi + 24))));
+		a0 = _mm256_add_ps(
+		    a0, _mm256_mul_ps(wd, _mm256_add_ps(_mm256_loadu_ps(lo),
+					      _mm256_loadu_ps(hi))));
+		a1 = _mm256_add_ps(
+		    a1, _mm256_mul_ps(wd, _mm256_add_ps(_mm256_loadu_ps(lo + 8),
+					      _mm256_loadu_ps(hi + 8))));
+		a2 = _mm256_add_ps(a2,
+		    _mm256_mul_ps(wd, _mm256_add_ps(_mm256_loadu_ps(lo + 16),
+					  _mm256_loadu_ps(hi + 16))));
+		a3 = _mm256_add_ps(a3,
+		    _mm256_mul_ps(wd, _mm256_add_ps(_mm256_loadu_ps(lo + 24),
+					  _mm256_loadu_ps(hi + 24))));
 	}
 	_mm256_storeu_ps(out, a0);
 	_mm256_storeu_ps(out + 8, a1);
@@ -214,15 +215,16 @@ col_avx2(const float *const *rows, size_t n, const float *w, uint32_t r,
 			a[g] = _mm256_mul_ps(
 			    wr, _mm256_loadu_ps(rows[r] + i + 8 * g));
 		for (uint32_t d = 1; d <= r; d++) {
-			const float *p0 = rows[r - d] + i, *p1 = rows[r + d] + i;
+			const float *p0 = rows[r - d] + i,
+				    *p1 = rows[r + d] + i;
 			__m256 wd = _mm256_set1_ps(w[r - d]);
 
 			for (int g = 0; g < 4; g++)
 				a[g] = _mm256_add_ps(a[g],
-				    _mm256_mul_ps(wd,
-					_mm256_add_ps(
-					    _mm256_loadu_ps(p0 + 8 * g),
-					    _mm256_loadu_ps(p1 + 8 * g))));
+				    _mm256_mul_ps(
+					wd, _mm256_add_ps(
+						_mm256_loadu_ps(p0 + 8 * g),
+						_mm256_loadu_ps(p1 + 8 * g))));
 		}
 		for (int g = 0; g < 4; g++) {
 			__m256 v = _mm256_round_ps(a[g],
@@ -249,8 +251,8 @@ col_avx2(const float *const *rows, size_t n, const float *w, uint32_t r,
 			    _mm256_add_ps(_mm256_loadu_ps(rows[r - d] + i),
 				_mm256_loadu_ps(rows[r + d] + i));
 
-			acc = _mm256_add_ps(acc,
-			    _mm256_mul_ps(_mm256_set1_ps(w[r - d]), pair));
+			acc = _mm256_add_ps(
+			    acc, _mm256_mul_ps(_mm256_set1_ps(w[r - d]), pair));
 		}
 		acc = _mm256_round_ps(
 		    acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -305,8 +307,9 @@ xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma)
 	if (r == 0)
 		return 0; /* w[0] is 1: the image itself */
 	nring = k < img->h ? k : img->h;
-	ring = xf_alloc(((size_t)nring * rowlen + ((size_t)img->w + 2 * r) * 3) *
-	    sizeof(float));
+	ring =
+	    xf_alloc(((size_t)nring * rowlen + ((size_t)img->w + 2 * r) * 3) *
+		     sizeof(float));
 	if (ring == NULL)
 		return -ENOMEM;
 	pad = ring + (size_t)nring * rowlen;
@@ -325,8 +328,8 @@ xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma)
 			for (uint32_t x = 0; x < r; x++)
 				for (int ch = 0; ch < 3; ch++) {
 					pad[(size_t)x * 3 + ch] =
-					    src[(size_t)reflect((int64_t)x - r,
-						    img->w) *
+					    src[(size_t)reflect(
+						    (int64_t)x - r, img->w) *
 						    3 +
 						ch];
 					pad[((size_t)img->w + r + x) * 3 + ch] =
@@ -348,10 +351,10 @@ xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma)
 		}
 		/* The column pass of row y, over the rows y - r .. y + r. */
 		for (uint32_t t = 0; t < k; t++)
-			rows[t] = ring + (size_t)(reflect((int64_t)y + t - r,
-						     img->h) %
-						 nring) *
-					     rowlen;
+			rows[t] = ring +
+				  (size_t)(reflect((int64_t)y + t - r, img->h) %
+					   nring) *
+				      rowlen;
 		i = 0;
 #ifdef HAVE_AVX2_KERNELS
 		if (avx2)
@@ -383,13 +386,15 @@ xf_erasing_params(const struct xf_op *op, uint32_t w, uint32_t h,
 	for (uint64_t a = 0; a < 10; a++) {
 		uint64_t c = counter + 1 + 4 * a;
 		double u = rng_uniform(rngkey, c);
-		double ea = area * (double)(float)(op->scale[0] +
-					(op->scale[1] - op->scale[0]) * u);
+		double ea =
+		    area * (double)(float)(op->scale[0] +
+					   (op->scale[1] - op->scale[0]) * u);
 		double ar;
 		double th, tw;
 
 		u = rng_uniform(rngkey, c + 1);
-		ar = (double)expf((float)((double)lr0 + ((double)lr1 - lr0) * u));
+		ar = (double)expf(
+		    (float)((double)lr0 + ((double)lr1 - lr0) * u));
 		th = nearbyint(sqrt(ea * ar));
 		tw = nearbyint(sqrt(ea / ar));
 		if (!(th < h && tw < w))

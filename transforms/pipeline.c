@@ -167,8 +167,8 @@ parse_prob(const struct optext *t, int i, double *v, char *err, size_t errlen)
 	if ((r = parse_real(t, i, v, err, errlen)) != 0)
 		return r;
 	if (*v < 0 || *v > 1) {
-		snprintf(err, errlen, "%s: probability %s not in 0..1",
-		    t->name, t->args[i]);
+		snprintf(err, errlen, "%s: probability %s not in 0..1", t->name,
+		    t->args[i]);
 		return -EINVAL;
 	}
 	return 0;
@@ -184,8 +184,8 @@ make_blur(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 
 	op->kind = XF_OP_GAUSSIAN_BLUR;
 	if (t->nargs != 3)
-		return bad_nargs(t, "3 arguments (k, sigma_min, sigma_max)",
-		    err, errlen);
+		return bad_nargs(
+		    t, "3 arguments (k, sigma_min, sigma_max)", err, errlen);
 	errno = 0;
 	k = strtol(t->args[0], &end, 10);
 	if (errno != 0 || end == t->args[0] || *end != '\0' || k < 1 ||
@@ -215,8 +215,7 @@ make_blur(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
  * RandomErasing(p, scale=(smin, smax), ratio=(rmin, rmax), value=0).
  */
 static int
-make_erasing(const struct optext *t, struct xf_op *op, char *err,
-    size_t errlen)
+make_erasing(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 {
 	double d[MAX_ARGS];
 	int r;
