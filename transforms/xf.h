@@ -83,7 +83,10 @@ struct xf_pipeline {
  * flip(0.5) normalize(imagenet)").  Refuses: unknown ops, bad arguments, no
  * leading decode, a second decode or cache, a random op before cache, an
  * output size that is not fixed (the pipeline must end in a crop or
- * resize(W,H) so that every sample has one shape).  On error returns
+ * resize(W,H) so that every sample has one shape), and ops out of the
+ * order of their classes (pipeline.c's order_rule: normalize after every
+ * pixel op, random_erasing after normalize and every op that changes the
+ * image).  On error returns
  * -EINVAL with a message (without FILE:LINE; the caller adds it).
  */
 int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
