@@ -104,6 +104,16 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    c->path, cj->pipeline_line, cj->name, j->ds->nclasses);
 		return -EINVAL;
 	}
+	for (size_t i = 0; cj->gpu && i < j->pl->nops; i++)
+		if (j->pl->ops[i].kind == XF_OP_RANDOM_ERASING) {
+			/* The device converts raw samples: nothing erases. */
+			snprintf(err, errlen,
+			    "%s:%d: gpu = on: random_erasing is not supported "
+			    "(the device conversion would not erase); use gpu "
+			    "= off with it",
+			    c->path, cj->line);
+			return -EINVAL;
+		}
 	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
 		snprintf(
 		    err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line, msg);

@@ -124,6 +124,31 @@ bad_case mixup-gpu 14 14 "$P normalize(imagenet) mixup(0.2)" 18 "gpu = on"
 grep -q "blends pixels" "$T/mixup-uint8.err" || ff_fail "mixup-uint8: message does not say why"
 grep -q "batch op mixup" "$T/mixup-gpu.err" || ff_fail "mixup-gpu: message does not name the batch op"
 
+# issue 28: the order rules and probabilities of the per-sample ops, each
+# with the message that says why (bad_msg NAME TEXT: TEXT in its message).
+bad_msg() {
+	grep -qF -- "$2" "$T/$1.err" || { cat "$T/$1.err"; ff_fail "$1: the message lacks '$2'"; }
+}
+PRE="pipeline = decode resize(72) cache random_resized_crop(64)"
+bad_case normalize-before-blur 14 14 "$PRE normalize(imagenet) gaussian_blur(5, 0.1, 2.0)"
+bad_msg normalize-before-blur "gaussian_blur after normalize: normalize must come after every pixel op"
+bad_case erasing-before-normalize 14 14 "$PRE random_erasing(0.25) normalize(imagenet)"
+bad_msg erasing-before-normalize "random_erasing must come after normalize"
+bad_case erasing-before-flip 14 14 "$PRE normalize(imagenet) random_erasing(0.25) flip(0.5)"
+bad_msg erasing-before-flip "flip after random_erasing"
+bad_case erasing-probability 14 14 "$PRE normalize(imagenet) random_erasing(1.5)"
+bad_msg erasing-probability "random_erasing: probability 1.5 not in 0..1"
+bad_case flip-probability 14 14 "$PRE flip(-0.5) normalize(imagenet)"
+bad_msg flip-probability "flip: probability -0.5 not in 0..1"
+bad_case blur-even-kernel 14 14 "$PRE gaussian_blur(4, 0.1, 2.0) normalize(imagenet)"
+bad_msg blur-even-kernel "is not an odd number"
+bad_case blur-before-cache 14 14 "pipeline = decode resize(72) gaussian_blur(5, 0.1, 2.0) center_crop(64) cache"
+bad_msg blur-before-cache "random op gaussian_blur before cache"
+bad_case erasing-uint8 "14 15" 14 "$PRE random_erasing(0.25)" 15 "dtype = uint8"
+bad_msg erasing-uint8 "would erase to 0, black in uint8 pixel space"
+bad_case erasing-gpu "10 18" 14 "$PRE normalize(imagenet) random_erasing(0.25)" 18 "gpu = yes"
+bad_msg erasing-gpu "gpu = on: random_erasing is not supported"
+
 # -o with a bad value, an unknown option, a missing config file.
 run_bad threads-abc -o threads=abc "$BASE" "$M"
 grep -q "threads" "$T/threads-abc.err" || ff_fail "-o threads=abc: message does not name threads"

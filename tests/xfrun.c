@@ -4,11 +4,18 @@
  *
  *   xfrun PIPELINE JPEG OUT [--dtype uint8|float16|float32]
  *       [--layout HWC|CHW] [--key N] [--prefix-only] [--print-rrc]
+ *       [--count N] [--print-params]
  *
  * Writes the raw sample bytes to OUT.  With --prefix-only it writes the
  * prefix image (raw HWC uint8) instead and prints "W H".  --print-rrc
  * prints "x y w h", the box of the first random_resized_crop, computed on
  * the prefix image (right when that op is the first one after the prefix).
+ * --count N runs the ops after the prefix N times, with keys KEY .. KEY +
+ * N - 1, on copies of the prefix image, and writes the N samples one after
+ * the other.  --print-params prints, for each of those keys, a line of the
+ * draws of its gaussian_blur and random_erasing ops: "sigma S" (%.9g) and
+ * "erase TOP LEFT H W" or "erase -" for none; --params-only then stops
+ * there (neither JPEG nor OUT is touched).
  * Exit 0, 1 on error with the message on stderr, 2 on bad usage.
  */
 #include <errno.h>
@@ -24,7 +31,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: xfrun PIPELINE JPEG OUT [--dtype "
 			"uint8|float16|float32] [--layout HWC|CHW] [--key N] "
-			"[--prefix-only] [--print-rrc]\n");
+			"[--prefix-only] [--print-rrc] [--count N] "
+			"[--print-params] [--params-only]\n");
 }
 
 static int
@@ -84,12 +92,14 @@ main(int argc, char **argv)
 	enum xf_dtype dtype = XF_UINT8;
 	enum xf_layout layout = XF_HWC;
 	uint64_t key = 0;
-	bool prefix_only = false, print_rrc = false;
+	bool prefix_only = false, print_rrc = false, print_params = false;
+	bool params_only = false;
+	uint64_t count = 1;
 	struct xf_pipeline *pl = NULL;
 	struct xf_image img = {0};
 	uint8_t *src = NULL;
 	void *dst = NULL;
-	size_t len = 0;
+	size_t len = 0, bytes;
 	char err[512];
 	int r, ret = 1;
 
@@ -107,6 +117,10 @@ main(int argc, char **argv)
 			prefix_only = true;
 		else if (strcmp(a, "--print-rrc") == 0)
 			print_rrc = true;
+		else if (strcmp(a, "--print-params") == 0)
+			print_params = true;
+		else if (strcmp(a, "--params-only") == 0)
+			print_params = params_only = true;
 		else if (v == NULL) {
 			usage();
 			return 2;
@@ -135,6 +149,13 @@ main(int argc, char **argv)
 		} else if (strcmp(a, "--key") == 0) {
 			i++;
 			key = strtoull(v, NULL, 0);
+		} else if (strcmp(a, "--count") == 0) {
+			i++;
+			count = strtoull(v, NULL, 0);
+			if (count == 0 || count > 1000000) {
+				usage();
+				return 2;
+			}
 		} else {
 			usage();
 			return 2;
@@ -145,6 +166,32 @@ main(int argc, char **argv)
 	    (!prefix_only &&
 		xf_check_output(pl, dtype, err, sizeof(err)) != 0)) {
 		fprintf(stderr, "xfrun: %s\n", err);
+		goto out;
+	}
+	if (print_params)
+		for (uint64_t n = 0; n < count; n++) {
+			for (size_t i = 0; i < pl->nops; i++) {
+				const struct xf_op *op = &pl->ops[i];
+				uint32_t t, l, eh, ew;
+
+				if (op->kind == XF_OP_GAUSSIAN_BLUR)
+					printf("sigma %.9g ",
+					    (double)xf_blur_sigma(op, key + n,
+						(uint64_t)i << 32));
+				if (op->kind != XF_OP_RANDOM_ERASING)
+					continue;
+				if (xf_erasing_params(op, pl->out_w, pl->out_h,
+					key + n, (uint64_t)i << 32, &t, &l, &eh,
+					&ew))
+					printf(
+					    "erase %u %u %u %u ", t, l, eh, ew);
+				else
+					printf("erase - ");
+			}
+			printf("\n");
+		}
+	if (params_only) {
+		ret = 0;
 		goto out;
 	}
 	if ((r = read_all(in, &src, &len)) != 0) {
@@ -182,15 +229,32 @@ main(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
-	if ((dst = malloc(xf_sample_bytes(pl, dtype))) == NULL) {
+	bytes = xf_sample_bytes(pl, dtype);
+	if ((dst = malloc(bytes * count)) == NULL) {
 		fprintf(stderr, "xfrun: out of memory\n");
 		goto out;
 	}
-	if ((r = xf_run_suffix(pl, &img, key, dtype, layout, dst)) != 0) {
-		fprintf(stderr, "xfrun: %s: %s\n", in, strerror(-r));
-		goto out;
+	for (uint64_t n = 0; n < count; n++) {
+		struct xf_image copy = img;
+
+		if (n + 1 < count) {
+			size_t sz = (size_t)img.w * img.h * 3;
+
+			if ((copy.px = xf_alloc(sz)) == NULL) {
+				fprintf(stderr, "xfrun: out of memory\n");
+				goto out;
+			}
+			memcpy(copy.px, img.px, sz);
+		} else
+			img.px = NULL; /* consumed */
+		r = xf_run_suffix(
+		    pl, &copy, key + n, dtype, layout, (char *)dst + n * bytes);
+		if (r != 0) {
+			fprintf(stderr, "xfrun: %s: %s\n", in, strerror(-r));
+			goto out;
+		}
 	}
-	if (write_all(outpath, dst, xf_sample_bytes(pl, dtype)) != 0) {
+	if (write_all(outpath, dst, bytes * count) != 0) {
 		fprintf(stderr, "xfrun: %s: %s\n", outpath, strerror(errno));
 		goto out;
 	}

@@ -296,11 +296,38 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
 			xf_flip(img);
 		return 0;
-	default: /* decode ran first; normalize acts in xf_convert */
+	case XF_OP_GAUSSIAN_BLUR:
+		r = xf_gaussian_blur(img, op->ksize,
+		    xf_blur_sigma(op, rngkey, (uint64_t)i << 32));
+		if (r != 0)
+			break;
+		return 0;
+	default: /* decode ran first; normalize acts in xf_convert and
+		  * random_erasing after it, in run_from */
 		return 0;
 	}
 	snprintf(err, errlen, "%s", strerror(-r));
 	return r;
+}
+
+int
+xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
+    uint64_t rngkey, char *err, size_t errlen)
+{
+	return apply_op(pl, i, img, rngkey, 0, 0, err, errlen);
+}
+
+void
+xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
+    enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,
+    void *dst)
+{
+	uint32_t top, left, eh, ew;
+
+	if (pl->ops[i].kind == XF_OP_RANDOM_ERASING &&
+	    xf_erasing_params(&pl->ops[i], w, h, rngkey, (uint64_t)i << 32,
+		&top, &left, &eh, &ew))
+		xf_erase(dst, dtype, layout, w, h, top, left, eh, ew);
 }
 
 /*
@@ -313,8 +340,7 @@ prefix_end(const struct xf_pipeline *pl)
 	if (pl->cache_at < pl->nops)
 		return pl->cache_at;
 	for (size_t i = 0; i < pl->nops; i++)
-		if (pl->ops[i].kind == XF_OP_RRC ||
-		    pl->ops[i].kind == XF_OP_FLIP)
+		if (xf_op_random(pl->ops[i].kind))
 			return i;
 	return pl->nops;
 }
@@ -460,6 +486,10 @@ run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
 	if (r == 0)
 		xf_convert(
 		    img, pl->normalize, pl->mean, pl->std, dtype, layout, dst);
+	/* random_erasing: a box of the output, in its dtype and layout. */
+	for (size_t i = start; i < pl->nops && r == 0; i++)
+		xf_run_op_output(
+		    pl, i, rngkey, dtype, layout, img->w, img->h, dst);
 	xf_free(img->px);
 	img->px = NULL;
 	return r;

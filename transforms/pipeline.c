@@ -197,6 +197,103 @@ make_batch_op(
 	return 0;
 }
 
+/* Argument i, a probability: every op that takes one refuses 0..1's outside. */
+static int
+parse_prob(const struct optext *t, int i, double *v, char *err, size_t errlen)
+{
+	int r;
+
+	if ((r = parse_real(t, i, v, err, errlen)) != 0)
+		return r;
+	if (*v < 0 || *v > 1) {
+		snprintf(err, errlen, "%s: probability %s not in 0..1", t->name,
+		    t->args[i]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* gaussian_blur(k, sigma_min, sigma_max), as torchvision's GaussianBlur. */
+static int
+make_blur(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	char *end;
+	long k;
+	int r;
+
+	op->kind = XF_OP_GAUSSIAN_BLUR;
+	if (t->nargs != 3)
+		return bad_nargs(
+		    t, "3 arguments (k, sigma_min, sigma_max)", err, errlen);
+	errno = 0;
+	k = strtol(t->args[0], &end, 10);
+	if (errno != 0 || end == t->args[0] || *end != '\0' || k < 1 ||
+	    k > 1023 || k % 2 == 0) {
+		snprintf(err, errlen,
+		    "%s: kernel size \"%s\" is not an odd number in 1..1023",
+		    t->name, t->args[0]);
+		return -EINVAL;
+	}
+	op->ksize = (uint32_t)k;
+	if ((r = parse_real(t, 1, &op->sigma[0], err, errlen)) != 0 ||
+	    (r = parse_real(t, 2, &op->sigma[1], err, errlen)) != 0)
+		return r;
+	if (!(op->sigma[0] > 0 && op->sigma[0] <= op->sigma[1] &&
+		op->sigma[1] <= 1e6)) {
+		snprintf(err, errlen,
+		    "%s: sigma must satisfy 0 < sigma_min <= sigma_max "
+		    "(<= 1e6)",
+		    t->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * random_erasing(p[, smin, smax, rmin, rmax]), as torchvision's
+ * RandomErasing(p, scale=(smin, smax), ratio=(rmin, rmax), value=0).
+ */
+static int
+make_erasing(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	double d[MAX_ARGS];
+	int r;
+
+	op->kind = XF_OP_RANDOM_ERASING;
+	if (t->nargs != 1 && t->nargs != 3 && t->nargs != 5)
+		return bad_nargs(t, "1, 3 or 5 arguments", err, errlen);
+	if ((r = parse_prob(t, 0, &op->p, err, errlen)) != 0)
+		return r;
+	op->scale[0] = 0.02;
+	op->scale[1] = 0.33;
+	op->ratio[0] = 0.3;
+	op->ratio[1] = 3.3;
+	for (int i = 1; i < t->nargs; i++)
+		if ((r = parse_real(t, i, &d[i], err, errlen)) != 0)
+			return r;
+	if (t->nargs >= 3) {
+		if (!(d[1] >= 0 && d[1] <= d[2] && d[2] <= 1)) {
+			snprintf(err, errlen,
+			    "%s: scale must satisfy 0 <= smin <= smax <= 1",
+			    t->name);
+			return -EINVAL;
+		}
+		op->scale[0] = d[1];
+		op->scale[1] = d[2];
+	}
+	if (t->nargs == 5) {
+		if (!(d[3] > 0 && d[3] <= d[4] && d[4] <= 1e6)) {
+			snprintf(err, errlen,
+			    "%s: ratio must satisfy 0 < rmin <= rmax (<= 1e6)",
+			    t->name);
+			return -EINVAL;
+		}
+		op->ratio[0] = d[3];
+		op->ratio[1] = d[4];
+	}
+	return 0;
+}
+
 /* One op from its text: names, argument counts and ranges. */
 static int
 make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
@@ -267,15 +364,12 @@ make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 		op->kind = XF_OP_FLIP;
 		if (t->nargs != 1)
 			return bad_nargs(t, "1 argument", err, errlen);
-		if ((r = parse_real(t, 0, &op->p, err, errlen)) != 0)
-			return r;
-		if (op->p < 0 || op->p > 1) {
-			snprintf(err, errlen, "%s: probability %s not in 0..1",
-			    t->name, t->args[0]);
-			return -EINVAL;
-		}
-		return 0;
+		return parse_prob(t, 0, &op->p, err, errlen);
 	}
+	if (strcmp(t->name, "gaussian_blur") == 0)
+		return make_blur(t, op, err, errlen);
+	if (strcmp(t->name, "random_erasing") == 0)
+		return make_erasing(t, op, err, errlen);
 	if (strcmp(t->name, "normalize") == 0) {
 		op->kind = XF_OP_NORMALIZE;
 		if (t->nargs == 1 && strcmp(t->args[0], "imagenet") == 0) {
@@ -308,41 +402,105 @@ make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 }
 
 /*
- * Flip counts as random whatever its probability (flip(0) and flip(1)
- * included): simpler to explain, and nobody needs a deterministic flip.
+ * The classes of ops, for the rules of their order (check_order):
+ * geometric ops move pixels, and normalize (applied at the output
+ * conversion wherever it is written) commutes with them; pixel ops change
+ * pixel values, and must come before normalize; random_erasing erases a
+ * box of the normalized output, so it comes after normalize and after
+ * every op that changes the image.
  */
-static bool
-op_random(enum xf_opkind k)
+enum op_class {
+	OC_DECODE,
+	OC_CACHE,
+	OC_GEOM,      /* resize, center_crop, random_resized_crop, flip */
+	OC_PIXEL,     /* gaussian_blur */
+	OC_NORMALIZE, /* normalize */
+	OC_ERASE,     /* random_erasing */
+	OC_BATCH,     /* mixup, cutmix, mixup_cutmix: last (check_pipeline) */
+	OC_COUNT
+};
+
+/*
+ * Each op's name and class; random: it draws random numbers (must come
+ * after cache; flip counts whatever its probability, flip(0) and flip(1)
+ * included: simpler to explain, and nobody needs a deterministic flip);
+ * sized: it sets the image's size (the last one gives the output size).
+ */
+static const struct op_info {
+	const char *name;
+	enum op_class cls;
+	bool random, sized;
+} op_info[] = {
+    [XF_OP_DECODE] = {"decode", OC_DECODE, false, false},
+    [XF_OP_RESIZE] = {"resize", OC_GEOM, false, true},
+    [XF_OP_CENTER_CROP] = {"center_crop", OC_GEOM, false, true},
+    [XF_OP_RRC] = {"random_resized_crop", OC_GEOM, true, true},
+    [XF_OP_FLIP] = {"flip", OC_GEOM, true, false},
+    [XF_OP_NORMALIZE] = {"normalize", OC_NORMALIZE, false, false},
+    [XF_OP_CACHE] = {"cache", OC_CACHE, false, false},
+    [XF_OP_GAUSSIAN_BLUR] = {"gaussian_blur", OC_PIXEL, true, false},
+    [XF_OP_RANDOM_ERASING] = {"random_erasing", OC_ERASE, true, false},
+    /* Batch ops draw per batch (core/job.c), never per sample. */
+    [XF_OP_MIXUP] = {"mixup", OC_BATCH, false, false},
+    [XF_OP_CUTMIX] = {"cutmix", OC_BATCH, false, false},
+    [XF_OP_MIXUP_CUTMIX] = {"mixup_cutmix", OC_BATCH, false, false},
+};
+
+/*
+ * The order rules: after[a][b] is the message (a format of the later op's
+ * name, then the earlier op's) when an op of class b comes after one of
+ * class a; NULL where that order is fine.  Missing cache or decode rules
+ * are check_pipeline's.
+ */
+static const char *const order_rule[OC_COUNT][OC_COUNT] = {
+    [OC_NORMALIZE][OC_PIXEL] =
+	"%s after %s: normalize must come after every pixel op (it is "
+	"applied at the output conversion, after all the ops, so written "
+	"before one it would not mean what it says): move normalize after it",
+    [OC_ERASE][OC_NORMALIZE] =
+	"%s after %s: random_erasing must come after normalize "
+	"(torchvision's RandomErasing after Normalize erases to 0 on the "
+	"normalized output)",
+    [OC_ERASE][OC_PIXEL] =
+	"%s after %s: random_erasing erases a box of the output, so it must "
+	"come after every op that changes the image",
+    [OC_ERASE][OC_GEOM] =
+	"%s after %s: random_erasing erases a box of the output, so it must "
+	"come after every op that changes the image",
+};
+
+bool
+xf_op_random(enum xf_opkind k)
 {
-	return k == XF_OP_RRC || k == XF_OP_FLIP;
+	return op_info[k].random;
 }
 
 static const char *
 op_name(enum xf_opkind k)
 {
-	switch (k) {
-	case XF_OP_DECODE:
-		return "decode";
-	case XF_OP_RESIZE:
-		return "resize";
-	case XF_OP_CENTER_CROP:
-		return "center_crop";
-	case XF_OP_RRC:
-		return "random_resized_crop";
-	case XF_OP_FLIP:
-		return "flip";
-	case XF_OP_NORMALIZE:
-		return "normalize";
-	case XF_OP_CACHE:
-		return "cache";
-	case XF_OP_MIXUP:
-		return "mixup";
-	case XF_OP_CUTMIX:
-		return "cutmix";
-	case XF_OP_MIXUP_CUTMIX:
-		return "mixup_cutmix";
+	return op_info[k].name;
+}
+
+/* The order rules of order_rule over the whole pipeline. */
+static int
+check_order(const struct xf_pipeline *pl, char *err, size_t errlen)
+{
+	const struct xf_op *seen[OC_COUNT] = {NULL};
+
+	for (size_t i = 0; i < pl->nops; i++) {
+		enum op_class b = op_info[pl->ops[i].kind].cls;
+
+		for (int a = 0; a < OC_COUNT; a++)
+			if (seen[a] != NULL && order_rule[a][b] != NULL) {
+				snprintf(err, errlen, order_rule[a][b],
+				    op_name(pl->ops[i].kind),
+				    op_name(seen[a]->kind));
+				return -EINVAL;
+			}
+		if (seen[b] == NULL)
+			seen[b] = &pl->ops[i];
 	}
-	return "?";
+	return 0;
 }
 
 /* The rules that involve more than one op; sets the summary fields. */
@@ -401,13 +559,15 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 			memcpy(pl->std, op->std, sizeof(pl->std));
 			break;
 		default:
-			if (op_random(op->kind) && first_random == pl->nops)
+			if (xf_op_random(op->kind) && first_random == pl->nops)
 				first_random = i;
-			if (op->kind != XF_OP_FLIP)
+			if (op_info[op->kind].sized)
 				size_op = op;
 			break;
 		}
 	}
+	if (check_order(pl, err, errlen) != 0)
+		return -EINVAL;
 	if (size_op == NULL ||
 	    (size_op->kind == XF_OP_RESIZE && size_op->h == 0)) {
 		snprintf(err, errlen,
@@ -557,6 +717,17 @@ xf_check_output(
 		    "float32, not uint8");
 		return -EINVAL;
 	}
+	for (size_t i = 0; i < pl->nops && dtype == XF_UINT8; i++)
+		if (pl->ops[i].kind == XF_OP_RANDOM_ERASING) {
+			snprintf(err, errlen,
+			    "random_erasing with dtype uint8 and no normalize "
+			    "would erase to 0, black in uint8 pixel space, "
+			    "not torchvision's RandomErasing after Normalize "
+			    "(which erases to the mean); write normalize(...) "
+			    "before random_erasing and dtype = float16 or "
+			    "float32");
+			return -EINVAL;
+		}
 	if (pl->out_w == 0 || pl->out_h == 0) {
 		snprintf(err, errlen, "output size not fixed");
 		return -EINVAL;

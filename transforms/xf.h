@@ -37,15 +37,19 @@ enum xf_opkind {
 	XF_OP_MIXUP,        /* Beta(alpha[0], alpha[0]) */
 	XF_OP_CUTMIX,       /* Beta(alpha[1], alpha[1]) */
 	XF_OP_MIXUP_CUTMIX, /* cutmix with probability p, else mixup */
+	XF_OP_GAUSSIAN_BLUR,  /* kernel ksize, sigma uniform in sigma[0..1] */
+	XF_OP_RANDOM_ERASING, /* with probability p a box of the output to 0 */
 };
 
 struct xf_op {
 	enum xf_opkind kind;
 	uint32_t w, h;
-	double scale[2], ratio[2]; /* RRC */
-	double p;                  /* FLIP */
+	double scale[2], ratio[2]; /* RRC, RANDOM_ERASING */
+	double p;                  /* FLIP, RANDOM_ERASING */
 	float mean[3], std[3];     /* NORMALIZE */
 	double alpha[2];           /* batch ops: mixup's, cutmix's */
+	uint32_t ksize;            /* GAUSSIAN_BLUR: odd */
+	double sigma[2];           /* GAUSSIAN_BLUR: min, max */
 };
 
 struct xf_pipeline {
@@ -86,7 +90,10 @@ struct xf_pipeline {
  * flip(0.5) normalize(imagenet)").  Refuses: unknown ops, bad arguments, no
  * leading decode, a second decode or cache, a random op before cache, an
  * output size that is not fixed (the pipeline must end in a crop or
- * resize(W,H) so that every sample has one shape).  On error returns
+ * resize(W,H) so that every sample has one shape), and ops out of the
+ * order of their classes (pipeline.c's order_rule: normalize after every
+ * pixel op, random_erasing after normalize and every op that changes the
+ * image).  On error returns
  * -EINVAL with a message (without FILE:LINE; the caller adds it).
  */
 int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
@@ -154,8 +161,17 @@ enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP };
 enum xf_src xf_src_kind(const uint8_t *buf, size_t len);
 const char *xf_src_decoder_id(enum xf_src kind);
 
-/* Refuses combinations of pipeline and output (normalize with uint8;
- * mixup, which blends pixels, with uint8). */
+/*
+ * Whether ops of kind k draw random numbers (such an op must come after
+ * cache; without cache the prefix ends before the first one).
+ */
+bool xf_op_random(enum xf_opkind k);
+
+/*
+ * Refuses combinations of pipeline and output: normalize with uint8,
+ * random_erasing with uint8 and no normalize (it would erase to black),
+ * and mixup, which blends pixels, with uint8.
+ */
 int xf_check_output(const struct xf_pipeline *pl, enum xf_dtype dtype,
     char *err, size_t errlen);
 
@@ -188,6 +204,19 @@ int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
  */
 int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
     uint64_t rngkey, enum xf_dtype dtype, enum xf_layout layout, void *dst);
+
+/*
+ * One op of xf_run_suffix, for bench/op-cost: xf_run_op runs op i of pl
+ * on img (replaced in place) as xf_run_suffix does, drawing from rngkey
+ * (0, or an error with the message in err); xf_run_op_output does op i's
+ * part at the output conversion on dst, a converted w x h sample
+ * (random_erasing's box; nothing for the other ops).
+ */
+int xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
+    uint64_t rngkey, char *err, size_t errlen);
+void xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
+    enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,
+    void *dst);
 
 /*
  * The whole pipeline on a JPEG, for callers that have nothing to cache:
@@ -312,6 +341,35 @@ int xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
 void xf_mix_labels(const struct xf_mix *m, const int64_t *labels,
     uint32_t n, uint32_t nclasses, float *out);
 float xf_half_to_float(uint16_t h);
+
+/*
+ * gaussian_blur and random_erasing (transforms/blur.c), as torchvision
+ * 0.14's GaussianBlur and RandomErasing.
+ *
+ * xf_gauss_kernel: _get_gaussian_kernel1d(k, sigma) in float32 into w[k].
+ * xf_blur_sigma: the sigma of op (uniform in op->sigma, float32, as
+ * GaussianBlur.get_params) drawn at counter of rngkey.
+ * xf_gaussian_blur: F.gaussian_blur(img, [k, k], [sigma, sigma]) of a uint8
+ * image, in place: reflect padding (repeated for a side shorter than k / 2,
+ * where torch refuses), a separable float32 kernel, rounded half to even.
+ * AVX2 where the CPU has it, unless FEEDFS_XF_SCALAR is set: the same
+ * float operations in the same order, the same bytes.  0 or -ENOMEM.
+ */
+void xf_gauss_kernel(uint32_t k, float sigma, float *w);
+float xf_blur_sigma(const struct xf_op *op, uint64_t rngkey, uint64_t counter);
+int xf_gaussian_blur(struct xf_image *img, uint32_t k, float sigma);
+/*
+ * RandomErasing's draw for an output of w x h at counter of rngkey: false
+ * when it erases nothing (the p draw, or no box fits in 10 attempts), else
+ * true and the box (top, left, eh, ew), inside the output.
+ */
+bool xf_erasing_params(const struct xf_op *op, uint32_t w, uint32_t h,
+    uint64_t rngkey, uint64_t counter, uint32_t *top, uint32_t *left,
+    uint32_t *eh, uint32_t *ew);
+/* The box of a converted w x h sample in dst set to 0 (zero bytes). */
+void xf_erase(void *dst, enum xf_dtype dtype, enum xf_layout layout,
+    uint32_t w, uint32_t h, uint32_t top, uint32_t left, uint32_t eh,
+    uint32_t ew);
 
 /*
  * Scratch arenas.  A thread that makes many samples installs an arena
