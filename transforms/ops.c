@@ -296,6 +296,20 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
 			xf_flip(img);
 		return 0;
+	case XF_OP_TRIVIAL_AUGMENT:
+	case XF_OP_RAND_AUGMENT:
+	case XF_OP_AUTO_AUGMENT:
+	case XF_OP_COLOR_JITTER:
+	case XF_OP_GRAYSCALE: {
+		struct xf_aug_params ap;
+
+		/* draws from counters (i << 32) + k, as the crop and flip */
+		if ((r = xf_aug_params(pl, i, rngkey, img->w, img->h, &ap)) !=
+			0 ||
+		    (r = xf_aug_apply(&ap, img)) != 0)
+			break;
+		return 0;
+	}
 	default: /* decode ran first; normalize acts in xf_convert */
 		return 0;
 	}
@@ -314,7 +328,8 @@ prefix_end(const struct xf_pipeline *pl)
 		return pl->cache_at;
 	for (size_t i = 0; i < pl->nops; i++)
 		if (pl->ops[i].kind == XF_OP_RRC ||
-		    pl->ops[i].kind == XF_OP_FLIP)
+		    pl->ops[i].kind == XF_OP_FLIP ||
+		    xf_op_augment(pl->ops[i].kind))
 			return i;
 	return pl->nops;
 }
