@@ -269,7 +269,7 @@ xf_aug_params(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
 static inline uint8_t
 to_u8(float v)
 {
-	if (v < 0.0f)
+	if (!(v > 0.0f)) /* NaN too: only from factors no op draws */
 		v = 0.0f;
 	if (v > 255.0f)
 		v = 255.0f;
@@ -496,8 +496,7 @@ solarize(struct xf_image *img, double threshold)
 	uint8_t lut[256];
 
 	for (int v = 0; v < 256; v++)
-		lut[v] = (float)v >= (float)threshold ? (uint8_t)(255 - v)
-						      : (uint8_t)v;
+		lut[v] = v >= threshold ? (uint8_t)(255 - v) : (uint8_t)v;
 	apply_lut(img, lut);
 }
 
@@ -774,6 +773,10 @@ geometric(struct xf_image *img, int op, double mag)
 int
 xf_aug_op(struct xf_image *img, int op, double mag)
 {
+	/* torchvision refuses these too (posterize's bits in 0..8) */
+	if (!isfinite(mag) || fabs(mag) > 1e9 ||
+	    (op == XF_AUG_POSTERIZE && (mag < 0 || mag >= 9)))
+		return -EINVAL;
 	switch (op) {
 	case XF_AUG_IDENTITY:
 		return 0;
