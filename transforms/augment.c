@@ -402,32 +402,55 @@ xf_grayscale(struct xf_image *img)
 		p[0] = p[1] = p[2] = gray1(p);
 }
 
-/* torch.remainder(a, 1.0) for float: fmod, moved to b's sign. */
+/*
+ * round-half-to-even of v, |v| < 2^22, without a libm call (nearbyintf is
+ * one where SSE4.1 is not assumed): adding 1.5 * 2^23 rounds in the FPU's
+ * default mode, which is to nearest, ties to even.
+ */
 static inline float
-py_mod1(float a)
+rint_small(float v)
 {
-	float m = fmodf(a, 1.0f);
+	volatile float big = 0x1.8p23f; /* not folded at compile time */
+	float b = big;
 
-	if (m != 0.0f && m < 0.0f)
-		m += 1.0f;
-	return m;
+	return (v + b) - b;
 }
 
-/* adjust_hue of one pixel: _rgb2hsv, h shifted, _hsv2rgb, float32. */
+/* x / 255.0 for each byte, as torch's uint8 -> float32 / 255.0 */
+struct hue_tab {
+	float f[256];
+};
+
 static void
-hue1(uint8_t *px, float hf)
+hue_tab_init(struct hue_tab *t)
 {
-	float r = (float)px[0] / 255.0f, g = (float)px[1] / 255.0f,
-	      b = (float)px[2] / 255.0f;
-	float maxc = fmaxf(r, fmaxf(g, b)), minc = fminf(r, fminf(g, b));
-	bool eqc = maxc == minc;
-	float cr = maxc - minc, s = cr / (eqc ? 1.0f : maxc);
-	float crd = eqc ? 1.0f : cr;
-	float rc = (maxc - r) / crd, gc = (maxc - g) / crd,
-	      bc = (maxc - b) / crd;
-	float h, f, p, q, t, v = maxc, o[3];
+	for (int v = 0; v < 256; v++)
+		t->f[v] = (float)v / 255.0f;
+}
+
+/*
+ * adjust_hue of one pixel: _rgb2hsv, h shifted, _hsv2rgb, float32.  Each
+ * fmod and floor of torch's is here an exact equivalent for its range: h
+ * / 6 + 1 is in [5/6, 11/6], h + hf in [-0.5, 1.5), h * 6 in [0, 6].
+ */
+static void
+hue1(uint8_t *px, float hf, const struct hue_tab *tab)
+{
+	float r = tab->f[px[0]], g = tab->f[px[1]], b = tab->f[px[2]];
+	float maxc = r > g ? r : g, minc = r < g ? r : g;
+	float cr, s, crd, rc, gc, bc, h, f, p, q, t, v, o[3];
+	bool eqc;
 	int i;
 
+	maxc = maxc > b ? maxc : b;
+	minc = minc < b ? minc : b;
+	eqc = maxc == minc;
+	cr = maxc - minc;
+	s = cr / (eqc ? 1.0f : maxc);
+	crd = eqc ? 1.0f : cr;
+	rc = (maxc - r) / crd;
+	gc = (maxc - g) / crd;
+	bc = (maxc - b) / crd;
 	/* exactly one of hr, hg, hb is not multiplied by 0 */
 	if (maxc == r)
 		h = bc - gc;
@@ -435,15 +458,26 @@ hue1(uint8_t *px, float hf)
 		h = (2.0f + rc) - bc;
 	else
 		h = (4.0f + gc) - rc;
-	h = fmodf(h / 6.0f + 1.0f, 1.0f);
-	h = py_mod1(h + hf);
+	h = h / 6.0f + 1.0f; /* torch.fmod(h / 6.0 + 1.0, 1.0) */
+	if (h >= 1.0f)
+		h -= 1.0f;
+	h = h + hf; /* (h + hue_factor) % 1.0: fmod, then + 1 below 0 */
+	if (h >= 1.0f)
+		h -= 1.0f;
+	else if (h < 0.0f)
+		h += 1.0f;
 	/* _hsv2rgb */
-	i = (int)floorf(h * 6.0f);
+	v = maxc;
+	i = (int)(h * 6.0f); /* floor: h * 6.0 >= 0 */
 	f = h * 6.0f - (float)i;
-	p = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f);
-	q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
-	t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
-	switch (((i % 6) + 6) % 6) {
+	p = v * (1.0f - s);
+	q = v * (1.0f - s * f);
+	t = v * (1.0f - s * (1.0f - f));
+	/* torch.clamp(.., 0.0, 1.0) */
+	p = p < 0.0f ? 0.0f : p > 1.0f ? 1.0f : p;
+	q = q < 0.0f ? 0.0f : q > 1.0f ? 1.0f : q;
+	t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+	switch (i % 6) {
 	case 0:
 		o[0] = v, o[1] = t, o[2] = p;
 		break;
@@ -474,9 +508,11 @@ xf_adjust_hue(struct xf_image *img, double f)
 	uint8_t *p = img->px;
 	size_t n = npix(img);
 	float hf = (float)f;
+	struct hue_tab tab;
 
+	hue_tab_init(&tab);
 	for (size_t k = 0; k < n; k++, p += 3)
-		hue1(p, hf);
+		hue1(p, hf, &tab);
 }
 
 static void
@@ -696,6 +732,7 @@ affine_nearest(struct xf_image *img, const double m[6])
 {
 	uint32_t w = img->w, h = img->h;
 	float hw = 0.5f * (float)w, hh = 0.5f * (float)h;
+	float fw = (float)w, fh = (float)h;
 	float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw,
 	      r20 = (float)m[2] / hw;
 	float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh,
@@ -716,10 +753,16 @@ affine_nearest(struct xf_image *img, const double m[6])
 			/* unnormalize: (g + 1) * size / 2 - 0.5 */
 			float ix = (gx + 1.0f) * hw - 0.5f;
 			float iy = (gy + 1.0f) * hh - 0.5f;
-			float sx = nearbyintf(ix), sy = nearbyintf(iy);
+			float sx, sy;
 
-			if (sx >= 0.0f && sx < (float)w && sy >= 0.0f &&
-			    sy < (float)h) {
+			/* nearbyint, where it can land inside (NaN: out) */
+			if (ix >= -1.0f && ix <= fw && iy >= -1.0f &&
+			    iy <= fh) {
+				sx = rint_small(ix);
+				sy = rint_small(iy);
+			} else
+				sx = sy = -1.0f;
+			if (sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh) {
 				const uint8_t *s = img->px +
 				    ((size_t)sy * w + (size_t)sx) * 3;
 
