@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transforms/augment_int.h"
 #include "transforms/rng.h"
 #include "transforms/xf.h"
 
@@ -413,6 +414,8 @@ rint_small(float v)
 	volatile float big = 0x1.8p23f; /* not folded at compile time */
 	float b = big;
 
+	if (v >= 0x1p22f) /* a row of more than 4M pixels */
+		return nearbyintf(v);
 	return (v + b) - b;
 }
 
@@ -509,9 +512,16 @@ xf_adjust_hue(struct xf_image *img, double f)
 	size_t n = npix(img);
 	float hf = (float)f;
 	struct hue_tab tab;
+	size_t k = 0;
 
 	hue_tab_init(&tab);
-	for (size_t k = 0; k < n; k++, p += 3)
+#ifdef HAVE_AUG_AVX2
+	if (aug_use_avx2()) {
+		k = aug_hue_avx2(p, n, hf, tab.f);
+		p += k * 3;
+	}
+#endif
+	for (; k < n; k++, p += 3)
 		hue1(p, hf, &tab);
 }
 
@@ -727,44 +737,64 @@ inverse_affine(const double center[2], double angle, const double tr[2],
  * divided by half the size) in float32, then grid_sample's unnormalize
  * (align_corners=False) and round half to even.
  */
+/* The source pixel of output x of a row (yo: its centred y), or -1. */
+static inline int64_t
+grid1(uint32_t x, uint32_t w, uint32_t h, float yo, const float r[6],
+    float hw, float hh)
+{
+	float xo = (float)x - hw + 0.5f;
+	/* bmm's x * r0 + y * r1 + 1 * r2 */
+	float gx = (xo * r[0] + yo * r[1]) + r[2];
+	float gy = (xo * r[3] + yo * r[4]) + r[5];
+	/* unnormalize: (g + 1) * size / 2 - 0.5 */
+	float ix = (gx + 1.0f) * hw - 0.5f;
+	float iy = (gy + 1.0f) * hh - 0.5f;
+	float sx, sy;
+
+	/* nearbyint, where it can land inside (NaN: outside) */
+	if (!(ix >= -1.0f && ix <= (float)w && iy >= -1.0f && iy <= (float)h))
+		return -1;
+	sx = rint_small(ix);
+	sy = rint_small(iy);
+	if (sx >= 0.0f && sx < (float)w && sy >= 0.0f && sy < (float)h)
+		return (int64_t)sy * w + (int64_t)sx;
+	return -1;
+}
+
 static int
 affine_nearest(struct xf_image *img, const double m[6])
 {
 	uint32_t w = img->w, h = img->h;
 	float hw = 0.5f * (float)w, hh = 0.5f * (float)h;
-	float fw = (float)w, fh = (float)h;
-	float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw,
-	      r20 = (float)m[2] / hw;
-	float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh,
-	      r21 = (float)m[5] / hh;
+	float r[6] = {(float)m[0] / hw, (float)m[1] / hw, (float)m[2] / hw,
+	    (float)m[3] / hh, (float)m[4] / hh, (float)m[5] / hh};
+	bool simd = false;
+	int64_t *src;
 	uint8_t *out, *o;
 
 	if ((out = xf_alloc(npix(img) * 3)) == NULL)
 		return -ENOMEM;
+	if ((src = malloc((size_t)w * sizeof(*src))) == NULL) {
+		xf_free(out);
+		return -ENOMEM;
+	}
+#ifdef HAVE_AUG_AVX2
+	simd = aug_use_avx2();
+#endif
 	o = out;
 	for (uint32_t y = 0; y < h; y++) {
 		float yo = (float)y - hh + 0.5f;
+		uint32_t x = 0;
 
-		for (uint32_t x = 0; x < w; x++, o += 3) {
-			float xo = (float)x - hw + 0.5f;
-			/* bmm's x * r0 + y * r1 + 1 * r2 */
-			float gx = (xo * r00 + yo * r10) + r20;
-			float gy = (xo * r01 + yo * r11) + r21;
-			/* unnormalize: (g + 1) * size / 2 - 0.5 */
-			float ix = (gx + 1.0f) * hw - 0.5f;
-			float iy = (gy + 1.0f) * hh - 0.5f;
-			float sx, sy;
-
-			/* nearbyint, where it can land inside (NaN: out) */
-			if (ix >= -1.0f && ix <= fw && iy >= -1.0f &&
-			    iy <= fh) {
-				sx = rint_small(ix);
-				sy = rint_small(iy);
-			} else
-				sx = sy = -1.0f;
-			if (sx >= 0.0f && sx < fw && sy >= 0.0f && sy < fh) {
-				const uint8_t *s = img->px +
-				    ((size_t)sy * w + (size_t)sx) * 3;
+#ifdef HAVE_AUG_AVX2
+		if (simd)
+			x = aug_grid_avx2(src, w, h, yo, r, hw, hh);
+#endif
+		for (; x < w; x++)
+			src[x] = grid1(x, w, h, yo, r, hw, hh);
+		for (x = 0; x < w; x++, o += 3) {
+			if (src[x] >= 0) {
+				const uint8_t *s = img->px + src[x] * 3;
 
 				o[0] = s[0];
 				o[1] = s[1];
@@ -774,6 +804,8 @@ affine_nearest(struct xf_image *img, const double m[6])
 			}
 		}
 	}
+	(void)simd;
+	free(src);
 	xf_free(img->px);
 	img->px = out;
 	return 0;
