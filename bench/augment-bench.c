@@ -10,7 +10,9 @@
  * _apply_op at a mid magnitude (bin 15 of TrivialAugmentWide's space),
  * ColorJitter's four, grayscale, and the whole pipeline ops with their
  * draws.  Each op runs on a fresh copy of a photo-like synthetic image;
- * the copy's own time is measured and subtracted.  Prints ns per image.
+ * the copy's own time is measured and subtracted.  The ops take turns
+ * within each round, so that a machine's changing load falls on all of
+ * them alike; prints each op's median over the rounds, ns per image.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,14 @@ fill(uint8_t *px, uint32_t w, uint32_t h)
 			p[1] = (uint8_t)(y * 180 / h + (s >> 29));
 			p[2] = (uint8_t)((x + y) * 90 / (w + h) + 60);
 		}
+}
+
+static int
+by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 enum { K_OP, K_JIT, K_PIPE, K_CROP, K_FLIP, K_COPY };
@@ -92,7 +102,9 @@ main(int argc, char **argv)
 	uint32_t rounds = 300, s = 224;
 	struct xf_arena *arena = xf_arena_new(64u << 20);
 	struct xf_image src, big;
-	double copy_ns = 0;
+	struct xf_pipeline *pl[sizeof(b) / sizeof(b[0])];
+	double copy_ns = 0, *t;
+	size_t nb;
 	int c;
 
 	while ((c = getopt(argc, argv, "r:s:")) != -1) {
@@ -118,26 +130,29 @@ main(int argc, char **argv)
 		return 1;
 	fill(src.px, s, s);
 	fill(big.px, 320, 256);
-	printf("%-28s %12s  (%ux%u, %u rounds, one thread)\n", "op",
-	    "ns/image", s, s, rounds);
-	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
-		struct xf_pipeline *pl = NULL;
-		double t0, ns;
+	printf("%-28s %12s  (%ux%u, median of %u rounds, one thread)\n",
+	    "op", "ns/image", s, s, rounds);
+	nb = sizeof(b) / sizeof(b[0]);
+	if ((t = calloc(nb * rounds, sizeof(*t))) == NULL)
+		return 1;
+	for (size_t i = 0; i < nb; i++) {
 		char text[160], err[256];
 
-		if (b[i].kind == K_PIPE) {
-			snprintf(text, sizeof(text),
-			    "decode cache center_crop(%u) %s", s, b[i].pipe);
-			if (xf_pipeline_parse(text, &pl, err, sizeof(err)) !=
-			    0) {
-				fprintf(stderr, "%s: %s\n", text, err);
-				return 1;
-			}
+		pl[i] = NULL;
+		if (b[i].kind != K_PIPE)
+			continue;
+		snprintf(text, sizeof(text), "decode cache center_crop(%u) %s",
+		    s, b[i].pipe);
+		if (xf_pipeline_parse(text, &pl[i], err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s: %s\n", text, err);
+			return 1;
 		}
-		t0 = now_ns();
-		for (uint32_t r = 0; r < rounds; r++) {
+	}
+	for (uint32_t r = 0; r < rounds; r++)
+		for (size_t i = 0; i < nb; i++) {
 			struct xf_image img = {s, s, NULL}, out;
 			double scale[2] = {0.08, 1.0}, ratio[2] = {0.75, 4.0 / 3};
+			double t0 = now_ns();
 			int32_t x, y;
 			uint32_t cw, ch;
 
@@ -148,6 +163,7 @@ main(int argc, char **argv)
 					(uint32_t)y, cw, ch, s, s, &out) != 0)
 					return 1;
 				xf_free(out.px);
+				t[i * rounds + r] = now_ns() - t0;
 				continue;
 			}
 			if ((img.px = xf_alloc((size_t)s * s * 3)) == NULL)
@@ -171,20 +187,26 @@ main(int argc, char **argv)
 			} else if (b[i].kind == K_PIPE) {
 				struct xf_aug_params p;
 
-				xf_aug_params(pl, 3, r * 0x9e3779b97f4a7c15ULL,
-				    s, s, &p);
+				xf_aug_params(pl[i], 3,
+				    r * 0x9e3779b97f4a7c15ULL, s, s, &p);
 				xf_aug_apply(&p, &img);
 			}
 			xf_free(img.px);
+			t[i * rounds + r] = now_ns() - t0;
 		}
-		ns = (now_ns() - t0) / rounds;
+	for (size_t i = 0; i < nb; i++) {
+		double ns;
+
+		qsort(t + i * rounds, rounds, sizeof(*t), by_value);
+		ns = t[i * rounds + rounds / 2];
 		if (b[i].kind == K_COPY)
 			copy_ns = ns;
 		else if (b[i].kind != K_CROP)
 			ns -= copy_ns;
 		printf("%-28s %12.0f\n", b[i].label, ns);
-		xf_pipeline_free(pl);
+		xf_pipeline_free(pl[i]);
 	}
+	free(t);
 	xf_arena_use(NULL);
 	xf_arena_free(arena);
 	free(src.px);

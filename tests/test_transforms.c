@@ -328,7 +328,8 @@ test_augment(void)
 	}
 }
 
-/* op (an xf_aug, or -1 for adjust_hue) of v on a copy of in. */
+/* op (an xf_aug; -1 adjust_hue, -2 adjust_saturation, -3 grayscale, -4
+ * adjust_contrast) of v on a copy of in; FEEDFS_XF_SCALAR=1 if scalar. */
 static uint8_t *
 aug_copy(const struct xf_image *in, int op, double v, bool scalar)
 {
@@ -340,8 +341,14 @@ aug_copy(const struct xf_image *in, int op, double v, bool scalar)
 	memcpy(img.px, in->px, n);
 	if (scalar)
 		setenv("FEEDFS_XF_SCALAR", "1", 1);
-	if (op < 0)
+	if (op == -1)
 		xf_adjust_hue(&img, v);
+	else if (op == -2)
+		xf_adjust_saturation(&img, v);
+	else if (op == -3)
+		xf_grayscale(&img);
+	else if (op == -4)
+		xf_adjust_contrast(&img, v);
 	else
 		CHECK_EQ_INT(xf_aug_op(&img, op, v), 0);
 	unsetenv("FEEDFS_XF_SCALAR");
@@ -349,7 +356,9 @@ aug_copy(const struct xf_image *in, int op, double v, bool scalar)
 }
 
 /*
- * augment_avx2.c's kernels (adjust_hue, the geometric ops' grid) against
+ * augment_avx2.c's kernels (adjust_hue, adjust_saturation, grayscale,
+ * contrast's mean, sharpness's rows, autocontrast's extremes, the
+ * geometric ops' grid) against
  * augment.c's portable loops: the same bytes, on widths with and without
  * a tail, over hue factors and magnitudes of every sign.
  */
@@ -376,9 +385,14 @@ test_augment_avx2(void)
 			in.px[k] = k % 5 == 0 ? in.px[k - k % 3]
 					      : (uint8_t)(seed >> 24);
 		}
-		for (int t = 0; t < 30; t++) {
-			int op = t < 10 ? -1 : geo[t % 5];
+		for (int t = 0; t < 55; t++) {
+			int op = t < 10 ? -1 : t < 30 ? geo[t % 5]
+			       : t < 45	       ? -2 - t % 3
+			       : t < 52	       ? XF_AUG_SHARPNESS
+					       : XF_AUG_AUTOCONTRAST;
 			double v = t < 10 ? -0.5 + t / 9.0
+				 : t >= 45 ? (t - 48) * 0.33
+				 : t >= 30 ? (t - 30) * 0.15
 				 : op == XF_AUG_ROTATE ? -135 + t * 9.1
 				 : op <= XF_AUG_SHEAR_Y ? -0.99 + t * 0.066
 							: -32 + t * 2.2;
@@ -394,7 +408,7 @@ test_augment_avx2(void)
 		free(in.px);
 	}
 	CHECK_EQ_INT(diffs, 0);
-	CHECK_EQ_INT(runs, 7 * 30);
+	CHECK_EQ_INT(runs, 7 * 55);
 }
 
 /*

@@ -301,6 +301,9 @@ blend1(struct blend b, uint8_t x, float y)
 /* rgb_to_grayscale: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8). */
 static const float gw_r = (float)0.2989, gw_g = (float)0.587,
 		   gw_b = (float)0.114;
+#ifdef HAVE_AUG_AVX2
+static const float gw[3] = {(float)0.2989, (float)0.587, (float)0.114};
+#endif
 
 static inline uint8_t
 gray1(const uint8_t *p)
@@ -369,7 +372,15 @@ xf_adjust_contrast(struct xf_image *img, double f)
 	 * while below 2^24 (any image of up to 65793 pixels), then divided
 	 * by the count.
 	 */
-	for (size_t k = 0; k < n; k++, p += 3)
+	size_t k = 0;
+
+#ifdef HAVE_AUG_AVX2
+	if (aug_use_avx2()) {
+		k = aug_gray_sum_avx2(p, n, gw, &sum);
+		p += k * 3;
+	}
+#endif
+	for (; k < n; k++, p += 3)
 		sum += gray1(p);
 	mean = (float)sum / (float)n;
 	for (int v = 0; v < 256; v++)
@@ -382,9 +393,15 @@ xf_adjust_saturation(struct xf_image *img, double f)
 {
 	struct blend b = blend_of(f);
 	uint8_t *p = img->px;
-	size_t n = npix(img);
+	size_t n = npix(img), k = 0;
 
-	for (size_t k = 0; k < n; k++, p += 3) {
+#ifdef HAVE_AUG_AVX2
+	if (aug_use_avx2()) {
+		k = aug_saturation_avx2(p, n, b.r, b.o, gw);
+		p += k * 3;
+	}
+#endif
+	for (; k < n; k++, p += 3) {
 		float g = (float)gray1(p);
 
 		p[0] = blend1(b, p[0], g);
@@ -397,9 +414,15 @@ void
 xf_grayscale(struct xf_image *img)
 {
 	uint8_t *p = img->px;
-	size_t n = npix(img);
+	size_t n = npix(img), k = 0;
 
-	for (size_t k = 0; k < n; k++, p += 3)
+#ifdef HAVE_AUG_AVX2
+	if (aug_use_avx2()) {
+		k = aug_grayscale_avx2(p, n, gw);
+		p += k * 3;
+	}
+#endif
+	for (; k < n; k++, p += 3)
 		p[0] = p[1] = p[2] = gray1(p);
 }
 
@@ -517,7 +540,7 @@ xf_adjust_hue(struct xf_image *img, double f)
 	hue_tab_init(&tab);
 #ifdef HAVE_AUG_AVX2
 	if (aug_use_avx2()) {
-		k = aug_hue_avx2(p, n, hf, tab.f);
+		k = aug_hue_avx2(p, n, hf);
 		p += k * 3;
 	}
 #endif
@@ -564,8 +587,15 @@ autocontrast(struct xf_image *img)
 	size_t n = npix(img);
 	uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
 	uint8_t lut[3][256];
+	size_t k = 0;
 
-	for (size_t k = 0; k < n; k++, p += 3)
+#ifdef HAVE_AUG_AVX2
+	if (aug_use_avx2()) {
+		k = aug_minmax_avx2(p, n, lo, hi);
+		p += k * 3;
+	}
+#endif
+	for (; k < n; k++, p += 3)
 		for (int c = 0; c < 3; c++) {
 			if (p[c] < lo[c])
 				lo[c] = p[c];
@@ -642,9 +672,13 @@ sharpness(struct xf_image *img, double f)
 	uint32_t w = img->w, h = img->h;
 	size_t row = (size_t)w * 3;
 	uint8_t *buf, *prev, *cur;
+	bool simd = false;
 
 	if (w <= 2 || h <= 2)
 		return 0;
+#ifdef HAVE_AUG_AVX2
+	simd = aug_use_avx2();
+#endif
 	/* the original rows above and at y, as the rows are overwritten */
 	if ((buf = malloc(2 * row)) == NULL)
 		return -ENOMEM;
@@ -656,8 +690,13 @@ sharpness(struct xf_image *img, double f)
 		const uint8_t *up = prev, *mid = cur;
 		const uint8_t *dn = img->px + (size_t)(y + 1) * row;
 		uint8_t *o = img->px + (size_t)y * row, *t;
+		size_t x = 3;
 
-		for (size_t x = 3; x + 3 < row; x++) {
+#ifdef HAVE_AUG_AVX2
+		if (simd)
+			x = aug_sharp_row_avx2(up, mid, dn, o, row, b.r, b.o);
+#endif
+		for (; x + 3 < row; x++) {
 			unsigned s = up[x - 3] + up[x] + up[x + 3] +
 				     mid[x - 3] + 5u * mid[x] + mid[x + 3] +
 				     dn[x - 3] + dn[x] + dn[x + 3];
@@ -666,10 +705,10 @@ sharpness(struct xf_image *img, double f)
 			o[x] = blend1(b, mid[x], (float)blur);
 		}
 		/* the border columns: blended with themselves */
-		for (size_t x = 0; x < 3; x++) {
-			o[x] = blend1(b, mid[x], (float)mid[x]);
-			o[row - 3 + x] =
-			    blend1(b, mid[row - 3 + x], (float)mid[row - 3 + x]);
+		for (size_t c = 0; c < 3; c++) {
+			o[c] = blend1(b, mid[c], (float)mid[c]);
+			o[row - 3 + c] =
+			    blend1(b, mid[row - 3 + c], (float)mid[row - 3 + c]);
 		}
 		/* the next row's "above" is this row's original */
 		t = prev;
@@ -677,6 +716,7 @@ sharpness(struct xf_image *img, double f)
 		cur = t;
 		memcpy(cur, dn, row);
 	}
+	(void)simd;
 	free(buf);
 	/* the border rows */
 	for (size_t x = 0; x < row; x++) {

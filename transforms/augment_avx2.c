@@ -1,8 +1,9 @@
 /*
  * augment_avx2.c - layer: transforms (under augment.c, which calls it only
  * where aug_use_avx2).  adjust_hue and the affine grid of the geometric
- * ops, 8 pixels at a time, with the float32 operations of augment.c's
- * hue1 and grid1 in the same order: IEEE add, sub, mul and div round the
+ * ops, adjust_saturation, rgb_to_grayscale and contrast's gray mean,
+ * 8 pixels at a time, with the float32 operations of augment.c's
+ * hue1, grid1, gray1 and blend1 in the same order: IEEE add, sub, mul and div round the
  * same in a vector lane as in a scalar, and this file is compiled for
  * AVX2 without FMA, so nothing is fused.  Empty where the compiler
  * targets no x86-64.
@@ -33,8 +34,152 @@ pick(__m256 m, __m256 a, __m256 b)
 	return _mm256_blendv_ps(b, a, m);
 }
 
+
+/* 8 RGB pixels (24 bytes at p, nothing past them read) as floats. */
+AVX2 static inline void
+load_rgb8(const uint8_t *p, __m256 *r, __m256 *g, __m256 *b)
+{
+	__m128i lo = _mm_loadu_si128((const __m128i *)p);
+	__m128i hi = _mm_loadl_epi64((const __m128i *)(p + 16));
+	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1,
+	    -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gl = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	__m128i r8 = _mm_or_si128(_mm_shuffle_epi8(lo, rl),
+	    _mm_shuffle_epi8(hi, rh));
+	__m128i g8 = _mm_or_si128(_mm_shuffle_epi8(lo, gl),
+	    _mm_shuffle_epi8(hi, gh));
+	__m128i b8 = _mm_or_si128(_mm_shuffle_epi8(lo, bl),
+	    _mm_shuffle_epi8(hi, bh));
+
+	*r = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(r8));
+	*g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g8));
+	*b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b8));
+}
+
+/* 8 int32 in 0..255 to 8 bytes in the low half. */
+AVX2 static inline __m128i
+bytes8(__m256i v)
+{
+	__m128i w = _mm_packus_epi32(
+	    _mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+
+	return _mm_packus_epi16(w, w);
+}
+
+/* Channels r, g, b (int32 in 0..255) of 8 pixels to 24 bytes at p. */
+AVX2 static inline void
+store_rgb8(uint8_t *p, __m256i r, __m256i g, __m256i b)
+{
+	__m128i rg = _mm_unpacklo_epi64(bytes8(r), bytes8(g));
+	__m128i b8 = bytes8(b);
+	/* bytes 0..15: r0 g0 b0 r1 g1 b1 ... r5; 16..23: g5 b5 ... b7 */
+	const __m128i m0 = _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11,
+	    -1, 4, 12, -1, 5);
+	const __m128i n0 = _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1,
+	    -1, 3, -1, -1, 4, -1);
+	const __m128i m1 = _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+	const __m128i n1 = _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1,
+	    -1, -1, -1, -1, -1, -1);
+
+	_mm_storeu_si128((__m128i *)p, _mm_or_si128(_mm_shuffle_epi8(rg, m0),
+					   _mm_shuffle_epi8(b8, n0)));
+	_mm_storel_epi64((__m128i *)(p + 16),
+	    _mm_or_si128(_mm_shuffle_epi8(rg, m1), _mm_shuffle_epi8(b8, n1)));
+}
+
+/* rgb_to_grayscale of 8 pixels: ((kr * r + kg * g) + kb * b) truncated. */
+AVX2 static inline __m256i
+gray8(__m256 r, __m256 g, __m256 b, const float k[3])
+{
+	__m256 a = _mm256_mul_ps(_mm256_set1_ps(k[0]), r);
+	__m256 c = _mm256_mul_ps(_mm256_set1_ps(k[1]), g);
+	__m256 d = _mm256_mul_ps(_mm256_set1_ps(k[2]), b);
+
+	return _mm256_cvttps_epi32(_mm256_add_ps(_mm256_add_ps(a, c), d));
+}
+
+/* _blend of x with y (ratio rf, 1 - ratio of), clamped, truncated. */
+AVX2 static inline __m256i
+blend8(__m256 rf, __m256 of, __m256 x, __m256 y)
+{
+	__m256 v = _mm256_add_ps(_mm256_mul_ps(rf, x), _mm256_mul_ps(of, y));
+
+	/* !(v > 0) -> 0, as to_u8 (NaN too) */
+	v = _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+	return _mm256_cvttps_epi32(_mm256_min_ps(v, _mm256_set1_ps(255.0f)));
+}
+
 AVX2 size_t
-aug_hue_avx2(uint8_t *px, size_t n, float hf, const float tab[256])
+aug_saturation_avx2(uint8_t *px, size_t n, float rf, float of,
+    const float k[3])
+{
+	const __m256 vr = _mm256_set1_ps(rf), vo = _mm256_set1_ps(of);
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 r, g, b, y;
+
+		load_rgb8(px + i * 3, &r, &g, &b);
+		y = _mm256_cvtepi32_ps(gray8(r, g, b, k));
+		store_rgb8(px + i * 3, blend8(vr, vo, r, y),
+		    blend8(vr, vo, g, y), blend8(vr, vo, b, y));
+	}
+	return i;
+}
+
+AVX2 size_t
+aug_grayscale_avx2(uint8_t *px, size_t n, const float k[3])
+{
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 r, g, b;
+		__m256i y;
+
+		load_rgb8(px + i * 3, &r, &g, &b);
+		y = gray8(r, g, b, k);
+		store_rgb8(px + i * 3, y, y, y);
+	}
+	return i;
+}
+
+AVX2 size_t
+aug_gray_sum_avx2(const uint8_t *px, size_t n, const float k[3],
+    uint64_t *sum)
+{
+	uint32_t lanes[8];
+	size_t i = 0;
+
+	*sum = 0;
+	while (i + 8 <= n) {
+		__m256i acc = _mm256_setzero_si256();
+
+		/* at most 2^20 groups a lane: 255 * 2^20 fits 32 bits */
+		for (size_t g = 0; g < (1u << 20) && i + 8 <= n; g++, i += 8) {
+			__m256 r, gg, b;
+
+			load_rgb8(px + i * 3, &r, &gg, &b);
+			acc = _mm256_add_epi32(acc, gray8(r, gg, b, k));
+		}
+		_mm256_storeu_si256((__m256i *)lanes, acc);
+		for (int j = 0; j < 8; j++)
+			*sum += lanes[j];
+	}
+	return i;
+}
+
+AVX2 size_t
+aug_hue_avx2(uint8_t *px, size_t n, float hf)
 {
 	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
 	const __m256 six = _mm256_set1_ps(6.0f), vhf = _mm256_set1_ps(hf);
@@ -43,16 +188,13 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf, const float tab[256])
 
 	for (k = 0; k + 8 <= n; k += 8) {
 		uint8_t *p = px + k * 3;
-		float rf[8], gf[8], bf[8];
-		int32_t o[3][8];
+		__m256 r, g, b;
 
-		for (int j = 0; j < 8; j++) {
-			rf[j] = tab[p[3 * j]];
-			gf[j] = tab[p[3 * j + 1]];
-			bf[j] = tab[p[3 * j + 2]];
-		}
-		__m256 r = _mm256_loadu_ps(rf), g = _mm256_loadu_ps(gf),
-		       b = _mm256_loadu_ps(bf);
+		/* x / 255.0f, as tab[x] */
+		load_rgb8(p, &r, &g, &b);
+		r = _mm256_div_ps(r, c255);
+		g = _mm256_div_ps(g, c255);
+		b = _mm256_div_ps(b, c255);
 		__m256 maxc = _mm256_max_ps(_mm256_max_ps(r, g), b);
 		__m256 minc = _mm256_min_ps(_mm256_min_ps(r, g), b);
 		__m256 eqc = _mm256_cmp_ps(maxc, minc, _CMP_EQ_OQ);
@@ -105,17 +247,9 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf, const float tab[256])
 		__m256 o2 = pick(e[0], pp, pick(e[1], pp, pick(e[2], t,
 		    pick(e[5], q, v))));
 
-		_mm256_storeu_si256((__m256i *)o[0],
-		    _mm256_cvttps_epi32(_mm256_mul_ps(o0, c255)));
-		_mm256_storeu_si256((__m256i *)o[1],
-		    _mm256_cvttps_epi32(_mm256_mul_ps(o1, c255)));
-		_mm256_storeu_si256((__m256i *)o[2],
+		store_rgb8(p, _mm256_cvttps_epi32(_mm256_mul_ps(o0, c255)),
+		    _mm256_cvttps_epi32(_mm256_mul_ps(o1, c255)),
 		    _mm256_cvttps_epi32(_mm256_mul_ps(o2, c255)));
-		for (int j = 0; j < 8; j++) {
-			p[3 * j] = (uint8_t)o[0][j];
-			p[3 * j + 1] = (uint8_t)o[1][j];
-			p[3 * j + 2] = (uint8_t)o[2][j];
-		}
 	}
 	return k;
 }
@@ -169,6 +303,89 @@ aug_grid_avx2(int64_t *src, uint32_t w, uint32_t h, float yo,
 			    ? (int64_t)ys[j] * w + xs[j] : -1;
 	}
 	return x;
+}
+
+/* 8 bytes at p as int32 lanes */
+AVX2 static inline __m256i
+widen8(const uint8_t *p)
+{
+	return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+AVX2 size_t
+aug_sharp_row_avx2(const uint8_t *up, const uint8_t *mid, const uint8_t *dn,
+    uint8_t *o, size_t row, float rf, float of)
+{
+	const __m256 vr = _mm256_set1_ps(rf), vo = _mm256_set1_ps(of);
+	const __m256 c26 = _mm256_set1_ps(26.0f);
+	size_t x;
+
+	for (x = 3; x + 11 <= row; x += 8) {
+		__m256i m = widen8(mid + x);
+		__m256i s = _mm256_add_epi32(
+		    _mm256_add_epi32(_mm256_add_epi32(widen8(up + x - 3),
+					 widen8(up + x)),
+			_mm256_add_epi32(widen8(up + x + 3),
+			    widen8(mid + x - 3))),
+		    _mm256_add_epi32(
+			_mm256_add_epi32(_mm256_mullo_epi32(m,
+					     _mm256_set1_epi32(5)),
+			    widen8(mid + x + 3)),
+			_mm256_add_epi32(_mm256_add_epi32(widen8(dn + x - 3),
+					     widen8(dn + x)),
+			    widen8(dn + x + 3))));
+		/* (2S + 13) / 26: the float quotient is never within
+		 * rounding of the next integer, so truncation floors it */
+		__m256 q = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(
+					     _mm256_add_epi32(s, s),
+					     _mm256_set1_epi32(13))),
+		    c26);
+		__m256 blur = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(q));
+
+		_mm_storel_epi64((__m128i *)(o + x),
+		    bytes8(blend8(vr, vo, _mm256_cvtepi32_ps(m), blur)));
+	}
+	return x;
+}
+
+AVX2 size_t
+aug_minmax_avx2(const uint8_t *px, size_t n, uint8_t lo[3], uint8_t hi[3])
+{
+	__m256i mn[3], mx[3];
+	uint8_t a[3][32], b[3][32];
+	size_t i;
+
+	for (int q = 0; q < 3; q++) {
+		mn[q] = _mm256_set1_epi8((char)0xff);
+		mx[q] = _mm256_setzero_si256();
+	}
+	/* 32 pixels, 96 bytes: byte j of vector q is channel (32q + j) % 3 */
+	for (i = 0; i + 32 <= n; i += 32)
+		for (int q = 0; q < 3; q++) {
+			__m256i v = _mm256_loadu_si256(
+			    (const __m256i *)(px + i * 3 + 32 * q));
+
+			mn[q] = _mm256_min_epu8(mn[q], v);
+			mx[q] = _mm256_max_epu8(mx[q], v);
+		}
+	for (int q = 0; q < 3; q++) {
+		_mm256_storeu_si256((__m256i *)a[q], mn[q]);
+		_mm256_storeu_si256((__m256i *)b[q], mx[q]);
+	}
+	for (int c = 0; c < 3; c++) {
+		lo[c] = 255;
+		hi[c] = 0;
+	}
+	for (int q = 0; q < 3; q++)
+		for (int j = 0; j < 32; j++) {
+			int c = (32 * q + j) % 3;
+
+			if (a[q][j] < lo[c])
+				lo[c] = a[q][j];
+			if (b[q][j] > hi[c])
+				hi[c] = b[q][j];
+		}
+	return i;
 }
 
 /* AVX2 unless the CPU lacks it or FEEDFS_XF_SCALAR is set (tests). */
