@@ -126,12 +126,15 @@ main(int argc, char **argv)
 	big.h = 256;
 	src.px = malloc((size_t)s * s * 3);
 	big.px = malloc((size_t)320 * 256 * 3);
-	if (src.px == NULL || big.px == NULL)
+	if (src.px == NULL || big.px == NULL) {
+		free(src.px);
+		free(big.px);
 		return 1;
+	}
 	fill(src.px, s, s);
 	fill(big.px, 320, 256);
-	printf("%-28s %12s  (%ux%u, median of %u rounds, one thread)\n",
-	    "op", "ns/image", s, s, rounds);
+	printf("%-28s %12s  (%ux%u, median of %u rounds, one thread)\n", "op",
+	    "ns/image", s, s, rounds);
 	nb = sizeof(b) / sizeof(b[0]);
 	if ((t = calloc(nb * rounds, sizeof(*t))) == NULL)
 		return 1;
@@ -151,7 +154,8 @@ main(int argc, char **argv)
 	for (uint32_t r = 0; r < rounds; r++)
 		for (size_t i = 0; i < nb; i++) {
 			struct xf_image img = {s, s, NULL}, out;
-			double scale[2] = {0.08, 1.0}, ratio[2] = {0.75, 4.0 / 3};
+			double scale[2] = {0.08, 1.0},
+			       ratio[2] = {0.75, 4.0 / 3};
 			double t0 = now_ns();
 			int32_t x, y;
 			uint32_t cw, ch;

@@ -46,8 +46,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (pl[0] == NULL)
 		for (size_t k = 0; k < NPIPE; k++)
-			if (xf_pipeline_parse(pipelines[k], &pl[k], err,
-				sizeof(err)) != 0)
+			if (xf_pipeline_parse(
+				pipelines[k], &pl[k], err, sizeof(err)) != 0)
 				abort();
 	if (size < 15)
 		return 0;
@@ -68,11 +68,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		img.px[k] = size > 15 ? data[15 + k % (size - 15)] : 0;
 	if (sel < XF_AUG_COUNT) {
 		/* magnitudes beyond every space's: shear 2, 200 px, 360 deg */
-		double mag = (2 * u - 1) * (sel == XF_AUG_ROTATE ? 360
-					   : sel <= XF_AUG_SHEAR_Y ? 2
-					   : sel <= XF_AUG_TRANSLATE_Y ? 200
-					   : sel == XF_AUG_SOLARIZE ? 300
-								     : 1);
+		double mag = (2 * u - 1) * (sel == XF_AUG_ROTATE	   ? 360
+					       : sel <= XF_AUG_SHEAR_Y	   ? 2
+					       : sel <= XF_AUG_TRANSLATE_Y ? 200
+					       : sel == XF_AUG_SOLARIZE	   ? 300
+									   : 1);
 		if (sel == XF_AUG_POSTERIZE)
 			mag = floor(u * 8.999);
 		r = xf_aug_op(&img, (int)sel, mag);

@@ -30,10 +30,9 @@
 static void
 usage(void)
 {
-	fprintf(stderr,
-	    "usage: augrun op NAME VALUE W H IN OUT\n"
-	    "       augrun draw PIPELINE INDEX KEY W H [IN OUT]\n"
-	    "       augrun draws PIPELINE INDEX SEED COUNT W H\n");
+	fprintf(stderr, "usage: augrun op NAME VALUE W H IN OUT\n"
+			"       augrun draw PIPELINE INDEX KEY W H [IN OUT]\n"
+			"       augrun draws PIPELINE INDEX SEED COUNT W H\n");
 }
 
 static int
@@ -166,8 +165,8 @@ main(int argc, char **argv)
 	if (argc == 8 && strcmp(argv[1], "op") == 0)
 		return run_op(argv + 2);
 	many = argc == 8 && strcmp(argv[1], "draws") == 0;
-	if (!many && !((argc == 7 || argc == 9) &&
-			 strcmp(argv[1], "draw") == 0)) {
+	if (!many &&
+	    !((argc == 7 || argc == 9) && strcmp(argv[1], "draw") == 0)) {
 		usage();
 		return 2;
 	}
@@ -182,8 +181,8 @@ main(int argc, char **argv)
 	}
 	index = strtoul(argv[3], NULL, 10);
 	if (index >= pl->nops || !xf_op_augment(pl->ops[index].kind)) {
-		fprintf(stderr, "augrun: op %zu is not an augmentation\n",
-		    index);
+		fprintf(
+		    stderr, "augrun: op %zu is not an augmentation\n", index);
 		goto out;
 	}
 	if (many) {

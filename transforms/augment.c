@@ -120,13 +120,16 @@ magnitude(enum space sp, int op, int bin, uint32_t w, uint32_t h)
 	}
 }
 
-/* AutoAugmentPolicy.IMAGENET: (op, probability, bin or -1) pairs. */
+/*
+ * AutoAugmentPolicy.IMAGENET: (op, probability, bin or -1) pairs, the
+ * probabilities as the doubles Python has (0.4, not 0.4f).
+ */
+/* clang-format off */
 static const struct {
-	signed char op;
-	float p; /* compared as the double torchvision writes */
-	signed char bin;
+	signed char op, bin;
+	double p;
 } imagenet[25][2] = {
-#define P(o, p, b) {XF_AUG_##o, (float)p, b}
+#define P(o, p, b) {XF_AUG_##o, b, p}
     {P(POSTERIZE, 0.4, 8), P(ROTATE, 0.6, 9)},
     {P(SOLARIZE, 0.6, 5), P(AUTOCONTRAST, 0.6, -1)},
     {P(EQUALIZE, 0.8, -1), P(EQUALIZE, 0.6, -1)},
@@ -154,13 +157,7 @@ static const struct {
     {P(EQUALIZE, 0.8, -1), P(EQUALIZE, 0.6, -1)},
 #undef P
 };
-
-/* The policy's probabilities as Python's doubles (0.4, not 0.4f). */
-static const double imagenet_p[25][2] = {{0.4, 0.6}, {0.6, 0.6},
-    {0.8, 0.6}, {0.6, 0.6}, {0.4, 0.2}, {0.4, 0.8}, {0.6, 0.6}, {0.8, 1.0},
-    {0.2, 0.6}, {0.6, 0.4}, {0.8, 0.4}, {0.4, 0.6}, {0.0, 0.8}, {0.6, 1.0},
-    {0.6, 1.0}, {0.8, 1.0}, {0.8, 0.8}, {0.4, 0.6}, {0.6, 1.0}, {0.4, 0.6},
-    {0.4, 0.2}, {0.6, 0.6}, {0.6, 1.0}, {0.6, 1.0}, {0.8, 0.6}};
+/* clang-format on */
 
 /* ---- drawing ---------------------------------------------------------- */
 
@@ -225,7 +222,7 @@ xf_aug_params(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
 			out->probs[k] = uniform_f32(rngkey, c + 1 + k);
 			set_step(&out->step[k], SP_AUTO, imagenet[id][k].op,
 			    imagenet[id][k].bin, sign == 0, w, h);
-			out->step[k].on = out->probs[k] <= imagenet_p[id][k];
+			out->step[k].on = out->probs[k] <= imagenet[id][k].p;
 		}
 		out->nsteps = 2;
 		return 0;
@@ -237,8 +234,8 @@ xf_aug_params(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
 		for (int k = 0; k < 4; k++)
 			o[k] = (uint8_t)k;
 		for (int k = 3; k > 0; k--) {
-			int j = (int)rng_below(rngkey, c + (uint64_t)(3 - k),
-			    (uint64_t)k + 1);
+			int j = (int)rng_below(
+			    rngkey, c + (uint64_t)(3 - k), (uint64_t)k + 1);
 			uint8_t t = o[k];
 
 			o[k] = o[j];
@@ -250,9 +247,10 @@ xf_aug_params(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
 
 			out->on[k] = op->jitter_on[k];
 			if (out->on[k])
-				out->factor[k] = (float)(r[0] +
-				    (r[1] - r[0]) *
-					rng_uniform(rngkey, c + 4 + k));
+				out->factor[k] =
+				    (float)(r[0] +
+					    (r[1] - r[0]) *
+						rng_uniform(rngkey, c + 4 + k));
 		}
 		return 0;
 	}
@@ -707,8 +705,8 @@ sharpness(struct xf_image *img, double f)
 		/* the border columns: blended with themselves */
 		for (size_t c = 0; c < 3; c++) {
 			o[c] = blend1(b, mid[c], (float)mid[c]);
-			o[row - 3 + c] =
-			    blend1(b, mid[row - 3 + c], (float)mid[row - 3 + c]);
+			o[row - 3 + c] = blend1(
+			    b, mid[row - 3 + c], (float)mid[row - 3 + c]);
 		}
 		/* the next row's "above" is this row's original */
 		t = prev;
@@ -720,7 +718,8 @@ sharpness(struct xf_image *img, double f)
 	free(buf);
 	/* the border rows */
 	for (size_t x = 0; x < row; x++) {
-		uint8_t *a = img->px + x, *z = img->px + (size_t)(h - 1) * row + x;
+		uint8_t *a = img->px + x,
+			*z = img->px + (size_t)(h - 1) * row + x;
 
 		*a = blend1(b, *a, (float)*a);
 		*z = blend1(b, *z, (float)*z);
@@ -779,8 +778,8 @@ inverse_affine(const double center[2], double angle, const double tr[2],
  */
 /* The source pixel of output x of a row (yo: its centred y), or -1. */
 static inline int64_t
-grid1(uint32_t x, uint32_t w, uint32_t h, float yo, const float r[6],
-    float hw, float hh)
+grid1(uint32_t x, uint32_t w, uint32_t h, float yo, const float r[6], float hw,
+    float hh)
 {
 	float xo = (float)x - hw + 0.5f;
 	/* bmm's x * r0 + y * r1 + 1 * r2 */
@@ -942,9 +941,8 @@ xf_aug_apply(const struct xf_aug_params *p, struct xf_image *img)
 	case XF_OP_RAND_AUGMENT:
 	case XF_OP_AUTO_AUGMENT:
 		for (uint32_t k = 0; k < p->nsteps; k++)
-			if (p->step[k].on &&
-			    (r = xf_aug_op(img, p->step[k].op, p->step[k].mag)) !=
-				0)
+			if (p->step[k].on && (r = xf_aug_op(img, p->step[k].op,
+						  p->step[k].mag)) != 0)
 				return r;
 		return 0;
 	case XF_OP_COLOR_JITTER:

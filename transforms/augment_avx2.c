@@ -3,8 +3,8 @@
  * where aug_use_avx2).  adjust_hue and the affine grid of the geometric
  * ops, adjust_saturation, rgb_to_grayscale and contrast's gray mean,
  * 8 pixels at a time, with the float32 operations of augment.c's
- * hue1, grid1, gray1 and blend1 in the same order: IEEE add, sub, mul and div round the
- * same in a vector lane as in a scalar, and this file is compiled for
+ * hue1, grid1, gray1 and blend1 in the same order: IEEE add, sub, mul and div
+ * round the same in a vector lane as in a scalar, and this file is compiled for
  * AVX2 without FMA, so nothing is fused.  Empty where the compiler
  * targets no x86-64.
  */
@@ -23,8 +23,8 @@
 AVX2 static inline __m256
 clamp01(__m256 x)
 {
-	return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()),
-	    _mm256_set1_ps(1.0f));
+	return _mm256_min_ps(
+	    _mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(1.0f));
 }
 
 /* a where m, else b */
@@ -34,31 +34,30 @@ pick(__m256 m, __m256 a, __m256 b)
 	return _mm256_blendv_ps(b, a, m);
 }
 
-
 /* 8 RGB pixels (24 bytes at p, nothing past them read) as floats. */
 AVX2 static inline void
 load_rgb8(const uint8_t *p, __m256 *r, __m256 *g, __m256 *b)
 {
 	__m128i lo = _mm_loadu_si128((const __m128i *)p);
 	__m128i hi = _mm_loadl_epi64((const __m128i *)(p + 16));
-	const __m128i rl = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	const __m128i rh = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1,
-	    -1, -1, -1, -1, -1, -1, -1);
-	const __m128i gl = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	const __m128i gh = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	const __m128i bl = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	const __m128i bh = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	__m128i r8 = _mm_or_si128(_mm_shuffle_epi8(lo, rl),
-	    _mm_shuffle_epi8(hi, rh));
-	__m128i g8 = _mm_or_si128(_mm_shuffle_epi8(lo, gl),
-	    _mm_shuffle_epi8(hi, gh));
-	__m128i b8 = _mm_or_si128(_mm_shuffle_epi8(lo, bl),
-	    _mm_shuffle_epi8(hi, bh));
+	const __m128i rl = _mm_setr_epi8(
+	    0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i rh = _mm_setr_epi8(
+	    -1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gl = _mm_setr_epi8(
+	    1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i gh = _mm_setr_epi8(
+	    -1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bl = _mm_setr_epi8(
+	    2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i bh = _mm_setr_epi8(
+	    -1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+	__m128i r8 =
+	    _mm_or_si128(_mm_shuffle_epi8(lo, rl), _mm_shuffle_epi8(hi, rh));
+	__m128i g8 =
+	    _mm_or_si128(_mm_shuffle_epi8(lo, gl), _mm_shuffle_epi8(hi, gh));
+	__m128i b8 =
+	    _mm_or_si128(_mm_shuffle_epi8(lo, bl), _mm_shuffle_epi8(hi, bh));
 
 	*r = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(r8));
 	*g = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g8));
@@ -82,17 +81,17 @@ store_rgb8(uint8_t *p, __m256i r, __m256i g, __m256i b)
 	__m128i rg = _mm_unpacklo_epi64(bytes8(r), bytes8(g));
 	__m128i b8 = bytes8(b);
 	/* bytes 0..15: r0 g0 b0 r1 g1 b1 ... r5; 16..23: g5 b5 ... b7 */
-	const __m128i m0 = _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11,
-	    -1, 4, 12, -1, 5);
-	const __m128i n0 = _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1,
-	    -1, 3, -1, -1, 4, -1);
-	const __m128i m1 = _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
-	const __m128i n1 = _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1,
-	    -1, -1, -1, -1, -1, -1);
+	const __m128i m0 = _mm_setr_epi8(
+	    0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12, -1, 5);
+	const __m128i n0 = _mm_setr_epi8(
+	    -1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1, 4, -1);
+	const __m128i m1 = _mm_setr_epi8(
+	    13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+	const __m128i n1 = _mm_setr_epi8(
+	    -1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1, -1, -1, -1);
 
-	_mm_storeu_si128((__m128i *)p, _mm_or_si128(_mm_shuffle_epi8(rg, m0),
-					   _mm_shuffle_epi8(b8, n0)));
+	_mm_storeu_si128((__m128i *)p,
+	    _mm_or_si128(_mm_shuffle_epi8(rg, m0), _mm_shuffle_epi8(b8, n0)));
 	_mm_storel_epi64((__m128i *)(p + 16),
 	    _mm_or_si128(_mm_shuffle_epi8(rg, m1), _mm_shuffle_epi8(b8, n1)));
 }
@@ -120,8 +119,7 @@ blend8(__m256 rf, __m256 of, __m256 x, __m256 y)
 }
 
 AVX2 size_t
-aug_saturation_avx2(uint8_t *px, size_t n, float rf, float of,
-    const float k[3])
+aug_saturation_avx2(uint8_t *px, size_t n, float rf, float of, const float k[3])
 {
 	const __m256 vr = _mm256_set1_ps(rf), vo = _mm256_set1_ps(of);
 	size_t i;
@@ -154,8 +152,7 @@ aug_grayscale_avx2(uint8_t *px, size_t n, const float k[3])
 }
 
 AVX2 size_t
-aug_gray_sum_avx2(const uint8_t *px, size_t n, const float k[3],
-    uint64_t *sum)
+aug_gray_sum_avx2(const uint8_t *px, size_t n, const float k[3], uint64_t *sum)
 {
 	uint32_t lanes[8];
 	size_t i = 0;
@@ -205,10 +202,10 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf)
 		__m256 gc = _mm256_div_ps(_mm256_sub_ps(maxc, g), crd);
 		__m256 bc = _mm256_div_ps(_mm256_sub_ps(maxc, b), crd);
 		__m256 hr = _mm256_sub_ps(bc, gc);
-		__m256 hg = _mm256_sub_ps(
-		    _mm256_add_ps(_mm256_set1_ps(2.0f), rc), bc);
-		__m256 hb = _mm256_sub_ps(
-		    _mm256_add_ps(_mm256_set1_ps(4.0f), gc), rc);
+		__m256 hg =
+		    _mm256_sub_ps(_mm256_add_ps(_mm256_set1_ps(2.0f), rc), bc);
+		__m256 hb =
+		    _mm256_sub_ps(_mm256_add_ps(_mm256_set1_ps(4.0f), gc), rc);
 		__m256 mr = _mm256_cmp_ps(maxc, r, _CMP_EQ_OQ);
 		__m256 mg = _mm256_cmp_ps(maxc, g, _CMP_EQ_OQ);
 		__m256 h = pick(mr, hr, pick(mg, hg, hb));
@@ -226,11 +223,11 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf)
 		__m256i i = _mm256_cvttps_epi32(h6);
 		__m256 f = _mm256_sub_ps(h6, _mm256_cvtepi32_ps(i));
 		__m256 pp = clamp01(_mm256_mul_ps(v, _mm256_sub_ps(one, s)));
-		__m256 q = clamp01(_mm256_mul_ps(
-		    v, _mm256_sub_ps(one, _mm256_mul_ps(s, f))));
-		__m256 t = clamp01(_mm256_mul_ps(v,
-		    _mm256_sub_ps(
-			one, _mm256_mul_ps(s, _mm256_sub_ps(one, f)))));
+		__m256 q = clamp01(
+		    _mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, f))));
+		__m256 t = clamp01(_mm256_mul_ps(
+		    v, _mm256_sub_ps(
+			   one, _mm256_mul_ps(s, _mm256_sub_ps(one, f)))));
 		__m256 e[6];
 
 		/* i % 6: i is 0..6 */
@@ -240,12 +237,12 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf)
 			e[c] = _mm256_castsi256_ps(
 			    _mm256_cmpeq_epi32(i, _mm256_set1_epi32(c)));
 		/* (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q) */
-		__m256 o0 = pick(e[1], q, pick(e[2], pp, pick(e[3], pp,
-		    pick(e[4], t, v))));
-		__m256 o1 = pick(e[0], t, pick(e[3], q, pick(e[4], pp,
-		    pick(e[5], pp, v))));
-		__m256 o2 = pick(e[0], pp, pick(e[1], pp, pick(e[2], t,
-		    pick(e[5], q, v))));
+		__m256 o0 = pick(
+		    e[1], q, pick(e[2], pp, pick(e[3], pp, pick(e[4], t, v))));
+		__m256 o1 = pick(
+		    e[0], t, pick(e[3], q, pick(e[4], pp, pick(e[5], pp, v))));
+		__m256 o2 = pick(
+		    e[0], pp, pick(e[1], pp, pick(e[2], t, pick(e[5], q, v))));
 
 		store_rgb8(p, _mm256_cvttps_epi32(_mm256_mul_ps(o0, c255)),
 		    _mm256_cvttps_epi32(_mm256_mul_ps(o1, c255)),
@@ -255,16 +252,18 @@ aug_hue_avx2(uint8_t *px, size_t n, float hf)
 }
 
 AVX2 uint32_t
-aug_grid_avx2(int64_t *src, uint32_t w, uint32_t h, float yo,
-    const float r[6], float hw, float hh)
+aug_grid_avx2(int64_t *src, uint32_t w, uint32_t h, float yo, const float r[6],
+    float hw, float hh)
 {
 	const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
 	const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-	const __m256 fw = _mm256_set1_ps((float)w), fh = _mm256_set1_ps((float)h);
+	const __m256 fw = _mm256_set1_ps((float)w),
+		     fh = _mm256_set1_ps((float)h);
 	const __m256 zero = _mm256_setzero_ps();
 	const __m256 vhw = _mm256_set1_ps(hw), vhh = _mm256_set1_ps(hh);
 	/* yo * r1 and yo * r4 are the same products in every lane */
-	const __m256 yx = _mm256_set1_ps(yo * r[1]), yy = _mm256_set1_ps(yo * r[4]);
+	const __m256 yx = _mm256_set1_ps(yo * r[1]),
+		     yy = _mm256_set1_ps(yo * r[4]);
 	const __m256 r0 = _mm256_set1_ps(r[0]), r2 = _mm256_set1_ps(r[2]);
 	const __m256 r3 = _mm256_set1_ps(r[3]), r5 = _mm256_set1_ps(r[5]);
 	uint32_t x;
@@ -273,10 +272,10 @@ aug_grid_avx2(int64_t *src, uint32_t w, uint32_t h, float yo,
 		/* (float)x - hw + 0.5f, as grid1 */
 		__m256 fx = _mm256_add_ps(_mm256_set1_ps((float)x), lane);
 		__m256 xo = _mm256_add_ps(_mm256_sub_ps(fx, vhw), half);
-		__m256 gx = _mm256_add_ps(
-		    _mm256_add_ps(_mm256_mul_ps(xo, r0), yx), r2);
-		__m256 gy = _mm256_add_ps(
-		    _mm256_add_ps(_mm256_mul_ps(xo, r3), yy), r5);
+		__m256 gx =
+		    _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(xo, r0), yx), r2);
+		__m256 gy =
+		    _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(xo, r3), yy), r5);
 		__m256 ix = _mm256_sub_ps(
 		    _mm256_mul_ps(_mm256_add_ps(gx, one), vhw), half);
 		__m256 iy = _mm256_sub_ps(
@@ -294,13 +293,13 @@ aug_grid_avx2(int64_t *src, uint32_t w, uint32_t h, float yo,
 		int m = _mm256_movemask_ps(in);
 
 		/* outside lanes may hold anything: converted, not used */
-		_mm256_storeu_si256((__m256i *)xs,
-		    _mm256_cvttps_epi32(_mm256_and_ps(sx, in)));
-		_mm256_storeu_si256((__m256i *)ys,
-		    _mm256_cvttps_epi32(_mm256_and_ps(sy, in)));
+		_mm256_storeu_si256(
+		    (__m256i *)xs, _mm256_cvttps_epi32(_mm256_and_ps(sx, in)));
+		_mm256_storeu_si256(
+		    (__m256i *)ys, _mm256_cvttps_epi32(_mm256_and_ps(sy, in)));
 		for (int j = 0; j < 8; j++)
-			src[x + j] = m >> j & 1
-			    ? (int64_t)ys[j] * w + xs[j] : -1;
+			src[x + j] =
+			    m >> j & 1 ? (int64_t)ys[j] * w + xs[j] : -1;
 	}
 	return x;
 }
@@ -323,22 +322,21 @@ aug_sharp_row_avx2(const uint8_t *up, const uint8_t *mid, const uint8_t *dn,
 	for (x = 3; x + 11 <= row; x += 8) {
 		__m256i m = widen8(mid + x);
 		__m256i s = _mm256_add_epi32(
-		    _mm256_add_epi32(_mm256_add_epi32(widen8(up + x - 3),
-					 widen8(up + x)),
-			_mm256_add_epi32(widen8(up + x + 3),
-			    widen8(mid + x - 3))),
 		    _mm256_add_epi32(
-			_mm256_add_epi32(_mm256_mullo_epi32(m,
-					     _mm256_set1_epi32(5)),
-			    widen8(mid + x + 3)),
+			_mm256_add_epi32(widen8(up + x - 3), widen8(up + x)),
+			_mm256_add_epi32(
+			    widen8(up + x + 3), widen8(mid + x - 3))),
+		    _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(m,
+							  _mm256_set1_epi32(5)),
+					 widen8(mid + x + 3)),
 			_mm256_add_epi32(_mm256_add_epi32(widen8(dn + x - 3),
 					     widen8(dn + x)),
 			    widen8(dn + x + 3))));
 		/* (2S + 13) / 26: the float quotient is never within
 		 * rounding of the next integer, so truncation floors it */
-		__m256 q = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(
-					     _mm256_add_epi32(s, s),
-					     _mm256_set1_epi32(13))),
+		__m256 q = _mm256_div_ps(
+		    _mm256_cvtepi32_ps(_mm256_add_epi32(
+			_mm256_add_epi32(s, s), _mm256_set1_epi32(13))),
 		    c26);
 		__m256 blur = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(q));
 

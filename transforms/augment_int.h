@@ -24,11 +24,11 @@
  * of the pixels' grays into *sum.
  */
 size_t aug_hue_avx2(uint8_t *px, size_t n, float hf);
-size_t aug_saturation_avx2(uint8_t *px, size_t n, float rf, float of,
-    const float k[3]);
+size_t aug_saturation_avx2(
+    uint8_t *px, size_t n, float rf, float of, const float k[3]);
 size_t aug_grayscale_avx2(uint8_t *px, size_t n, const float k[3]);
-size_t aug_gray_sum_avx2(const uint8_t *px, size_t n, const float k[3],
-    uint64_t *sum);
+size_t aug_gray_sum_avx2(
+    const uint8_t *px, size_t n, const float k[3], uint64_t *sum);
 /*
  * One output row of the affine grid: for x in 0..w - w % 8, src[x] gets
  * the source pixel's index (sy * w + sx) or -1 outside; r holds r00, r10,
@@ -46,8 +46,8 @@ size_t aug_sharp_row_avx2(const uint8_t *up, const uint8_t *mid,
     const uint8_t *dn, uint8_t *o, size_t row, float rf, float of);
 /* Each channel's least and greatest byte over the first n - n % 32
  * pixels (lo 255, hi 0 when none); returns how many it did. */
-size_t aug_minmax_avx2(const uint8_t *px, size_t n, uint8_t lo[3],
-    uint8_t hi[3]);
+size_t aug_minmax_avx2(
+    const uint8_t *px, size_t n, uint8_t lo[3], uint8_t hi[3]);
 /* AVX2 unless the CPU lacks it or FEEDFS_XF_SCALAR is set (tests). */
 bool aug_use_avx2(void);
 #endif
