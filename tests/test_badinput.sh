@@ -99,6 +99,12 @@ bad_case random-before-cache 14 14 "pipeline = decode random_resized_crop(64) ca
 bad_case flip-before-cache 14 14 "pipeline = decode resize(72) flip(0.5) center_crop(64) cache"
 bad_case shape-not-fixed 14 14 "pipeline = decode resize(72) cache"
 bad_case bad-op-argument 14 14 "pipeline = decode resize(0) cache center_crop(64)"
+# issue 28: the augmentations' arguments and order
+bad_case rand-augment-bad-n 14 14 "pipeline = decode resize(72) cache center_crop(64) rand_augment(0,9)"
+bad_case rand-augment-bad-m 14 14 "pipeline = decode resize(72) cache center_crop(64) rand_augment(2,40)"
+bad_case auto-augment-policy 14 14 "pipeline = decode resize(72) cache center_crop(64) auto_augment(svhn)"
+bad_case grayscale-probability 14 14 "pipeline = decode resize(72) cache center_crop(64) grayscale(1.2)"
+bad_case normalize-before-colour 14 14 "pipeline = decode resize(72) cache center_crop(64) normalize(imagenet) color_jitter(0.4)"
 bad_case normalize-uint8 "14 15" 15 "dtype = uint8"
 bad_case missing-dataset 11 11 "dataset = nosuch"
 bad_case root-missing "7 8" 8 "root = $T/nosuchdir"

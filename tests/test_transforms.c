@@ -166,6 +166,296 @@ test_parse(void)
 	parse_bad("decode resize(256", "missing ')'");
 	parse_bad("decode resize(256,) center_crop(4)", "empty argument");
 	parse_bad("decode, center_crop(4)", "unexpected");
+	/* the augmentations of issue 28 */
+	parse_bad("decode center_crop(8) trivial_augment(3)", "arguments");
+	parse_bad("decode center_crop(8) rand_augment(2)", "arguments");
+	parse_bad("decode center_crop(8) rand_augment(0,9)", "N");
+	parse_bad("decode center_crop(8) rand_augment(17,9)", "N");
+	parse_bad("decode center_crop(8) rand_augment(2.5,9)", "N");
+	parse_bad("decode center_crop(8) rand_augment(2,31)", "M");
+	parse_bad("decode center_crop(8) rand_augment(2,-1)", "M");
+	parse_bad("decode center_crop(8) auto_augment(cifar10)",
+	    "unknown policy");
+	parse_bad("decode center_crop(8) auto_augment(imagenet,1)", "argument");
+	parse_bad("decode center_crop(8) grayscale(1.5)", "probability");
+	parse_bad("decode center_crop(8) grayscale(-0.1)", "probability");
+	parse_bad("decode center_crop(8) color_jitter()", "arguments");
+	parse_bad("decode center_crop(8) color_jitter(-0.1)", "brightness");
+	parse_bad("decode center_crop(8) color_jitter(0,0,-1)", "saturation");
+	parse_bad("decode center_crop(8) color_jitter(0,0,0,0.6)", "hue");
+	parse_bad("decode center_crop(8) color_jitter(0,0,0,0,1)", "arguments");
+	parse_bad("decode trivial_augment cache center_crop(8)",
+	    "random op trivial_augment before cache");
+	parse_bad("decode center_crop(8) grayscale(0.5) cache", "before cache");
+	parse_bad("decode center_crop(8) normalize(imagenet) color_jitter(0.4)",
+	    "color_jitter after normalize: normalize must come after");
+	parse_bad("decode center_crop(8) normalize(imagenet) trivial_augment",
+	    "trivial_augment after normalize: normalize must come after");
+	parse_bad("decode trivial_augment", "not fixed");
+}
+
+/* Parameters of op i of text for key on a w x h image. */
+static void
+aug_draw(const char *text, size_t i, uint64_t key, uint32_t w, uint32_t h,
+    struct xf_aug_params *p)
+{
+	struct xf_pipeline *pl = parse_ok(text);
+
+	memset(p, 0, sizeof(*p));
+	if (pl == NULL)
+		return;
+	CHECK_EQ_INT(xf_aug_params(pl, i, key, w, h, p), 0);
+	xf_pipeline_free(pl);
+}
+
+/* The suffix of text on a copy of in, uint8 HWC, into out (w*h*3). */
+static int
+run_on(const char *text, const struct xf_image *in, uint64_t key, uint8_t *out)
+{
+	struct xf_pipeline *pl = parse_ok(text);
+	struct xf_image img = {in->w, in->h, malloc((size_t)in->w * in->h * 3)};
+	int r;
+
+	if (pl == NULL || img.px == NULL) {
+		xf_pipeline_free(pl);
+		free(img.px);
+		return -1;
+	}
+	memcpy(img.px, in->px, (size_t)in->w * in->h * 3);
+	r = xf_run_suffix(pl, &img, key, XF_UINT8, XF_HWC, out);
+	xf_pipeline_free(pl);
+	return r;
+}
+
+static void
+test_augment(void)
+{
+	struct xf_pipeline *pl;
+	struct xf_aug_params a, b;
+	struct xf_image in;
+	uint8_t px[16 * 12 * 3], o1[sizeof(px)], o2[sizeof(px)];
+
+	pl = parse_ok("decode resize(256) cache random_resized_crop(224) "
+		      "flip(0.5) trivial_augment rand_augment "
+		      "auto_augment(imagenet) color_jitter(0.4,0.4,0.4,0.1) "
+		      "grayscale(0.2) normalize(imagenet)");
+	if (pl != NULL) {
+		CHECK_EQ_INT(pl->nops, 11);
+		CHECK_EQ_INT(pl->ops[5].kind, XF_OP_TRIVIAL_AUGMENT);
+		CHECK_EQ_INT(pl->ops[6].kind, XF_OP_RAND_AUGMENT);
+		CHECK(pl->ops[6].n_ops == 2 && pl->ops[6].magnitude == 9);
+		CHECK_EQ_INT(pl->ops[7].kind, XF_OP_AUTO_AUGMENT);
+		CHECK_EQ_INT(pl->ops[8].kind, XF_OP_COLOR_JITTER);
+		CHECK(pl->ops[8].jitter[0][0] == 0.6 &&
+		      pl->ops[8].jitter[0][1] == 1.4 &&
+		      pl->ops[8].jitter[3][0] == -0.1 && pl->ops[8].jitter_on[3]);
+		CHECK_EQ_INT(pl->ops[9].kind, XF_OP_GRAYSCALE);
+		CHECK(pl->ops[9].p == 0.2);
+		CHECK_EQ_INT(pl->out_w, 224);
+		xf_pipeline_free(pl);
+	}
+	/* color_jitter: 0 is off; brightness over 1 clips its floor at 0 */
+	pl = parse_ok("decode center_crop(8) color_jitter(1.5, 0)");
+	if (pl != NULL) {
+		CHECK(pl->ops[2].jitter_on[0] && !pl->ops[2].jitter_on[1] &&
+		      !pl->ops[2].jitter_on[2] && !pl->ops[2].jitter_on[3]);
+		CHECK(pl->ops[2].jitter[0][0] == 0 &&
+		      pl->ops[2].jitter[0][1] == 2.5);
+		xf_pipeline_free(pl);
+	}
+	/* a pipeline without cache may have them (they start the suffix) */
+	pl = parse_ok("decode center_crop(8) rand_augment(3,30) grayscale");
+	if (pl != NULL) {
+		CHECK(pl->ops[2].n_ops == 3 && pl->ops[2].magnitude == 30);
+		CHECK(pl->ops[3].p == 0.1);
+		xf_pipeline_free(pl);
+	}
+
+	/*
+	 * An op's draws depend on its own index and counters only: the same
+	 * op at the same index draws the same, whatever follows it, and an
+	 * op added at the end leaves what the ones before it produced.
+	 */
+	aug_draw("decode cache center_crop(16,12) trivial_augment", 3, 77, 16,
+	    12, &a);
+	aug_draw("decode cache center_crop(16,12) trivial_augment "
+		 "color_jitter(0.4)",
+	    3, 77, 16, 12, &b);
+	CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+	for (size_t k = 0; k < sizeof(px); k++)
+		px[k] = (uint8_t)(k * 37 + k / 7);
+	in.w = 16;
+	in.h = 12;
+	in.px = px;
+	for (uint64_t key = 1; key < 40; key++) {
+		struct xf_image img = {16, 12, NULL};
+
+		CHECK_EQ_INT(run_on("decode cache center_crop(16,12) flip(0.5) "
+				    "trivial_augment",
+				 &in, key, o1),
+		    0);
+		CHECK_EQ_INT(run_on("decode cache center_crop(16,12) flip(0.5) "
+				    "trivial_augment color_jitter(0.4,0.4,0.4,"
+				    "0.1)",
+				 &in, key, o2),
+		    0);
+		/* o2 is o1 with op 5's draws applied */
+		aug_draw("decode cache center_crop(16,12) flip(0.5) "
+			 "trivial_augment color_jitter(0.4,0.4,0.4,0.1)",
+		    5, key, 16, 12, &a);
+		img.px = malloc(sizeof(o1));
+		if (img.px == NULL)
+			break;
+		memcpy(img.px, o1, sizeof(o1));
+		CHECK_EQ_INT(xf_aug_apply(&a, &img), 0);
+		CHECK(memcmp(img.px, o2, sizeof(o2)) == 0);
+		free(img.px);
+	}
+	/* different keys draw differently */
+	{
+		int ops[XF_AUG_COUNT] = {0}, seen = 0;
+
+		for (uint64_t key = 0; key < 400; key++) {
+			aug_draw("decode cache center_crop(8) trivial_augment",
+			    3, key, 8, 8, &a);
+			CHECK(a.nsteps == 1 && a.step[0].op >= 0 &&
+			      a.step[0].op < 14);
+			ops[a.step[0].op]++;
+		}
+		for (int k = 0; k < 14; k++)
+			seen += ops[k] > 0;
+		CHECK_EQ_INT(seen, 14);
+	}
+}
+
+/* op (an xf_aug; -1 adjust_hue, -2 adjust_saturation, -3 grayscale, -4
+ * adjust_contrast) of v on a copy of in; FEEDFS_XF_SCALAR=1 if scalar. */
+static uint8_t *
+aug_copy(const struct xf_image *in, int op, double v, bool scalar)
+{
+	size_t n = (size_t)in->w * in->h * 3;
+	struct xf_image img = {in->w, in->h, malloc(n)};
+
+	if (img.px == NULL)
+		return NULL;
+	memcpy(img.px, in->px, n);
+	if (scalar)
+		setenv("FEEDFS_XF_SCALAR", "1", 1);
+	if (op == -1)
+		xf_adjust_hue(&img, v);
+	else if (op == -2)
+		xf_adjust_saturation(&img, v);
+	else if (op == -3)
+		xf_grayscale(&img);
+	else if (op == -4)
+		xf_adjust_contrast(&img, v);
+	else
+		CHECK_EQ_INT(xf_aug_op(&img, op, v), 0);
+	unsetenv("FEEDFS_XF_SCALAR");
+	return img.px;
+}
+
+/*
+ * augment_avx2.c's kernels (adjust_hue, adjust_saturation, grayscale,
+ * contrast's mean, sharpness's rows, autocontrast's extremes, the
+ * geometric ops' grid) against
+ * augment.c's portable loops: the same bytes, on widths with and without
+ * a tail, over hue factors and magnitudes of every sign.
+ */
+static void
+test_augment_avx2(void)
+{
+	static const uint32_t sz[][2] = {{8, 8}, {224, 224}, {37, 19},
+	    {9, 50}, {64, 3}, {7, 7}, {1000, 2}};
+	static const int geo[] = {XF_AUG_SHEAR_X, XF_AUG_SHEAR_Y,
+	    XF_AUG_TRANSLATE_X, XF_AUG_TRANSLATE_Y, XF_AUG_ROTATE};
+	uint32_t seed = 1;
+	int diffs = 0, runs = 0;
+
+	for (size_t s = 0; s < sizeof(sz) / sizeof(sz[0]); s++) {
+		uint32_t w = sz[s][0], h = sz[s][1];
+		size_t n = (size_t)w * h * 3;
+		struct xf_image in = {w, h, malloc(n)};
+
+		if (in.px == NULL)
+			return;
+		for (size_t k = 0; k < n; k++) {
+			seed = seed * 1103515245u + 12345u;
+			/* gray runs too: hue's maxc == minc case */
+			in.px[k] = k % 5 == 0 ? in.px[k - k % 3]
+					      : (uint8_t)(seed >> 24);
+		}
+		for (int t = 0; t < 55; t++) {
+			int op = t < 10 ? -1 : t < 30 ? geo[t % 5]
+			       : t < 45	       ? -2 - t % 3
+			       : t < 52	       ? XF_AUG_SHARPNESS
+					       : XF_AUG_AUTOCONTRAST;
+			double v = t < 10 ? -0.5 + t / 9.0
+				 : t >= 45 ? (t - 48) * 0.33
+				 : t >= 30 ? (t - 30) * 0.15
+				 : op == XF_AUG_ROTATE ? -135 + t * 9.1
+				 : op <= XF_AUG_SHEAR_Y ? -0.99 + t * 0.066
+							: -32 + t * 2.2;
+			uint8_t *a = aug_copy(&in, op, v, false);
+			uint8_t *b = aug_copy(&in, op, v, true);
+
+			runs++;
+			if (a != NULL && b != NULL && memcmp(a, b, n) != 0)
+				diffs++;
+			free(a);
+			free(b);
+		}
+		free(in.px);
+	}
+	CHECK_EQ_INT(diffs, 0);
+	CHECK_EQ_INT(runs, 7 * 55);
+}
+
+/*
+ * Every op on degenerate images (1x1, 1xN, Nx1, 2x2, 3x1): no crash, no
+ * read or write outside (ASan in CI), the size kept.
+ */
+static void
+test_augment_degenerate(void)
+{
+	static const uint32_t sz[][2] = {{1, 1}, {1, 9}, {9, 1}, {2, 2},
+	    {3, 1}, {1, 3}, {3, 3}, {2, 700}, {700, 2}};
+	static const double mags[] = {0.0, 0.5, -0.99, 30.0, -135.0, 3.0,
+	    200.0, 8.0};
+
+	for (size_t s = 0; s < sizeof(sz) / sizeof(sz[0]); s++) {
+		uint32_t w = sz[s][0], h = sz[s][1];
+		size_t n = (size_t)w * h * 3;
+
+		for (int op = 0; op < XF_AUG_COUNT + 5; op++)
+			for (size_t m = 0; m < sizeof(mags) / sizeof(mags[0]);
+			     m++) {
+				struct xf_image img = {w, h, malloc(n)};
+				double v = mags[m];
+
+				if (img.px == NULL)
+					return;
+				for (size_t k = 0; k < n; k++)
+					img.px[k] = (uint8_t)(k * 91 + s);
+				if (op < XF_AUG_COUNT) {
+					/* posterize takes 1..8 bits */
+					if (op == XF_AUG_POSTERIZE)
+						v = 1 + (int)fabs(v) % 8;
+					CHECK_EQ_INT(xf_aug_op(&img, op, v), 0);
+				} else if (op == XF_AUG_COUNT)
+					xf_adjust_brightness(&img, fabs(v));
+				else if (op == XF_AUG_COUNT + 1)
+					xf_adjust_contrast(&img, fabs(v));
+				else if (op == XF_AUG_COUNT + 2)
+					xf_adjust_saturation(&img, fabs(v));
+				else if (op == XF_AUG_COUNT + 3)
+					xf_adjust_hue(&img, fmod(v, 0.5));
+				else
+					xf_grayscale(&img);
+				CHECK(img.w == w && img.h == h);
+				free(img.px);
+			}
+	}
 }
 
 static struct xf_image
@@ -1425,5 +1715,8 @@ main(void)
 	test_scans();
 	test_arena();
 	test_png_arena();
+	test_augment();
+	test_augment_degenerate();
+	test_augment_avx2();
 	return TEST_SUMMARY();
 }

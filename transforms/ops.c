@@ -302,6 +302,20 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		if (r != 0)
 			break;
 		return 0;
+	case XF_OP_TRIVIAL_AUGMENT:
+	case XF_OP_RAND_AUGMENT:
+	case XF_OP_AUTO_AUGMENT:
+	case XF_OP_COLOR_JITTER:
+	case XF_OP_GRAYSCALE: {
+		struct xf_aug_params ap;
+
+		/* draws from counters (i << 32) + k, as the crop and flip */
+		if ((r = xf_aug_params(pl, i, rngkey, img->w, img->h, &ap)) !=
+			0 ||
+		    (r = xf_aug_apply(&ap, img)) != 0)
+			break;
+		return 0;
+	}
 	default: /* decode ran first; normalize acts in xf_convert and
 		  * random_erasing after it, in run_from */
 		return 0;

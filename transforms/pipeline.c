@@ -150,6 +150,125 @@ parse_real(const struct optext *t, int i, double *v, char *err, size_t errlen)
 	return 0;
 }
 
+static int bad_nargs(
+    const struct optext *t, const char *want, char *err, size_t errlen);
+
+/* An integer argument in lo..hi; what names it in the message. */
+static int
+parse_int(const struct optext *t, int i, long lo, long hi, const char *what,
+    uint32_t *v, char *err, size_t errlen)
+{
+	const char *s = t->args[i];
+	char *end;
+	long l;
+
+	errno = 0;
+	l = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || l < lo || l > hi) {
+		snprintf(err, errlen, "%s: %s \"%s\" is not an integer in %ld..%ld",
+		    t->name, what, s, lo, hi);
+		return -EINVAL;
+	}
+	*v = (uint32_t)l;
+	return 0;
+}
+
+/* Argument i, a probability: every op that takes one refuses 0..1's outside. */
+static int
+parse_prob(const struct optext *t, int i, double *p, char *err, size_t errlen)
+{
+	int r;
+
+	if ((r = parse_real(t, i, p, err, errlen)) != 0)
+		return r;
+	if (*p < 0 || *p > 1) {
+		snprintf(err, errlen, "%s: probability %s not in 0..1", t->name,
+		    t->args[i]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * The augmentations of issue 28 (transforms/augment.c): 1 when t is none
+ * of them, else 0 or -EINVAL with a message.
+ */
+static int
+make_aug_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	static const char *const jname[4] = {
+	    "brightness", "contrast", "saturation", "hue"};
+	double d;
+	int r;
+
+	if (strcmp(t->name, "trivial_augment") == 0) {
+		op->kind = XF_OP_TRIVIAL_AUGMENT;
+		return t->nargs == 0 ? 0
+				     : bad_nargs(t, "no arguments", err, errlen);
+	}
+	if (strcmp(t->name, "rand_augment") == 0) {
+		op->kind = XF_OP_RAND_AUGMENT;
+		op->n_ops = 2;
+		op->magnitude = 9;
+		if (t->nargs != 0 && t->nargs != 2)
+			return bad_nargs(t, "0 or 2 arguments (N, M)", err,
+			    errlen);
+		if (t->nargs == 2 &&
+		    ((r = parse_int(t, 0, 1, XF_AUG_MAX_STEPS, "N", &op->n_ops,
+			  err, errlen)) != 0 ||
+			(r = parse_int(t, 1, 0, 30, "M", &op->magnitude, err,
+			     errlen)) != 0))
+			return r;
+		return 0;
+	}
+	if (strcmp(t->name, "auto_augment") == 0) {
+		op->kind = XF_OP_AUTO_AUGMENT;
+		op->policy = XF_AUG_POLICY_IMAGENET;
+		if (t->nargs > 1)
+			return bad_nargs(t, "0 or 1 argument", err, errlen);
+		if (t->nargs == 1 && strcmp(t->args[0], "imagenet") != 0) {
+			snprintf(err, errlen,
+			    "%s: unknown policy \"%s\" (feedfs has imagenet)",
+			    t->name, t->args[0]);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (strcmp(t->name, "color_jitter") == 0) {
+		op->kind = XF_OP_COLOR_JITTER;
+		if (t->nargs < 1 || t->nargs > 4)
+			return bad_nargs(t, "1 to 4 arguments", err, errlen);
+		for (int k = 0; k < t->nargs; k++) {
+			if ((r = parse_real(t, k, &d, err, errlen)) != 0)
+				return r;
+			if (d < 0 || (k == 3 && d > 0.5)) {
+				snprintf(err, errlen, "%s: %s %s not in %s",
+				    t->name, jname[k], t->args[k],
+				    k == 3 ? "0..0.5" : "0.. (>= 0)");
+				return -EINVAL;
+			}
+			/* ColorJitter._check_input: 0 turns it off */
+			op->jitter_on[k] = d != 0;
+			if (k == 3) {
+				op->jitter[k][0] = -d;
+				op->jitter[k][1] = d;
+			} else {
+				op->jitter[k][0] = 1 - d < 0 ? 0 : 1 - d;
+				op->jitter[k][1] = 1 + d;
+			}
+		}
+		return 0;
+	}
+	if (strcmp(t->name, "grayscale") == 0) {
+		op->kind = XF_OP_GRAYSCALE;
+		op->p = 0.1; /* RandomGrayscale's default */
+		if (t->nargs > 1)
+			return bad_nargs(t, "0 or 1 argument", err, errlen);
+		return t->nargs == 1 ? parse_prob(t, 0, &op->p, err, errlen) : 0;
+	}
+	return 1;
+}
+
 static int
 bad_nargs(const struct optext *t, const char *want, char *err, size_t errlen)
 {
@@ -194,22 +313,6 @@ make_batch_op(
 	op->alpha[0] = op->kind == XF_OP_CUTMIX ? 0 : d[0];
 	op->alpha[1] = op->kind == XF_OP_CUTMIX ? d[0] : both ? d[1] : 0;
 	op->p = both ? d[2] : 0;
-	return 0;
-}
-
-/* Argument i, a probability: every op that takes one refuses 0..1's outside. */
-static int
-parse_prob(const struct optext *t, int i, double *v, char *err, size_t errlen)
-{
-	int r;
-
-	if ((r = parse_real(t, i, v, err, errlen)) != 0)
-		return r;
-	if (*v < 0 || *v > 1) {
-		snprintf(err, errlen, "%s: probability %s not in 0..1", t->name,
-		    t->args[i]);
-		return -EINVAL;
-	}
 	return 0;
 }
 
@@ -397,6 +500,8 @@ make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 	if (strcmp(t->name, "mixup") == 0 || strcmp(t->name, "cutmix") == 0 ||
 	    strcmp(t->name, "mixup_cutmix") == 0)
 		return make_batch_op(t, op, err, errlen);
+	if ((r = make_aug_op(t, op, err, errlen)) <= 0)
+		return r;
 	snprintf(err, errlen, "unknown op \"%s\"", t->name);
 	return -EINVAL;
 }
@@ -413,7 +518,7 @@ enum op_class {
 	OC_DECODE,
 	OC_CACHE,
 	OC_GEOM,      /* resize, center_crop, random_resized_crop, flip */
-	OC_PIXEL,     /* gaussian_blur */
+	OC_PIXEL,     /* gaussian_blur, the augmentations of augment.c */
 	OC_NORMALIZE, /* normalize */
 	OC_ERASE,     /* random_erasing */
 	OC_BATCH,     /* mixup, cutmix, mixup_cutmix: last (check_pipeline) */
@@ -444,6 +549,12 @@ static const struct op_info {
     [XF_OP_MIXUP] = {"mixup", OC_BATCH, false, false},
     [XF_OP_CUTMIX] = {"cutmix", OC_BATCH, false, false},
     [XF_OP_MIXUP_CUTMIX] = {"mixup_cutmix", OC_BATCH, false, false},
+    /* transforms/augment.c: colour and geometric per-sample ops. */
+    [XF_OP_TRIVIAL_AUGMENT] = {"trivial_augment", OC_PIXEL, true, false},
+    [XF_OP_RAND_AUGMENT] = {"rand_augment", OC_PIXEL, true, false},
+    [XF_OP_AUTO_AUGMENT] = {"auto_augment", OC_PIXEL, true, false},
+    [XF_OP_COLOR_JITTER] = {"color_jitter", OC_PIXEL, true, false},
+    [XF_OP_GRAYSCALE] = {"grayscale", OC_PIXEL, true, false},
 };
 
 /*
@@ -473,6 +584,14 @@ bool
 xf_op_random(enum xf_opkind k)
 {
 	return op_info[k].random;
+}
+
+bool
+xf_op_augment(enum xf_opkind k)
+{
+	return k == XF_OP_TRIVIAL_AUGMENT || k == XF_OP_RAND_AUGMENT ||
+	       k == XF_OP_AUTO_AUGMENT || k == XF_OP_COLOR_JITTER ||
+	       k == XF_OP_GRAYSCALE;
 }
 
 static const char *

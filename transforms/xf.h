@@ -39,6 +39,12 @@ enum xf_opkind {
 	XF_OP_MIXUP_CUTMIX, /* cutmix with probability p, else mixup */
 	XF_OP_GAUSSIAN_BLUR,  /* kernel ksize, sigma uniform in sigma[0..1] */
 	XF_OP_RANDOM_ERASING, /* with probability p a box of the output to 0 */
+	/* The per-sample augmentations of transforms/augment.c (issue 28). */
+	XF_OP_TRIVIAL_AUGMENT, /* TrivialAugmentWide, 31 magnitude bins */
+	XF_OP_RAND_AUGMENT,    /* RandAugment(n_ops, magnitude), 31 bins */
+	XF_OP_AUTO_AUGMENT,    /* AutoAugment(policy) */
+	XF_OP_COLOR_JITTER,    /* ColorJitter(jitter ranges) */
+	XF_OP_GRAYSCALE,       /* RandomGrayscale(p), 3 channels out */
 };
 
 struct xf_op {
@@ -50,6 +56,12 @@ struct xf_op {
 	double alpha[2];           /* batch ops: mixup's, cutmix's */
 	uint32_t ksize;            /* GAUSSIAN_BLUR: odd */
 	double sigma[2];           /* GAUSSIAN_BLUR: min, max */
+	uint32_t n_ops, magnitude; /* RAND_AUGMENT */
+	int policy;                /* AUTO_AUGMENT: enum xf_aug_policy */
+	/* COLOR_JITTER: brightness, contrast, saturation, hue ranges;
+	 * jitter_on[k] false where torchvision's is None. */
+	double jitter[4][2];
+	bool jitter_on[4];
 };
 
 struct xf_pipeline {
@@ -99,6 +111,8 @@ struct xf_pipeline {
 int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
     size_t errlen);
 void xf_pipeline_free(struct xf_pipeline *pl);
+/* Whether k is one of the augmentations of transforms/augment.c. */
+bool xf_op_augment(enum xf_opkind k);
 
 /*
  * Canonical text of the cached prefix (ops before `cache`, normalize left out
@@ -406,5 +420,86 @@ void xf_arena_counts(const struct xf_arena *a, uint64_t *reused,
     uint64_t *fresh);
 void *xf_alloc(size_t n);
 void xf_free(void *p);
+
+/*
+ * Per-sample augmentations (transforms/augment.c, issue 28): torchvision
+ * 0.14's transforms.functional on uint8 tensors (the tensor path, not PIL),
+ * bit for bit for the colour ops, with the geometric ones (NEAREST, fill
+ * 0) computed in float32 as torchvision's affine grid is.
+ *
+ * The ops of TrivialAugmentWide, RandAugment and AutoAugment, in the order
+ * of torchvision's _augmentation_space (TrivialAugmentWide and RandAugment
+ * choose among the first 14; AutoAugment's policies also name INVERT).
+ */
+enum xf_aug {
+	XF_AUG_IDENTITY,
+	XF_AUG_SHEAR_X,
+	XF_AUG_SHEAR_Y,
+	XF_AUG_TRANSLATE_X,
+	XF_AUG_TRANSLATE_Y,
+	XF_AUG_ROTATE,
+	XF_AUG_BRIGHTNESS,
+	XF_AUG_COLOR,
+	XF_AUG_CONTRAST,
+	XF_AUG_SHARPNESS,
+	XF_AUG_POSTERIZE,
+	XF_AUG_SOLARIZE,
+	XF_AUG_AUTOCONTRAST,
+	XF_AUG_EQUALIZE,
+	XF_AUG_INVERT,
+	XF_AUG_COUNT
+};
+enum xf_aug_policy { XF_AUG_POLICY_IMAGENET };
+
+/* The most steps one op draws: rand_augment's n_ops is at most this. */
+#define XF_AUG_MAX_STEPS 16
+
+/* One step of an augment op: op with magnitude mag (signed, torchvision's
+ * float(magnitudes[bin]) with the sign applied), or skipped (!on: an
+ * AutoAugment sub-policy whose probability draw failed). */
+struct xf_aug_step {
+	int op;     /* enum xf_aug */
+	int bin;    /* the magnitude bin; -1 for ops without magnitudes */
+	int neg;    /* 1: the sign draw negated mag; -1: not drawn */
+	bool on;
+	double mag;
+};
+
+/*
+ * What op i of a pipeline draws for one sample (key rngkey) on an image
+ * of w x h: for the augment ops the steps in order, AutoAugment's policy
+ * and its two probability draws; for color_jitter the four factors
+ * (brightness, contrast, saturation, hue; unused where !jitter_on) and
+ * their order (torchvision's fn_idx); for grayscale whether it applies.
+ */
+struct xf_aug_params {
+	int kind; /* enum xf_opkind */
+	uint32_t nsteps;
+	struct xf_aug_step step[XF_AUG_MAX_STEPS];
+	uint32_t policy_id;
+	float probs[2];
+	uint8_t order[4];
+	double factor[4];
+	bool on[4];
+	bool apply; /* grayscale */
+};
+
+/* Draws from the op's own counters (i << 32) + k only.  -EINVAL when op
+ * i is not one of these kinds. */
+int xf_aug_params(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
+    uint32_t w, uint32_t h, struct xf_aug_params *out);
+/* Applies drawn parameters to img in place (the geometric ops use a
+ * scratch buffer: -ENOMEM). */
+int xf_aug_apply(const struct xf_aug_params *p, struct xf_image *img);
+/* One op of torchvision's _apply_op with its final magnitude, in place. */
+int xf_aug_op(struct xf_image *img, int op, double mag);
+/* The single colour ops of ColorJitter and RandomGrayscale, in place. */
+void xf_adjust_brightness(struct xf_image *img, double f);
+void xf_adjust_contrast(struct xf_image *img, double f);
+void xf_adjust_saturation(struct xf_image *img, double f);
+void xf_adjust_hue(struct xf_image *img, double f);
+void xf_grayscale(struct xf_image *img);
+/* The op's name as torchvision's _augmentation_space writes it. */
+const char *xf_aug_name(int op);
 
 #endif
