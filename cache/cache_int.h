@@ -284,7 +284,11 @@ void cache_admin_lock_destroy(struct cache *c);
 /*
  * c's RocksDB options and handles (opts, topts, bcache, filter, ropts,
  * vropts, wopts) for the bounds; free_handles in open.c destroys them.
+ * The table files kept open (max_open_files): every file a store within
+ * the size bound has, twice over, at least CACHE_OPEN_FILES_MIN and at
+ * most half of RLIMIT_NOFILE (whose soft limit it raises to the hard).
  */
+#define CACHE_OPEN_FILES_MIN 512
 void cache_set_options(
     struct cache *c, uint64_t size_bound, uint64_t mem_bound);
 /* cache_size = auto: the bound from dfd's filesystem (dir: its name). */

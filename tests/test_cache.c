@@ -5,6 +5,7 @@
  * the request executor and the control socket, the value codec, and the
  * permissions of the cache directory.
  */
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -373,6 +374,52 @@ out:
 	rocksdb_writeoptions_destroy(wo);
 	rocksdb_readoptions_destroy(ro);
 	rocksdb_options_destroy(o);
+}
+
+/*
+ * The table files kept open grow with the size bound: a large store keeps
+ * every file open (a get from a closed one opens it again), within half
+ * of the open-file limit, whose soft value is raised to the hard one; a
+ * small store keeps the floor of CACHE_OPEN_FILES_MIN.
+ */
+static void
+test_open_files(void)
+{
+	const uint64_t big = 64ull << 30; /* 32768 files of 2 MB (16 MB mem) */
+	struct rlimit rl, low;
+	struct cache *c = NULL;
+	uint64_t cap;
+	int n;
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	/* A soft limit below the hard one, as a service manager sets. */
+	low = rl;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max > 1024)
+		low.rlim_cur = 1024;
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	if (open_cache("c-files-big", big, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	n = rocksdb_options_get_max_open_files(c->opts);
+	CHECK(getrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK_EQ_INT(low.rlim_cur, rl.rlim_max); /* raised */
+	cap = low.rlim_cur == RLIM_INFINITY ? UINT64_MAX : low.rlim_cur / 2;
+	if (cap < CACHE_OPEN_FILES_MIN)
+		CHECK_EQ_INT(n, CACHE_OPEN_FILES_MIN);
+	else
+		CHECK_EQ_INT(n, cap < 2 * (big / (2 * MB)) + 64
+				    ? cap
+				    : 2 * (big / (2 * MB)) + 64);
+	cache_close(c);
+	c = NULL;
+	if (open_cache("c-files-small", 4 * MB, &c) != 0) {
+		CHECK(0);
+		return;
+	}
+	CHECK_EQ_INT(
+	    rocksdb_options_get_max_open_files(c->opts), CACHE_OPEN_FILES_MIN);
+	cache_close(c);
 }
 
 /*
@@ -1369,6 +1416,7 @@ main(void)
 	test_roundtrip();
 	test_corrupt();
 	test_bound();
+	test_open_files();
 	test_admission();
 	test_memo_bound();
 	test_threads();
