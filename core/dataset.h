@@ -144,6 +144,8 @@ const struct remote_stats *ds_remote_stats(const struct dataset *ds);
 void ds_remote_window(struct dataset *ds, uint64_t bytes);
 /* The bytes the window has room for now (0 for a local dataset). */
 uint64_t ds_remote_room(const struct dataset *ds);
+/* Drop what was fetched ahead for sample id (a cache hit needs none). */
+void ds_remote_forget(const struct dataset *ds, size_t id);
 
 struct cfg_dataset;
 /*

@@ -460,3 +460,14 @@ ds_remote_prefetch(const struct dataset *ds, size_t id)
 		remote_prefetch(ds->remote, &ds->robjs[sm->shard], sm->off,
 		    sm->size);
 }
+
+void
+ds_remote_forget(const struct dataset *ds, size_t id)
+{
+	const struct ds_sample *sm;
+
+	if (ds->robjs == NULL || id >= ds->n)
+		return;
+	sm = &ds->samples[id];
+	remote_forget(ds->remote, &ds->robjs[sm->shard], sm->off, sm->size);
+}

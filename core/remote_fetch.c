@@ -719,3 +719,21 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	pthread_mutex_unlock(&f->lock);
 	return rc;
 }
+
+void
+remote_forget(
+    struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len)
+{
+	struct remote_fetch *f = c->fetch;
+	struct req *r;
+
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&f->lock);
+	if ((r = find(f, o, off, len)) != NULL && r->waiters == 0 &&
+	    (r->state == R_DONE || r->state == R_QUEUED)) {
+		atomic_fetch_add(&c->st.dropped, 1);
+		req_free(f, r);
+	}
+	pthread_mutex_unlock(&f->lock);
+}

@@ -124,6 +124,11 @@ int remote_read(struct remote_ctx *c, struct remote_obj *o,
 void remote_prefetch(
     struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len);
 
+/* Drop what was fetched (or asked for) ahead for [off, off + len) of o
+ * and that no reader waits for. */
+void remote_forget(
+    struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len);
+
 /* Bytes the window has room for now (window less what is held). */
 uint64_t remote_room(struct remote_ctx *c);
 

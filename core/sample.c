@@ -496,8 +496,14 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		have_digest = true;
 		sample_cache_key(digest, j->key_text, kind, key);
 		if (lookup(j, c, epoch, key, img) == 0) {
+			uint32_t local;
+			const struct dataset *ds =
+			    job_source_of(j, id, &local)->ds;
+
 			atomic_store_explicit(
 			    &j->reads_source, false, memory_order_relaxed);
+			/* A range fetched ahead for it is not needed. */
+			ds_remote_forget(ds, local);
 			return 0;
 		}
 	}
