@@ -6,7 +6,8 @@
  * come from the readers (remote_read: a demand, served first) and from
  * the scheduler's lookahead (remote_prefetch: within the window, bytes
  * fetched and not yet read); requests of one object whose ranges touch
- * or lie within MERGE_GAP of each other go as one GET.
+ * or lie within MERGE_GAP of each other go as one GET (an image and the
+ * next one of its shard), while the gaps fetched stay within 5 %.
  *
  * Faults: every request has a connect and a total timeout; a 5xx, a 429,
  * a reset, a timeout and a bad response (remote.h: enum remote_bad,
@@ -38,8 +39,16 @@
 #define MERGE_GAP (16u << 10)
 #define MERGE_MAX_BYTES (8u << 20)
 #define MERGE_MAX_REQS 16u
+/* A merge is made only while its gaps stay below 1/MERGE_WASTE of the
+ * bytes asked for: what a request saves is worth a few KB, never more
+ * than 5 % of the bytes. */
+#define MERGE_WASTE 20u
 /* A prefetched range not read this long after it came is dropped. */
 #define STALE_MS 60000u
+/* A range read this recently is not fetched ahead again: the next
+ * epoch's read of it is a cache hit (RECENT slots remember them). */
+#define RECENT_MS 10000u
+#define RECENT 4096u
 
 enum { R_QUEUED, R_RUNNING, R_DONE, R_FAILED };
 
@@ -87,6 +96,10 @@ struct remote_fetch {
 	struct xfer *xfers; /* in flight */
 	CURL *idle[MAX_XFERS];
 	unsigned nidle;
+	struct {
+		const struct remote_obj *o;
+		uint64_t off, ms;
+	} recent[RECENT]; /* ranges read, by bucket */
 	/* the breaker */
 	unsigned fails;
 	uint64_t open_until, open_ms;
@@ -265,6 +278,7 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 {
 	struct xfer *x = calloc(1, sizeof(*x));
 	struct remote_ctx *c = f->c;
+	uint64_t want = r->len; /* the bytes asked for: the rest is gaps */
 	bool grew = true;
 
 	if (x == NULL || (x->e = easy_get(f)) == NULL) {
@@ -293,8 +307,11 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 				if (n->o != x->o || n->not_before > now ||
 				    n->off + n->len + MERGE_GAP < x->a ||
 				    n->off > x->b + MERGE_GAP ||
-				    b - a > MERGE_MAX_BYTES)
+				    b - a > MERGE_MAX_BYTES ||
+				    (b - a - want - n->len) * MERGE_WASTE >
+					want + n->len)
 					continue;
+				want += n->len;
 				x->a = a;
 				x->b = b;
 				x->reqs[x->nreq++] = n;
@@ -629,7 +646,10 @@ remote_prefetch(
 		return;
 	pthread_mutex_lock(&f->lock);
 	drop_stale(f, now);
-	if (find(f, o, off, len) != NULL ||
+	unsigned rb = bucket(o, off) % RECENT;
+	if ((f->recent[rb].o == o && f->recent[rb].off == off &&
+		now - f->recent[rb].ms < RECENT_MS) ||
+	    find(f, o, off, len) != NULL ||
 	    f->held + len > atomic_load(&c->window) ||
 	    breaker_refuses(f, now, &probe) || probe) {
 		pthread_mutex_unlock(&f->lock);
@@ -695,6 +715,11 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 			break;
 	r->waiters--;
 	if (r->state == R_DONE) {
+		unsigned rb = bucket(o, off) % RECENT;
+
+		f->recent[rb].o = o;
+		f->recent[rb].off = off;
+		f->recent[rb].ms = remote_now_ms();
 		if (r->waiters == 0) {
 			*out = r->buf; /* transferred */
 			r->buf = NULL;

@@ -300,7 +300,7 @@ worker(void *arg)
 		if (pj != NULL)
 			sample_prefetch(pj, pid);
 		for (size_t k = 0; k < nahead; k++)
-			sample_prefetch(ahead[k].j, ahead[k].id);
+			sample_prefetch_remote(ahead[k].j, f->cache, ahead[k].id);
 		r = make_slot(f, b, s, &id, msg, sizeof(msg));
 		if (f->cache && cache_error(f->cache) &&
 		    log_first(&f->cache_warned))
