@@ -789,11 +789,13 @@ class Proxy:
                 match = False
             if mode == "change":
                 # a change is for good once it happened: every later
-                # request sees the new object
+                # request of the object (path) sees the new one
                 if match and (times is None or times > 0):
-                    self.mode = (mode, "all", None, None,
+                    self.mode = (mode, "all", None, sub,
                                  dict(params, happened=True))
                     return mode, params
+                if sub is not None and sub not in path:
+                    return "pass", {}
                 return (mode, params) if params.get("happened") else \
                     ("pass", {})
             if not match or (times is not None and times <= 0):
@@ -827,6 +829,9 @@ class Proxy:
             else:
                 rb = uc.until_eof()
             self._count(bytes_up=len(h) + len(rb))
+            if method == "HEAD":
+                # the length of what a GET would send, kept as it is
+                return st, _without(rh, "Connection", "Keep-Alive"), None
             rh = _without(rh, "Connection", "Keep-Alive", "Content-Length")
             return st, rh, rb
         finally:
@@ -920,6 +925,10 @@ class Proxy:
         st, rh, rb = self._upstream(first, uhdrs, body)
         code = int(st.split(" ")[1])
         reason = st.split(" ", 2)[2] if st.count(" ") >= 2 else ""
+        if rb is None:  # HEAD: its headers as they came
+            entry["status"] = code
+            self._send(c, _head_bytes(st, rh))
+            return True
         if mode == "change":
             rb = bytes(b ^ 0x5A for b in rb)
             rh = _without(rh, "ETag") + [("ETag", '"changed-1"')]
