@@ -410,15 +410,21 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		f->xfers = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
-	if (cc == CURLE_OK && rs->status >= 200 && rs->status < 400)
+	if (rs->header_overflow || rs->bad_header)
+		bad = RB_HEADERS;
+	else if (rs->status >= 300 && rs->status < 400)
+		bad = RB_REDIRECT;
+	else if (rs->status >= 200 && rs->status < 300 && rs->status != 206)
+		bad = RB_NOT206;
+	else if (rs->status == 206 &&
+		 (cc == CURLE_OK || cc == CURLE_FILESIZE_EXCEEDED ||
+		     cc == CURLE_WRITE_ERROR || cc == CURLE_PARTIAL_FILE)) {
+		/* A wrong range first; then too long, too short. */
 		bad = remote_range_check(
 		    rs, x->a, x->b - x->a, x->o->size, x->rx.got);
-	else if (cc == CURLE_FILESIZE_EXCEEDED || x->rx.overflow)
-		bad = RB_LONG;
-	else if (rs->header_overflow)
-		bad = RB_HEADERS;
-	else if (cc == CURLE_PARTIAL_FILE)
-		bad = RB_SHORT;
+		if (bad == RB_NONE && cc != CURLE_OK)
+			bad = cc == CURLE_PARTIAL_FILE ? RB_SHORT : RB_LONG;
+	}
 	if (bad != RB_NONE)
 		atomic_fetch_add(&c->st.bad[bad], 1);
 	if (cc == CURLE_OK && rs->status == 412)
@@ -438,7 +444,7 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		    "(remount to index it again)",
 		    x->o->name);
 		err = -EIO;
-	} else if (cc == CURLE_OK && bad == RB_NONE) {
+	} else if (cc == CURLE_OK && bad == RB_NONE && rs->status == 206) {
 		uint64_t us = (remote_now_ms() - x->t0) * 1000u,
 			 l = atomic_load(&c->st.latency_us);
 
