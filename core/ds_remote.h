@@ -24,7 +24,8 @@ int ds_remote_ctx(const struct remote_opts *o, const char *const *urls,
     size_t n, struct remote_ctx **out, char *err, size_t errlen);
 
 /*
- * The shard at spec (a URL): its HEAD (size, ETag) into *o and the stat
+ * The shard at spec (a URL): its size and ETag (remote_head) into *o and
+ * the stat
  * its kept index is keyed by into *st, and its index (kept in index_fd,
  * else walked from one streaming GET).  0 or -errno with err.
  */

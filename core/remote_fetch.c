@@ -48,7 +48,8 @@
 /* A range read this recently is not fetched ahead again: the next
  * epoch's read of it is a cache hit (RECENT slots remember them). */
 #define RECENT_MS 10000u
-#define RECENT 4096u
+#define RECENT 16384u
+#define RECENT_WAYS 4u
 
 enum { R_QUEUED, R_RUNNING, R_DONE, R_FAILED };
 
@@ -410,15 +411,21 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		f->xfers = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
-	if (cc == CURLE_OK && rs->status >= 200 && rs->status < 400)
+	if (rs->header_overflow || rs->bad_header)
+		bad = RB_HEADERS;
+	else if (rs->status >= 300 && rs->status < 400)
+		bad = RB_REDIRECT;
+	else if (rs->status >= 200 && rs->status < 300 && rs->status != 206)
+		bad = RB_NOT206;
+	else if (rs->status == 206 &&
+		 (cc == CURLE_OK || cc == CURLE_FILESIZE_EXCEEDED ||
+		     cc == CURLE_WRITE_ERROR || cc == CURLE_PARTIAL_FILE)) {
+		/* A wrong range first; then too long, too short. */
 		bad = remote_range_check(
 		    rs, x->a, x->b - x->a, x->o->size, x->rx.got);
-	else if (cc == CURLE_FILESIZE_EXCEEDED || x->rx.overflow)
-		bad = RB_LONG;
-	else if (rs->header_overflow)
-		bad = RB_HEADERS;
-	else if (cc == CURLE_PARTIAL_FILE)
-		bad = RB_SHORT;
+		if (bad == RB_NONE && cc != CURLE_OK)
+			bad = cc == CURLE_PARTIAL_FILE ? RB_SHORT : RB_LONG;
+	}
 	if (bad != RB_NONE)
 		atomic_fetch_add(&c->st.bad[bad], 1);
 	if (cc == CURLE_OK && rs->status == 412)
@@ -438,7 +445,7 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		    "(remount to index it again)",
 		    x->o->name);
 		err = -EIO;
-	} else if (cc == CURLE_OK && bad == RB_NONE) {
+	} else if (cc == CURLE_OK && bad == RB_NONE && rs->status == 206) {
 		uint64_t us = (remote_now_ms() - x->t0) * 1000u,
 			 l = atomic_load(&c->st.latency_us);
 
@@ -633,6 +640,37 @@ drop_stale(struct remote_fetch *f, uint64_t now)
 	}
 }
 
+/*
+ * Was [off, ...) of o read in the last RECENT_MS?  With note: remember
+ * that it is read now (in the oldest of its RECENT_WAYS slots).  Locked.
+ */
+static bool
+recent(struct remote_fetch *f, const struct remote_obj *o, uint64_t off,
+    uint64_t now, bool note)
+{
+	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull ^
+		     (off * 0xbf58476d1ce4e5b9ull);
+	unsigned at = (unsigned)(h >> 20) % RECENT, old = at;
+
+	for (unsigned w = 0; w < RECENT_WAYS; w++) {
+		unsigned k = (at + w) % RECENT;
+
+		if (f->recent[k].o == o && f->recent[k].off == off) {
+			if (note)
+				f->recent[k].ms = now;
+			return now - f->recent[k].ms < RECENT_MS;
+		}
+		if (f->recent[k].ms < f->recent[old].ms)
+			old = k;
+	}
+	if (note) {
+		f->recent[old].o = o;
+		f->recent[old].off = off;
+		f->recent[old].ms = now;
+	}
+	return false;
+}
+
 void
 remote_prefetch(
     struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len)
@@ -646,10 +684,7 @@ remote_prefetch(
 		return;
 	pthread_mutex_lock(&f->lock);
 	drop_stale(f, now);
-	unsigned rb = bucket(o, off) % RECENT;
-	if ((f->recent[rb].o == o && f->recent[rb].off == off &&
-		now - f->recent[rb].ms < RECENT_MS) ||
-	    find(f, o, off, len) != NULL ||
+	if (recent(f, o, off, now, false) || find(f, o, off, len) != NULL ||
 	    f->held + len > atomic_load(&c->window) ||
 	    breaker_refuses(f, now, &probe) || probe) {
 		pthread_mutex_unlock(&f->lock);
@@ -715,11 +750,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 			break;
 	r->waiters--;
 	if (r->state == R_DONE) {
-		unsigned rb = bucket(o, off) % RECENT;
-
-		f->recent[rb].o = o;
-		f->recent[rb].off = off;
-		f->recent[rb].ms = remote_now_ms();
+		recent(f, o, off, remote_now_ms(), true);
 		if (r->waiters == 0) {
 			*out = r->buf; /* transferred */
 			r->buf = NULL;

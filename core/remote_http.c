@@ -404,31 +404,44 @@ remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
     uint64_t *size, char *etag, size_t etaglen, char *err, size_t errlen)
 {
 	uint64_t seed = (uint64_t)getpid() ^ remote_now_ms();
+	uint8_t one;
 
+	/*
+	 * A GET of the first byte, not a HEAD: a signed URL is signed for
+	 * one method, and the answer says at once whether the server serves
+	 * ranges (Content-Range: its size).
+	 */
 	for (unsigned k = 0;; k++) {
 		struct remote_xfer x = {0};
 		CURLcode cc;
-		curl_off_t cl = -1;
 		int r;
 
-		if ((r = remote_easy_setup(c, e, url, NULL, NULL, true,
+		x.buf = &one;
+		x.cap = 1;
+		if ((r = remote_easy_setup(c, e, url, NULL, "0-0", false,
 			 c->timeout_ms, &x)) != 0)
 			return r;
 		cc = curl_easy_perform(e);
 		remote_xfer_done(&x);
 		atomic_fetch_add(&c->st.requests, 1);
-		if (cc == CURLE_OK && x.resp.status == 200) {
-			curl_easy_getinfo(
-			    e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
-			if (cl < 0 || !x.resp.has_length) {
-				snprintf(err, errlen,
-				    "%s: the server gives no Content-Length",
-				    name);
-				return -EIO;
-			}
-			*size = x.resp.length;
+		if (cc == CURLE_OK && x.resp.status == 206 &&
+		    x.resp.has_range && x.resp.range_first == 0 &&
+		    x.resp.range_last == 0 && x.resp.range_total != UINT64_MAX) {
+			*size = x.resp.range_total;
 			snprintf(etag, etaglen, "%s", x.resp.etag);
 			return 0;
+		}
+		if (x.resp.status == 200 || (x.resp.status == 206 &&
+						 !x.resp.has_range)) {
+			snprintf(err, errlen,
+			    "%s: the server does not answer range requests "
+			    "(HTTP %ld to Range: bytes=0-0)",
+			    name, x.resp.status);
+			return -EIO;
+		}
+		if (cc == CURLE_OK && x.resp.status == 416) {
+			snprintf(err, errlen, "%s: an empty object", name);
+			return -EIO;
 		}
 		if (cc == CURLE_OK && x.resp.status == 404) {
 			snprintf(err, errlen, "%s: no such object (404)", name);

@@ -89,9 +89,10 @@ uint64_t remote_backoff_ms(unsigned k, uint64_t *seed);
 uint64_t remote_now_ms(void);
 
 /*
- * HEAD url (retrying as a range read does): its size and ETag (quotes
- * kept; "" when the server gives none).  0, -ENOENT (404), -EACCES
- * (401, 403), -EIO with err naming name.
+ * The size and ETag of url (quotes kept; "" when the server gives none),
+ * from a GET of its first byte (a signed URL allows no HEAD), retried as
+ * a range read is.  0, -ENOENT (404), -EACCES (401, 403), -EIO with err
+ * naming name (a server that does not answer ranges, among others).
  */
 int remote_head(struct remote_ctx *c, CURL *e, const char *url,
     const char *name, uint64_t *size, char *etag, size_t etaglen, char *err,
