@@ -8,6 +8,7 @@ feedfs test relies on it.
   refuses the certificate, If-Match with another ETag gets 412, two
   requests share one keep-alive connection, the access log counts the
   bytes; the same over HTTP; stopped, no nginx process of it is left;
+  with http2=True curl speaks HTTP/2 to it;
 - moto's S3 server: a range GET signed by curl --aws-sigv4 with the
   user's key gets the object's bytes, the same request signed with a wrong
   secret gets 403 SignatureDoesNotMatch, an unsigned one 403 too (skipped
@@ -151,6 +152,15 @@ def check_nginx(https):
 
 check_nginx(True)
 check_nginx(False)
+# HTTP/2 over TLS (ALPN), where the fetcher multiplexes
+with rs.Nginx(root, t.path("ng-h2"), https=True, http2=True) as ng:
+    r = subprocess.run(["curl", "-sS", "--http2", "--cacert", ng.ca_file,
+                        "-o", "/dev/null", "-w", "%{http_version} %{http_code}",
+                        "-r", "0-99", ng.url + "/d/blob.bin"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(r.stdout == b"2 206", "nginx http2=True: curl says %r %r"
+          % (r.stdout, r.stderr))
+    log("nginx HTTPS with http2=True: HTTP/2, 206")
 
 # ---- the proxy -------------------------------------------------------------
 
