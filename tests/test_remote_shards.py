@@ -5,7 +5,8 @@ batches of the same shards on local disk (issue 30).
 Four WebDataset shards (KEY.jpg + KEY.cls) on local disk, and the same
 files served by nginx over HTTP and over HTTPS (a test CA, ca_file =) and
 uploaded to moto's S3 server (SigV4 checked; s3_endpoint, s3_region,
-s3_path_style, the credentials in AWS_* of the mount's environment).  For
+s3_path_style; the credentials in AWS_* of the mount's environment, then
+from a profile of the file AWS_SHARED_CREDENTIALS_FILE names).  For
 each source, a mount with a cache_dir of its own:
 
 - every batch of epochs 0 and 1 of the train job, of its rank view
@@ -17,8 +18,7 @@ each source, a mount with a cache_dir of its own:
   warm epoch served from the cache, fetches nothing;
 - nothing of the credentials (key id, secret) appears in the mount's
   output, .feedfs/stats, .feedfs/log, samples.tsv or errors.tsv;
-- a wrong S3 secret stops the mount with a message that says the
-  signature was refused and not the secret.
+- (a wrong S3 secret: test_remote_s3_secret.py).
 
 HTTP(S) needs nginx (skipped without it); S3 needs the venv of
 tests/setup-test-venv (that part is skipped, with the reason, where it
@@ -27,7 +27,6 @@ cannot be made).
 
 import io
 import os
-import subprocess
 import sys
 import tarfile
 
@@ -174,7 +173,10 @@ for https in (False, True):
         if https:
             keys["ca_file"] = ng.ca_file
         run_source(tag, keys, server_reqs=ng.requests)
-        ranged = [r for r in ng.requests() if r["range"]]
+        # every member read; bytes=0-0 is the shard's size and ETag asked
+        # for (before there is an ETag to match)
+        ranged = [r for r in ng.requests() if r["range"]
+                  and r["range"] != "bytes=0-0"]
         check(ranged and all(r["if_match"] for r in ranged),
               "%s: a range request without If-Match: %s"
               % (tag, [r for r in ranged if not r["if_match"]][:3]))
@@ -195,27 +197,16 @@ with rs.S3Server(t.path("s3")) as s3:
                 s3_region=s3.region, s3_path_style="yes")
     secrets = (s3.access_key, s3.secret_key)
     run_source("s3", keys, env=s3.env(), secrets=secrets)
+    # a profile of the shared credentials file, no AWS_* keys
+    cred = t.path("aws-credentials")
+    with open(cred, "w") as f:
+        f.write("[default]\naws_access_key_id = AKIAOTHER0000000000\n"
+                "aws_secret_access_key = not-this-one\n\n"
+                "# the test's user\n[feedfs-test]\n"
+                "aws_access_key_id = %s\naws_secret_access_key = %s\n"
+                % (s3.access_key, s3.secret_key))
+    run_source("s3-profile", keys, env=dict(
+        AWS_SHARED_CREDENTIALS_FILE=cred, AWS_PROFILE="feedfs-test"),
+        secrets=secrets)
 
-    # a wrong secret: the mount stops, saying why, never the secret
-    cfg = conf(t.path("s3-wrong.conf"), keys, t.path("cache-wrong"))
-    wrong = "W" + s3.secret_key[1:]
-    env = dict(os.environ, **s3.env(secret=wrong))
-    os.makedirs(t.path("mnt-wrong"))
-    try:
-        r = subprocess.run([fflib.FEEDFS, "-f", cfg, t.path("mnt-wrong")],
-                           env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=120)
-    except subprocess.TimeoutExpired:
-        fflib._force_umount(t.path("mnt-wrong"))
-        fflib.fail("a wrong secret: the mount did not stop in 120 s")
-    out = r.stdout.decode(errors="replace")
-    check(r.returncode != 0, "a wrong secret mounted:\n%s" % out)
-    low = out.lower()
-    check("signature" in low or "403" in low or "credentials" in low,
-          "a wrong secret: the message says not why:\n%s" % out)
-    for s in secrets + (wrong,):
-        check(s not in out, "a wrong secret: the message shows a "
-              "credential:\n%s" % out)
-    log("a wrong S3 secret stops the mount: %s"
-        % out.strip().splitlines()[-1][:200])
 log("PASS")
