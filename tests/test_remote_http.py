@@ -22,7 +22,8 @@ query string.
   breaker opens (reads then fail at once); the server back, reads work
   again;
 - feedfs-fill over the remote shards fills the cluster tier, and a mount
-  with an empty local cache finds every prefix there.
+  with an empty local cache finds every prefix there; feedfs --check
+  reads every remote member's header.
 """
 
 import errno
@@ -324,6 +325,15 @@ if os.access(MEMCACHED, os.X_OK):
         mc.wait()
 else:
     log("no %s: feedfs-fill over remote shards not checked" % MEMCACHED)
+# feedfs --check reads every member's header over the network too
+import subprocess  # noqa: E402
+r = subprocess.run([fflib.FEEDFS, "--check", cfg], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT)
+out = r.stdout.decode()
+check(r.returncode == 0 and "no problems in %d samples" % (3 * N) in out,
+      "feedfs --check over remote shards:\n%s" % out)
+check(SECRET not in out, "the signed query in feedfs --check's output")
+log("feedfs --check over remote shards: no problems in %d samples" % (3 * N))
 ngs.stop()
 ng.stop()
 log("ok")
