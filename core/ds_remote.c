@@ -1,8 +1,8 @@
 /*
  * ds_remote.c - layer: dataset index, remote shards: the dataset's side
  * (called by ds_tar.c; calls remote_*.c and ds_tar_index.c).  A remote
- * shard is found by a GET of its first byte (its size and ETag: what its
- * kept index is keyed by, with its URL), indexed from one streaming GET that feeds the
+ * shard is found by a HEAD, else a GET of its first byte (its size and
+ * ETag: what its kept index is keyed by, with its URL), indexed from one streaming GET that feeds the
  * tar walk as it comes (never more than the walk's window of it held),
  * and its members read by range (remote_fetch.c).
  */

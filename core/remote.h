@@ -153,6 +153,7 @@ struct remote_stats {
 	atomic_uint_fast64_t index_bytes;
 	atomic_uint_fast64_t held; /* fetched bytes waiting for a reader */
 	atomic_uint_fast64_t latency_us; /* smoothed time to the last byte */
+	atomic_uint_fast64_t ahead_target; /* bytes worth fetching ahead */
 };
 
 #endif

@@ -622,12 +622,51 @@ remote_window(const struct remote_ctx *c)
 	return atomic_load(&c->window);
 }
 
+/*
+ * What is worth fetching ahead now: the bytes the readers take in
+ * REMOTE_AHEAD_LATENCIES times the requests' measured latency (the
+ * smoothed time to a response's last byte), at least REMOTE_AHEAD_MIN,
+ * at most the window.
+ */
+static uint64_t
+ahead_target(struct remote_ctx *c)
+{
+	uint64_t w = atomic_load(&c->window),
+		 lat = atomic_load(&c->st.latency_us),
+		 rate = atomic_load(&c->rate_bps), t;
+
+	t = rate / 1000u * (lat / 1000u) * REMOTE_AHEAD_LATENCIES;
+	if (t < REMOTE_AHEAD_MIN)
+		t = REMOTE_AHEAD_MIN;
+	return t < w ? t : w;
+}
+
 uint64_t
 remote_room(struct remote_ctx *c)
 {
-	uint64_t w = atomic_load(&c->window), h = atomic_load(&c->st.held);
+	uint64_t w = ahead_target(c), h = atomic_load(&c->st.held);
 
+	atomic_store(&c->st.ahead_target, w);
 	return h < w ? w - h : 0;
+}
+
+/* The readers took n bytes: their rate, smoothed over 200 ms steps. */
+static void
+rate_add(struct remote_ctx *c, uint64_t n)
+{
+	uint64_t now = remote_now_ms(), t0 = atomic_load(&c->rate_t0),
+		 b = atomic_fetch_add(&c->rate_bytes, n) + n;
+
+	if (t0 == 0) {
+		atomic_store(&c->rate_t0, now);
+		return;
+	}
+	if (now - t0 < 200 ||
+	    !atomic_compare_exchange_strong(&c->rate_t0, &t0, now))
+		return;
+	atomic_fetch_sub(&c->rate_bytes, b);
+	uint64_t r = b * 1000u / (now - t0), old = atomic_load(&c->rate_bps);
+	atomic_store(&c->rate_bps, old ? (old * 3 + r) / 4 : r);
 }
 
 /* Drop prefetched ranges nobody read for STALE_MS.  Locked. */
@@ -751,6 +790,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	r->waiters--;
 	if (r->state == R_DONE) {
 		recent(f, o, off, remote_now_ms(), true);
+		rate_add(c, len);
 		if (r->waiters == 0) {
 			*out = r->buf; /* transferred */
 			r->buf = NULL;
