@@ -116,6 +116,7 @@ struct remote_obj {
 	char *name; /* display */
 	char etag[128];
 	uint64_t size;
+	bool probed;	     /* size and etag known */
 	atomic_bool changed; /* a 412 was logged */
 };
 
