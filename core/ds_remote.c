@@ -2,9 +2,9 @@
  * ds_remote.c - layer: dataset index, remote shards: the dataset's side
  * (called by ds_tar.c; calls remote_*.c and ds_tar_index.c).  A remote
  * shard is found by a HEAD, else a GET of its first byte (its size and
- * ETag: what its kept index is keyed by, with its URL), indexed from one streaming GET that feeds the
- * tar walk as it comes (never more than the walk's window of it held),
- * and its members read by range (remote_fetch.c).
+ * ETag: what its kept index is keyed by, with its URL), indexed from one
+ * streaming GET that feeds the tar walk as it comes (never more than the walk's
+ * window of it held), and its members read by range (remote_fetch.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -130,13 +130,12 @@ stream_failed(struct stream *s)
 		    "%s: the object changed while it was indexed", s->o->name);
 		return -EIO;
 	}
-	if (s->tries < s->c->retries &&
-	    (remote_retryable(s->cc, r->status) ||
-		(s->cc == CURLE_OK && ok_status))) {
+	if (s->tries < s->c->retries && (remote_retryable(s->cc, r->status) ||
+					    (s->cc == CURLE_OK && ok_status))) {
 		s->tries++;
 		atomic_fetch_add(&s->c->st.retries, 1);
-		usleep((useconds_t)remote_backoff_ms(s->tries, &s->seed) *
-		       1000u);
+		usleep(
+		    (useconds_t)remote_backoff_ms(s->tries, &s->seed) * 1000u);
 		return stream_start(s);
 	}
 	if (s->cc != CURLE_OK)
@@ -147,8 +146,7 @@ stream_failed(struct stream *s)
 		    s->o->name, r->status);
 	else
 		snprintf(s->err, sizeof(s->err),
-		    "%s: the body ended after %" PRIu64 " of %" PRIu64
-		    " bytes",
+		    "%s: the body ended after %" PRIu64 " of %" PRIu64 " bytes",
 		    s->o->name, s->pos, s->o->size);
 	return -EIO;
 }
@@ -399,8 +397,8 @@ ds_remote_shard(struct remote_ctx *c, struct remote_obj *o, int index_fd,
 	o->probed = true;
 	synth_stat(o->size, o->etag, st);
 	struct stream s = {.c = c, .o = o, .e = e};
-	r = ds_tar_index_remote(o->name, st, index_fd, stream_scan, &s, ix,
-	    &scanned, err, errlen);
+	r = ds_tar_index_remote(
+	    o->name, st, index_fd, stream_scan, &s, ix, &scanned, err, errlen);
 out:
 	curl_easy_cleanup(e);
 	return r;

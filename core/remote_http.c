@@ -45,10 +45,11 @@ remote_backoff_ms(unsigned k, uint64_t *seed)
 bool
 remote_down(CURLcode cc, long status)
 {
-	return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+	return cc == CURLE_COULDNT_CONNECT ||
+	       cc == CURLE_COULDNT_RESOLVE_HOST ||
 	       cc == CURLE_OPERATION_TIMEDOUT ||
-	       (cc == CURLE_OK && (status == 502 || status == 503 ||
-				      status == 504));
+	       (cc == CURLE_OK &&
+		   (status == 502 || status == 503 || status == 504));
 }
 
 bool
@@ -104,8 +105,10 @@ creds_file(struct remote_creds *cr, char *err, size_t errlen)
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > CREDS_FILE_MAX) {
 		fclose(f);
-		snprintf(err, errlen, "credentials file %s: not a regular file "
-				      "of at most 1 MiB", path);
+		snprintf(err, errlen,
+		    "credentials file %s: not a regular file "
+		    "of at most 1 MiB",
+		    path);
 		return -EINVAL;
 	}
 	if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
@@ -194,8 +197,9 @@ remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
 	if ((r = creds_load(&cr, err, errlen)) != 0)
 		goto fail_said;
 	if (asprintf(&c->userpwd, "%s:%s", cr.key_id, cr.secret) < 0 ||
-	    (cr.token != NULL && asprintf(&c->token_hdr,
-				     "x-amz-security-token: %s", cr.token) < 0)) {
+	    (cr.token != NULL &&
+		asprintf(&c->token_hdr, "x-amz-security-token: %s", cr.token) <
+		    0)) {
 		c->userpwd = c->token_hdr = NULL;
 		remote_creds_free(&cr);
 		goto fail;
@@ -313,8 +317,8 @@ on_body(char *p, size_t sz, size_t n, void *arg)
 	struct remote_xfer *x = arg;
 	size_t k = sz * n;
 
-	if (x->resp.status != 0 && (x->resp.status < 200 ||
-				       x->resp.status >= 300)) {
+	if (x->resp.status != 0 &&
+	    (x->resp.status < 200 || x->resp.status >= 300)) {
 		/* An error page: dropped, up to a bound. */
 		x->dropped += k;
 		return x->dropped > REMOTE_HEADER_MAX ? 0 : k;
@@ -439,10 +443,12 @@ probe(struct remote_ctx *c, CURL *e, const char *url, const char *name,
 		if (head && cc == CURLE_OK &&
 		    (x.resp.status == 403 || x.resp.status == 405 ||
 			x.resp.status == 501))
-			return 1; /* a URL signed for GET, a server without HEAD */
+			return 1; /* a URL signed for GET, a server without HEAD
+				   */
 		if (!head && cc == CURLE_OK && x.resp.status == 206 &&
 		    x.resp.has_range && x.resp.range_first == 0 &&
-		    x.resp.range_last == 0 && x.resp.range_total != UINT64_MAX) {
+		    x.resp.range_last == 0 &&
+		    x.resp.range_total != UINT64_MAX) {
 			*size = x.resp.range_total;
 			snprintf(etag, etaglen, "%s", x.resp.etag);
 			return 0;
@@ -465,8 +471,8 @@ probe(struct remote_ctx *c, CURL *e, const char *url, const char *name,
 		}
 		if (cc == CURLE_OK &&
 		    (x.resp.status == 401 || x.resp.status == 403)) {
-			snprintf(err, errlen,
-			    "%s: access denied (%ld)%s", name, x.resp.status,
+			snprintf(err, errlen, "%s: access denied (%ld)%s", name,
+			    x.resp.status,
 			    c->sigv4 ? ": check the credentials, s3_region "
 				       "and s3_endpoint"
 				     : "");

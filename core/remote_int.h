@@ -28,13 +28,13 @@
 /* The settings and credentials of one dataset's remote shards, shared by
  * the index and the fetcher (immutable after remote_ctx_new, but st). */
 struct remote_ctx {
-	char *endpoint;	   /* s3: scheme://host[:port] of the endpoint */
-	char *region;	   /* s3 */
-	bool path_style;   /* s3 */
-	char *ca_file;	   /* NULL: the system's CAs only */
-	char *sigv4;	   /* "aws:amz:REGION:s3", NULL: not signed */
-	char *userpwd;	   /* KEY:SECRET, for SigV4 */
-	char *token_hdr;   /* "x-amz-security-token: ..." or NULL */
+	char *endpoint;	 /* s3: scheme://host[:port] of the endpoint */
+	char *region;	 /* s3 */
+	bool path_style; /* s3 */
+	char *ca_file;	 /* NULL: the system's CAs only */
+	char *sigv4;	 /* "aws:amz:REGION:s3", NULL: not signed */
+	char *userpwd;	 /* KEY:SECRET, for SigV4 */
+	char *token_hdr; /* "x-amz-security-token: ..." or NULL */
 	uint64_t timeout_ms, connect_ms;
 	uint32_t retries;
 	atomic_uint_fast64_t window; /* remote_set_window */
@@ -67,7 +67,7 @@ struct remote_xfer {
 	uint8_t *buf;
 	uint64_t cap, got;
 	uint64_t dropped; /* bytes of an error page, dropped (bounded) */
-	bool overflow; /* the body went past cap, or said it would */
+	bool overflow;	  /* the body went past cap, or said it would */
 	/* or a sink for the body (the index's stream): then buf unused */
 	size_t (*sink)(void *arg, const char *p, size_t n);
 	void *sink_arg;
@@ -126,8 +126,8 @@ struct remote_obj {
  * object changed (412), a bad response; -ENOMEM.  Never waits past the
  * retries' time.  Thread-safe; starts the fetcher on first use.
  */
-int remote_read(struct remote_ctx *c, struct remote_obj *o,
-    uint64_t off, uint64_t len, uint8_t **out, char *err, size_t errlen);
+int remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
+    uint64_t len, uint8_t **out, char *err, size_t errlen);
 
 /* Ask for [off, off + len) of o ahead of its read: a hint, dropped when
  * the window (remote_window) is full or the breaker open. */
