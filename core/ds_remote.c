@@ -1,10 +1,10 @@
 /*
  * ds_remote.c - layer: dataset index, remote shards: the dataset's side
  * (called by ds_tar.c; calls remote_*.c and ds_tar_index.c).  A remote
- * shard is found by a GET of its first byte (its size and ETag: what its
- * kept index is keyed by, with its URL), indexed from one streaming GET that feeds the
- * tar walk as it comes (never more than the walk's window of it held),
- * and its members read by range (remote_fetch.c).
+ * shard is found by a HEAD, else a GET of its first byte (its size and
+ * ETag: what its kept index is keyed by, with its URL), indexed from one
+ * streaming GET that feeds the tar walk as it comes (never more than the walk's
+ * window of it held), and its members read by range (remote_fetch.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -130,13 +130,12 @@ stream_failed(struct stream *s)
 		    "%s: the object changed while it was indexed", s->o->name);
 		return -EIO;
 	}
-	if (s->tries < s->c->retries &&
-	    (remote_retryable(s->cc, r->status) ||
-		(s->cc == CURLE_OK && ok_status))) {
+	if (s->tries < s->c->retries && (remote_retryable(s->cc, r->status) ||
+					    (s->cc == CURLE_OK && ok_status))) {
 		s->tries++;
 		atomic_fetch_add(&s->c->st.retries, 1);
-		usleep((useconds_t)remote_backoff_ms(s->tries, &s->seed) *
-		       1000u);
+		usleep(
+		    (useconds_t)remote_backoff_ms(s->tries, &s->seed) * 1000u);
 		return stream_start(s);
 	}
 	if (s->cc != CURLE_OK)
@@ -147,8 +146,7 @@ stream_failed(struct stream *s)
 		    s->o->name, r->status);
 	else
 		snprintf(s->err, sizeof(s->err),
-		    "%s: the body ended after %" PRIu64 " of %" PRIu64
-		    " bytes",
+		    "%s: the body ended after %" PRIu64 " of %" PRIu64 " bytes",
 		    s->o->name, s->pos, s->o->size);
 	return -EIO;
 }
@@ -268,42 +266,141 @@ ds_remote_ctx(const struct remote_opts *o, const char *const *urls, size_t n,
 	return remote_ctx_new(o, s3, out, err, errlen);
 }
 
+/* The HEADs of the objects, this many in flight at once. */
+#define PROBE_PARALLEL 32
+
+/* One HEAD of ds_remote_prepare in flight. */
+struct probe {
+	CURL *e;
+	struct remote_xfer x;
+	struct remote_obj *o;
+};
+
+/*
+ * The HEADs of objs[0..n), PROBE_PARALLEL at once over one multi handle
+ * (no thread: the mount has none yet): each answered with a length sets
+ * its object's size, etag and probed; the others are asked again, one by
+ * one, by ds_remote_shard (remote_head: retries, a GET where a HEAD says
+ * nothing).  A remount of many shards costs a few round trips, not one
+ * per shard.
+ */
+static void
+probe_all(struct remote_ctx *c, struct remote_obj *objs, size_t n)
+{
+	struct probe pv[PROBE_PARALLEL];
+	CURLM *m = curl_multi_init();
+	size_t next = 0, busy = 0;
+	uint8_t none;
+
+	if (m == NULL)
+		return;
+	memset(pv, 0, sizeof(pv));
+	for (;;) {
+		int running, left;
+		CURLMsg *msg;
+
+		for (size_t k = 0; k < PROBE_PARALLEL && next < n; k++) {
+			struct probe *p = &pv[k];
+
+			if (p->o != NULL)
+				continue;
+			if (p->e == NULL && (p->e = curl_easy_init()) == NULL)
+				break;
+			memset(&p->x, 0, sizeof(p->x));
+			p->x.buf = &none;
+			p->x.cap = UINT64_MAX; /* a HEAD: no body */
+			if (remote_easy_setup(c, p->e, objs[next].url, NULL,
+				NULL, true, c->timeout_ms, &p->x) != 0)
+				break;
+			p->o = &objs[next++];
+			curl_easy_setopt(p->e, CURLOPT_PRIVATE, p);
+			curl_multi_add_handle(m, p->e);
+			atomic_fetch_add(&c->st.requests, 1);
+			busy++;
+		}
+		if (busy == 0)
+			break;
+		curl_multi_perform(m, &running);
+		while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+			struct probe *p;
+			const struct remote_resp *rs;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(
+			    msg->easy_handle, CURLINFO_PRIVATE, (char **)&p);
+			rs = &p->x.resp;
+			if (msg->data.result == CURLE_OK && rs->status == 200 &&
+			    rs->has_length && rs->length > 0) {
+				p->o->size = rs->length;
+				snprintf(p->o->etag, sizeof(p->o->etag), "%s",
+				    rs->etag);
+				p->o->probed = true;
+			}
+			curl_multi_remove_handle(m, p->e);
+			remote_xfer_done(&p->x);
+			p->o = NULL;
+			busy--;
+		}
+		if (running > 0)
+			curl_multi_poll(m, NULL, 0, 1000, NULL);
+	}
+	for (size_t k = 0; k < PROBE_PARALLEL; k++)
+		if (pv[k].e != NULL) {
+			if (pv[k].o != NULL) {
+				curl_multi_remove_handle(m, pv[k].e);
+				remote_xfer_done(&pv[k].x);
+			}
+			curl_easy_cleanup(pv[k].e);
+		}
+	curl_multi_cleanup(m);
+}
+
 int
-ds_remote_shard(struct remote_ctx *c, const char *spec, int index_fd,
-    struct remote_obj *o, struct stat *st, struct tar_index *ix,
-    char *err, size_t errlen)
+ds_remote_prepare(struct remote_ctx *c, char *const *specs, size_t n,
+    struct remote_obj *objs, char *err, size_t errlen)
+{
+	char why[512];
+
+	for (size_t i = 0; i < n; i++) {
+		struct remote_obj *o = &objs[i];
+
+		if ((o->name = remote_url_display(specs[i])) == NULL)
+			return -ENOMEM;
+		if ((o->url = remote_request_url(
+			 c, specs[i], why, sizeof(why))) == NULL) {
+			snprintf(err, errlen, "shard %s: %s", o->name, why);
+			return -EINVAL;
+		}
+	}
+	probe_all(c, objs, n);
+	return 0;
+}
+
+int
+ds_remote_shard(struct remote_ctx *c, struct remote_obj *o, int index_fd,
+    struct stat *st, struct tar_index *ix, char *err, size_t errlen)
 {
 	char why[512];
 	CURL *e = curl_easy_init();
 	bool scanned;
-	int r;
+	int r = 0;
 
-	memset(o, 0, sizeof(*o));
 	if (e == NULL)
 		return -ENOMEM;
-	if ((o->name = remote_url_display(spec)) == NULL ||
-	    (o->url = remote_request_url(c, spec, why, sizeof(why))) == NULL) {
-		r = o->name ? -EINVAL : -ENOMEM;
-		snprintf(err, errlen, "shard %s: %s",
-		    o->name ? o->name : "", o->name ? why : strerror(ENOMEM));
-		goto out;
-	}
-	if ((r = remote_head(c, e, o->url, o->name, &o->size, o->etag,
+	if (!o->probed &&
+	    (r = remote_head(c, e, o->url, o->name, &o->size, o->etag,
 		 sizeof(o->etag), why, sizeof(why))) != 0) {
 		snprintf(err, errlen, "shard %s", why);
 		goto out;
 	}
+	o->probed = true;
 	synth_stat(o->size, o->etag, st);
 	struct stream s = {.c = c, .o = o, .e = e};
-	r = ds_tar_index_remote(o->name, st, index_fd, stream_scan, &s, ix,
-	    &scanned, err, errlen);
+	r = ds_tar_index_remote(
+	    o->name, st, index_fd, stream_scan, &s, ix, &scanned, err, errlen);
 out:
 	curl_easy_cleanup(e);
-	if (r != 0) {
-		free(o->name);
-		free(o->url);
-		memset(o, 0, sizeof(*o));
-	}
 	return r;
 }
 

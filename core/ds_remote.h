@@ -24,14 +24,22 @@ int ds_remote_ctx(const struct remote_opts *o, const char *const *urls,
     size_t n, struct remote_ctx **out, char *err, size_t errlen);
 
 /*
- * The shard at spec (a URL): its size and ETag (remote_head) into *o and
- * the stat
- * its kept index is keyed by into *st, and its index (kept in index_fd,
- * else walked from one streaming GET).  0 or -errno with err.
+ * The n objects of the shard URLs specs (their request URLs and display
+ * names) into objs, and their sizes and ETags, where HEADs made many at a
+ * time answer (the rest are asked by ds_remote_shard).  0 or -errno with
+ * err (a URL that cannot be requested).
  */
-int ds_remote_shard(struct remote_ctx *c, const char *spec, int index_fd,
-    struct remote_obj *o, struct stat *st, struct tar_index *ix, char *err,
-    size_t errlen);
+int ds_remote_prepare(struct remote_ctx *c, char *const *specs, size_t n,
+    struct remote_obj *objs, char *err, size_t errlen);
+
+/*
+ * The shard o (prepared): its size and ETag (remote_head, unless known
+ * already), the stat its kept index is keyed by into *st, and its index
+ * (kept in index_fd, else walked from one streaming GET).  0 or -errno
+ * with err.
+ */
+int ds_remote_shard(struct remote_ctx *c, struct remote_obj *o, int index_fd,
+    struct stat *st, struct tar_index *ix, char *err, size_t errlen);
 
 /* Free c (its fetcher first) and the n objects at objs. */
 void ds_remote_free(struct remote_ctx *c, struct remote_obj *objs, size_t n);

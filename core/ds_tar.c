@@ -222,7 +222,7 @@ remote_open(struct dataset *ds, const struct remote_opts *ropts,
 		(*specs)[i] = paths[i]; /* transferred */
 		paths[i] = d;
 	}
-	return 0;
+	return ds_remote_prepare(ds->remote, *specs, np, ds->robjs, err, errlen);
 }
 
 int
@@ -265,9 +265,8 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		paths[i] = NULL;
 		ds->nshards++;
 		if (specs != NULL) {
-			if ((r = ds_remote_shard(ds->remote, specs[i], index_fd,
-				 &ds->robjs[i], &sh->st, &ix, err, errlen)) !=
-			    0)
+			if ((r = ds_remote_shard(ds->remote, &ds->robjs[i],
+				 index_fd, &sh->st, &ix, err, errlen)) != 0)
 				goto fail;
 		} else if (stat(sh->path, &sh->st) != 0 ||
 			   !S_ISREG(sh->st.st_mode)) {
@@ -338,6 +337,12 @@ fail:
 	for (size_t i = 0; specs != NULL && i < np; i++)
 		free(specs[i]);
 	free(specs);
+	/* Objects prepared past the shards counted: ds_free frees those. */
+	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
+		free(ds->robjs[i].url);
+		free(ds->robjs[i].name);
+		ds->robjs[i].url = ds->robjs[i].name = NULL;
+	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 	for (size_t i = 0; i < np; i++)

@@ -12,9 +12,11 @@
  *                   the credentials; the synchronous requests of the
  *                   index (HEAD, the streaming GET);
  *   remote_fetch.c  the fetcher: range GETs of members in flight over a
- *                   pool of keep-alive connections (curl multi), planned
- *                   from the scheduler's lookahead, with retries and a
- *                   breaker;
+ *                   pool of keep-alive connections (curl multi), with
+ *                   retries and a breaker;
+ *   remote_read.c   what the readers call of it: a range read, one asked
+ *                   for ahead from the scheduler's lookahead (as much as
+ *                   covers the measured latency), the window;
  *   ds_remote.c     the dataset's side: the shards of a spec, each
  *                   indexed from one streaming GET, members read.
  *
@@ -89,8 +91,8 @@ struct remote_resp {
  * Parse "bytes FIRST-LAST/TOTAL" (TOTAL may be '*'): 0 or -EINVAL.
  * FIRST <= LAST < TOTAL is checked.
  */
-int remote_content_range(const char *s, size_t n, uint64_t *first,
-    uint64_t *last, uint64_t *total);
+int remote_content_range(
+    const char *s, size_t n, uint64_t *first, uint64_t *last, uint64_t *total);
 
 /* Take one header line (as curl gives it: with its CRLF) into r.  A
  * status line starts a new response (after a 100 Continue). */
@@ -130,8 +132,8 @@ struct remote_creds {
  * profile, or it lacks a key or a secret), -ENOMEM.  Never says the
  * values in err.
  */
-int remote_creds_parse(const char *text, size_t n, const char *profile,
-    struct remote_creds *c);
+int remote_creds_parse(
+    const char *text, size_t n, const char *profile, struct remote_creds *c);
 void remote_creds_free(struct remote_creds *c);
 
 /* ---- settings (the [dataset] keys) ---- */
@@ -152,7 +154,8 @@ struct remote_stats {
 	atomic_uint_fast64_t bad[RB_NKINDS];
 	atomic_uint_fast64_t index_bytes;
 	atomic_uint_fast64_t held; /* fetched bytes waiting for a reader */
-	atomic_uint_fast64_t latency_us; /* smoothed time to the last byte */
+	atomic_uint_fast64_t latency_us;   /* smoothed time to the last byte */
+	atomic_uint_fast64_t ahead_target; /* bytes worth fetching ahead */
 };
 
 #endif

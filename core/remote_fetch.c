@@ -1,6 +1,7 @@
 /*
  * remote_fetch.c - layer: dataset index, remote shards (see remote.h):
- * the fetcher.  One thread drives a curl multi handle: range GETs of
+ * the fetcher's thread (what the readers call is remote_read.c).  One
+ * thread drives a curl multi handle: range GETs of
  * members, each carrying If-Match: ETAG, over a pool of keep-alive
  * connections (HTTP/2 where the server has it, multiplexed).  Requests
  * come from the readers (remote_read: a demand, served first) and from
@@ -32,84 +33,10 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/remote_int.h"
+#include "core/remote_fetch_int.h"
 
-#define NBUCKET 4096u
-#define MAX_XFERS 64u
-#define MERGE_GAP (16u << 10)
-#define MERGE_MAX_BYTES (8u << 20)
-#define MERGE_MAX_REQS 16u
-/* A merge is made only while its gaps stay below 1/MERGE_WASTE of the
- * bytes asked for: what a request saves is worth a few KB, never more
- * than 5 % of the bytes. */
-#define MERGE_WASTE 20u
-/* A prefetched range not read this long after it came is dropped. */
-#define STALE_MS 60000u
-/* A range read this recently is not fetched ahead again: the next
- * epoch's read of it is a cache hit (RECENT slots remember them). */
-#define RECENT_MS 10000u
-#define RECENT 16384u
-#define RECENT_WAYS 4u
-
-enum { R_QUEUED, R_RUNNING, R_DONE, R_FAILED };
-
-struct req {
-	struct remote_obj *o;
-	uint64_t off, len;
-	uint8_t *buf;
-	int state, err;
-	char msg[320];
-	unsigned tries;
-	uint64_t not_before, done_ms;
-	bool demand, counted; /* counted: in held */
-	unsigned waiters;
-	struct req *hnext, *qnext, *qprev;
-	int q; /* which list it is on: -1 none, 0 demand, 1 ahead, 2 done */
-};
-
-struct xfer {
-	CURL *e;
-	struct remote_xfer rx;
-	struct remote_obj *o;
-	uint64_t a, b, t0;
-	struct req *reqs[MERGE_MAX_REQS];
-	unsigned nreq;
-	bool probe;
-	char range[64];
-	struct xfer *next, *prev; /* the fetcher's in flight */
-};
-
-struct list {
-	struct req *head, *tail;
-};
-
-struct remote_fetch {
-	struct remote_ctx *c;
-	CURLM *m;
-	pthread_t th;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	struct req *tab[NBUCKET];
-	struct list q[3]; /* demand, ahead, done */
-	uint64_t held;
-	unsigned nxfers;
-	struct xfer *xfers; /* in flight */
-	CURL *idle[MAX_XFERS];
-	unsigned nidle;
-	struct {
-		const struct remote_obj *o;
-		uint64_t off, ms;
-	} recent[RECENT]; /* ranges read, by bucket */
-	/* the breaker */
-	unsigned fails;
-	uint64_t open_until, open_ms;
-	bool open, probing;
-	uint64_t seed;
-};
-
-static unsigned
-bucket(const struct remote_obj *o, uint64_t off)
+unsigned
+rf_bucket(const struct remote_obj *o, uint64_t off)
 {
 	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull ^ off;
 
@@ -118,18 +45,18 @@ bucket(const struct remote_obj *o, uint64_t off)
 	return (unsigned)(h >> 40) % NBUCKET;
 }
 
-static struct req *
-find(struct remote_fetch *f, const struct remote_obj *o, uint64_t off,
+struct req *
+rf_find(struct remote_fetch *f, const struct remote_obj *o, uint64_t off,
     uint64_t len)
 {
-	for (struct req *r = f->tab[bucket(o, off)]; r; r = r->hnext)
+	for (struct req *r = f->tab[rf_bucket(o, off)]; r; r = r->hnext)
 		if (r->o == o && r->off == off && r->len == len)
 			return r;
 	return NULL;
 }
 
-static void
-list_del(struct remote_fetch *f, struct req *r)
+void
+rf_list_del(struct remote_fetch *f, struct req *r)
 {
 	struct list *l;
 
@@ -148,12 +75,12 @@ list_del(struct remote_fetch *f, struct req *r)
 	r->q = -1;
 }
 
-static void
-list_add(struct remote_fetch *f, struct req *r, int q)
+void
+rf_list_add(struct remote_fetch *f, struct req *r, int q)
 {
 	struct list *l = &f->q[q];
 
-	list_del(f, r);
+	rf_list_del(f, r);
 	r->q = q;
 	r->qprev = l->tail;
 	r->qnext = NULL;
@@ -165,15 +92,15 @@ list_add(struct remote_fetch *f, struct req *r, int q)
 }
 
 /* Unlink r from everything and free it. */
-static void
-req_free(struct remote_fetch *f, struct req *r)
+void
+rf_req_free(struct remote_fetch *f, struct req *r)
 {
-	struct req **p = &f->tab[bucket(r->o, r->off)];
+	struct req **p = &f->tab[rf_bucket(r->o, r->off)];
 
 	while (*p != r)
 		p = &(*p)->hnext;
 	*p = r->hnext;
-	list_del(f, r);
+	rf_list_del(f, r);
 	if (r->counted) {
 		f->held -= r->len;
 		atomic_store(&f->c->st.held, f->held);
@@ -182,12 +109,12 @@ req_free(struct remote_fetch *f, struct req *r)
 	free(r);
 }
 
-static struct req *
-req_new(struct remote_fetch *f, struct remote_obj *o, uint64_t off,
+struct req *
+rf_req_new(struct remote_fetch *f, struct remote_obj *o, uint64_t off,
     uint64_t len, bool demand)
 {
 	struct req *r = calloc(1, sizeof(*r));
-	unsigned b = bucket(o, off);
+	unsigned b = rf_bucket(o, off);
 
 	if (r == NULL)
 		return NULL;
@@ -198,7 +125,7 @@ req_new(struct remote_fetch *f, struct remote_obj *o, uint64_t off,
 	r->q = -1;
 	r->hnext = f->tab[b];
 	f->tab[b] = r;
-	list_add(f, r, demand ? 0 : 1);
+	rf_list_add(f, r, demand ? 0 : 1);
 	return r;
 }
 
@@ -212,17 +139,18 @@ req_finish(struct remote_fetch *f, struct req *r, int err, const char *msg)
 		snprintf(r->msg, sizeof(r->msg), "%s", msg);
 	r->done_ms = remote_now_ms();
 	if (r->waiters == 0 && err != 0) {
-		req_free(f, r); /* a prefetch that failed: the read asks again */
+		rf_req_free(
+		    f, r); /* a prefetch that failed: the read asks again */
 		return;
 	}
 	if (r->waiters == 0)
-		list_add(f, r, 2);
+		rf_list_add(f, r, 2);
 	pthread_cond_broadcast(&f->cond);
 }
 
 /* Is the breaker open now?  Past its time, one probe may go. */
-static bool
-breaker_refuses(struct remote_fetch *f, uint64_t now, bool *probe)
+bool
+rf_breaker_refuses(struct remote_fetch *f, uint64_t now, bool *probe)
 {
 	*probe = false;
 	if (!f->open)
@@ -291,7 +219,7 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 	x->a = r->off;
 	x->b = r->off + r->len;
 	x->reqs[x->nreq++] = r;
-	list_del(f, r);
+	rf_list_del(f, r);
 	r->state = R_RUNNING;
 	/* Neighbours: grown until none more fits. */
 	while (grew && !probe && x->nreq < MERGE_MAX_REQS) {
@@ -316,7 +244,7 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 				x->a = a;
 				x->b = b;
 				x->reqs[x->nreq++] = n;
-				list_del(f, n);
+				rf_list_del(f, n);
 				n->state = R_RUNNING;
 				grew = true;
 				break;
@@ -324,8 +252,8 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 	}
 	x->rx.cap = x->b - x->a;
 	x->rx.buf = malloc(x->rx.cap ? x->rx.cap : 1);
-	snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, x->a,
-	    x->b - 1);
+	snprintf(
+	    x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, x->a, x->b - 1);
 	if (x->rx.buf == NULL ||
 	    remote_easy_setup(c, x->e, x->o->url, x->o->etag, x->range, false,
 		c->timeout_ms, &x->rx) != 0) {
@@ -369,9 +297,9 @@ dispatch(struct remote_fetch *f)
 					wait = r->not_before - now;
 				continue;
 			}
-			if (breaker_refuses(f, now, &probe)) {
+			if (rf_breaker_refuses(f, now, &probe)) {
 				if (r->waiters == 0) {
-					req_free(f, r);
+					rf_req_free(f, r);
 					continue;
 				}
 				atomic_fetch_add(&f->c->st.fast_failed, 1);
@@ -380,7 +308,7 @@ dispatch(struct remote_fetch *f)
 				    "%s: the server does not answer (reads "
 				    "fail at once until it does)",
 				    r->o->name);
-				list_del(f, r);
+				rf_list_del(f, r);
 				req_finish(f, r, -EIO, m);
 				continue;
 			}
@@ -467,19 +395,20 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		}
 		goto out;
 	} else if (bad != RB_NONE)
-		snprintf(m, sizeof(m), "%s: a bad response (%s) to a range "
-				       "request",
+		snprintf(m, sizeof(m),
+		    "%s: a bad response (%s) to a range "
+		    "request",
 		    x->o->name, remote_bad_name(bad));
 	else if (cc != CURLE_OK)
-		snprintf(m, sizeof(m), "%s: %s", x->o->name,
-		    curl_easy_strerror(cc));
+		snprintf(
+		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
 	else
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
 	if (err == 0)
 		err = -EIO;
-	retry = !changed &&
-		(bad != RB_NONE || remote_retryable(cc, rs->status));
+	retry =
+	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
 	if (remote_down(cc, rs->status) || probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
@@ -490,7 +419,7 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			r->state = R_QUEUED;
 			r->not_before = remote_now_ms() +
 					remote_backoff_ms(r->tries, &f->seed);
-			list_add(f, r, r->demand ? 0 : 1);
+			rf_list_add(f, r, r->demand ? 0 : 1);
 			atomic_fetch_add(&c->st.retries, 1);
 			continue;
 		}
@@ -540,8 +469,8 @@ fetch_thread(void *arg)
 }
 
 /* The fetcher of c, started on first use.  NULL: it cannot start. */
-static struct remote_fetch *
-fetcher(struct remote_ctx *c)
+struct remote_fetch *
+rf_fetcher(struct remote_ctx *c)
 {
 	struct remote_fetch *f;
 
@@ -559,7 +488,8 @@ fetcher(struct remote_ctx *c)
 		pthread_mutex_unlock(&c->lock);
 		return NULL;
 	}
-	curl_multi_setopt(f->m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)MAX_XFERS);
+	curl_multi_setopt(
+	    f->m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)MAX_XFERS);
 	curl_multi_setopt(f->m, CURLMOPT_MAXCONNECTS, (long)MAX_XFERS);
 	curl_multi_setopt(f->m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 	if (pthread_create(&f->th, NULL, fetch_thread, f) != 0) {
@@ -589,7 +519,7 @@ remote_fetch_free(struct remote_fetch *f)
 
 			if (r->state == R_RUNNING)
 				r->counted = false; /* its xfer goes below */
-			req_free(f, r);
+			rf_req_free(f, r);
 		}
 	/* Transfers still in flight. */
 	while (f->xfers != NULL) {
@@ -608,188 +538,4 @@ remote_fetch_free(struct remote_fetch *f)
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
-}
-
-void
-remote_set_window(struct remote_ctx *c, uint64_t bytes)
-{
-	atomic_store(&c->window, bytes);
-}
-
-uint64_t
-remote_window(const struct remote_ctx *c)
-{
-	return atomic_load(&c->window);
-}
-
-uint64_t
-remote_room(struct remote_ctx *c)
-{
-	uint64_t w = atomic_load(&c->window), h = atomic_load(&c->st.held);
-
-	return h < w ? w - h : 0;
-}
-
-/* Drop prefetched ranges nobody read for STALE_MS.  Locked. */
-static void
-drop_stale(struct remote_fetch *f, uint64_t now)
-{
-	while (f->q[2].head && now - f->q[2].head->done_ms > STALE_MS) {
-		atomic_fetch_add(&f->c->st.dropped, 1);
-		req_free(f, f->q[2].head);
-	}
-}
-
-/*
- * Was [off, ...) of o read in the last RECENT_MS?  With note: remember
- * that it is read now (in the oldest of its RECENT_WAYS slots).  Locked.
- */
-static bool
-recent(struct remote_fetch *f, const struct remote_obj *o, uint64_t off,
-    uint64_t now, bool note)
-{
-	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull ^
-		     (off * 0xbf58476d1ce4e5b9ull);
-	unsigned at = (unsigned)(h >> 20) % RECENT, old = at;
-
-	for (unsigned w = 0; w < RECENT_WAYS; w++) {
-		unsigned k = (at + w) % RECENT;
-
-		if (f->recent[k].o == o && f->recent[k].off == off) {
-			if (note)
-				f->recent[k].ms = now;
-			return now - f->recent[k].ms < RECENT_MS;
-		}
-		if (f->recent[k].ms < f->recent[old].ms)
-			old = k;
-	}
-	if (note) {
-		f->recent[old].o = o;
-		f->recent[old].off = off;
-		f->recent[old].ms = now;
-	}
-	return false;
-}
-
-void
-remote_prefetch(
-    struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len)
-{
-	struct remote_fetch *f = fetcher(c);
-	struct req *r;
-	uint64_t now = remote_now_ms();
-	bool probe;
-
-	if (f == NULL)
-		return;
-	pthread_mutex_lock(&f->lock);
-	drop_stale(f, now);
-	if (recent(f, o, off, now, false) || find(f, o, off, len) != NULL ||
-	    f->held + len > atomic_load(&c->window) ||
-	    breaker_refuses(f, now, &probe) || probe) {
-		pthread_mutex_unlock(&f->lock);
-		return;
-	}
-	if ((r = req_new(f, o, off, len, false)) != NULL) {
-		r->counted = true;
-		f->held += len;
-		atomic_store(&c->st.held, f->held);
-		atomic_fetch_add(&c->st.prefetched, 1);
-	}
-	pthread_mutex_unlock(&f->lock);
-	curl_multi_wakeup(f->m);
-}
-
-int
-remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
-    uint64_t len, uint8_t **out, char *err, size_t errlen)
-{
-	struct remote_fetch *f = fetcher(c);
-	struct req *r;
-	struct timespec dl;
-	uint64_t bound, now = remote_now_ms();
-	bool probe;
-	int rc;
-
-	if (f == NULL) {
-		snprintf(err, errlen, "%s: the fetcher cannot start", o->name);
-		return -ENOMEM;
-	}
-	/* The longest the retries can take, and a margin. */
-	bound = (uint64_t)(c->retries + 1) * (c->timeout_ms + 1000) +
-		(uint64_t)c->retries * REMOTE_BACKOFF_MAX_MS + 5000;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += (time_t)(bound / 1000);
-	pthread_mutex_lock(&f->lock);
-	if ((r = find(f, o, off, len)) != NULL) {
-		if (r->state == R_DONE)
-			atomic_fetch_add(&c->st.prefetch_hits, 1);
-		if (r->q == 1)
-			list_add(f, r, 0); /* now a demand */
-		if (r->q == 2)
-			list_del(f, r);
-		r->demand = true;
-	} else if (breaker_refuses(f, now, &probe)) {
-		atomic_fetch_add(&c->st.fast_failed, 1);
-		pthread_mutex_unlock(&f->lock);
-		snprintf(err, errlen,
-		    "%s: the server does not answer (reads fail at once "
-		    "until it does)",
-		    o->name);
-		return -EIO;
-	} else if ((r = req_new(f, o, off, len, true)) == NULL) {
-		pthread_mutex_unlock(&f->lock);
-		snprintf(err, errlen, "%s", strerror(ENOMEM));
-		return -ENOMEM;
-	}
-	r->waiters++;
-	curl_multi_wakeup(f->m);
-	while (r->state != R_DONE && r->state != R_FAILED)
-		if (pthread_cond_timedwait(&f->cond, &f->lock, &dl) ==
-		    ETIMEDOUT)
-			break;
-	r->waiters--;
-	if (r->state == R_DONE) {
-		recent(f, o, off, remote_now_ms(), true);
-		if (r->waiters == 0) {
-			*out = r->buf; /* transferred */
-			r->buf = NULL;
-			req_free(f, r);
-		} else if ((*out = malloc(len ? len : 1)) != NULL)
-			memcpy(*out, r->buf, len);
-		rc = *out ? 0 : -ENOMEM;
-		if (rc != 0)
-			snprintf(err, errlen, "%s", strerror(ENOMEM));
-	} else if (r->state == R_FAILED) {
-		snprintf(err, errlen, "%s", r->msg);
-		rc = r->err;
-		if (r->waiters == 0)
-			req_free(f, r);
-	} else {
-		snprintf(err, errlen, "%s: no answer in %" PRIu64 " s",
-		    o->name, bound / 1000);
-		rc = -EIO;
-		if (r->waiters == 0 && r->state == R_QUEUED)
-			req_free(f, r);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return rc;
-}
-
-void
-remote_forget(
-    struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len)
-{
-	struct remote_fetch *f = c->fetch;
-	struct req *r;
-
-	if (f == NULL)
-		return;
-	pthread_mutex_lock(&f->lock);
-	if ((r = find(f, o, off, len)) != NULL && r->waiters == 0 &&
-	    (r->state == R_DONE || r->state == R_QUEUED)) {
-		atomic_fetch_add(&c->st.dropped, 1);
-		req_free(f, r);
-	}
-	pthread_mutex_unlock(&f->lock);
 }

@@ -45,10 +45,11 @@ remote_backoff_ms(unsigned k, uint64_t *seed)
 bool
 remote_down(CURLcode cc, long status)
 {
-	return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+	return cc == CURLE_COULDNT_CONNECT ||
+	       cc == CURLE_COULDNT_RESOLVE_HOST ||
 	       cc == CURLE_OPERATION_TIMEDOUT ||
-	       (cc == CURLE_OK && (status == 502 || status == 503 ||
-				      status == 504));
+	       (cc == CURLE_OK &&
+		   (status == 502 || status == 503 || status == 504));
 }
 
 bool
@@ -104,8 +105,10 @@ creds_file(struct remote_creds *cr, char *err, size_t errlen)
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > CREDS_FILE_MAX) {
 		fclose(f);
-		snprintf(err, errlen, "credentials file %s: not a regular file "
-				      "of at most 1 MiB", path);
+		snprintf(err, errlen,
+		    "credentials file %s: not a regular file "
+		    "of at most 1 MiB",
+		    path);
 		return -EINVAL;
 	}
 	if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
@@ -194,8 +197,9 @@ remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
 	if ((r = creds_load(&cr, err, errlen)) != 0)
 		goto fail_said;
 	if (asprintf(&c->userpwd, "%s:%s", cr.key_id, cr.secret) < 0 ||
-	    (cr.token != NULL && asprintf(&c->token_hdr,
-				     "x-amz-security-token: %s", cr.token) < 0)) {
+	    (cr.token != NULL &&
+		asprintf(&c->token_hdr, "x-amz-security-token: %s", cr.token) <
+		    0)) {
 		c->userpwd = c->token_hdr = NULL;
 		remote_creds_free(&cr);
 		goto fail;
@@ -292,9 +296,19 @@ static size_t
 on_header(char *p, size_t sz, size_t n, void *arg)
 {
 	struct remote_xfer *x = arg;
+	const struct remote_resp *r = &x->resp;
 
 	remote_resp_line(&x->resp, p, sz * n);
-	return x->resp.header_overflow ? 0 : sz * n; /* 0: abort */
+	if (r->header_overflow)
+		return 0; /* abort */
+	/* The end of the headers: a body longer than asked is refused
+	 * before any of it comes (a gigantic Content-Length). */
+	if (sz * n <= 2 && x->sink == NULL && r->status >= 200 &&
+	    r->status < 300 && r->has_length && r->length > x->cap) {
+		x->overflow = true;
+		return 0;
+	}
+	return sz * n;
 }
 
 static size_t
@@ -303,9 +317,12 @@ on_body(char *p, size_t sz, size_t n, void *arg)
 	struct remote_xfer *x = arg;
 	size_t k = sz * n;
 
-	if (x->resp.status != 0 && (x->resp.status < 200 ||
-				       x->resp.status >= 300))
-		return k; /* an error page: dropped */
+	if (x->resp.status != 0 &&
+	    (x->resp.status < 200 || x->resp.status >= 300)) {
+		/* An error page: dropped, up to a bound. */
+		x->dropped += k;
+		return x->dropped > REMOTE_HEADER_MAX ? 0 : k;
+	}
 	if (x->sink != NULL)
 		return x->sink(x->sink_arg, p, k);
 	if (x->got + k > x->cap) {
@@ -329,7 +346,7 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 	curl_easy_reset(e);
 	x->hdrs = NULL;
 	memset(&x->resp, 0, sizeof(x->resp));
-	x->got = 0;
+	x->got = x->dropped = 0;
 	x->overflow = false;
 	if (etag != NULL && *etag != '\0') {
 		snprintf(h, sizeof(h), "If-Match: %s", etag);
@@ -385,10 +402,6 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 		curl_easy_setopt(e, CURLOPT_RANGE, range);
 	if (head)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-	if (!head && x->sink == NULL)
-		/* A Content-Length beyond what was asked: refused at once. */
-		curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
-		    (curl_off_t)x->cap);
 	return 0;
 }
 
@@ -399,40 +412,49 @@ remote_xfer_done(struct remote_xfer *x)
 	x->hdrs = NULL;
 }
 
-int
-remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
-    uint64_t *size, char *etag, size_t etaglen, char *err, size_t errlen)
+/*
+ * One way of asking url's size and ETag, retried: a HEAD, or a GET of its
+ * first byte.  0; 1: a HEAD that said nothing useful (refused, no
+ * length), for the caller to ask with a GET; or -errno with err.
+ */
+static int
+probe(struct remote_ctx *c, CURL *e, const char *url, const char *name,
+    bool head, uint64_t *size, char *etag, size_t etaglen, char *err,
+    size_t errlen)
 {
 	uint64_t seed = (uint64_t)getpid() ^ remote_now_ms();
 	uint8_t one;
 
-	/*
-	 * A GET of the first byte, not a HEAD: a signed URL is signed for
-	 * one method, and the answer says at once whether the server serves
-	 * ranges (Content-Range: its size).
-	 */
 	for (unsigned k = 0;; k++) {
 		struct remote_xfer x = {0};
 		CURLcode cc;
 		int r;
 
 		x.buf = &one;
-		x.cap = 1;
-		if ((r = remote_easy_setup(c, e, url, NULL, "0-0", false,
-			 c->timeout_ms, &x)) != 0)
+		x.cap = head ? UINT64_MAX : 1; /* a HEAD has no body */
+		if ((r = remote_easy_setup(c, e, url, NULL, head ? NULL : "0-0",
+			 head, c->timeout_ms, &x)) != 0)
 			return r;
 		cc = curl_easy_perform(e);
 		remote_xfer_done(&x);
 		atomic_fetch_add(&c->st.requests, 1);
-		if (cc == CURLE_OK && x.resp.status == 206 &&
+		if (head && cc == CURLE_OK && x.resp.status == 200)
+			goto head_ok;
+		if (head && cc == CURLE_OK &&
+		    (x.resp.status == 403 || x.resp.status == 405 ||
+			x.resp.status == 501))
+			return 1; /* a URL signed for GET, a server without HEAD
+				   */
+		if (!head && cc == CURLE_OK && x.resp.status == 206 &&
 		    x.resp.has_range && x.resp.range_first == 0 &&
-		    x.resp.range_last == 0 && x.resp.range_total != UINT64_MAX) {
+		    x.resp.range_last == 0 &&
+		    x.resp.range_total != UINT64_MAX) {
 			*size = x.resp.range_total;
 			snprintf(etag, etaglen, "%s", x.resp.etag);
 			return 0;
 		}
-		if (x.resp.status == 200 || (x.resp.status == 206 &&
-						 !x.resp.has_range)) {
+		if (!head && (x.resp.status == 200 ||
+				 (x.resp.status == 206 && !x.resp.has_range))) {
 			snprintf(err, errlen,
 			    "%s: the server does not answer range requests "
 			    "(HTTP %ld to Range: bytes=0-0)",
@@ -449,8 +471,8 @@ remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
 		}
 		if (cc == CURLE_OK &&
 		    (x.resp.status == 401 || x.resp.status == 403)) {
-			snprintf(err, errlen,
-			    "%s: access denied (%ld)%s", name, x.resp.status,
+			snprintf(err, errlen, "%s: access denied (%ld)%s", name,
+			    x.resp.status,
 			    c->sigv4 ? ": check the credentials, s3_region "
 				       "and s3_endpoint"
 				     : "");
@@ -475,5 +497,29 @@ remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
 			snprintf(err, errlen, "%s: HTTP status %ld", name,
 			    x.resp.status);
 		return -EIO;
+	head_ok:
+		if (!x.resp.has_length || x.resp.length == 0)
+			return 1; /* said nothing: ask with a GET */
+		*size = x.resp.length;
+		snprintf(etag, etaglen, "%s", x.resp.etag);
+		return 0;
 	}
+}
+
+int
+remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
+    uint64_t *size, char *etag, size_t etaglen, char *err, size_t errlen)
+{
+	int r;
+
+	/*
+	 * A HEAD, or where it says nothing (a URL signed for GET only, a
+	 * server or proxy without it, no length), a GET of the first byte,
+	 * whose Content-Range holds the size.
+	 */
+	r = probe(c, e, url, name, true, size, etag, etaglen, err, errlen);
+	if (r == 1)
+		r = probe(
+		    c, e, url, name, false, size, etag, etaglen, err, errlen);
+	return r;
 }

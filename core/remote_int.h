@@ -20,20 +20,26 @@
 #define REMOTE_BREAKER_FAILS 5u
 #define REMOTE_BREAKER_MS 1000u
 #define REMOTE_BREAKER_MAX_MS 30000u
+/* Bytes fetched ahead: this many latencies' worth of the readers' rate,
+ * and at least this much (remote_room). */
+#define REMOTE_AHEAD_LATENCIES 4u
+#define REMOTE_AHEAD_MIN (8u << 20)
 
 /* The settings and credentials of one dataset's remote shards, shared by
  * the index and the fetcher (immutable after remote_ctx_new, but st). */
 struct remote_ctx {
-	char *endpoint;	   /* s3: scheme://host[:port] of the endpoint */
-	char *region;	   /* s3 */
-	bool path_style;   /* s3 */
-	char *ca_file;	   /* NULL: the system's CAs only */
-	char *sigv4;	   /* "aws:amz:REGION:s3", NULL: not signed */
-	char *userpwd;	   /* KEY:SECRET, for SigV4 */
-	char *token_hdr;   /* "x-amz-security-token: ..." or NULL */
+	char *endpoint;	 /* s3: scheme://host[:port] of the endpoint */
+	char *region;	 /* s3 */
+	bool path_style; /* s3 */
+	char *ca_file;	 /* NULL: the system's CAs only */
+	char *sigv4;	 /* "aws:amz:REGION:s3", NULL: not signed */
+	char *userpwd;	 /* KEY:SECRET, for SigV4 */
+	char *token_hdr; /* "x-amz-security-token: ..." or NULL */
 	uint64_t timeout_ms, connect_ms;
 	uint32_t retries;
 	atomic_uint_fast64_t window; /* remote_set_window */
+	/* the readers' rate (remote_read): bytes a second, smoothed */
+	atomic_uint_fast64_t rate_bps, rate_t0, rate_bytes;
 	struct remote_stats st;
 	struct remote_fetch *fetch; /* remote_fetch.c, started on first use */
 	pthread_mutex_t lock;	    /* fetch's start */
@@ -60,7 +66,8 @@ struct remote_xfer {
 	struct remote_resp resp;
 	uint8_t *buf;
 	uint64_t cap, got;
-	bool overflow; /* the body went past cap */
+	uint64_t dropped; /* bytes of an error page, dropped (bounded) */
+	bool overflow;	  /* the body went past cap, or said it would */
 	/* or a sink for the body (the index's stream): then buf unused */
 	size_t (*sink)(void *arg, const char *p, size_t n);
 	void *sink_arg;
@@ -90,9 +97,10 @@ uint64_t remote_now_ms(void);
 
 /*
  * The size and ETag of url (quotes kept; "" when the server gives none),
- * from a GET of its first byte (a signed URL allows no HEAD), retried as
- * a range read is.  0, -ENOENT (404), -EACCES (401, 403), -EIO with err
- * naming name (a server that does not answer ranges, among others).
+ * from a HEAD, else (a URL signed for GET only: 403; a server without
+ * HEAD; no length) from a GET of its first byte; retried as a range read
+ * is.  0, -ENOENT (404), -EACCES (401, 403), -EIO with err naming name
+ * (a server that does not answer ranges, among others).
  */
 int remote_head(struct remote_ctx *c, CURL *e, const char *url,
     const char *name, uint64_t *size, char *etag, size_t etaglen, char *err,
@@ -108,6 +116,7 @@ struct remote_obj {
 	char *name; /* display */
 	char etag[128];
 	uint64_t size;
+	bool probed;	     /* size and etag known */
 	atomic_bool changed; /* a 412 was logged */
 };
 
@@ -117,8 +126,8 @@ struct remote_obj {
  * object changed (412), a bad response; -ENOMEM.  Never waits past the
  * retries' time.  Thread-safe; starts the fetcher on first use.
  */
-int remote_read(struct remote_ctx *c, struct remote_obj *o,
-    uint64_t off, uint64_t len, uint8_t **out, char *err, size_t errlen);
+int remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
+    uint64_t len, uint8_t **out, char *err, size_t errlen);
 
 /* Ask for [off, off + len) of o ahead of its read: a hint, dropped when
  * the window (remote_window) is full or the breaker open. */
@@ -130,7 +139,8 @@ void remote_prefetch(
 void remote_forget(
     struct remote_ctx *c, struct remote_obj *o, uint64_t off, uint64_t len);
 
-/* Bytes the window has room for now (window less what is held). */
+/* Bytes worth asking for ahead now: what covers the measured latency at
+ * the readers' rate (at most the window), less what is held. */
 uint64_t remote_room(struct remote_ctx *c);
 
 /* The fetcher's bound on bytes fetched ahead and not yet read. */

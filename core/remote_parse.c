@@ -17,8 +17,8 @@
 bool
 remote_is_url(const char *s)
 {
-	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0 ||
-	       strncmp(s, "s3://", 5) == 0;
+	return strncmp(s, "http://", 7) == 0 ||
+	       strncmp(s, "https://", 8) == 0 || strncmp(s, "s3://", 5) == 0;
 }
 
 void
@@ -246,7 +246,8 @@ remote_brace_expand(const char *pat, size_t max, char ***out, size_t *n,
 			brace_alt(&bv[b], k[b], alt, sizeof(alt));
 			size_t al = strlen(alt);
 			if (o + al + 1 > cap) {
-				char *g = realloc(v[i], cap = o + al + plen + 1);
+				char *g =
+				    realloc(v[i], cap = o + al + plen + 1);
 				if (g == NULL) {
 					r = -ENOMEM;
 					break;
@@ -311,8 +312,8 @@ num(const char **s, const char *e, uint64_t *v)
 }
 
 int
-remote_content_range(const char *s, size_t n, uint64_t *first, uint64_t *last,
-    uint64_t *total)
+remote_content_range(
+    const char *s, size_t n, uint64_t *first, uint64_t *last, uint64_t *total)
 {
 	const char *e = s + n;
 	uint64_t a, b, t = UINT64_MAX;
@@ -420,8 +421,8 @@ remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 	}
 }
 
-static const char *const bad_names[RB_NKINDS] = {"none", "short", "long",
-    "not_206", "content_range", "redirect", "headers"};
+static const char *const bad_names[RB_NKINDS] = {
+    "none", "short", "long", "not_206", "content_range", "redirect", "headers"};
 
 const char *
 remote_bad_name(unsigned kind)
@@ -478,7 +479,8 @@ remote_creds_parse(
 	size_t pl = strlen(profile);
 
 	while (p < end) {
-		const char *le = memchr(p, '\n', (size_t)(end - p)), *a, *b, *eq;
+		const char *le = memchr(p, '\n', (size_t)(end - p)), *a, *b,
+			   *eq;
 		char **dst = NULL;
 
 		if (le == NULL)
@@ -510,7 +512,8 @@ remote_creds_parse(
 				while (s < e && isspace((unsigned char)*s))
 					s++;
 			}
-			in = (size_t)(e - s) == pl && memcmp(s, profile, pl) == 0;
+			in = (size_t)(e - s) == pl &&
+			     memcmp(s, profile, pl) == 0;
 			continue;
 		}
 		if (!in || (eq = memchr(a, '=', (size_t)(b - a))) == NULL)
@@ -523,7 +526,8 @@ remote_creds_parse(
 		size_t kl = (size_t)(ke - a);
 		if (kl == 17 && memcmp(a, "aws_access_key_id", 17) == 0)
 			dst = &t.key_id;
-		else if (kl == 21 && memcmp(a, "aws_secret_access_key", 21) == 0)
+		else if (kl == 21 &&
+			 memcmp(a, "aws_secret_access_key", 21) == 0)
 			dst = &t.secret;
 		else if (kl == 17 && memcmp(a, "aws_session_token", 17) == 0)
 			dst = &t.token;

@@ -184,7 +184,12 @@ remote_ahead(struct feed *f, struct batch *b, uint32_t s, struct ahead *out,
 		if (t < x->g.len)
 			break;
 		const struct batch *nx = next_queued(f, x);
-		if (nx == b)
+		if (nx == b || nx == NULL)
+			break;
+		/* The next epoch of a job whose prefix the cache keeps is
+		 * served from it: nothing to fetch ahead there. */
+		if (nx->job == x->job && nx->key.epoch != x->key.epoch &&
+		    f->cache != NULL && x->job->prefix[0] != '\0')
 			break;
 		x = (struct batch *)nx;
 	}

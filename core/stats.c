@@ -499,7 +499,10 @@ stats_remote(struct feed *f, struct sbuf *sb)
 			    (uint64_t)atomic_load(&rs->bad[b]));
 	}
 	sb_printf(sb, "# HELP feedfs_remote_held_bytes Bytes fetched ahead "
-		      "(or in flight) and not yet read.\n"
+		      "(or in flight) and not yet read; ahead_bytes: what is "
+		      "worth fetching ahead (4 latencies at the readers' "
+		      "rate, 8 MiB at least, the window at most); "
+		      "latency_seconds: a request's, smoothed.\n"
 		      "# TYPE feedfs_remote_held_bytes gauge\n");
 	for (size_t i = 0; i < f->cfg->ndatasets; i++) {
 		const struct remote_stats *rs =
@@ -508,10 +511,13 @@ stats_remote(struct feed *f, struct sbuf *sb)
 		if (rs != NULL)
 			sb_printf(sb,
 			    "feedfs_remote_held_bytes{dataset=\"%s\"} %" PRIu64
+			    "\nfeedfs_remote_ahead_bytes{dataset=\"%s\"} %" PRIu64
 			    "\nfeedfs_remote_latency_seconds{dataset=\"%s\"} "
 			    "%.6f\n",
 			    f->cfg->datasets[i].name,
 			    (uint64_t)atomic_load(&rs->held),
+			    f->cfg->datasets[i].name,
+			    (uint64_t)atomic_load(&rs->ahead_target),
 			    f->cfg->datasets[i].name,
 			    (double)atomic_load(&rs->latency_us) / 1e6);
 	}

@@ -54,8 +54,8 @@ test_braces(void)
 	}
 	free_names(v, n);
 	/* no brace: the name itself */
-	CHECK_EQ_INT(remote_brace_expand(
-			 "http://h/x.tar", 10, &v, &n, err, sizeof(err)),
+	CHECK_EQ_INT(
+	    remote_brace_expand("http://h/x.tar", 10, &v, &n, err, sizeof(err)),
 	    0);
 	CHECK_EQ_INT(n, 1);
 	free_names(v, n);
@@ -67,8 +67,8 @@ test_braces(void)
 	CHECK_EQ_INT(remote_brace_expand("h/{0..99999999999999999}",
 			 REMOTE_BRACE_MAX, &v, &n, err, sizeof(err)),
 	    -E2BIG);
-	CHECK_EQ_INT(remote_brace_expand(
-			 "h/{0..1000}", 1000, &v, &n, err, sizeof(err)),
+	CHECK_EQ_INT(
+	    remote_brace_expand("h/{0..1000}", 1000, &v, &n, err, sizeof(err)),
 	    -E2BIG);
 	/* malformed */
 	static const char *const bad[] = {"h/{0..9", "h/0..9}", "h/{a..b}",
@@ -90,7 +90,8 @@ test_urls(void)
 	struct remote_url u;
 	char err[256], *d;
 
-	CHECK_EQ_INT(remote_url_parse("s3://bucket/a/b c", &u, err, sizeof(err)),
+	CHECK_EQ_INT(
+	    remote_url_parse("s3://bucket/a/b c", &u, err, sizeof(err)),
 	    -EINVAL);
 	CHECK_EQ_INT(
 	    remote_url_parse("s3://bucket/a/b.tar", &u, err, sizeof(err)), 0);
@@ -98,16 +99,15 @@ test_urls(void)
 	CHECK_EQ_STR(u.host, "bucket");
 	CHECK_EQ_STR(u.path, "a/b.tar");
 	remote_url_free(&u);
-	CHECK_EQ_INT(remote_url_parse(
-			 "https://h:8443/p/x.tar?X-Amz-Signature=abc", &u, err,
-			 sizeof(err)),
+	CHECK_EQ_INT(
+	    remote_url_parse("https://h:8443/p/x.tar?X-Amz-Signature=abc", &u,
+		err, sizeof(err)),
 	    0);
 	CHECK_EQ_INT(u.scheme, RS_HTTPS);
 	CHECK_EQ_STR(u.host, "h:8443");
 	CHECK_EQ_STR(u.path, "/p/x.tar?X-Amz-Signature=abc");
 	remote_url_free(&u);
-	CHECK_EQ_INT(
-	    remote_url_parse("http://h?q", &u, err, sizeof(err)), 0);
+	CHECK_EQ_INT(remote_url_parse("http://h?q", &u, err, sizeof(err)), 0);
 	CHECK_EQ_STR(u.path, "/?q");
 	remote_url_free(&u);
 	/* refused */
@@ -116,18 +116,18 @@ test_urls(void)
 	    -EINVAL);
 	CHECK(strstr(err, "user information") != NULL);
 	CHECK(strstr(err, "secret") == NULL);
-	CHECK_EQ_INT(remote_url_parse("ftp://h/x", &u, err, sizeof(err)),
-	    -EINVAL);
-	CHECK_EQ_INT(remote_url_parse("http:///x", &u, err, sizeof(err)),
-	    -EINVAL);
-	CHECK_EQ_INT(remote_url_parse("s3://bucket", &u, err, sizeof(err)),
-	    -EINVAL);
-	CHECK_EQ_INT(remote_url_parse("s3://bucket/", &u, err, sizeof(err)),
-	    -EINVAL);
-	CHECK_EQ_INT(remote_url_parse("http://h/x#f", &u, err, sizeof(err)),
-	    -EINVAL);
-	CHECK_EQ_INT(remote_url_parse("http://h/\x01", &u, err, sizeof(err)),
-	    -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("ftp://h/x", &u, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("http:///x", &u, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("s3://bucket", &u, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("s3://bucket/", &u, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("http://h/x#f", &u, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(
+	    remote_url_parse("http://h/\x01", &u, err, sizeof(err)), -EINVAL);
 	/* the display form: no query */
 	d = remote_url_display("https://h/p/x.tar?X-Amz-Signature=abc&k=v");
 	CHECK_EQ_STR(d, "https://h/p/x.tar");
@@ -151,17 +151,18 @@ test_responses(void)
 	uint64_t a, b, t;
 	struct remote_resp r;
 
-	CHECK_EQ_INT(remote_content_range("bytes 0-99/1234", 15, &a, &b, &t), 0);
+	CHECK_EQ_INT(
+	    remote_content_range("bytes 0-99/1234", 15, &a, &b, &t), 0);
 	CHECK(a == 0 && b == 99 && t == 1234);
-	CHECK_EQ_INT(remote_content_range(" bytes 5-5/*\r\n", 14, &a, &b, &t),
-	    0);
+	CHECK_EQ_INT(
+	    remote_content_range(" bytes 5-5/*\r\n", 14, &a, &b, &t), 0);
 	CHECK(a == 5 && b == 5 && t == UINT64_MAX);
 	static const char *const bad[] = {"bytes 9-1/100", "bytes 0-100/100",
 	    "bytes -1/100", "bytes 0-1", "items 0-1/2", "bytes 0-1/2x",
 	    "bytes 99999999999999999999-1/2", "bytes */100", ""};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		CHECK_EQ_INT(remote_content_range(
-				 bad[i], strlen(bad[i]), &a, &b, &t),
+		CHECK_EQ_INT(
+		    remote_content_range(bad[i], strlen(bad[i]), &a, &b, &t),
 		    -EINVAL);
 
 	static const char *const ok[] = {"HTTP/1.1 100 Continue\r\n", "\r\n",
@@ -176,8 +177,8 @@ test_responses(void)
 	CHECK_EQ_INT(remote_range_check(&r, 100, 100, 1000, 101), RB_LONG);
 	CHECK_EQ_INT(remote_range_check(&r, 101, 99, 1000, 99), RB_RANGE);
 	CHECK_EQ_INT(remote_range_check(&r, 100, 100, 2000, 100), RB_RANGE);
-	static const char *const full[] = {"HTTP/1.1 200 OK\r\n",
-	    "Content-Length: 1000\r\n", NULL};
+	static const char *const full[] = {
+	    "HTTP/1.1 200 OK\r\n", "Content-Length: 1000\r\n", NULL};
 	lines(&r, full);
 	CHECK_EQ_INT(remote_range_check(&r, 100, 100, 1000, 100), RB_NOT206);
 	static const char *const redir[] = {"HTTP/1.1 307 Temporary\r\n",
@@ -185,8 +186,8 @@ test_responses(void)
 	lines(&r, redir);
 	CHECK_EQ_INT(remote_range_check(&r, 0, 1, 1, 0), RB_REDIRECT);
 	CHECK_EQ_STR(r.location_host, "evil.example:81");
-	static const char *const garbage[] = {"HTTP/1.1 206 x\r\n",
-	    "Content-Length: 12abc\r\n", NULL};
+	static const char *const garbage[] = {
+	    "HTTP/1.1 206 x\r\n", "Content-Length: 12abc\r\n", NULL};
 	lines(&r, garbage);
 	CHECK_EQ_INT(remote_range_check(&r, 0, 12, 100, 12), RB_HEADERS);
 	static const char *const huge[] = {"HTTP/1.1 206 x\r\n",
@@ -198,7 +199,8 @@ test_responses(void)
 	memset(&r, 0, sizeof(r));
 	remote_resp_line(&r, "HTTP/1.1 200 OK\r\n", 17);
 	for (int i = 0; i < 10000 && !r.header_overflow; i++)
-		remote_resp_line(&r, "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaa\r\n", 34);
+		remote_resp_line(
+		    &r, "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaa\r\n", 34);
 	CHECK(r.header_overflow);
 	CHECK(r.header_bytes <= REMOTE_HEADER_MAX + 64);
 	CHECK_EQ_INT(remote_range_check(&r, 0, 1, 1, 1), RB_HEADERS);
@@ -207,19 +209,18 @@ test_responses(void)
 static void
 test_creds(void)
 {
-	static const char text[] =
-	    "# a comment\n"
-	    "[default]\n"
-	    "aws_access_key_id = AKIDDEFAULT\n"
-	    "aws_secret_access_key=secretdefault\n"
-	    "\n"
-	    "[profile other]\n"
-	    "  aws_access_key_id =AKIDOTHER  \n"
-	    "; another comment\n"
-	    "aws_secret_access_key = secret other\n"
-	    "aws_session_token = TOKEN\n"
-	    "[broken]\n"
-	    "aws_access_key_id = AKIDBROKEN\n";
+	static const char text[] = "# a comment\n"
+				   "[default]\n"
+				   "aws_access_key_id = AKIDDEFAULT\n"
+				   "aws_secret_access_key=secretdefault\n"
+				   "\n"
+				   "[profile other]\n"
+				   "  aws_access_key_id =AKIDOTHER  \n"
+				   "; another comment\n"
+				   "aws_secret_access_key = secret other\n"
+				   "aws_session_token = TOKEN\n"
+				   "[broken]\n"
+				   "aws_access_key_id = AKIDBROKEN\n";
 	struct remote_creds c;
 
 	CHECK_EQ_INT(remote_creds_parse(text, strlen(text), "default", &c), 0);
@@ -232,10 +233,10 @@ test_creds(void)
 	CHECK_EQ_STR(c.secret, "secret other");
 	CHECK_EQ_STR(c.token, "TOKEN");
 	remote_creds_free(&c);
-	CHECK_EQ_INT(remote_creds_parse(text, strlen(text), "broken", &c),
-	    -ENOENT);
-	CHECK_EQ_INT(remote_creds_parse(text, strlen(text), "none", &c),
-	    -ENOENT);
+	CHECK_EQ_INT(
+	    remote_creds_parse(text, strlen(text), "broken", &c), -ENOENT);
+	CHECK_EQ_INT(
+	    remote_creds_parse(text, strlen(text), "none", &c), -ENOENT);
 	/* not NUL-terminated: only n bytes are read */
 	CHECK_EQ_INT(remote_creds_parse(text, 60, "default", &c), -ENOENT);
 }
@@ -243,8 +244,8 @@ test_creds(void)
 static void
 test_s3_urls(void)
 {
-	struct remote_opts o = {"http://127.0.0.1:9000/", "eu-west-1", -1,
-	    NULL, 0, UINT32_MAX};
+	struct remote_opts o = {
+	    "http://127.0.0.1:9000/", "eu-west-1", -1, NULL, 0, UINT32_MAX};
 	struct remote_ctx *c;
 	char err[512], *u, path[] = "/tmp/feedfs-creds.XXXXXX";
 	int fd;
@@ -270,15 +271,16 @@ test_s3_urls(void)
 			CHECK_EQ_STR(c->userpwd, "AK:SK");
 			CHECK_EQ_STR(c->sigv4, "aws:amz:eu-west-1:s3");
 			CHECK(c->path_style);
-			u = remote_request_url(c, "s3://bkt/a=b/x+1.tar", err,
-			    sizeof(err));
-			CHECK_EQ_STR(u, "http://127.0.0.1:9000/bkt/a%3Db/x%2B1.tar");
+			u = remote_request_url(
+			    c, "s3://bkt/a=b/x+1.tar", err, sizeof(err));
+			CHECK_EQ_STR(
+			    u, "http://127.0.0.1:9000/bkt/a%3Db/x%2B1.tar");
 			free(u);
 			remote_ctx_free(c);
 		}
 		setenv("AWS_PROFILE", "missing", 1);
-		CHECK_EQ_INT(remote_ctx_new(&o, true, &c, err, sizeof(err)),
-		    -ENOENT);
+		CHECK_EQ_INT(
+		    remote_ctx_new(&o, true, &c, err, sizeof(err)), -ENOENT);
 		CHECK(strstr(err, "[missing]") != NULL);
 		unlink(path);
 	}
@@ -292,7 +294,8 @@ test_s3_urls(void)
 		CHECK_EQ_STR(c->userpwd, "AKENV:SKENV");
 		CHECK_EQ_STR(c->token_hdr, "x-amz-security-token: TOK");
 		u = remote_request_url(c, "s3://bkt/k/x.tar", err, sizeof(err));
-		CHECK_EQ_STR(u, "https://bkt.s3.eu-west-1.amazonaws.com/k/x.tar");
+		CHECK_EQ_STR(
+		    u, "https://bkt.s3.eu-west-1.amazonaws.com/k/x.tar");
 		free(u);
 		remote_ctx_free(c);
 	}
@@ -300,8 +303,8 @@ test_s3_urls(void)
 	CHECK_EQ_INT(remote_ctx_new(&o, false, &c, err, sizeof(err)), 0);
 	if (c != NULL) {
 		CHECK(c->userpwd == NULL && c->sigv4 == NULL);
-		u = remote_request_url(c, "https://h/x.tar?a=b", err,
-		    sizeof(err));
+		u = remote_request_url(
+		    c, "https://h/x.tar?a=b", err, sizeof(err));
 		CHECK_EQ_STR(u, "https://h/x.tar?a=b");
 		free(u);
 		remote_ctx_free(c);

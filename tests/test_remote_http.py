@@ -12,8 +12,8 @@ query string.
 - the cold epoch fetches each image member once, by range requests
   carrying If-Match (bytes fetched within 1.05x of the members' bytes);
   the warm epoch fetches nothing;
-- the index is kept in cache_dir/shard-index: a remount asks each shard
-  for its first byte (its size and ETag) and GETs no whole shard;
+- the index is kept in cache_dir/shard-index: a remount makes a HEAD of
+  each shard (its size and ETag) and GETs no whole shard;
 - the query string of a signed URL appears nowhere (samples.tsv, the
   log, errors.tsv, .feedfs/stats), and neither does the CA's server key;
 - a shard replaced on the server (another ETag) fails its samples with
@@ -22,7 +22,8 @@ query string.
   breaker opens (reads then fail at once); the server back, reads work
   again;
 - feedfs-fill over the remote shards fills the cluster tier, and a mount
-  with an empty local cache finds every prefix there.
+  with an empty local cache finds every prefix there; feedfs --check
+  reads every remote member's header.
 """
 
 import errno
@@ -193,19 +194,18 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(glob.glob(os.path.join(cache, "shard-index", "*")),
           "no kept shard index")
 
-# a remount: the kept index, one byte asked of each shard (its size and
-# ETag), no GET of a whole shard
+# a remount: the kept index, a HEAD of each shard (its size and ETag), no
+# GET of a whole shard
 before = len(ngs.requests())
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     new = ngs.requests()[before:]
-    check([(r["method"], r["range"]) for r in new] ==
-          [("GET", "bytes=0-0")] * 4,
+    check([(r["method"], r["range"]) for r in new] == [("HEAD", None)] * 4,
           "remount made %s" % [(r["method"], r["range"]) for r in new])
     same_as_ref(m, "r", 1)
     check(rstat(m, "bytes_total") == 0 and
           rstat(m, "index_bytes_total") == 0,
           "a warm remount fetched bytes")
-    log("remount: one byte of each shard, the kept index, a warm epoch fetches nothing")
+    log("remount: a HEAD of each shard, the kept index, a warm epoch fetches nothing")
 
     # the object replaced on the server: its samples fail, the rest serve
     same_as_ref(m, "nc", 0)
@@ -324,6 +324,15 @@ if os.access(MEMCACHED, os.X_OK):
         mc.wait()
 else:
     log("no %s: feedfs-fill over remote shards not checked" % MEMCACHED)
+# feedfs --check reads every member's header over the network too
+import subprocess  # noqa: E402
+r = subprocess.run([fflib.FEEDFS, "--check", cfg], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT)
+out = r.stdout.decode()
+check(r.returncode == 0 and "no problems in %d samples" % (3 * N) in out,
+      "feedfs --check over remote shards:\n%s" % out)
+check(SECRET not in out, "the signed query in feedfs --check's output")
+log("feedfs --check over remote shards: no problems in %d samples" % (3 * N))
 ngs.stop()
 ng.stop()
 log("ok")
