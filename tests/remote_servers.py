@@ -1,7 +1,9 @@
 """remote_servers - real servers for the remote-shard tests (issue 30).
 
 Every server listens on 127.0.0.1 (or a veth address of a Netem) on a port
-from fflib.free_port, is started by the test and stopped by its pid; the
+from fflib.free_port, is started by the test and stopped by its pid (by
+stop(), the with block's end, or at the test's exit; a server process is
+also killed when the test dies, PR_SET_PDEATHSIG); the
 files it needs (configs, certificates, logs) live in a directory the test
 gives it, inside fflib.Test's temp dir.
 
@@ -23,7 +25,9 @@ Netem, the venv of tests/setup-test-venv (moto) for S3Server.  Each class's
 calls fflib.skip with it.
 """
 
+import atexit
 import collections
+import ctypes
 import json
 import os
 import queue
@@ -39,6 +43,27 @@ import fflib
 
 VENV = os.environ.get("FF_TEST_VENV", "/var/tmp/feedfs-test-venv")
 SETUP_VENV = os.path.join(fflib.SRCDIR, "tests", "setup-test-venv")
+
+
+_live = []  # started servers and namespaces, stopped at exit
+
+
+def _stop_all():
+    for x in reversed(list(_live)):
+        try:
+            x.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_stop_all)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _pdeathsig():
+    """In the child: SIGKILL when the test (the thread that started it)
+    dies, even by SIGKILL, so no server outlives its test."""
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _wait_port(host, port, proc, what, timeout=30):
@@ -120,7 +145,9 @@ class TestCA:
 class Nginx:
     """Debian's nginx serving root (read-only, Range and ETag on, If-Match
     honoured) on host:port, HTTPS with ca's certificate when https, as a
-    non-daemon master whose prefix, temp dirs, pid and logs are in dir.
+    non-daemon single process (master_process off: nothing of it outlives
+    the test, even one killed) whose prefix, temp dirs, pid and logs are
+    in dir.
 
     url: the base URL ("https://127.0.0.1:PORT"); ca_file: the CA's PEM
     (None over HTTP); requests(): the access log as dicts (method, uri,
@@ -136,7 +163,7 @@ class Nginx:
         return None
 
     def __init__(self, root, dir, https=False, ca=None, netem=None,
-                 http2=False, workers=2):
+                 http2=False):
         self.root = os.path.abspath(root)
         self.dir = dir
         self.https = https
@@ -161,8 +188,9 @@ class Nginx:
             listen += " ssl" + (" http2" if http2 else "")
         lines = [
             "daemon off;",
-            "master_process on;",
-            "worker_processes %d;" % workers,
+            # one process: it dies with the test (PR_SET_PDEATHSIG), where
+            # a master's workers would outlive a SIGKILL of it
+            "master_process off;",
             "pid %s;" % os.path.join(dir, "nginx.pid"),
             "error_log %s info;" % self.error_log,
             "events { worker_connections 256; }",
@@ -208,7 +236,9 @@ class Nginx:
             cmd = self.netem.ns_cmd(cmd)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(
-                                         self.dir, "logs", "stderr"), "wb"))
+                                         self.dir, "logs", "stderr"), "wb"),
+                                     preexec_fn=_pdeathsig)
+        _live.append(self)
         try:
             _wait_port(self.host, self.port, self.proc, "nginx")
         except RuntimeError as e:
@@ -217,9 +247,11 @@ class Nginx:
         return self
 
     def stop(self):
-        # SIGQUIT: a graceful stop; the master waits for its workers
+        # SIGQUIT: a graceful stop
         _stop(self.proc, signal.SIGQUIT, timeout=10)
         self.proc = None
+        if self in _live:
+            _live.remove(self)
 
     def requests(self):
         out = []
@@ -297,7 +329,9 @@ class S3Server:
             [os.path.join(VENV, "bin", "moto_server"), "-H", "127.0.0.1",
              "-p", str(self.port)],
             stdout=open(os.path.join(self.dir, "moto.log"), "wb"),
-            stderr=subprocess.STDOUT, env=env, cwd=self.dir)
+            stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+            preexec_fn=_pdeathsig)
+        _live.append(self)
         _wait_port(self.host, self.port, self.proc, "moto_server")
         # Auth is off until reset-auth: make the user and its key first.
         out = self._admin({"op": "bootstrap"}, creds=("bootstrap",
@@ -310,6 +344,8 @@ class S3Server:
     def stop(self):
         _stop(self.proc)
         self.proc = None
+        if self in _live:
+            _live.remove(self)
 
     def _post(self, path, body):
         import http.client
@@ -465,6 +501,7 @@ class Netem:
     def start(self):
         self._ip("ip", "netns", "add", self.ns)
         self.made = True
+        _live.append(self)
         self._ip("ip", "link", "add", self.dev_root, "type", "veth",
                  "peer", "name", self.dev_ns, "netns", self.ns)
         self._ip("ip", "addr", "add", self.root_ip + "/30", "dev",
@@ -492,6 +529,8 @@ class Netem:
             subprocess.run(["ip", "link", "del", self.dev_root],
                            stderr=subprocess.DEVNULL)
             self.made = False
+        if self in _live:
+            _live.remove(self)
 
 
 # ---- a fault-injecting HTTP proxy ----------------------------------------
@@ -662,6 +701,7 @@ class Proxy:
         th = threading.Thread(target=self._accept, daemon=True)
         th.start()
         self.threads.append(th)
+        _live.append(self)
         return self
 
     def stop(self):
@@ -680,6 +720,8 @@ class Proxy:
                 pass
         for th in self.threads:
             th.join(timeout=5)
+        if self in _live:
+            _live.remove(self)
 
     def set(self, mode, when="all", times=None, path=None, **params):
         if mode not in MODES or mode == "latency":
