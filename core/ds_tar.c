@@ -382,8 +382,12 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 			    ds->root, sm->path, sm->size);
 			return -EFBIG;
 		}
-		if ((r = remote_read(ds->remote, &ds->robjs[sm->shard], sm->off,
-			 sm->size, out, why, sizeof(why))) != 0) {
+		if (sm->size == 0) {
+			/* Nothing to ask for (a range cannot be empty). */
+			if ((*out = malloc(1)) == NULL)
+				return -ENOMEM;
+		} else if ((r = remote_read(ds->remote, &ds->robjs[sm->shard],
+				sm->off, sm->size, out, why, sizeof(why))) != 0) {
 			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
 			    why);
 			return r == -ENOMEM ? r : -EIO;
@@ -461,7 +465,8 @@ ds_remote_prefetch(const struct dataset *ds, size_t id)
 {
 	const struct ds_sample *sm = &ds->samples[id];
 
-	if (ds->robjs != NULL && sm->bad == NULL && sm->shard < ds->nshards)
+	if (ds->robjs != NULL && sm->bad == NULL && sm->shard < ds->nshards &&
+	    sm->size > 0)
 		remote_prefetch(ds->remote, &ds->robjs[sm->shard], sm->off,
 		    sm->size);
 }

@@ -294,7 +294,9 @@ ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix)
 
 		if (off == fsize)
 			break; /* no end-of-archive blocks: still whole */
-		if (fsize - off < TAR_BLOCK) {
+		/* (off passes fsize where the last member's data ends inside
+		 * its final, missing block) */
+		if (off > fsize || fsize - off < TAR_BLOCK) {
 			ix->status = TS_TRUNCATED;
 			break;
 		}

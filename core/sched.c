@@ -296,7 +296,14 @@ worker(void *arg)
 		if (b->next == b->g.len)
 			sched_dequeue(f, b);
 		b->inflight++;
-		pj = f->remote ? NULL : prefetch_target(f, b, s, &pid);
+		pj = prefetch_target(f, b, s, &pid);
+		if (pj != NULL && f->remote) {
+			uint32_t local;
+
+			/* A remote sample is asked for by remote_ahead. */
+			if (job_source_of(pj, pid, &local)->ds->robjs != NULL)
+				pj = NULL;
+		}
 		nahead = f->remote ? remote_ahead(f, b, s, ahead,
 					 REMOTE_AHEAD_MAX)
 				   : 0;

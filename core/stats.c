@@ -462,7 +462,12 @@ stats_remote(struct feed *f, struct sbuf *sb)
 	    {"dropped", "Ranges fetched ahead and never read", RS(dropped)},
 #undef RS
 	};
+	size_t nremote = 0;
 
+	for (size_t i = 0; i < f->cfg->ndatasets; i++)
+		nremote += f->ds[i] != NULL && ds_remote_stats(f->ds[i]) != NULL;
+	if (nremote == 0)
+		return; /* no remote shards: no lines of them */
 	for (size_t k = 0; k < sizeof(ctr) / sizeof(ctr[0]); k++) {
 		sb_printf(sb,
 		    "# HELP feedfs_remote_%s_total %s.\n"
