@@ -92,7 +92,7 @@ drop_data(struct feed *f, struct batch *b)
 	b->empty = true;
 	b->ready = false;
 	b->err = 0;
-	b->next = 0;
+	b->next = b->ahead = 0;
 	b->consumed = false;
 }
 
@@ -273,7 +273,7 @@ fill(struct feed *f, struct batch *b)
 	b->order = order_get(f, b->key.job, b->key.epoch);
 	b->empty = false;
 	b->ready = false;
-	b->next = b->inflight = 0;
+	b->next = b->ahead = b->inflight = 0;
 	b->mem = data_bytes(b);
 	budget_add(&f->budget, b->mem);
 	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||

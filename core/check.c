@@ -66,6 +66,8 @@ static const char *const kind_names[K_NKINDS] = {
 struct src {
 	int fd;
 	uint64_t base, size;
+	uint8_t *mem; /* a remote member's bytes (freed by the caller), or
+			 NULL: read fd */
 };
 
 /* What the check found of a dataset. */
@@ -127,6 +129,10 @@ src_read(const struct src *s, uint64_t off, void *buf, size_t n)
 		return 0;
 	if (n > s->size - off)
 		n = (size_t)(s->size - off);
+	if (s->mem != NULL) {
+		memcpy(buf, s->mem + off, n);
+		return (ssize_t)n;
+	}
 	while (got < n) {
 		ssize_t k = pread(s->fd, (uint8_t *)buf + got, n - got,
 		    (off_t)(s->base + off + got));
@@ -556,6 +562,20 @@ open_sample(struct run *r, const struct dataset *ds, size_t id, struct src *s,
 		snprintf(why, len, "%s", x->bad);
 		return K_UNREADABLE;
 	}
+	if (ds->robjs != NULL) {
+		/* A remote member: fetched whole (a range request). */
+		size_t n;
+
+		if (ds_member_read(ds, id, CHK_MAX_FILE, &s->mem, &n, &st,
+			err, sizeof(err)) != 0) {
+			snprintf(why, len, "%.400s", err);
+			return K_UNREADABLE;
+		}
+		s->fd = -1;
+		s->base = 0;
+		s->size = n;
+		return K_OK;
+	}
 	if (r->shard_fd < 0 || r->shard != x->shard) {
 		const struct ds_shard *sh = &ds->shards[x->shard];
 
@@ -615,6 +635,7 @@ check_sample(struct run *r, struct dsres *d, size_t id)
 		if (own >= 0)
 			close(own);
 	}
+	free(s.mem);
 	d->kind[id] = (uint8_t)k;
 	if (k == K_OK) {
 		d->w[id] = w;
@@ -872,6 +893,8 @@ sample_formats(struct run *r, const struct cfg_job *cj, struct dsres *res,
 			}
 			if (own >= 0)
 				close(own);
+			free(s.mem);
+			s.mem = NULL;
 		}
 	}
 	return done;
@@ -1073,8 +1096,16 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 		}
 		fprintf(out, "dataset %s: %s: %zu samples, %zu classes\n",
 		    cd->name, d->ds->root, d->ds->n, d->ds->nclasses);
-		for (size_t id = 0; id < d->ds->n; id++)
+		for (size_t id = 0, asked = 0; id < d->ds->n; id++) {
+			/* Remote members: the next ones asked for ahead, as
+			 * far as the fetcher's window has room. */
+			while (d->ds->robjs != NULL && asked < d->ds->n &&
+			       (asked <= id ||
+				   d->ds->samples[asked].size <=
+				       ds_remote_room(d->ds)))
+				ds_sample_prefetch(d->ds, asked++);
 			check_sample(&r, d, id);
+		}
 		check_skipped(&r, d->ds);
 		check_classes(&r, d);
 		total += d->ds->n;

@@ -84,6 +84,9 @@ cfg_free(struct cfg *c)
 		free(c->datasets[i].manifest);
 		free(c->datasets[i].shards);
 		free(c->datasets[i].label);
+		free(c->datasets[i].s3_endpoint);
+		free(c->datasets[i].s3_region);
+		free(c->datasets[i].ca_file);
 		free(c->datasets[i].classes);
 		cfg_classes_free(
 		    c->datasets[i].class_names, c->datasets[i].nclass_names);
@@ -149,6 +152,8 @@ add_named(struct parser *p, enum section sec, const char *name)
 		d = &c->datasets[c->ndatasets++];
 		memset(d, 0, sizeof(*d));
 		d->line = p->line;
+		d->remote_timeout = 30;
+		d->remote_retries = 4;
 		return (d->name = strdup(name)) ? 0 : -ENOMEM;
 	}
 	struct cfg_job *j;

@@ -54,6 +54,13 @@ struct cfg_dataset {
 	char *manifest; /* absolute, or NULL for ImageFolder */
 	char *shards;   /* WebDataset tar shards: a glob or a list file */
 	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
+	/* remote shards (core/remote.h) */
+	char *s3_endpoint;    /* scheme://host[:port], NULL: AWS's */
+	char *s3_region;      /* NULL: AWS_REGION, else us-east-1 */
+	int s3_path_style;    /* 0 auto (yes with s3_endpoint), 1 no, 2 yes */
+	char *ca_file;	      /* absolute, or NULL */
+	uint64_t remote_timeout; /* seconds, of one request */
+	uint64_t remote_retries; /* after the first try */
 	int line;       /* of the [dataset NAME] header */
 	/* classes = FILE (absolute; NULL: none) and its names, read and
 	 * checked by cfg_load: class i is line i + 1 (cfg_classes_parse) */

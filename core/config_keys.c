@@ -29,6 +29,7 @@ static const char *const dtype_names[] = {"uint8", "float16", "float32", NULL};
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
 static const char *const order_names[] = {"strict", "relaxed", NULL};
 static const char *const on_error_names[] = {"fail", "substitute", NULL};
+static const char *const path_style_names[] = {"auto", "no", "yes", NULL};
 
 #define M(f) offsetof(struct cfg_mount, f)
 #define D(f) offsetof(struct cfg_dataset, f)
@@ -61,6 +62,18 @@ static const struct key keys[] = {
 	"a glob of tar files or a file listing them"},
     {SEC_DATASET, "label", K_STR, D(label), -1, 0, 0, NULL,
 	"cls, json:KEY or none"},
+    {SEC_DATASET, "s3_endpoint", K_STR, D(s3_endpoint), -1, 0, 0, NULL,
+	"a URL like https://minio.example:9000"},
+    {SEC_DATASET, "s3_region", K_STR, D(s3_region), -1, 0, 0, NULL,
+	"a region like eu-west-1"},
+    {SEC_DATASET, "s3_path_style", K_ENUM, D(s3_path_style), -1, 0, 0,
+	path_style_names, NULL},
+    {SEC_DATASET, "ca_file", K_PATH, D(ca_file), -1, 0, 0, NULL,
+	"a file of PEM certificates"},
+    {SEC_DATASET, "remote_timeout", K_COUNT, D(remote_timeout), -1, 1, 3600,
+	NULL, "a count of seconds from 1 to 3600"},
+    {SEC_DATASET, "remote_retries", K_COUNT, D(remote_retries), -1, 0, 20,
+	NULL, "a count from 0 to 20"},
     {SEC_DATASET, "classes", K_PATH, D(classes), D(classes_line), 0, 0, NULL,
 	"a file of class names, one a line"},
     {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,
@@ -282,7 +295,12 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 			    k->type == K_PATH ? "path" : "value");
 			return -EINVAL;
 		}
-		s = k->type == K_PATH ? cfg_join_path(dir, val) : strdup(val);
+		/* shards = a URL: kept as it is, not a path. */
+		s = k->type == K_PATH && !(k->sec == SEC_DATASET &&
+					     strcmp(k->name, "shards") == 0 &&
+					     strstr(val, "://") != NULL)
+			? cfg_join_path(dir, val)
+			: strdup(val);
 		if (s == NULL)
 			return -ENOMEM;
 		free(*(char **)field);

@@ -25,6 +25,7 @@
 #include "cache/cache.h"
 #include "core/config.h"
 #include "core/ds_int.h"
+#include "core/remote.h"
 
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
 
@@ -330,9 +331,15 @@ ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
 	if (d->shards == NULL)
 		r = ds_open(d->name, d->root, d->manifest, progress, arg, &ds,
 		    err, errlen);
-	else
-		r = ds_open_shards(d->name, d->shards, d->label, index_fd,
-		    progress, arg, &ds, err, errlen);
+	else {
+		struct remote_opts ro = {d->s3_endpoint, d->s3_region,
+		    d->s3_path_style == 0 ? -1 : d->s3_path_style == 2,
+		    d->ca_file, d->remote_timeout * 1000,
+		    (uint32_t)d->remote_retries};
+
+		r = ds_open_shards_remote(d->name, d->shards, d->label, &ro,
+		    index_fd, progress, arg, &ds, err, errlen);
+	}
 	if (r != 0)
 		return r;
 	if (d->class_names != NULL &&
@@ -388,6 +395,11 @@ ds_sample_stat(const struct dataset *ds, size_t id, struct stat *st)
 
 	if (id >= ds->n)
 		return -EINVAL;
+	if (ds->robjs != NULL) {
+		/* A remote shard: its size and ETag (ds_remote.c). */
+		*st = ds->shards[ds->samples[id].shard].st;
+		return 0;
+	}
 	if (ds->nshards > 0)
 		return stat(ds->shards[ds->samples[id].shard].path, st) == 0
 			   ? 0

@@ -56,6 +56,10 @@ struct dataset {
 	    manifest; /* links in paths are resolved at open (ds_sample_open) */
 	struct ds_shard *shards; /* WebDataset tar shards (ds_open_shards) */
 	size_t nshards;
+	/* Remote shards (core/remote.h): the reader of all of them, and one
+	 * object per shard; NULL for local shards. */
+	struct remote_ctx *remote;
+	struct remote_obj *robjs;
 	/*
 	 * ImageFolder: the files the scan left out (not images by their
 	 * name), by extension ("" for none), the first DS_SKIP_KINDS
@@ -115,6 +119,33 @@ void ds_free(struct dataset *ds);
 int ds_open_shards(const char *name, const char *shards, const char *label,
     int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
     char *err, size_t errlen);
+
+/*
+ * The same with the settings of remote shards (ropts: NULL for the
+ * defaults).  shards may then be a URL (s3://, https://, http://) with
+ * WebDataset brace ranges ("shard-{000000..000999}.tar"), or a list file
+ * whose lines are such URLs; a dataset's shards are all local or all
+ * remote.  A remote shard is indexed from one streaming GET (the index
+ * kept keyed by its URL, size and ETag) and its members read by range
+ * requests carrying If-Match (core/remote.h).
+ */
+struct remote_opts;
+int ds_open_shards_remote(const char *name, const char *shards,
+    const char *label, const struct remote_opts *ropts, int index_fd,
+    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
+    size_t errlen);
+
+/*
+ * The remote reads of ds (NULL: its shards are local): the counters, and
+ * the window of bytes the fetcher may hold ahead of the readers (set by
+ * the engine from `memory`; counted in its budget).
+ */
+const struct remote_stats *ds_remote_stats(const struct dataset *ds);
+void ds_remote_window(struct dataset *ds, uint64_t bytes);
+/* The bytes the window has room for now (0 for a local dataset). */
+uint64_t ds_remote_room(const struct dataset *ds);
+/* Drop what was fetched ahead for sample id (a cache hit needs none). */
+void ds_remote_forget(const struct dataset *ds, size_t id);
 
 struct cfg_dataset;
 /*

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/ds_int.h"
+#include "core/ds_remote.h"
 
 void
 ds_free_samples(struct ds_sample *v, size_t n)
@@ -30,6 +31,8 @@ ds_free(struct dataset *ds)
 	if (ds == NULL)
 		return;
 	ds_free_samples(ds->samples, ds->n);
+	if (ds->remote != NULL || ds->robjs != NULL)
+		ds_remote_free(ds->remote, ds->robjs, ds->nshards);
 	for (size_t i = 0; i < ds->nshards; i++)
 		free(ds->shards[i].path);
 	free(ds->shards);

@@ -46,6 +46,9 @@ int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
  */
 int ds_open_beneath(int dirfd, const char *rel, int flags);
 
+/* A remote member's range asked for ahead of its read.  ds_tar.c */
+void ds_remote_prefetch(const struct dataset *ds, size_t id);
+
 /* ---- tar shards: the walk (ds_tar_walk.c) and the kept index
  * (ds_tar_index.c); the rest of the tar reader is in ds_tar_int.h ---- */
 
@@ -91,6 +94,17 @@ struct tar_index {
  * (ix then empty).  Never reads outside [0, fsize).
  */
 int ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix);
+/*
+ * The same over any reader: pread(arg, buf, n, off) gives all of n bytes
+ * at off, 0, or -errno (the scan then stops with TS_READ).  The walk reads
+ * forward, save the one block it last read, read again: a stream can feed
+ * it (ds_remote.c).
+ */
+struct tar_rd {
+	int (*pread)(void *arg, void *buf, size_t n, uint64_t off);
+	void *arg;
+};
+int ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix);
 void ds_tar_index_free(struct tar_index *ix);
 const char *ds_tm_why(unsigned kind);
 

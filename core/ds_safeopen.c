@@ -193,6 +193,11 @@ ds_sample_prefetch(const struct dataset *ds, size_t id)
 	if (id >= ds->n)
 		return;
 	sm = &ds->samples[id];
+	if (ds->robjs != NULL) {
+		/* A remote member: a range request ahead (remote_fetch.c). */
+		ds_remote_prefetch(ds, id);
+		return;
+	}
 	if (ds->nshards > 0) {
 		/* The member's range of its shard; ds_member_read checks the
 		 * shard when it reads. */

@@ -2,8 +2,9 @@
  * ds_shard_list.c - layer: dataset index, tar shard backend (calls
  * nothing of the others).  Which shards a dataset's shards = names: a glob
  * (or a path ending in .tar), else a file listing shard paths one a line
- * (relative ones from the file's directory; '#' starts a comment); and
- * the directory they share, which becomes the dataset's root.
+ * (relative ones from the file's directory; '#' starts a comment; URLs
+ * kept as they are), or a URL with WebDataset brace ranges; and the
+ * directory they share, which becomes the dataset's root.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "core/ds_tar_int.h"
+#include "core/remote.h"
 
 static bool
 has_glob(const char *s)
@@ -63,7 +65,7 @@ read_list(const char *list, char ***out, size_t *n, char *err, size_t errlen)
 			}
 			v = nv;
 		}
-		if (*p == '/')
+		if (*p == '/' || remote_is_url(p))
 			e = strdup(p);
 		else if (asprintf(&e, "%s/%s", dir, p) < 0)
 			e = NULL;
@@ -110,7 +112,19 @@ ds_shard_paths(
 	size_t k = 0;
 	int r;
 
-	if (has_glob(spec) ||
+	if (remote_is_url(spec)) {
+		char why[256];
+
+		if ((r = remote_brace_expand(spec, REMOTE_BRACE_MAX, &v, &k,
+			 why, sizeof(why))) != 0) {
+			char *d = remote_url_display(spec);
+
+			snprintf(err, errlen, "shards %s: %s", d ? d : "",
+			    r == -ENOMEM ? strerror(ENOMEM) : why);
+			free(d);
+			return r;
+		}
+	} else if (has_glob(spec) ||
 	    (strlen(spec) > 4 &&
 		strcmp(spec + strlen(spec) - 4, ".tar") == 0)) {
 		glob_t gl;
@@ -144,7 +158,33 @@ ds_shard_paths(
 		return r;
 	*n = k;
 	for (size_t i = 0; i < k; i++) {
-		char *res = realpath(v[i], NULL);
+		char *res;
+
+		if (remote_is_url(v[i]) != remote_is_url(v[0])) {
+			snprintf(err, errlen,
+			    "shards %s: local and remote shards in one "
+			    "dataset (make two datasets and a mixture)",
+			    spec);
+			r = -EINVAL;
+			goto fail;
+		}
+		if (remote_is_url(v[i])) {
+			struct remote_url u;
+			char why[256];
+
+			if ((r = remote_url_parse(v[i], &u, why, sizeof(why))) !=
+			    0) {
+				char *d = remote_url_display(v[i]);
+
+				snprintf(err, errlen, "shard %s: %s",
+				    d ? d : "", why);
+				free(d);
+				goto fail;
+			}
+			remote_url_free(&u);
+			continue;
+		}
+		res = realpath(v[i], NULL);
 
 		if (res == NULL) {
 			r = -errno;

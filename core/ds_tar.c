@@ -27,7 +27,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/ds_remote.h"
 #include "core/ds_tar_int.h"
+#include "core/remote_int.h"
 #include "core/log.h"
 
 /* A member of a shard's index, by key then extension then offset. */
@@ -189,9 +191,48 @@ ds_open_shards(const char *name, const char *shards, const char *label,
     int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
     char *err, size_t errlen)
 {
+	return ds_open_shards_remote(name, shards, label, NULL, index_fd,
+	    progress, arg, out, err, errlen);
+}
+
+/*
+ * Remote shards: ds->remote for them, and their display names in place
+ * of paths (the specs, which may hold a signed URL's query, in *specs).
+ */
+static int
+remote_open(struct dataset *ds, const struct remote_opts *ropts,
+    char **paths, size_t np, char ***specs, char *err, size_t errlen)
+{
+	static const struct remote_opts dflt = {
+	    NULL, NULL, -1, NULL, 0, UINT32_MAX};
+	int r;
+
+	if ((r = ds_remote_ctx(ropts ? ropts : &dflt,
+		 (const char *const *)paths, np, &ds->remote, err, errlen)) !=
+	    0)
+		return r;
+	if ((ds->robjs = calloc(np, sizeof(*ds->robjs))) == NULL ||
+	    (*specs = calloc(np, sizeof(**specs))) == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < np; i++) {
+		char *d = remote_url_display(paths[i]);
+
+		if (d == NULL)
+			return -ENOMEM;
+		(*specs)[i] = paths[i]; /* transferred */
+		paths[i] = d;
+	}
+	return ds_remote_prepare(ds->remote, *specs, np, ds->robjs, err, errlen);
+}
+
+int
+ds_open_shards_remote(const char *name, const char *shards, const char *label,
+    const struct remote_opts *ropts, int index_fd, ds_progress_fn progress,
+    void *arg, struct dataset **out, char *err, size_t errlen)
+{
 	struct dataset *ds;
 	struct ds_label lb;
-	char **paths = NULL;
+	char **paths = NULL, **specs = NULL;
 	size_t np = 0, cap = 0, rootlen;
 	int64_t *lv = NULL;
 	int r;
@@ -205,6 +246,9 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 		return -ENOMEM;
 	}
 	if ((r = ds_shard_paths(shards, &paths, &np, err, errlen)) != 0)
+		goto fail;
+	if (remote_is_url(paths[0]) &&
+	    (r = remote_open(ds, ropts, paths, np, &specs, err, errlen)) != 0)
 		goto fail;
 	if ((ds->shards = calloc(np, sizeof(*ds->shards))) == NULL ||
 	    (ds->root = ds_shard_common_dir(paths, np)) == NULL) {
@@ -220,7 +264,12 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 		sh->path = paths[i]; /* transferred */
 		paths[i] = NULL;
 		ds->nshards++;
-		if (stat(sh->path, &sh->st) != 0 || !S_ISREG(sh->st.st_mode)) {
+		if (specs != NULL) {
+			if ((r = ds_remote_shard(ds->remote, &ds->robjs[i],
+				 index_fd, &sh->st, &ix, err, errlen)) != 0)
+				goto fail;
+		} else if (stat(sh->path, &sh->st) != 0 ||
+			   !S_ISREG(sh->st.st_mode)) {
 			r = errno ? -errno : -EINVAL;
 			snprintf(err, errlen, "shard %s: %s", sh->path,
 			    S_ISREG(sh->st.st_mode) ? strerror(-r)
@@ -228,7 +277,8 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
+		if (specs == NULL &&
+		    (r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
 			 &scanned, err, errlen)) != 0)
 			goto fail;
 		log_shard(sh->path, &ix);
@@ -278,9 +328,21 @@ ds_open_shards(const char *name, const char *shards, const char *label,
 	}
 	free(lv);
 	free(paths);
+	for (size_t i = 0; specs != NULL && i < np; i++)
+		free(specs[i]);
+	free(specs);
 	*out = ds;
 	return 0;
 fail:
+	for (size_t i = 0; specs != NULL && i < np; i++)
+		free(specs[i]);
+	free(specs);
+	/* Objects prepared past the shards counted: ds_free frees those. */
+	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
+		free(ds->robjs[i].url);
+		free(ds->robjs[i].name);
+		ds->robjs[i].url = ds->robjs[i].name = NULL;
+	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 	for (size_t i = 0; i < np; i++)
@@ -310,6 +372,29 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 	if (sm->bad != NULL) {
 		snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, sm->bad);
 		return -EIO;
+	}
+	if (ds->robjs != NULL) {
+		char why[512];
+
+		if (sm->size > max) {
+			snprintf(err, errlen,
+			    "%s/%s: member too large (%" PRIu64 " bytes)",
+			    ds->root, sm->path, sm->size);
+			return -EFBIG;
+		}
+		if (sm->size == 0) {
+			/* Nothing to ask for (a range cannot be empty). */
+			if ((*out = malloc(1)) == NULL)
+				return -ENOMEM;
+		} else if ((r = remote_read(ds->remote, &ds->robjs[sm->shard],
+				sm->off, sm->size, out, why, sizeof(why))) != 0) {
+			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
+			    why);
+			return r == -ENOMEM ? r : -EIO;
+		}
+		*len = (size_t)sm->size;
+		*st = sh->st;
+		return 0;
 	}
 	if ((fd = open(
 		 sh->path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) < 0) {
@@ -354,4 +439,45 @@ out_err:
 	close(fd);
 	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
 	return r;
+}
+
+const struct remote_stats *
+ds_remote_stats(const struct dataset *ds)
+{
+	return ds->remote ? &ds->remote->st : NULL;
+}
+
+void
+ds_remote_window(struct dataset *ds, uint64_t bytes)
+{
+	if (ds->remote != NULL)
+		remote_set_window(ds->remote, bytes);
+}
+
+uint64_t
+ds_remote_room(const struct dataset *ds)
+{
+	return ds->remote ? remote_room(ds->remote) : 0;
+}
+
+void
+ds_remote_prefetch(const struct dataset *ds, size_t id)
+{
+	const struct ds_sample *sm = &ds->samples[id];
+
+	if (ds->robjs != NULL && sm->bad == NULL && sm->shard < ds->nshards &&
+	    sm->size > 0)
+		remote_prefetch(ds->remote, &ds->robjs[sm->shard], sm->off,
+		    sm->size);
+}
+
+void
+ds_remote_forget(const struct dataset *ds, size_t id)
+{
+	const struct ds_sample *sm;
+
+	if (ds->robjs == NULL || id >= ds->n)
+		return;
+	sm = &ds->samples[id];
+	remote_forget(ds->remote, &ds->robjs[sm->shard], sm->off, sm->size);
 }

@@ -388,11 +388,16 @@ idx_keepable(const struct tar_index *ix)
 }
 
 /* See ds_tar_int.h. */
-int
-ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
-    struct tar_index *ix, bool *scanned, char *err, size_t errlen)
+/*
+ * The index of the shard named path (whose stat is st): kept in index_fd,
+ * else scan(arg, ix), then kept unless it met a read error.
+ */
+static int
+index_with(const char *path, const struct stat *st, int index_fd,
+    int (*scan)(void *arg, struct tar_index *ix, char *err, size_t errlen),
+    void *arg, struct tar_index *ix, bool *scanned, char *err, size_t errlen)
 {
-	int fd, r;
+	int r;
 
 	*scanned = false;
 	if (idx_load(index_fd, path, st, ix) == 0) {
@@ -401,20 +406,53 @@ ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
 		/* Kept by an older feedfs: scanned again. */
 		ds_tar_index_free(ix);
 	}
-	if ((fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) <
-	    0) {
-		r = -errno;
-		snprintf(err, errlen, "shard %s: %s", path, strerror(-r));
+	if ((r = scan(arg, ix, err, errlen)) != 0)
 		return r;
-	}
-	r = ds_tar_scan(fd, (uint64_t)st->st_size, ix);
-	close(fd);
-	if (r != 0) {
-		snprintf(err, errlen, "shard %s: %s", path, strerror(-r));
-		return r;
-	}
 	*scanned = true;
 	if (idx_keepable(ix))
 		idx_store(index_fd, path, st, ix);
 	return 0;
+}
+
+struct local_scan {
+	const char *path;
+	uint64_t size;
+};
+
+static int
+local_scan(void *arg, struct tar_index *ix, char *err, size_t errlen)
+{
+	const struct local_scan *ls = arg;
+	int fd, r;
+
+	if ((fd = open(ls->path, O_RDONLY | O_NOCTTY | O_NONBLOCK |
+				     O_CLOEXEC)) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "shard %s: %s", ls->path, strerror(-r));
+		return r;
+	}
+	r = ds_tar_scan(fd, ls->size, ix);
+	close(fd);
+	if (r != 0)
+		snprintf(err, errlen, "shard %s: %s", ls->path, strerror(-r));
+	return r;
+}
+
+int
+ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
+    struct tar_index *ix, bool *scanned, char *err, size_t errlen)
+{
+	struct local_scan ls = {path, (uint64_t)st->st_size};
+
+	return index_with(
+	    path, st, index_fd, local_scan, &ls, ix, scanned, err, errlen);
+}
+
+int
+ds_tar_index_remote(const char *name, const struct stat *st, int index_fd,
+    int (*scan)(void *arg, struct tar_index *ix, char *err, size_t errlen),
+    void *arg, struct tar_index *ix, bool *scanned, char *err, size_t errlen)
+{
+	return index_with(
+	    name, st, index_fd, scan, arg, ix, scanned, err, errlen);
 }

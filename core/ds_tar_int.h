@@ -59,6 +59,15 @@ bool ds_shard_same(const struct stat *a, const struct stat *b);
 int ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
     struct tar_index *ix, bool *scanned, char *err, size_t errlen);
 
+/*
+ * The same for a remote shard named name (its display URL), whose st is
+ * made of its size and ETag (ds_remote.c): where the kept index does not
+ * match, scan(arg, ix, err, errlen) walks it (one streaming GET).
+ */
+int ds_tar_index_remote(const char *name, const struct stat *st, int index_fd,
+    int (*scan)(void *arg, struct tar_index *ix, char *err, size_t errlen),
+    void *arg, struct tar_index *ix, bool *scanned, char *err, size_t errlen);
+
 /* ---- the shard list (ds_shard_list.c) ---- */
 
 /*

@@ -255,7 +255,7 @@ is_label_ext(const char *ext)
  * ix->status says so when the shard ends or cannot be read first.
  */
 static void
-skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
+skip_sparse_ext(const struct tar_rd *rd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
 {
 	uint8_t x[TAR_BLOCK];
 
@@ -264,7 +264,7 @@ skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
 			ix->status = TS_TRUNCATED;
 			return;
 		}
-		if (ds_pread_all(fd, x, TAR_BLOCK, *data) != 0) {
+		if (rd->pread(rd->arg, x, TAR_BLOCK, *data) != 0) {
 			ix->status = TS_READ;
 			return;
 		}
@@ -273,7 +273,7 @@ skip_sparse_ext(int fd, uint64_t fsize, uint64_t *data, struct tar_index *ix)
 }
 
 int
-ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
+ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix)
 {
 	uint8_t h[TAR_BLOCK];
 	uint64_t off = 0;
@@ -294,11 +294,13 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 
 		if (off == fsize)
 			break; /* no end-of-archive blocks: still whole */
-		if (fsize - off < TAR_BLOCK) {
+		/* (off passes fsize where the last member's data ends inside
+		 * its final, missing block) */
+		if (off > fsize || fsize - off < TAR_BLOCK) {
 			ix->status = TS_TRUNCATED;
 			break;
 		}
-		if ((r = ds_pread_all(fd, h, TAR_BLOCK, off)) != 0) {
+		if ((r = rd->pread(rd->arg, h, TAR_BLOCK, off)) != 0) {
 			ix->status = TS_READ;
 			r = 0;
 			break;
@@ -316,8 +318,8 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 			 */
 			if (fsize - off < 2 * TAR_BLOCK)
 				break;
-			if ((r = ds_pread_all(
-				 fd, h, TAR_BLOCK, off + TAR_BLOCK)) != 0) {
+			if ((r = rd->pread(
+				 rd->arg, h, TAR_BLOCK, off + TAR_BLOCK)) != 0) {
 				ix->status = TS_READ;
 				r = 0;
 				break;
@@ -344,7 +346,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 			 * blocks (21 more entries each, byte 504 saying
 			 * whether another follows) come before the data.
 			 */
-			skip_sparse_ext(fd, fsize, &data, ix);
+			skip_sparse_ext(rd, fsize, &data, ix);
 			if (ix->status != TS_COMPLETE)
 				break;
 		}
@@ -379,7 +381,7 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 				r = -ENOMEM;
 				break;
 			}
-			if (ds_pread_all(fd, d, (size_t)size, data) != 0) {
+			if (rd->pread(rd->arg, d, (size_t)size, data) != 0) {
 				free(d);
 				ix->status = TS_READ;
 				break;
@@ -471,8 +473,8 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 					r = -ENOMEM;
 					break;
 				}
-				if (ds_pread_all(
-					fd, m->data, (size_t)size, data) != 0) {
+				if (rd->pread(
+					rd->arg, m->data, (size_t)size, data) != 0) {
 					free(m->data);
 					m->data = NULL;
 					ix->status = TS_READ;
@@ -499,4 +501,18 @@ ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 	if (r != 0)
 		ds_tar_index_free(ix);
 	return r;
+}
+
+static int
+fd_pread(void *arg, void *buf, size_t n, uint64_t off)
+{
+	return ds_pread_all(*(const int *)arg, buf, n, off);
+}
+
+int
+ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
+{
+	struct tar_rd rd = {fd_pread, &fd};
+
+	return ds_tar_scan_rd(&rd, fsize, ix);
 }

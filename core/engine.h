@@ -96,6 +96,8 @@ struct batch {
 	struct order *order;       /* held until every slot is done */
 	uint64_t *pos;
 	uint32_t next;             /* next slot to hand out */
+	uint32_t ahead;            /* remote shards: slots below this were
+				      asked for ahead (sched.c) */
 	uint32_t inflight;         /* slots being made */
 	/* State, under feed.lock. */
 	bool empty;                /* no data: not built, or dropped */
@@ -224,6 +226,11 @@ struct feed {
 	uint64_t scratch_bytes, scratch_reused, scratch_fresh;
 	uint64_t scratch_outside; /* their buffers too large for them,
 				     counted in mem_used while held */
+	/* Remote shards (core/remote.h): the fetchers' windows of bytes
+	 * fetched ahead of the workers, counted in mem_used from
+	 * sched_start to sched_stop; remote: some dataset has them. */
+	uint64_t remote_reserved;
+	bool remote;
 };
 
 /* An open batch file. */

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,8 +497,14 @@ prefix_image(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		have_digest = true;
 		sample_cache_key(digest, j->key_text, kind, key);
 		if (lookup(j, c, epoch, key, img) == 0) {
+			uint32_t local;
+			const struct dataset *ds =
+			    job_source_of(j, id, &local)->ds;
+
 			atomic_store_explicit(
 			    &j->reads_source, false, memory_order_relaxed);
+			/* A range fetched ahead for it is not needed. */
+			ds_remote_forget(ds, local);
 			return 0;
 		}
 	}
@@ -700,6 +707,33 @@ sample_prefetch(struct job *j, uint32_t gid)
 {
 	if (atomic_load_explicit(&j->reads_source, memory_order_relaxed))
 		sample_prefetch_source(j, gid);
+}
+
+bool
+sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
+{
+	char path[PATH_MAX], err[8];
+	uint8_t digest[32], key[CACHE_KEY_LEN];
+	enum xf_src kind;
+	struct stat st;
+
+	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed))
+		return false;
+	/*
+	 * A sample whose digest is remembered and whose value the cache
+	 * holds is a hit: its bytes are not fetched ahead (a miss after
+	 * all reads them on demand).
+	 */
+	if (c != NULL && j->prefix[0] != '\0' &&
+	    sample_path(j, gid, path, sizeof(path), err, sizeof(err)) == 0 &&
+	    sample_stat(j, gid, &st) == 0 &&
+	    sample_memo_get(c, path, &st, digest, &kind)) {
+		sample_cache_key(digest, j->key_text, kind, key);
+		if (cache_has(c, key))
+			return false;
+	}
+	sample_prefetch_source(j, gid);
+	return true;
 }
 
 /* sample_make, retrying a transient failure a few times. */

@@ -137,6 +137,67 @@ prefetch_target(struct feed *f, const struct batch *b, uint32_t s,
 	return slot_sample(x, t, id) ? x->job : NULL;
 }
 
+/* Ranges asked for ahead in one take of a slot, at most. */
+#define REMOTE_AHEAD_MAX 64
+
+struct ahead {
+	struct job *j;
+	uint32_t id;
+};
+
+/*
+ * Remote shards: the samples after slot s of b (later in b, then in the
+ * batches queued after it) not yet asked for ahead, as many as the
+ * fetchers' windows have room for in bytes (ds_remote_room), at most
+ * max: the window, sized in bytes, covers the requests' latency.  Each
+ * batch's ahead mark moves past them.  Locked.
+ */
+static size_t
+remote_ahead(struct feed *f, struct batch *b, uint32_t s, struct ahead *out,
+    size_t max)
+{
+	struct batch *x = b;
+	uint64_t asked = 0;
+	size_t n = 0;
+
+	for (unsigned hops = 0; x != NULL && n < max && hops < 64; hops++) {
+		uint32_t t = x->ahead > x->next ? x->ahead : x->next;
+
+		if (x == b && t <= s)
+			t = s + 1;
+		for (; t < x->g.len && n < max; t++) {
+			uint32_t gid, id;
+			const struct dataset *ds;
+
+			if (!slot_sample(x, t, &gid))
+				break;
+			ds = job_source_of(x->job, gid, &id)->ds;
+			if (ds->robjs != NULL) {
+				uint64_t sz = ds->samples[id].size;
+
+				if (asked + sz > ds_remote_room(ds))
+					return n; /* the window is full */
+				asked += sz;
+				out[n].j = x->job;
+				out[n++].id = gid;
+			}
+			x->ahead = t + 1;
+		}
+		if (t < x->g.len)
+			break;
+		const struct batch *nx = next_queued(f, x);
+		if (nx == b || nx == NULL)
+			break;
+		/* The next epoch of a job whose prefix the cache keeps is
+		 * served from it: nothing to fetch ahead there. */
+		if (nx->job == x->job && nx->key.epoch != x->key.epoch &&
+		    f->cache != NULL && x->job->prefix[0] != '\0')
+			break;
+		x = (struct batch *)nx;
+	}
+	return n;
+}
+
 /*
  * The stats of the worker's arena: what it holds now, buffers reused and
  * blocks mapped, as changes from what was counted before (updated).
@@ -241,6 +302,8 @@ worker(void *arg)
 	struct xf_arena *a = xf_arena_new(f->scratch_cap);
 	struct outside out = {f, 0};
 	uint64_t counted = 0, reused = 0, fresh = 0;
+	struct ahead ahead[REMOTE_AHEAD_MAX];
+	size_t nahead;
 	char msg[512];
 
 	if (a != NULL)
@@ -273,10 +336,22 @@ worker(void *arg)
 			sched_dequeue(f, b);
 		b->inflight++;
 		pj = prefetch_target(f, b, s, &pid);
+		if (pj != NULL && f->remote) {
+			uint32_t local;
+
+			/* A remote sample is asked for by remote_ahead. */
+			if (job_source_of(pj, pid, &local)->ds->robjs != NULL)
+				pj = NULL;
+		}
+		nahead = f->remote ? remote_ahead(f, b, s, ahead,
+					 REMOTE_AHEAD_MAX)
+				   : 0;
 		pthread_mutex_unlock(&f->lock);
 
 		if (pj != NULL)
 			sample_prefetch(pj, pid);
+		for (size_t k = 0; k < nahead; k++)
+			sample_prefetch_remote(ahead[k].j, f->cache, ahead[k].id);
 		r = make_slot(f, b, s, &id, msg, sizeof(msg));
 		if (f->cache && cache_error(f->cache) &&
 		    log_first(&f->cache_warned))
@@ -294,6 +369,35 @@ worker(void *arg)
 	scratch_count(f, NULL, &counted, &reused, &fresh);
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
+}
+
+/*
+ * The remote datasets' windows: an eighth of the budget in all (at least
+ * 4 MiB, at most 256 MiB), shared equally, counted in it from the start
+ * as the scratch arenas are: what waits for a worker is within `memory`.
+ * Locked.
+ */
+static void
+remote_reserve(struct feed *f)
+{
+	uint64_t w = f->memory / 8, each;
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->cfg->ndatasets; i++)
+		n += f->ds[i] != NULL && f->ds[i]->robjs != NULL;
+	f->remote = n > 0;
+	if (n == 0)
+		return;
+	if (w < (4u << 20))
+		w = 4u << 20;
+	if (w > (256u << 20))
+		w = 256u << 20;
+	each = w / n;
+	for (size_t i = 0; i < f->cfg->ndatasets; i++)
+		if (f->ds[i] != NULL)
+			ds_remote_window(f->ds[i], each);
+	f->remote_reserved = each * n;
+	budget_add(&f->budget, f->remote_reserved);
 }
 
 int
@@ -315,6 +419,7 @@ sched_start(struct feed *f)
 	pthread_mutex_lock(&f->lock);
 	f->scratch_reserved = f->scratch_cap * f->nthreads;
 	budget_add(&f->budget, f->scratch_reserved);
+	remote_reserve(f);
 	pthread_mutex_unlock(&f->lock);
 	if ((f->threads = calloc(f->nthreads, sizeof(*f->threads))) == NULL)
 		return -ENOMEM;
@@ -342,6 +447,8 @@ sched_stop(struct feed *f)
 	pthread_mutex_lock(&f->lock);
 	budget_sub(&f->budget, f->scratch_reserved);
 	f->scratch_reserved = 0;
+	budget_sub(&f->budget, f->remote_reserved);
+	f->remote_reserved = 0;
 	pthread_mutex_unlock(&f->lock);
 	free(f->threads);
 	f->threads = NULL;

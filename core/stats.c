@@ -9,6 +9,7 @@
 #include "cache/cache.h"
 #include "cache/cluster.h"
 #include "core/engine.h"
+#include "core/remote.h"
 #include "core/sbuf.h"
 
 /*
@@ -431,6 +432,102 @@ stats_cache(struct feed *f, struct sbuf *sb)
 	stats_cache_error(f, sb);
 }
 
+/* The remote shards' reads (core/remote_fetch.c), per dataset. */
+static void
+stats_remote(struct feed *f, struct sbuf *sb)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} ctr[] = {
+#define RS(f) offsetof(struct remote_stats, f)
+	    {"requests", "HTTP requests made (HEAD, index GETs, range GETs, "
+			 "retries)", RS(requests)},
+	    {"bytes", "Member bytes fetched by range requests", RS(bytes)},
+	    {"index_bytes", "Shard bytes streamed to index them",
+		RS(index_bytes)},
+	    {"retries", "Requests tried again (5xx, 429, a reset, a "
+			"timeout, a bad response)", RS(retries)},
+	    {"failed", "Reads that failed once their retries were spent",
+		RS(failed)},
+	    {"fast_failed", "Reads failed at once by the open breaker",
+		RS(fast_failed)},
+	    {"changed", "Responses of an object changed since it was "
+			"indexed (412, another ETag)", RS(changed)},
+	    {"breaker_opens", "Times the breaker opened", RS(breaker_opens)},
+	    {"prefetched", "Ranges asked for ahead of their read",
+		RS(prefetched)},
+	    {"prefetch_hits", "Reads served by a range fetched ahead",
+		RS(prefetch_hits)},
+	    {"dropped", "Ranges fetched ahead and never read", RS(dropped)},
+#undef RS
+	};
+	size_t nremote = 0;
+
+	for (size_t i = 0; i < f->cfg->ndatasets; i++)
+		nremote += f->ds[i] != NULL && ds_remote_stats(f->ds[i]) != NULL;
+	if (nremote == 0)
+		return; /* no remote shards: no lines of them */
+	for (size_t k = 0; k < sizeof(ctr) / sizeof(ctr[0]); k++) {
+		sb_printf(sb,
+		    "# HELP feedfs_remote_%s_total %s.\n"
+		    "# TYPE feedfs_remote_%s_total counter\n",
+		    ctr[k].name, ctr[k].help, ctr[k].name);
+		for (size_t i = 0; i < f->cfg->ndatasets; i++) {
+			const struct remote_stats *rs =
+			    f->ds[i] ? ds_remote_stats(f->ds[i]) : NULL;
+
+			if (rs != NULL)
+				sb_printf(sb,
+				    "feedfs_remote_%s_total{dataset=\"%s\"} "
+				    "%" PRIu64 "\n",
+				    ctr[k].name, f->cfg->datasets[i].name,
+				    (uint64_t)atomic_load(
+					(const atomic_uint_fast64_t
+						*)((const char *)rs +
+						   ctr[k].off)));
+		}
+	}
+	sb_printf(sb, "# HELP feedfs_remote_bad_responses_total Responses "
+		      "refused: short, long, not_206, content_range, "
+		      "redirect, headers.\n"
+		      "# TYPE feedfs_remote_bad_responses_total counter\n");
+	for (size_t i = 0; i < f->cfg->ndatasets; i++) {
+		const struct remote_stats *rs =
+		    f->ds[i] ? ds_remote_stats(f->ds[i]) : NULL;
+
+		for (unsigned b = 1; rs != NULL && b < RB_NKINDS; b++)
+			sb_printf(sb,
+			    "feedfs_remote_bad_responses_total{dataset=\"%s\","
+			    "kind=\"%s\"} %" PRIu64 "\n",
+			    f->cfg->datasets[i].name, remote_bad_name(b),
+			    (uint64_t)atomic_load(&rs->bad[b]));
+	}
+	sb_printf(sb, "# HELP feedfs_remote_held_bytes Bytes fetched ahead "
+		      "(or in flight) and not yet read; ahead_bytes: what is "
+		      "worth fetching ahead (4 latencies at the readers' "
+		      "rate, 8 MiB at least, the window at most); "
+		      "latency_seconds: a request's, smoothed.\n"
+		      "# TYPE feedfs_remote_held_bytes gauge\n");
+	for (size_t i = 0; i < f->cfg->ndatasets; i++) {
+		const struct remote_stats *rs =
+		    f->ds[i] ? ds_remote_stats(f->ds[i]) : NULL;
+
+		if (rs != NULL)
+			sb_printf(sb,
+			    "feedfs_remote_held_bytes{dataset=\"%s\"} %" PRIu64
+			    "\nfeedfs_remote_ahead_bytes{dataset=\"%s\"} %" PRIu64
+			    "\nfeedfs_remote_latency_seconds{dataset=\"%s\"} "
+			    "%.6f\n",
+			    f->cfg->datasets[i].name,
+			    (uint64_t)atomic_load(&rs->held),
+			    f->cfg->datasets[i].name,
+			    (uint64_t)atomic_load(&rs->ahead_target),
+			    f->cfg->datasets[i].name,
+			    (double)atomic_load(&rs->latency_us) / 1e6);
+	}
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -442,5 +539,6 @@ feed_stats(struct feed *f, size_t *len)
 	stats_starved(f, &sb);
 	stats_cache(f, &sb);
 	stats_cluster(f, &sb);
+	stats_remote(f, &sb);
 	return sb_done(&sb, len);
 }

@@ -5,7 +5,11 @@
  * only, as a mount does); each member it records must lie inside the
  * input.  The index is then encoded and parsed back (the same members),
  * and the input itself is parsed as a kept index file, which must fail
- * or give members inside the shard it claims, never crash.
+ * or give members inside the shard it claims, never crash.  The walk is
+ * also made through a reader that allows what a stream allows (a remote
+ * shard's streaming GET, core/ds_remote.c): each read at or after the
+ * start of the one before; it must never go back further, and give the
+ * same index.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -22,6 +26,27 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The input read as a stream is: forward, from the last read's start. */
+struct fwd {
+	const uint8_t *d;
+	size_t size;
+	uint64_t last;
+};
+
+static int
+fwd_pread(void *arg, void *buf, size_t n, uint64_t off)
+{
+	struct fwd *f = arg;
+
+	if (off < f->last)
+		abort(); /* the walk went back: a stream cannot */
+	if (off > f->size || n > f->size - off)
+		abort(); /* outside the shard */
+	f->last = off;
+	memcpy(buf, f->d + off, n);
+	return 0;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -37,6 +62,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (fstat(fd, &st) != 0)
 		abort();
+	struct fwd fw = {data, size, 0};
+	struct tar_rd rd = {fwd_pread, &fw};
+
+	if (ds_tar_scan_rd(&rd, size, &back) == 0) {
+		if (ds_tar_scan(fd, size, &ix) != 0)
+			abort();
+		if (ix.n != back.n || ix.status != back.status)
+			abort(); /* the stream's index is another */
+		ds_tar_index_free(&ix);
+		ds_tar_index_free(&back);
+	}
 	if (ds_tar_scan(fd, size, &ix) == 0) {
 		for (size_t i = 0; i < ix.n; i++) {
 			if (ix.m[i].off > size ||

@@ -73,6 +73,39 @@ good(const char *text)
 	return c;
 }
 
+/* shards = a URL is kept as it is (not joined to the config's
+ * directory), with the remote keys' values and defaults. */
+static void
+test_remote_keys(void)
+{
+	struct cfg *c = good("[dataset d]\n"
+			     "shards = https://h:8443/p/s-{0..9}.tar?sig=x\n"
+			     "ca_file = ca.pem\n"
+			     "s3_endpoint = http://127.0.0.1:9000\n"
+			     "s3_region = eu-west-1\n"
+			     "s3_path_style = no\n"
+			     "remote_timeout = 7\n"
+			     "[dataset e]\n"
+			     "shards = s3://bucket/x.tar\n"
+			     "[job j]\ndataset = d\n");
+
+	if (c == NULL)
+		return;
+	CHECK_EQ_STR(c->datasets[0].shards,
+	    "https://h:8443/p/s-{0..9}.tar?sig=x");
+	CHECK(c->datasets[0].ca_file != NULL &&
+	      c->datasets[0].ca_file[0] == '/');
+	CHECK_EQ_STR(c->datasets[0].s3_endpoint, "http://127.0.0.1:9000");
+	CHECK_EQ_STR(c->datasets[0].s3_region, "eu-west-1");
+	CHECK_EQ_INT(c->datasets[0].s3_path_style, 1);
+	CHECK_EQ_INT(c->datasets[0].remote_timeout, 7);
+	CHECK_EQ_INT(c->datasets[0].remote_retries, 4);
+	CHECK_EQ_STR(c->datasets[1].shards, "s3://bucket/x.tar");
+	CHECK_EQ_INT(c->datasets[1].s3_path_style, 0);
+	CHECK_EQ_INT(c->datasets[1].remote_timeout, 30);
+	cfg_free(c);
+}
+
 static void
 test_full(void)
 {
@@ -305,6 +338,16 @@ test_mistakes(void)
 	    "expected cls, json:KEY or none");
 	bad("[dataset d]\nshards = /x/*.tar\nlabel = txt\n[job j]\n", 1,
 	    "expected cls, json:KEY or none");
+	/* Remote shards (issue 30): their keys' values. */
+	bad("[dataset d]\nshards = s3://b/k.tar\ns3_path_style = maybe\n"
+	    "[job j]\n",
+	    3, "s3_path_style: 'maybe' is not");
+	bad("[dataset d]\nshards = s3://b/k.tar\nremote_timeout = 0\n"
+	    "[job j]\n",
+	    3, "remote_timeout: '0' is not a count of seconds");
+	bad("[dataset d]\nshards = s3://b/k.tar\nremote_retries = 21\n"
+	    "[job j]\n",
+	    3, "remote_retries: '21' is not a count from 0 to 20");
 	/* Keys. */
 	bad(HEAD "colour = blue\n", 5, "unknown key 'colour' in [job j]");
 	bad("[mount]\nthreds = 2\n" HEAD, 2, "unknown key 'threds' in [mount]");
@@ -650,6 +693,7 @@ main(void)
 	snprintf(path, sizeof(path), "%s/feedfs.conf", dir);
 	test_sizes();
 	test_full();
+	test_remote_keys();
 	test_defaults();
 	test_mistakes();
 	test_max_pixels();

@@ -54,6 +54,8 @@ struct fill {
 	size_t n;
 	atomic_size_t next;
 	size_t ahead; /* sources read ahead of the sample a worker takes */
+	bool remote;  /* remote shards: all of them asked for ahead */
+	atomic_size_t asked; /* remote: samples below this asked for */
 	/* Outcomes. */
 	atomic_uint_fast64_t computed, present, bad, failed;
 	bool fail_on_bad; /* on_error = fail: an unreadable sample fails */
@@ -172,7 +174,18 @@ worker(void *arg)
 		 * page cache while this one is read and decoded, as the
 		 * mount's workers do (sched.c): every sample reads its
 		 * source, for its key. */
-		if (fl->ahead < fl->n - i)
+		if (fl->remote) {
+			/* Remote shards: every sample up to fl->ahead on, not
+			 * asked for yet (the first ones too). */
+			size_t k, end = fl->n - i > fl->ahead ? i + fl->ahead
+							       : fl->n;
+
+			while ((k = atomic_load(&fl->asked)) < end)
+				if (atomic_compare_exchange_weak(
+					&fl->asked, &k, k + 1))
+					sample_prefetch_source(
+					    fl->job, fl->ids[k]);
+		} else if (fl->ahead < fl->n - i)
 			sample_prefetch_source(fl->job, fl->ids[i + fl->ahead]);
 		r = sample_fill(fl->job, fl->ids[i], err, sizeof(err));
 		if (r == 1)
@@ -501,6 +514,25 @@ main(int argc, char **argv)
 		goto out;
 	nth = thread_count(rn.c, &fl);
 	fl.ahead = (size_t)SAMPLE_PREFETCH_PER_WORKER * nth;
+	if (rn.ds->robjs != NULL) {
+		/*
+		 * Remote shards: as many ranges in flight as the fetcher's
+		 * window holds of the mean member (a request takes tens of
+		 * milliseconds, not a page-cache read).
+		 */
+		uint64_t sum = 0, w = (uint64_t)rn.c->mount.memory / 8;
+
+		for (size_t i = 0; i < rn.ds->n; i++)
+			sum += rn.ds->samples[i].size;
+		if (w > (256u << 20))
+			w = 256u << 20;
+		ds_remote_window(rn.ds, w);
+		if (sum > 0 && w / (sum / rn.ds->n + 1) > fl.ahead)
+			fl.ahead = (size_t)(w / (sum / rn.ds->n + 1));
+		if (fl.ahead > 4096)
+			fl.ahead = 4096;
+		fl.remote = true;
+	}
 	if ((th = calloc(nth, sizeof(*th))) == NULL) {
 		fprintf(stderr, PROG ": out of memory\n");
 		ret = 1;

@@ -1,0 +1,551 @@
+/*
+ * remote_parse.c - layer: dataset index, remote shards (see remote.h).
+ * What comes from the config or the wire, parsed with no I/O: URLs,
+ * WebDataset brace ranges, response header lines and Content-Range, the
+ * AWS shared credentials file.  Every byte is looked at through a bound
+ * that was checked first; fuzz/fuzz_remote.c feeds all of it.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/remote.h"
+
+bool
+remote_is_url(const char *s)
+{
+	return strncmp(s, "http://", 7) == 0 ||
+	       strncmp(s, "https://", 8) == 0 || strncmp(s, "s3://", 5) == 0;
+}
+
+void
+remote_url_free(struct remote_url *u)
+{
+	free(u->host);
+	free(u->path);
+	u->host = u->path = NULL;
+}
+
+int
+remote_url_parse(const char *s, struct remote_url *u, char *err, size_t errlen)
+{
+	const char *p, *h, *he;
+	size_t sl;
+
+	memset(u, 0, sizeof(*u));
+	if (strncmp(s, "http://", 7) == 0) {
+		u->scheme = RS_HTTP;
+		h = s + 7;
+	} else if (strncmp(s, "https://", 8) == 0) {
+		u->scheme = RS_HTTPS;
+		h = s + 8;
+	} else if (strncmp(s, "s3://", 5) == 0) {
+		u->scheme = RS_S3;
+		h = s + 5;
+	} else {
+		snprintf(err, errlen, "not an http, https or s3 URL");
+		return -EINVAL;
+	}
+	for (p = s; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			snprintf(err, errlen,
+			    "a URL with a space or a control character");
+			return -EINVAL;
+		}
+	if (strchr(s, '#') != NULL) {
+		snprintf(err, errlen, "a URL with a fragment ('#')");
+		return -EINVAL;
+	}
+	he = h + strcspn(h, "/?");
+	if (memchr(h, '@', (size_t)(he - h)) != NULL) {
+		snprintf(err, errlen,
+		    "a URL with user information: credentials come from the "
+		    "environment or the credentials file, never the config");
+		return -EINVAL;
+	}
+	if (he == h) {
+		snprintf(err, errlen, "a URL without a host");
+		return -EINVAL;
+	}
+	if ((u->host = strndup(h, (size_t)(he - h))) == NULL)
+		return -ENOMEM;
+	if (u->scheme == RS_S3) {
+		if (*he != '/' || he[1] == '\0' || he[1] == '?') {
+			remote_url_free(u);
+			snprintf(err, errlen, "an s3 URL without a key");
+			return -EINVAL;
+		}
+		he++;
+	}
+	sl = strlen(he);
+	if ((u->path = malloc(sl + 2)) == NULL) {
+		remote_url_free(u);
+		return -ENOMEM;
+	}
+	if (u->scheme != RS_S3 && *he != '/')
+		snprintf(u->path, sl + 2, "/%s", he);
+	else
+		memcpy(u->path, he, sl + 1);
+	return 0;
+}
+
+char *
+remote_url_display(const char *url)
+{
+	return strndup(url, strcspn(url, "?#"));
+}
+
+/* ---- brace ranges ---- */
+
+/* One {...} of a pattern: its alternatives. */
+struct brace {
+	const char *at, *end; /* the '{' and past the '}' */
+	bool range;
+	unsigned long long lo, hi;
+	int width;
+	size_t count;
+};
+
+static int
+parse_num(const char *s, size_t n, unsigned long long *v)
+{
+	unsigned long long x = 0;
+
+	if (n == 0 || n > 18)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -EINVAL;
+		x = x * 10 + (unsigned)(s[i] - '0');
+	}
+	*v = x;
+	return 0;
+}
+
+static int
+parse_brace(const char *at, struct brace *b)
+{
+	const char *e = at + 1, *dots;
+	size_t n;
+
+	while (*e && *e != '}' && *e != '{')
+		e++;
+	if (*e != '}')
+		return -EINVAL;
+	b->at = at;
+	b->end = e + 1;
+	n = (size_t)(e - at - 1);
+	dots = NULL;
+	for (const char *q = at + 1; q + 1 < e; q++)
+		if (q[0] == '.' && q[1] == '.') {
+			dots = q;
+			break;
+		}
+	if (dots != NULL) {
+		size_t la = (size_t)(dots - at - 1),
+		       lb = (size_t)(e - dots - 2);
+
+		b->range = true;
+		if (parse_num(at + 1, la, &b->lo) != 0 ||
+		    parse_num(dots + 2, lb, &b->hi) != 0 || b->hi < b->lo)
+			return -EINVAL;
+		b->width = (at[1] == '0' && la > 1) || la == lb ? (int)la : 0;
+		b->count = (size_t)(b->hi - b->lo) + 1;
+		if (b->hi - b->lo >= REMOTE_BRACE_MAX)
+			b->count = (size_t)REMOTE_BRACE_MAX + 1;
+		return 0;
+	}
+	b->range = false;
+	b->count = 1;
+	for (size_t i = 0; i < n; i++)
+		b->count += at[1 + i] == ',';
+	return 0;
+}
+
+/* Alternative k of b into buf. */
+static void
+brace_alt(const struct brace *b, size_t k, char *buf, size_t len)
+{
+	if (b->range) {
+		snprintf(buf, len, "%0*llu", b->width, b->lo + k);
+		return;
+	}
+	const char *s = b->at + 1;
+	for (size_t i = 0; i < k; i++)
+		s = strchr(s, ',') + 1;
+	size_t n = strcspn(s, ",}");
+	snprintf(buf, len, "%.*s", (int)n, s);
+}
+
+int
+remote_brace_expand(const char *pat, size_t max, char ***out, size_t *n,
+    char *err, size_t errlen)
+{
+	struct brace *bv = NULL, *nb;
+	size_t nb_ = 0, total = 1, plen = strlen(pat);
+	char **v = NULL;
+	const char *p = pat;
+	int r = 0;
+
+	while ((p = strpbrk(p, "{}")) != NULL) {
+		struct brace b;
+
+		if (*p == '}' || parse_brace(p, &b) != 0) {
+			snprintf(err, errlen,
+			    "a brace at offset %zu: expected {A..B} with "
+			    "numbers or {x,y}",
+			    (size_t)(p - pat));
+			free(bv);
+			return -EINVAL;
+		}
+		if ((nb = realloc(bv, (nb_ + 1) * sizeof(*bv))) == NULL) {
+			free(bv);
+			return -ENOMEM;
+		}
+		bv = nb;
+		bv[nb_++] = b;
+		if (b.count > max || total > max / b.count) {
+			snprintf(err, errlen,
+			    "the braces expand to more than %zu names", max);
+			free(bv);
+			return -E2BIG;
+		}
+		total *= b.count;
+		p = b.end;
+	}
+	if ((v = calloc(total, sizeof(*v))) == NULL) {
+		free(bv);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < total; i++) {
+		size_t rest = i, cap = plen + nb_ * 24 + 1, o = 0;
+		size_t k[64];
+		const char *q = pat;
+
+		/* Digits of i, the last brace varying fastest. */
+		for (size_t b = nb_; b-- > 0;) {
+			if (b < 64)
+				k[b] = rest % bv[b].count;
+			rest /= bv[b].count;
+		}
+		if (nb_ > 64 || (v[i] = malloc(cap)) == NULL) {
+			r = nb_ > 64 ? -EINVAL : -ENOMEM;
+			if (r == -EINVAL)
+				snprintf(err, errlen, "more than 64 braces");
+			break;
+		}
+		for (size_t b = 0; b < nb_; b++) {
+			size_t lit = (size_t)(bv[b].at - q);
+			char alt[64];
+
+			memcpy(v[i] + o, q, lit);
+			o += lit;
+			brace_alt(&bv[b], k[b], alt, sizeof(alt));
+			size_t al = strlen(alt);
+			if (o + al + 1 > cap) {
+				char *g =
+				    realloc(v[i], cap = o + al + plen + 1);
+				if (g == NULL) {
+					r = -ENOMEM;
+					break;
+				}
+				v[i] = g;
+			}
+			memcpy(v[i] + o, alt, al);
+			o += al;
+			q = bv[b].end;
+		}
+		if (r != 0)
+			break;
+		size_t tail = strlen(q);
+		if (o + tail + 1 > cap) {
+			char *g = realloc(v[i], o + tail + 1);
+			if (g == NULL) {
+				r = -ENOMEM;
+				break;
+			}
+			v[i] = g;
+		}
+		memcpy(v[i] + o, q, tail + 1);
+	}
+	free(bv);
+	if (r != 0) {
+		for (size_t i = 0; i < total; i++)
+			free(v[i]);
+		free(v);
+		return r;
+	}
+	*out = v;
+	*n = total;
+	return 0;
+}
+
+/* ---- responses ---- */
+
+static const char *
+skip_sp(const char *s, const char *e)
+{
+	while (s < e && (*s == ' ' || *s == '\t'))
+		s++;
+	return s;
+}
+
+/* Digits at *s (advanced), at most 19: 0 or -EINVAL. */
+static int
+num(const char **s, const char *e, uint64_t *v)
+{
+	uint64_t x = 0;
+	int d = 0;
+
+	while (*s < e && isdigit((unsigned char)**s) && d < 19) {
+		x = x * 10 + (uint64_t)(**s - '0');
+		(*s)++;
+		d++;
+	}
+	if (d == 0 || (*s < e && isdigit((unsigned char)**s)))
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+int
+remote_content_range(
+    const char *s, size_t n, uint64_t *first, uint64_t *last, uint64_t *total)
+{
+	const char *e = s + n;
+	uint64_t a, b, t = UINT64_MAX;
+
+	while (e > s && isspace((unsigned char)e[-1]))
+		e--;
+	s = skip_sp(s, e);
+	if ((size_t)(e - s) < 6 || strncasecmp(s, "bytes", 5) != 0)
+		return -EINVAL;
+	s = skip_sp(s + 5, e);
+	if (num(&s, e, &a) != 0 || s >= e || *s++ != '-' ||
+	    num(&s, e, &b) != 0 || s >= e || *s++ != '/')
+		return -EINVAL;
+	if (s < e && *s == '*')
+		s++;
+	else if (num(&s, e, &t) != 0)
+		return -EINVAL;
+	if (s != e || a > b || (t != UINT64_MAX && b >= t))
+		return -EINVAL;
+	*first = a;
+	*last = b;
+	*total = t;
+	return 0;
+}
+
+/* Is line a header named name?  *v: its value. */
+static bool
+header_is(const char *line, const char *e, const char *name, const char **v)
+{
+	size_t nl = strlen(name);
+
+	if ((size_t)(e - line) <= nl || strncasecmp(line, name, nl) != 0 ||
+	    line[nl] != ':')
+		return false;
+	*v = skip_sp(line + nl + 1, e);
+	return true;
+}
+
+void
+remote_resp_line(struct remote_resp *r, const char *line, size_t n)
+{
+	const char *e = line + n, *v;
+	uint64_t x;
+
+	r->header_bytes += n;
+	if (r->header_bytes > REMOTE_HEADER_MAX)
+		r->header_overflow = true;
+	while (e > line && (e[-1] == '\r' || e[-1] == '\n'))
+		e--;
+	if (e - line >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+		/* A new response (after a 1xx): forget the last's. */
+		size_t hb = r->header_bytes;
+		bool ov = r->header_overflow;
+		const char *p = line + 5;
+
+		memset(r, 0, sizeof(*r));
+		r->header_bytes = hb;
+		r->header_overflow = ov;
+		while (p < e && *p != ' ')
+			p++;
+		p = skip_sp(p, e);
+		if (num(&p, e, &x) == 0 && x < 1000)
+			r->status = (long)x;
+		else
+			r->bad_header = true;
+		return;
+	}
+	if (header_is(line, e, "content-range", &v)) {
+		if (remote_content_range(v, (size_t)(e - v), &r->range_first,
+			&r->range_last, &r->range_total) == 0)
+			r->has_range = true;
+		else
+			r->bad_header = true;
+	} else if (header_is(line, e, "content-length", &v)) {
+		if (num(&v, e, &x) == 0 && skip_sp(v, e) == e) {
+			r->has_length = true;
+			r->length = x;
+		} else
+			r->bad_header = true;
+	} else if (header_is(line, e, "etag", &v)) {
+		size_t l = (size_t)(e - v);
+
+		if (l >= sizeof(r->etag))
+			r->bad_header = true;
+		else {
+			memcpy(r->etag, v, l);
+			r->etag[l] = '\0';
+		}
+	} else if (header_is(line, e, "location", &v)) {
+		const char *h = v, *he;
+
+		r->location_host[0] = '\0';
+		for (const char *q = v; q + 2 < e; q++)
+			if (q[0] == ':' && q[1] == '/' && q[2] == '/') {
+				h = q + 3;
+				break;
+			}
+		if (h == v)
+			return; /* relative: the same host */
+		he = h;
+		while (he < e && *he != '/' && *he != '?')
+			he++;
+		snprintf(r->location_host, sizeof(r->location_host), "%.*s",
+		    (int)(he - h), h);
+	}
+}
+
+static const char *const bad_names[RB_NKINDS] = {
+    "none", "short", "long", "not_206", "content_range", "redirect", "headers"};
+
+const char *
+remote_bad_name(unsigned kind)
+{
+	return kind < RB_NKINDS ? bad_names[kind] : "?";
+}
+
+enum remote_bad
+remote_range_check(const struct remote_resp *r, uint64_t off, uint64_t len,
+    uint64_t total, uint64_t got)
+{
+	if (r->header_overflow || r->bad_header)
+		return RB_HEADERS;
+	if (r->status >= 300 && r->status < 400)
+		return RB_REDIRECT;
+	if (r->status != 206)
+		return RB_NOT206;
+	if (!r->has_range || r->range_first != off ||
+	    r->range_last != off + len - 1 ||
+	    (total != UINT64_MAX && r->range_total != UINT64_MAX &&
+		r->range_total != total))
+		return RB_RANGE;
+	if (r->has_length && r->length != len)
+		return r->length > len ? RB_LONG : RB_SHORT;
+	if (got > len)
+		return RB_LONG;
+	if (got < len)
+		return RB_SHORT;
+	return RB_NONE;
+}
+
+/* ---- credentials ---- */
+
+void
+remote_creds_free(struct remote_creds *c)
+{
+	if (c->secret != NULL)
+		explicit_bzero(c->secret, strlen(c->secret));
+	if (c->token != NULL)
+		explicit_bzero(c->token, strlen(c->token));
+	free(c->key_id);
+	free(c->secret);
+	free(c->token);
+	c->key_id = c->secret = c->token = NULL;
+}
+
+int
+remote_creds_parse(
+    const char *text, size_t n, const char *profile, struct remote_creds *c)
+{
+	const char *p = text, *end = text + n;
+	bool in = false;
+	struct remote_creds t = {NULL, NULL, NULL};
+	size_t pl = strlen(profile);
+
+	while (p < end) {
+		const char *le = memchr(p, '\n', (size_t)(end - p)), *a, *b,
+			   *eq;
+		char **dst = NULL;
+
+		if (le == NULL)
+			le = end;
+		a = p;
+		b = le;
+		p = le < end ? le + 1 : end;
+		while (a < b && isspace((unsigned char)*a))
+			a++;
+		while (b > a && isspace((unsigned char)b[-1]))
+			b--;
+		if (a == b || *a == '#' || *a == ';')
+			continue;
+		if (*a == '[') {
+			const char *s = a + 1, *e = b;
+
+			if (e[-1] != ']' || e - 1 <= s) {
+				in = false;
+				continue;
+			}
+			e--;
+			while (s < e && isspace((unsigned char)*s))
+				s++;
+			while (e > s && isspace((unsigned char)e[-1]))
+				e--;
+			if ((size_t)(e - s) > 8 &&
+			    strncmp(s, "profile ", 8) == 0) {
+				s += 8;
+				while (s < e && isspace((unsigned char)*s))
+					s++;
+			}
+			in = (size_t)(e - s) == pl &&
+			     memcmp(s, profile, pl) == 0;
+			continue;
+		}
+		if (!in || (eq = memchr(a, '=', (size_t)(b - a))) == NULL)
+			continue;
+		const char *ke = eq, *v = eq + 1;
+		while (ke > a && isspace((unsigned char)ke[-1]))
+			ke--;
+		while (v < b && isspace((unsigned char)*v))
+			v++;
+		size_t kl = (size_t)(ke - a);
+		if (kl == 17 && memcmp(a, "aws_access_key_id", 17) == 0)
+			dst = &t.key_id;
+		else if (kl == 21 &&
+			 memcmp(a, "aws_secret_access_key", 21) == 0)
+			dst = &t.secret;
+		else if (kl == 17 && memcmp(a, "aws_session_token", 17) == 0)
+			dst = &t.token;
+		if (dst == NULL || v == b)
+			continue;
+		if (*dst != NULL) {
+			explicit_bzero(*dst, strlen(*dst));
+			free(*dst);
+		}
+		if ((*dst = strndup(v, (size_t)(b - v))) == NULL) {
+			remote_creds_free(&t);
+			return -ENOMEM;
+		}
+	}
+	if (t.key_id == NULL || t.secret == NULL) {
+		remote_creds_free(&t);
+		return -ENOENT;
+	}
+	*c = t;
+	return 0;
+}

@@ -1,0 +1,138 @@
+/*
+ * fuzz_remote - libFuzzer target: what remote shards parse
+ * (core/remote_parse.c): the first byte picks
+ *
+ *   0  a brace pattern (remote_brace_expand, at most 1000 names): every
+ *      name braceless, no more names than allowed;
+ *   1  a URL (remote_url_parse, remote_url_display): a host without '@',
+ *      a display form without '?';
+ *   2  a response's header lines, one a line (remote_resp_line, then
+ *      remote_range_check and remote_content_range of each line): the
+ *      header count bounded, RB_NONE only for a 206 with that very range;
+ *   3  an AWS shared credentials file (remote_creds_parse, profiles
+ *      "default" and "p"): a key and a secret on success.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/remote.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void
+braces(const char *s)
+{
+	char err[256], **v;
+	size_t n;
+	int r = remote_brace_expand(s, 1000, &v, &n, err, sizeof(err));
+
+	if (r == 0) {
+		if (n > 1000)
+			abort();
+		for (size_t i = 0; i < n; i++) {
+			if (strpbrk(v[i], "{}") != NULL)
+				abort();
+			free(v[i]);
+		}
+		free(v);
+	} else if (r != -EINVAL && r != -E2BIG && r != -ENOMEM)
+		abort();
+}
+
+static void
+url(const char *s)
+{
+	struct remote_url u;
+	char err[256], *d;
+
+	if (remote_url_parse(s, &u, err, sizeof(err)) == 0) {
+		if (u.host[0] == '\0' || strchr(u.host, '@') != NULL)
+			abort();
+		remote_url_free(&u);
+	}
+	if ((d = remote_url_display(s)) != NULL) {
+		if (strchr(d, '?') != NULL)
+			abort();
+		free(d);
+	}
+}
+
+static void
+headers(const char *s, size_t n)
+{
+	struct remote_resp r;
+	const char *p = s, *end = s + n;
+	uint64_t a, b, t;
+
+	memset(&r, 0, sizeof(r));
+	while (p < end) {
+		const char *e = memchr(p, '\n', (size_t)(end - p));
+		size_t l = e ? (size_t)(e - p) + 1 : (size_t)(end - p);
+
+		remote_resp_line(&r, p, l);
+		if (remote_content_range(p, l, &a, &b, &t) == 0 &&
+		    (a > b || (t != UINT64_MAX && b >= t)))
+			abort();
+		p += l;
+	}
+	for (uint64_t off = 0; off < 3; off++)
+		for (uint64_t len = 1; len < 4; len++)
+			if (remote_range_check(&r, off, len, 100, len) ==
+				RB_NONE &&
+			    (r.status != 206 || !r.has_range ||
+				r.range_first != off ||
+				r.range_last != off + len - 1))
+				abort();
+	if (r.header_bytes > n)
+		abort();
+}
+
+static void
+creds(const char *s, size_t n)
+{
+	static const char *const prof[] = {"default", "p"};
+	struct remote_creds c;
+
+	for (int i = 0; i < 2; i++) {
+		int r = remote_creds_parse(s, n, prof[i], &c);
+
+		if (r == 0) {
+			if (c.key_id == NULL || c.secret == NULL)
+				abort();
+			remote_creds_free(&c);
+		} else if (r != -ENOENT && r != -ENOMEM)
+			abort();
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s;
+
+	if (size < 1 || size > (1u << 16))
+		return 0;
+	if ((s = malloc(size)) == NULL)
+		abort();
+	memcpy(s, data + 1, size - 1);
+	s[size - 1] = '\0';
+	switch (data[0] % 4) {
+	case 0:
+		if (size < 512)
+			braces(s);
+		break;
+	case 1:
+		url(s);
+		break;
+	case 2:
+		headers(s, size - 1);
+		break;
+	default:
+		creds(s, size - 1);
+		break;
+	}
+	free(s);
+	return 0;
+}
