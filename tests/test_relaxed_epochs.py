@@ -178,8 +178,13 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     log("%d epochs forgotten, %d opens refused with ESTALE" %
         (st["feedfs_relaxed_forgotten_total"],
          st["feedfs_relaxed_stale_total"]))
-    check(st["feedfs_relaxed_forgotten_total"] >= EPOCHS // 2,
-          "only %d epochs forgotten" % st["feedfs_relaxed_forgotten_total"])
+    # At most `most` finished epochs fit under the cap, so every other one
+    # must have been forgotten.  (How many more depends on how much of the
+    # cap the kernel's inodes take at the time, nodes 0.1 to 1.6 MB: not a
+    # fixed share of EPOCHS.)
+    check(st["feedfs_relaxed_forgotten_total"] >= EPOCHS - most - 1,
+          "only %d epochs forgotten (the cap holds %d of %d)" %
+          (st["feedfs_relaxed_forgotten_total"], most, EPOCHS))
     # (The kernel tries an open that gets ESTALE once more.)
     check(st["feedfs_relaxed_stale_total"] >= 2, "stale opens counted")
     check(st["feedfs_metadata_refused_total"] == 0, "opens refused")
