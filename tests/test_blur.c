@@ -27,36 +27,7 @@
 #include "tests/testlib.h"
 #include "transforms/rng.h"
 #include "transforms/xf.h"
-
-static struct xf_pipeline *
-parse_ok(const char *text)
-{
-	struct xf_pipeline *pl = NULL;
-	char err[512] = "";
-	int r = xf_pipeline_parse(text, &pl, err, sizeof(err));
-
-	if (r != 0)
-		fprintf(stderr, "parse \"%s\": %s\n", text, err);
-	CHECK_EQ_INT(r, 0);
-	return pl;
-}
-
-/* Refused, with a message containing want. */
-static void
-parse_bad(const char *text, const char *want)
-{
-	struct xf_pipeline *pl = NULL;
-	char err[512] = "";
-	int r = xf_pipeline_parse(text, &pl, err, sizeof(err));
-
-	CHECK_EQ_INT(r, -EINVAL);
-	CHECK(pl == NULL);
-	if (strstr(err, want) == NULL) {
-		fprintf(stderr, "parse \"%s\": message \"%s\" lacks \"%s\"\n",
-		    text, err, want);
-		CHECK(strstr(err, want) != NULL);
-	}
-}
+#include "tests/xftest.h"
 
 #define HEAD "decode resize(40) cache "
 
