@@ -28,6 +28,7 @@ calls fflib.skip with it.
 import atexit
 import collections
 import ctypes
+import io
 import json
 import os
 import queue
@@ -36,6 +37,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tarfile
 import threading
 import time
 
@@ -96,6 +98,30 @@ def _stop(proc, sig=signal.SIGTERM, timeout=10):
 
 
 # ---- a test CA -----------------------------------------------------------
+
+def make_shards(data, out, nshards):
+    """WebDataset shards out/shard-NNNNNN.tar (ustar) of the ImageFolder
+    tree data (as fflib.Test.gen makes): the images dealt round-robin,
+    shard s holding sNNN_III.jpg and its class index as sNNN_III.cls.
+    Returns the shards' paths."""
+    os.makedirs(out, exist_ok=True)
+    files = []
+    for ci, c in enumerate(sorted(os.listdir(data))):
+        for f in sorted(os.listdir(os.path.join(data, c))):
+            files.append((ci, os.path.join(data, c, f)))
+    paths = []
+    for s in range(nshards):
+        paths.append(os.path.join(out, "shard-%06d.tar" % s))
+        with tarfile.open(paths[-1], "w", format=tarfile.USTAR_FORMAT) as tf:
+            for i, (ci, p) in enumerate(files[s::nshards]):
+                key = "s%d_%03d" % (s, i)
+                tf.add(p, arcname=key + ".jpg")
+                b = str(ci).encode()
+                ti = tarfile.TarInfo(key + ".cls")
+                ti.size = len(b)
+                tf.addfile(ti, io.BytesIO(b))
+    return paths
+
 
 class TestCA:
     """A CA and a server certificate for 127.0.0.1, localhost and any

@@ -33,10 +33,8 @@ with the retries counted.
 """
 
 import errno
-import io
 import os
 import sys
-import tarfile
 import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -58,21 +56,7 @@ HOLD = (RETRIES + 1) * (TIMEOUT + 1) + RETRIES * 5 + 5 + 30
 PIPE = "decode resize(40) center_crop(32)"
 data = t.gen(t.path("data"), n=24, classes=3, seed=40)
 local = t.path("shards")
-os.makedirs(local)
-files = []
-for ci, c in enumerate(sorted(os.listdir(data))):
-    for f in sorted(os.listdir(os.path.join(data, c))):
-        files.append((ci, os.path.join(data, c, f)))
-for s in range(NSHARDS):
-    with tarfile.open(os.path.join(local, "shard-%06d.tar" % s), "w",
-                      format=tarfile.USTAR_FORMAT) as tf:
-        for i, (ci, p) in enumerate(files[s::NSHARDS]):
-            key = "s%d_%03d" % (s, i)
-            tf.add(p, arcname=key + ".jpg")
-            b = str(ci).encode()
-            ti = tarfile.TarInfo(key + ".cls")
-            ti.size = len(b)
-            tf.addfile(ti, io.BytesIO(b))
+rs.make_shards(data, local, NSHARDS)
 BAD = "shard-000001.tar"
 
 

@@ -15,11 +15,9 @@ request's SigV4 signature recomputed with the user's secret):
 Skipped (77) where the venv of tests/setup-test-venv cannot be made.
 """
 
-import io
 import os
 import subprocess
 import sys
-import tarfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,21 +32,7 @@ if why:
 
 data = t.gen(t.path("data"), n=8, classes=2, seed=50)
 local = t.path("shards")
-os.makedirs(local)
-files = []
-for ci, c in enumerate(sorted(os.listdir(data))):
-    for f in sorted(os.listdir(os.path.join(data, c))):
-        files.append((ci, os.path.join(data, c, f)))
-for s in range(2):
-    with tarfile.open(os.path.join(local, "shard-%06d.tar" % s), "w",
-                      format=tarfile.USTAR_FORMAT) as tf:
-        for i, (ci, p) in enumerate(files[s::2]):
-            key = "s%d_%03d" % (s, i)
-            tf.add(p, arcname=key + ".jpg")
-            b = str(ci).encode()
-            ti = tarfile.TarInfo(key + ".cls")
-            ti.size = len(b)
-            tf.addfile(ti, io.BytesIO(b))
+rs.make_shards(data, local, 2)
 
 
 def conf(path, keys):

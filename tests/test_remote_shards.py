@@ -25,10 +25,8 @@ tests/setup-test-venv (that part is skipped, with the reason, where it
 cannot be made).
 """
 
-import io
 import os
 import sys
-import tarfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,24 +40,11 @@ if why:
     fflib.skip(why)
 
 NSHARDS = 4
-data = t.gen(t.path("data"), n=40, classes=3, seed=30)
+NIMAGES = 40
+data = t.gen(t.path("data"), n=NIMAGES, classes=3, seed=30)
 extra = t.gen(t.path("extra"), n=16, classes=3, seed=31)
 local = t.path("shards")
-os.makedirs(local)
-files = []
-for ci, c in enumerate(sorted(os.listdir(data))):
-    for f in sorted(os.listdir(os.path.join(data, c))):
-        files.append((ci, os.path.join(data, c, f)))
-for s in range(NSHARDS):
-    with tarfile.open(os.path.join(local, "shard-%06d.tar" % s), "w",
-                      format=tarfile.USTAR_FORMAT) as tf:
-        for i, (ci, p) in enumerate(files[s::NSHARDS]):
-            key = "s%d_%03d" % (s, i)
-            tf.add(p, arcname=key + ".jpg")
-            b = str(ci).encode()
-            ti = tarfile.TarInfo(key + ".cls")
-            ti.size = len(b)
-            tf.addfile(ti, io.BytesIO(b))
+rs.make_shards(data, local, NSHARDS)
 BRACE = "shard-{000000..%06d}.tar" % (NSHARDS - 1)
 
 
@@ -107,7 +92,7 @@ def samples(m):
 
 with fflib.Mount(t, ref_cfg, t.path("mnt-local")) as m:
     local_samples = samples(m)
-check(len(local_samples) == len(files), "local samples.tsv: %d rows"
+check(len(local_samples) == NIMAGES, "local samples.tsv: %d rows"
       % len(local_samples))
 
 
