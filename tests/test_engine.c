@@ -177,7 +177,7 @@ test_small_budget(void)
 	{
 		struct batch_geom g;
 
-		job_batch_geom(j, 1, 0, &g);
+		job_batch_geom(j, 0, 1, 0, &g);
 		per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + 6 * 8;
 	}
 	f->memory = f->mem_used + 3 * per; /* the test's budget */
@@ -258,7 +258,7 @@ test_opens_bounded(void)
 	uint8_t *first, *again;
 	struct feed_key k0 = {0, 0, 1, 0, 0};
 
-	job_batch_geom(j, 1, 0, &g);
+	job_batch_geom(j, 0, 1, 0, &g);
 	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
 	/* Four batches, and the handles and batch structs (metadata). */
 	f->memory =
@@ -321,7 +321,7 @@ test_relaxed_out_of_order(void)
 	bool *done = calloc(nb, sizeof(*done));
 	struct batch_geom g;
 
-	job_batch_geom(j, 1, 0, &g);
+	job_batch_geom(j, 0, 1, 0, &g);
 	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
 	f->memory = f->mem_used + 5 * per;
 	for (uint64_t i = 0; i < nb + 6; i++) {
@@ -605,7 +605,7 @@ test_gpu_batches(const char *order)
 	char err[512];
 
 	((struct cfg_job *)j->cfg)->gpu = true;
-	j->slot_bytes = j->raw_bytes;
+	j->slot_bytes = j->geo0.slot_bytes = j->raw_bytes;
 	for (uint64_t b = 0; b < 3; b++) {
 		struct feed_key k = {0, 0, 1, 2, (b * 5) % 7};
 		size_t ilen, llen, len;

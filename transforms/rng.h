@@ -18,6 +18,8 @@
 /* Mixtures (core/mix.c): each source's shuffle, each batch's interleaving. */
 #define RNG_DOMAIN_MIXSRC 0x4d49585352433031ULL	  /* "MIXSRC01" */
 #define RNG_DOMAIN_MIXBATCH 0x4d49584241543031ULL /* "MIXBAT01" */
+/* Views (core/job.c): view v's draws apart from view 0's. */
+#define RNG_DOMAIN_VIEW 0x5649455753303031ULL /* "VIEWS001" */
 
 static inline uint64_t
 rng_mix(uint64_t x)

@@ -51,6 +51,7 @@ struct xf_pipeline {
 	float mean[3], std[3];
 	uint32_t out_w, out_h; /* fixed output size; 0 when not fixed */
 	uint64_t max_pixels;   /* larger source images are refused */
+	size_t size_at;        /* index of the op that fixes out_w x out_h */
 };
 
 /*
@@ -85,6 +86,14 @@ struct xf_pipeline {
 int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
     size_t errlen);
 void xf_pipeline_free(struct xf_pipeline *pl);
+/*
+ * A copy of pl whose output size is s x s: the op that fixes the output
+ * (size_at) set to s x s (a resolution schedule's size of an epoch).
+ * -EINVAL when that op comes before cache (the cached prefix would change
+ * with the size) or is not square; -ENOMEM.
+ */
+int xf_pipeline_sized(const struct xf_pipeline *pl, uint32_t s,
+    struct xf_pipeline **out);
 
 /*
  * Canonical text of the cached prefix (ops before `cache`, normalize left out
