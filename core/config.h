@@ -71,7 +71,8 @@ struct cfg_mix_step {
 
 /*
  * A resolution schedule (resolution = LO..HI @ epochs E0..E1): FFCV's
- * progressive resizing.  The output size of epoch e is
+ * progressive resizing (its get_resolution).  The output size of epoch e
+ * is LO up to E0, HI from E1, and between them
  * round(interp(e, [E0, E1], [LO, HI]) / 32) * 32 (cfg_job_res).
  */
 struct cfg_res {
@@ -126,8 +127,8 @@ struct cfg_job {
 	struct cfg_res res; /* resolution = ...; res_line 0: none */
 	int res_line;
 	/* The seeds of the shuffle and of the random ops: seed unless
-	 * given (their line 0: not given); cfg_job_shuffle_seed,
-	 * cfg_job_aug_seed. */
+	 * given (their line 0: not given, -1: given by -o);
+	 * cfg_job_shuffle_seed, cfg_job_aug_seed. */
 	uint64_t shuffle_seed, aug_seed;
 	int shuffle_seed_line, aug_seed_line;
 	/*
@@ -232,7 +233,8 @@ const char *cfg_on_error_name(enum cfg_on_error e);
 
 /*
  * The output size of epoch of a job with a resolution schedule (FFCV's
- * get_resolution: np.interp, then int(round(r / 32)) * 32, rounding half
+ * get_resolution: min_res up to start_ramp, max_res from end_ramp, and
+ * between them np.interp, then int(np.round(r / 32)) * 32, rounding half
  * to even), or 0 for a job without one.
  */
 uint32_t cfg_job_res(const struct cfg_job *j, uint32_t epoch);
@@ -241,8 +243,8 @@ uint64_t cfg_job_shuffle_seed(const struct cfg_job *j);
 uint64_t cfg_job_aug_seed(const struct cfg_job *j);
 /*
  * "LO..HI @ epochs E0..E1" into *r; -EINVAL with a message (the key's
- * name not included) for anything else: sizes whose rounded ends fall
- * outside 32..65535, E0 >= E1, epochs over 9999.
+ * name not included) for anything else: sizes not 32 <= LO <= HI <=
+ * 65504, E0 >= E1, epochs over 9999.
  */
 int cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len);
 

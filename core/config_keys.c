@@ -479,11 +479,8 @@ cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len)
 		snprintf(msg, len, "text after the epochs");
 		return -EINVAL;
 	}
-	if (res_round((double)lo) < 32 || res_round((double)hi) < 32 ||
-	    res_round((double)lo) > 65535 || res_round((double)hi) > 65535) {
-		snprintf(msg, len,
-		    "sizes round to multiples of 32 from 32 to 65504 "
-		    "(LO and HI from 17 to 65519)");
+	if (lo < 32 || hi > 65504 || lo > hi) {
+		snprintf(msg, len, "sizes need 32 <= LO <= HI <= 65504");
 		return -EINVAL;
 	}
 	if (e0 >= e1 || e1 > 9999) {
@@ -507,15 +504,15 @@ cfg_job_res(const struct cfg_job *j, uint32_t epoch)
 
 	if (j->res_line == 0)
 		return 0;
-	/* np.interp(epoch, [e0, e1], [lo, hi]) */
+	/* FFCV's get_resolution: the ends as given, the ramp between them
+	 * np.interp's value rounded to a multiple of 32. */
 	if (epoch <= r->e0)
-		x = r->lo;
-	else if (epoch >= r->e1)
-		x = r->hi;
-	else
-		x = ((double)r->hi - r->lo) / ((double)r->e1 - r->e0) *
-			((double)epoch - r->e0) +
-		    r->lo;
+		return r->lo;
+	if (epoch >= r->e1)
+		return r->hi;
+	x = ((double)r->hi - r->lo) / ((double)r->e1 - r->e0) *
+		((double)epoch - r->e0) +
+	    r->lo;
 	return res_round(x);
 }
 
@@ -599,6 +596,8 @@ cfg_set_job(
 			return r;
 		}
 		j->pl->max_pixels = j->max_pixels;
+		if (k->line_off >= 0) /* given, on no line: -o */
+			*(int *)((char *)j + k->line_off) = -1;
 		set++;
 	}
 	if (set == 0) {

@@ -179,8 +179,10 @@ res_json(const struct job *j, struct sbuf *sb)
 	    ",\n  \"resolution\": {\"min_res\": %" PRIu32
 	    ", \"max_res\": %" PRIu32 ", \"start_ramp\": %" PRIu32
 	    ", \"end_ramp\": %" PRIu32
-	    ", \"multiple\": 32, \"rule\": \"int(round(np.interp(epoch, "
-	    "[start_ramp, end_ramp], [min_res, max_res]) / 32)) * 32\"}"
+	    ", \"multiple\": 32, \"rule\": \"min_res up to start_ramp, "
+	    "max_res from end_ramp, between them int(np.round(np.interp("
+	    "epoch, [start_ramp, end_ramp], [min_res, max_res]) / 32)) * "
+	    "32\"}"
 	    ",\n  \"epoch_sizes\": [",
 	    c->res.lo, c->res.hi, c->res.e0, c->res.e1);
 	for (uint32_t e = 0; e < c->epochs; e++)

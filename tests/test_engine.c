@@ -21,6 +21,7 @@
 #include "core/engine.h"
 #include "core/ns.h"
 #include "core/sample.h"
+#include "transforms/rng.h"
 #include "tests/testlib.h"
 
 static char dir[] = "/tmp/test_engine.XXXXXX";
@@ -660,6 +661,28 @@ test_key_text(void)
 	feed_free(f);
 }
 
+/*
+ * Issue 28: a job that sets neither shuffle_seed nor aug_seed keeps its
+ * bytes: its shuffle is seeded by seed and its samples' draws are the
+ * stream of (RNG_DOMAIN_SAMPLE, seed, epoch, id), as before the keys.
+ */
+static void
+test_default_seeds(void)
+{
+	struct feed *f = start("64M", 0, "strict");
+	struct job *j = &f->jobs[0];
+
+	CHECK(j->plan.seed == j->cfg->seed && j->aug_seed == j->cfg->seed);
+	CHECK_EQ_INT(j->view, 0);
+	for (uint32_t e = 0; e < 3; e++)
+		for (uint32_t id = 0; id < 40; id += 7)
+			CHECK(job_sample_key(j, e, id) ==
+			      rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, e, id));
+	CHECK_EQ_INT(feed_njobs(f), 1);
+	CHECK_EQ_INT(feed_job_views(f, 0), 1);
+	feed_free(f);
+}
+
 /* Issue 12 item 14: odd names in samples.tsv and info.json; a job name of
  * 128 characters is listed whole and found. */
 static void
@@ -719,6 +742,7 @@ main(void)
 	test_relaxed_idle();
 	test_meta_cap();
 	test_key_text();
+	test_default_seeds();
 	test_gpu_batches("strict");
 	test_gpu_batches("relaxed");
 	snprintf(cmd, sizeof(cmd), "mkdir %s/odd", dir);

@@ -63,8 +63,8 @@ good() {
 }
 
 good res "resolution = 160..192 @ epochs 0..13"
-good res-blanks "resolution = 17 .. 65519   @   epochs 2 .. 3"
-good res-down "resolution = 96..32 @ epochs 0..3"
+good res-blanks "resolution = 32 .. 65504   @   epochs 2 .. 3"
+good res-odd "resolution = 160..171 @ epochs 11..13"
 good seeds "shuffle_seed = 1" "aug_seed = 18446744073709551615"
 good views "views = 3" "view.2 = random_resized_crop(32, 0.05, 0.4) flip(0.5)" \
 	"view.1 = flip(0.5) center_crop(48)"
@@ -80,8 +80,9 @@ bad res-one-epoch 14 "E0\.\.E1" "resolution = 160..192 @ epochs 5"
 bad res-negative 14 "LO\.\.HI" "resolution = -160..192 @ epochs 0..13"
 bad res-real 14 "LO\.\.HI|'@ epochs" "resolution = 160.5..192 @ epochs 0..13"
 bad res-trailing 14 "text after" "resolution = 160..192 @ epochs 0..13 linear"
-bad res-tiny 14 "multiples of 32" "resolution = 16..192 @ epochs 0..13"
-bad res-huge 14 "multiples of 32" "resolution = 160..65520 @ epochs 0..13"
+bad res-tiny 14 "32 <= LO <= HI <= 65504" "resolution = 31..192 @ epochs 0..13"
+bad res-huge 14 "32 <= LO <= HI <= 65504" "resolution = 160..65505 @ epochs 0..13"
+bad res-down 14 "32 <= LO <= HI <= 65504" "resolution = 192..160 @ epochs 0..13"
 bad res-too-many-digits 14 "LO\.\.HI" "resolution = 1234567890..192 @ epochs 0..13"
 bad res-epochs-backwards 14 "first epoch must be below" "resolution = 160..192 @ epochs 13..0"
 bad res-epochs-equal 14 "first epoch must be below" "resolution = 160..192 @ epochs 3..3"
