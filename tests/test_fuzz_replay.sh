@@ -6,7 +6,8 @@
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;
 # fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
 # fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
-# feedfs --check's header reads) run without libFuzzer for a bounded time:
+# feedfs --check's header reads; fuzz/fuzz_names.c: the mount's file
+# names, views' included) run without libFuzzer for a bounded time:
 # each seed corpus, then deterministic mutations of it (fuzz/replay.c), for
 # FF_FUZZ_SECONDS (10) for the socket and half that for the others.  In
 # CI's ASan+UBSan pass too.  A crash or an abort of a target fails.
@@ -21,3 +22,4 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
 "$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
 "$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"
+"$FF_BUILDDIR/fuzz/replay_names" "$half" "$FF_SRCDIR/fuzz/corpus/names"
