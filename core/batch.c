@@ -410,8 +410,8 @@ batch_images(struct feed *f, struct batch *b)
 		struct xf_image im = {geo->pl->out_w, geo->pl->out_h,
 		    b->raw + (size_t)s * geo->raw_bytes};
 
-		xf_convert(&im, geo->pl->normalize, geo->pl->mean,
-		    geo->pl->std, j->cfg->dtype, j->cfg->layout,
+		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
+		    j->cfg->dtype, j->cfg->layout,
 		    img + b->g.hdr[BK_IMAGES] + (size_t)s * geo->sample_bytes);
 	}
 	pthread_mutex_lock(&f->lock);

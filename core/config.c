@@ -280,16 +280,16 @@ set_view_key(struct parser *p, const char *key, const char *val)
 		    "set its tail with pipeline =",
 		    key);
 	if (lo > hi || hi >= CFG_MAX_VIEWS)
-		return perr(p, p->line,
-		    "%s: views K-L need 1 <= K <= L <= %d", key,
-		    CFG_MAX_VIEWS - 1);
+		return perr(p, p->line, "%s: views K-L need 1 <= K <= L <= %d",
+		    key, CFG_MAX_VIEWS - 1);
 	if (*val == '\0')
 		return perr(p, p->line, "%s: no value", key);
 	for (size_t i = 0; i < j->nvdefs; i++)
 		if (j->vdefs[i].lo <= hi && lo <= j->vdefs[i].hi)
 			return perr(p, p->line,
 			    "%s: view %lu is also given at line %d", key,
-			    lo > j->vdefs[i].lo ? lo : (unsigned long)j->vdefs[i].lo,
+			    lo > j->vdefs[i].lo ? lo
+						: (unsigned long)j->vdefs[i].lo,
 			    j->vdefs[i].line);
 	if ((v = realloc(j->vdefs, (j->nvdefs + 1) * sizeof(*v))) == NULL)
 		return -ENOMEM;

@@ -93,12 +93,12 @@ static const struct key keys[] = {
 	"raw, lossless or jpeg(Q) with Q from 1 to 100"},
     {SEC_JOB, "resolution", K_RES, J(res), J(res_line), 0, 0, NULL,
 	"LO..HI @ epochs E0..E1, like 160..192 @ epochs 0..13"},
-    {SEC_JOB, "shuffle_seed", K_COUNT, J(shuffle_seed), J(shuffle_seed_line),
-	0, UINT64_MAX, NULL, "an unsigned 64-bit integer"},
-    {SEC_JOB, "aug_seed", K_COUNT, J(aug_seed), J(aug_seed_line), 0,
+    {SEC_JOB, "shuffle_seed", K_COUNT, J(shuffle_seed), J(shuffle_seed_line), 0,
 	UINT64_MAX, NULL, "an unsigned 64-bit integer"},
-    {SEC_JOB, "views", K_COUNT, J(views), J(views_line), 1, CFG_MAX_VIEWS,
-	NULL, "a count from 1 to 64"},
+    {SEC_JOB, "aug_seed", K_COUNT, J(aug_seed), J(aug_seed_line), 0, UINT64_MAX,
+	NULL, "an unsigned 64-bit integer"},
+    {SEC_JOB, "views", K_COUNT, J(views), J(views_line), 1, CFG_MAX_VIEWS, NULL,
+	"a count from 1 to 64"},
 };
 #undef M
 #undef D
@@ -359,8 +359,8 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 	case K_RES: {
 		char why[256];
 
-		if (cfg_parse_res(val, (struct cfg_res *)field, why,
-			sizeof(why)) != 0) {
+		if (cfg_parse_res(
+			val, (struct cfg_res *)field, why, sizeof(why)) != 0) {
 			snprintf(msg, len, "%s: '%s': %s (expected %s)",
 			    k->name, val, why, k->what);
 			return -EINVAL;
@@ -455,7 +455,8 @@ cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	if (*s != '@') {
-		snprintf(msg, len, "expected '@ epochs E0..E1' after the sizes");
+		snprintf(
+		    msg, len, "expected '@ epochs E0..E1' after the sizes");
 		return -EINVAL;
 	}
 	s++;

@@ -71,8 +71,8 @@ key_texts(struct job *j, const struct cfg_job *cj)
 
 /* g for pipeline pl of job cj. */
 static void
-geo_set(struct job_geo *g, const struct cfg_job *cj,
-    const struct xf_pipeline *pl)
+geo_set(
+    struct job_geo *g, const struct cfg_job *cj, const struct xf_pipeline *pl)
 {
 	g->pl = pl;
 	g->sample_bytes = xf_sample_bytes(pl, cj->dtype);
@@ -108,8 +108,7 @@ init_geos(struct job *j, const struct cfg_job *cj)
 			;
 		if (i < j->ngeos)
 			continue;
-		if ((g = realloc(j->geos, (j->ngeos + 1) * sizeof(*g))) ==
-		    NULL)
+		if ((g = realloc(j->geos, (j->ngeos + 1) * sizeof(*g))) == NULL)
 			return -ENOMEM;
 		j->geos = g;
 		if ((r = xf_pipeline_sized(cj->pl, s, &pl)) != 0)
@@ -142,7 +141,8 @@ job_sample_key(const struct job *j, uint32_t epoch, uint32_t id)
 
 	/* View 0's stream is the job's (a job without views keeps its
 	 * bytes); view v's is apart from it and from every other view's. */
-	return j->view == 0 ? k : rng_mix(k ^ rng_mix(RNG_DOMAIN_VIEW + j->view));
+	return j->view == 0 ? k
+			    : rng_mix(k ^ rng_mix(RNG_DOMAIN_VIEW + j->view));
 }
 
 /* The part of the setup common to every job, once ds and plan.n are set. */
@@ -155,8 +155,8 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	int r;
 
 	j->cfg = cj;
-	j->pl = cj->view_pl && cj->view_pl[j->view] ? cj->view_pl[j->view]
-						    : cj->pl;
+	j->pl =
+	    cj->view_pl && cj->view_pl[j->view] ? cj->view_pl[j->view] : cj->pl;
 	j->aug_seed = cfg_job_aug_seed(cj);
 	r = j->view ? asprintf(&j->name, "%s.view%u", cj->name, j->view)
 		    : ((j->name = strdup(cj->name)) != NULL ? 0 : -1);
@@ -503,8 +503,8 @@ job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
 }
 
 void
-job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world,
-    uint64_t b, struct batch_geom *g)
+job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
+    struct batch_geom *g)
 {
 	const struct job_geo *geo = job_geo(j, epoch);
 	uint64_t shape[4];

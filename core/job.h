@@ -206,9 +206,8 @@ int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);
 void job_fini(struct job *j);
 /* job_init of view `view` of cj (0: the job itself; < cj->views). */
-int job_init_view(struct job *j, const struct cfg *c,
-    const struct cfg_job *cj, const struct dataset *ds, uint32_t view,
-    char *err, size_t errlen);
+int job_init_view(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+    const struct dataset *ds, uint32_t view, char *err, size_t errlen);
 /* The geometry of epoch's image files (its resolution, with a schedule). */
 const struct job_geo *job_geo(const struct job *j, uint32_t epoch);
 /* The key of the random stream of sample id in epoch (of j's view). */

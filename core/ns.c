@@ -172,7 +172,8 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 		return true;
 	case NS_EPOCH:
 		/* Per batch: its files, then its views 1..N-1. */
-		per = files_per_batch(f, k->job) + feed_job_views(f, k->job) - 1;
+		per =
+		    files_per_batch(f, k->job) + feed_job_views(f, k->job) - 1;
 		if (i == per * feed_job_nbatches(f, k->job, k->world) &&
 		    feed_job_mixture(f, k->job)) {
 			snprintf(name, len, "mixture");
@@ -184,8 +185,8 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 		c->type = NS_BATCH;
 		c->batch = i / per;
 		if (i % per >= files_per_batch(f, k->job)) {
-			c->view = (uint32_t)(i % per - files_per_batch(f, k->job) +
-					     1);
+			c->view = (uint32_t)(i % per -
+					     files_per_batch(f, k->job) + 1);
 			c->kind = BK_IMAGES;
 			c->job = (uint32_t)feed_job_view(f, k->job, c->view);
 			ns_view_batch_name(name, len, c->batch, c->view);

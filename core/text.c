@@ -86,6 +86,8 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.viewV.npy  view V's images (a "
+	    "job with views)\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
 	    "(1 <= W <= 1024; not listed, but there)\n"
 	    "  JOB/mixture, JOB/epoch-NNNN/mixture    a mixture's weights: "
@@ -208,14 +210,14 @@ views_json(struct feed *f, size_t ji, struct sbuf *sb)
 		if (v == 0)
 			snprintf(file, sizeof(file), "batch-NNNNNN.npy");
 		else
-			snprintf(file, sizeof(file), "batch-NNNNNN.view%u.npy",
-			    v);
+			snprintf(
+			    file, sizeof(file), "batch-NNNNNN.view%u.npy", v);
 		sb_printf(sb,
 		    "%s\n    {\"view\": %u, \"file\": \"%s\", \"pipeline\": ",
 		    v ? "," : "", v, file);
 		sb_json_str(sb, j->cfg->view_text && j->cfg->view_text[v]
-				     ? j->cfg->view_text[v]
-				     : j->cfg->pipeline);
+				    ? j->cfg->view_text[v]
+				    : j->cfg->pipeline);
 		sb_printf(sb,
 		    ", \"shape\": [%" PRIu64 ", %" PRIu64 ", %" PRIu64
 		    ", %" PRIu64 "], \"scheduled\": %s}",

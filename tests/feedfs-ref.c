@@ -75,8 +75,7 @@ batch_make(struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
 		r = sample_make_slot(j, NULL, epoch, order, pos[s], false,
 		    (uint8_t *)images +
 			(size_t)s * job_geo(j, epoch)->sample_bytes,
-		    &id, false,
-		    err, errlen);
+		    &id, false, err, errlen);
 		if (r != 0)
 			goto out;
 		labels[s] = j->ds->samples[id].label;
@@ -155,11 +154,11 @@ main(int argc, char **argv)
 		    cj->name, cj->views);
 		return 1;
 	}
-	if ((view > 0 ? job_init_view(&j, c, cj, ds[cj->dataset_index],
-			    (uint32_t)view, err, sizeof(err))
-		      : job_init_all(&j, c, cj,
-			    (const struct dataset *const *)ds, err,
-			    sizeof(err))) != 0) {
+	if ((view > 0
+		    ? job_init_view(&j, c, cj, ds[cj->dataset_index],
+			  (uint32_t)view, err, sizeof(err))
+		    : job_init_all(&j, c, cj, (const struct dataset *const *)ds,
+			  err, sizeof(err))) != 0) {
 		fprintf(stderr, "feedfs-ref: %s\n", err);
 		return 1;
 	}
@@ -188,8 +187,8 @@ main(int argc, char **argv)
 		}
 		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_IMAGES, hdr);
 		snprintf(vsuffix, sizeof(vsuffix), ".view%lu.npy", view);
-		if (write_file(out, b, view ? vsuffix : ".npy", hdr, hl,
-			images, (size_t)r * sample_bytes) != 0)
+		if (write_file(out, b, view ? vsuffix : ".npy", hdr, hl, images,
+			(size_t)r * sample_bytes) != 0)
 			ret = 1;
 		if (view > 0)
 			continue;

@@ -655,9 +655,8 @@ test_schedule_seeds(void)
 
 	memset(&j, 0, sizeof(j));
 	CHECK_EQ_INT(cfg_job_res(&j, 3), 0); /* no schedule */
-	CHECK_EQ_INT(cfg_parse_res("32..96 @ epochs 0..4", &j.res, err,
-			 sizeof(err)),
-	    0);
+	CHECK_EQ_INT(
+	    cfg_parse_res("32..96 @ epochs 0..4", &j.res, err, sizeof(err)), 0);
 	j.res_line = 1;
 	CHECK_EQ_INT(cfg_job_res(&j, 0), 32);
 	CHECK_EQ_INT(cfg_job_res(&j, 1), 64); /* 48: 1.5 -> 2 */
@@ -665,14 +664,14 @@ test_schedule_seeds(void)
 	CHECK_EQ_INT(cfg_job_res(&j, 3), 64); /* 80: 2.5 -> 2 */
 	CHECK_EQ_INT(cfg_job_res(&j, 4), 96);
 	CHECK_EQ_INT(cfg_job_res(&j, 9999), 96);
-	CHECK_EQ_INT(cfg_parse_res("160..171 @ epochs 11..13", &j.res, err,
-			 sizeof(err)),
+	CHECK_EQ_INT(
+	    cfg_parse_res("160..171 @ epochs 11..13", &j.res, err, sizeof(err)),
 	    0);
 	CHECK_EQ_INT(cfg_job_res(&j, 11), 160);
 	CHECK_EQ_INT(cfg_job_res(&j, 12), 160); /* 165.5: 5.17 -> 5 */
 	CHECK_EQ_INT(cfg_job_res(&j, 13), 171);
-	CHECK_EQ_INT(cfg_parse_res("160..192", &j.res, err, sizeof(err)),
-	    -EINVAL);
+	CHECK_EQ_INT(
+	    cfg_parse_res("160..192", &j.res, err, sizeof(err)), -EINVAL);
 	CHECK_EQ_INT(j.res.hi, 171); /* unchanged on error */
 	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
 	CHECK(cfg_job_shuffle_seed(&c->jobs[0]) == 42 &&

@@ -51,7 +51,7 @@ struct xf_pipeline {
 	float mean[3], std[3];
 	uint32_t out_w, out_h; /* fixed output size; 0 when not fixed */
 	uint64_t max_pixels;   /* larger source images are refused */
-	size_t size_at;        /* index of the op that fixes out_w x out_h */
+	size_t size_at;	       /* index of the op that fixes out_w x out_h */
 };
 
 /*
@@ -92,8 +92,8 @@ void xf_pipeline_free(struct xf_pipeline *pl);
  * -EINVAL when that op comes before cache (the cached prefix would change
  * with the size) or is not square; -ENOMEM.
  */
-int xf_pipeline_sized(const struct xf_pipeline *pl, uint32_t s,
-    struct xf_pipeline **out);
+int xf_pipeline_sized(
+    const struct xf_pipeline *pl, uint32_t s, struct xf_pipeline **out);
 
 /*
  * Canonical text of the cached prefix (ops before `cache`, normalize left out
