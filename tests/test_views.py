@@ -17,7 +17,9 @@ multi-crop as 2 global views at 64 and 4 local views at 32.
   and not a sample's pixels, aug_seed alone the pixels and not the order;
 - .feedfs/stats counts each view as job="ssl.viewV";
 - feedfs.Job.epoch(e, views=True) and feedfs.torch.Loader(views=True) hand
-  over the list of views, equal to feedfs-ref's."""
+  over the list of views, equal to feedfs-ref's; a Loader's checkpoint
+  names the shuffle_seed (a checkpoint without it, of an older feedfs, is
+  still taken)."""
 
 import json
 import os
@@ -27,7 +29,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
-from fflib import check, log  # noqa: E402
+from fflib import check, fail, log  # noqa: E402
 
 try:
     import numpy as np
@@ -214,6 +216,20 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             check(isinstance(x, torch.Tensor) and x.shape[2] == 64,
                   "Loader without views= yields view 0")
     log("Job.epoch and Loader hand over every view")
+    # A checkpoint names the job's order: another shuffle_seed is another
+    # job; another aug_seed is the same order; a checkpoint of a feedfs
+    # without shuffle_seed is taken by its seed.
+    st = feedfs.torch.Loader(m.p("plain"), epochs=2).state_dict()
+    check(st["job"]["shuffle_seed"] == 5, "fingerprint %s" % st["job"])
+    try:
+        feedfs.torch.Loader(m.p("shuf"), epochs=2).load_state_dict(st)
+        fail("a checkpoint of another shuffle_seed was taken")
+    except ValueError as ex:
+        check("shuffle_seed" in str(ex), str(ex))
+    feedfs.torch.Loader(m.p("aug"), epochs=2).load_state_dict(st)
+    del st["job"]["shuffle_seed"]
+    feedfs.torch.Loader(m.p("plain"), epochs=2).load_state_dict(st)
+    log("Loader checkpoints: shuffle_seed in the fingerprint")
 
 # A remount with one thread serves the same bytes.
 with fflib.Mount(t, cfg, t.path("mnt"), "-o", "threads=1") as m:

@@ -30,9 +30,11 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # What a state_dict() records of the job (info.json's keys): a checkpoint
-# is refused by a Loader whose job differs in one of them.
+# is refused by a Loader whose job differs in one of them.  LATER: keys a
+# checkpoint of an older feedfs lacks; they are compared when it has them.
 FINGERPRINT = ("samples", "batch_size", "seed", "shuffle", "drop_last",
-               "order", "pipeline")
+               "order", "pipeline", "shuffle_seed")
+LATER = ("shuffle_seed",)
 
 _DONE = object()
 
@@ -234,7 +236,8 @@ class Loader:
             return
         diff = ["%s %r in the checkpoint, %r here" % (k, fp.get(k),
                                                       self._fp.get(k))
-                for k in FINGERPRINT if fp.get(k) != self._fp.get(k)]
+                for k in FINGERPRINT if fp.get(k) != self._fp.get(k) and
+                (k in fp or k not in LATER)]
         if not diff:
             return
         what = "the checkpoint is of another job than %s: %s" % (
