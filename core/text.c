@@ -60,13 +60,14 @@ make_readme(struct feed *f, size_t *len)
 		    plan_nbatches(&j->plan, 1), j->plan.batch_size,
 		    j->cfg->epochs, j->cfg->pipeline,
 		    cfg_dtype_name(j->cfg->dtype),
-		    cfg_layout_name(j->cfg->layout), j->shape[1], j->shape[2],
-		    j->shape[3]);
+		    cfg_layout_name(j->cfg->layout), job_geo(j, 0)->shape[1],
+		    job_geo(j, 0)->shape[2], job_geo(j, 0)->shape[3]);
 		if (j->cfg->res_line)
 			sb_printf(&sb,
 			    "      resolution: %" PRIu32 "..%" PRIu32
 			    " @ epochs %" PRIu32 "..%" PRIu32
-			    " (each epoch's size: info.json epoch_sizes)\n",
+			    " (the shape above is epoch 0's; each epoch's size: "
+			    "info.json epoch_sizes)\n",
 			    j->cfg->res.lo, j->cfg->res.hi, j->cfg->res.e0,
 			    j->cfg->res.e1);
 		if (j->cfg->views > 1)
