@@ -6,6 +6,7 @@ resizing) next to a val job at its own, larger size (FixRes).
 - info.json's epoch_sizes are FFCV's get_resolution, computed here as
   FFCV's train_imagenet.py computes it (also for FFCV's own 16-epoch
   ResNet-50 numbers, 160..171 over epochs 11..13);
+- the memory budget counts an epoch's batches at that epoch's size;
 - the batches of epochs at both ends and mid-ramp, read in a mixed order:
   the size stat gives before any read is the size read, the .npy header
   has the epoch's shape, and the bytes equal the in-process library's for
@@ -89,7 +90,18 @@ import feedfs  # noqa: E402
 import feedfs.torch  # noqa: E402
 
 nb = (N + B - 1) // B
-with fflib.Mount(t, cfg, t.path("mnt")) as m:
+with fflib.Mount(t, cfg, t.path("mnt"), "-o", "readahead=0") as m:
+    # The budget counts each epoch's batches at their size: reading all
+    # of epoch 0 (32x32) holds less than one batch of epoch 5 (96x96)
+    # would, and far less than one at the pipeline's written 224.
+    base = m.stats()["feedfs_memory_bytes"]
+    for b in range(nb):
+        fflib.read_file(m.p("train", "epoch-0000", "batch-%06d.npy" % b))
+    grew = m.stats()["feedfs_memory_peak_bytes"] - base
+    check(0 < grew < B * 3 * sizes[5] ** 2 * 4,
+          "reading epoch 0 took %d bytes of the budget" % grew)
+    log("epoch 0 read whole: %d bytes of the budget (a batch of epoch 5: "
+        "%d)" % (grew, B * 3 * sizes[5] ** 2 * 4))
     info = json.load(open(m.p("train", "info.json")))
     check(info["epoch_sizes"] == sizes,
           "epoch_sizes %s, FFCV's %s" % (info["epoch_sizes"], sizes))
