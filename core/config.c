@@ -595,6 +595,19 @@ check_views(struct parser *p, struct cfg_job *j)
 	if (j->gpu)
 		return perr(p, j->views_line,
 		    "views: gpu = on serves view 0 only; set gpu = off");
+	/*
+	 * A batch op's soft labels are one file per batch, which the views
+	 * share, and a cutmix box (and so its lambda) depends on each view's
+	 * size: refused rather than labels that fit one view only.
+	 */
+	if (j->pl->batch_op != NULL)
+		return perr(p, j->views_line,
+		    "views: the pipeline ends in batch op %s, whose soft "
+		    "labels (one file per batch, shared by the views) would "
+		    "fit view 0 only; batch ops with views are not supported",
+		    j->pl->batch_op->kind == XF_OP_MIXUP    ? "mixup"
+		    : j->pl->batch_op->kind == XF_OP_CUTMIX ? "cutmix"
+							    : "mixup_cutmix");
 	if ((j->view_pl = calloc(j->views, sizeof(*j->view_pl))) == NULL ||
 	    (j->view_text = calloc(j->views, sizeof(*j->view_text))) == NULL)
 		return -ENOMEM;
@@ -626,6 +639,15 @@ check_views(struct parser *p, struct cfg_job *j)
 			if (xf_check_output(j->view_pl[k], j->dtype, msg,
 				sizeof(msg)) != 0) {
 				r = perr(p, v->line, "view.%u: %s", k, msg);
+				break;
+			}
+			if (j->view_pl[k]->batch_op != NULL) {
+				r = perr(p, v->line,
+				    "view.%u: a batch op (mixup, cutmix, "
+				    "mixup_cutmix) in a view's tail: the views "
+				    "share one labels file per batch, and "
+				    "batch ops with views are not supported",
+				    k);
 				break;
 			}
 			j->view_pl[k]->max_pixels = j->max_pixels;

@@ -68,6 +68,10 @@ good res-odd "resolution = 160..171 @ epochs 11..13"
 good seeds "shuffle_seed = 1" "aug_seed = 18446744073709551615"
 good views "views = 3" "view.2 = random_resized_crop(32, 0.05, 0.4) flip(0.5)" \
 	"view.1 = flip(0.5) center_crop(48)"
+# The augmentations and random_erasing in a view's tail (after normalize).
+good views-augment "views = 3" \
+	"view.1 = random_resized_crop(32) flip(0.5) trivial_augment normalize(imagenet) random_erasing(0.5)" \
+	"view.2 = center_crop(48) rand_augment(2, 9) color_jitter(0.4, 0.4, 0.4, 0.1) normalize(imagenet)"
 
 # ---- resolution ---------------------------------------------------------
 bad res-empty 14 "no value" "resolution ="
@@ -127,5 +131,12 @@ bad views-no-cache 16 "no cache op" "[job other]" \
 	"pipeline = decode random_resized_crop(64) flip(0.5)" "views = 2"
 bad views-relaxed 15 "order = strict" "order = relaxed" "views = 2"
 bad views-gpu 15 "gpu = off" "gpu = on" "views = 2"
+# A batch op's soft labels are one file per batch, shared by the views:
+# refused, in the pipeline and in a view's tail.
+bad views-batch-op 16 "batch op cutmix.*not supported" "[job other]" \
+	"pipeline = decode resize(72) cache random_resized_crop(64) normalize(imagenet) cutmix(1.0)" \
+	"views = 2"
+bad view-batch-op 15 "view\.1: a batch op.*not supported" "views = 2" \
+	"view.1 = random_resized_crop(32) normalize(imagenet) mixup(0.2)"
 
 ff_log "PASS"
