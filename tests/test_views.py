@@ -41,6 +41,11 @@ N, B, V = 20, 8, 6
 GLOBAL = ("decode resize(100) cache random_resized_crop(64, 0.4, 1.0) "
           "flip(0.5) normalize(imagenet)")
 LOCAL = "random_resized_crop(32, 0.05, 0.4) flip(0.5) normalize(imagenet)"
+AUGTAIL1 = ("random_resized_crop(32) flip(0.5) trivial_augment "
+            "normalize(imagenet) random_erasing(0.5)")
+AUGTAIL2 = ("random_resized_crop(32) rand_augment(2, 9) "
+            "color_jitter(0.4, 0.4, 0.4, 0.1) normalize(imagenet) "
+            "random_erasing(1.0)")
 
 t = fflib.Test()
 data = t.gen(t.path("data"), n=N, classes=3, seed=4)
@@ -54,6 +59,9 @@ cfg = t.config(t.path("feedfs.conf"), data, {
                  shuffle_seed=9),
     "aug": dict(epochs=2, seed=5, batch_size=B, pipeline=GLOBAL,
                 aug_seed=9),
+    # issue 28's per-sample ops in views' tails (torchvision's order).
+    "sslaug": {"epochs": 1, "seed": 3, "batch_size": B, "pipeline": GLOBAL,
+               "views": 3, "view.1": AUGTAIL1, "view.2": AUGTAIL2},
 }, threads=2, memory="32M")
 
 
@@ -76,6 +84,8 @@ for v in range(V):
     ref("ssl", 1, rank_ref, view=v, rank=1, world=2)
 for j in ("plain", "seeds", "shuf", "aug"):
     refs[j] = t.ref(cfg, j, 0, t.path("ref", j))
+for v in range(3):
+    refs["sslaug"] = ref("sslaug", 0, t.path("ref", "sslaug"), view=v)
 
 sys.path.insert(0, os.path.join(fflib.SRCDIR, "python"))
 import feedfs  # noqa: E402
@@ -157,6 +167,19 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(not os.path.exists(os.path.join(
         m.p("plain", "epoch-0000"), "batch-000000.view1.npy")),
         "a job without views has a view 1")
+    # Augmentations and random_erasing in the views' tails: every file
+    # equals feedfs-ref's; view 2 erases every sample (p = 1.0): a box of
+    # exact zeros that view 1's draws need not have.
+    m.read_epoch("sslaug", 0, refs["sslaug"])
+    d = m.p("sslaug", "epoch-0000")
+    for b in range(nb):
+        x2 = np.load(os.path.join(d, "batch-%06d.view2.npy" % b))
+        check(x2.shape[1:] == (3, 32, 32), "sslaug view 2: %s" % (x2.shape,))
+        for i in range(len(x2)):
+            check(np.any(np.all(x2[i] == 0, axis=0)),
+                  "sslaug batch %d sample %d: view 2 not erased" % (b, i))
+    log("trivial_augment, rand_augment, color_jitter and random_erasing in "
+        "views' tails equal feedfs-ref's")
     # The seeds.
     d0 = m.p("ssl", "epoch-0000")
     for j in ("plain", "seeds"):
