@@ -248,7 +248,7 @@ batch_new(struct feed *f, const struct feed_key *k, enum batch_need need)
 	b->key = *k;
 	b->job = &f->jobs[k->job];
 	b->empty = true;
-	job_batch_geom(b->job, k->world, k->batch, &b->g);
+	job_batch_geom(b->job, k->epoch, k->world, k->batch, &b->g);
 	pthread_cond_init(&b->cv, NULL);
 	b->hnext = f->table[key_hash(k)];
 	f->table[key_hash(k)] = b;
@@ -282,10 +282,12 @@ fill(struct feed *f, struct batch *b)
 		return -ENOMEM;
 	}
 	if (!gpu)
-		job_npy_header(
-		    j, b->g.len, BK_IMAGES, (char *)b->file[BK_IMAGES]);
-	job_npy_header(j, b->g.len, BK_LABELS, (char *)b->file[BK_LABELS]);
-	job_npy_header(j, b->g.len, BK_IDS, (char *)b->file[BK_IDS]);
+		job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES,
+		    (char *)b->file[BK_IMAGES]);
+	job_npy_header(
+	    j, b->key.epoch, b->g.len, BK_LABELS, (char *)b->file[BK_LABELS]);
+	job_npy_header(
+	    j, b->key.epoch, b->g.len, BK_IDS, (char *)b->file[BK_IDS]);
 	plan_batch_positions(
 	    &j->plan, b->key.rank, b->key.world, b->key.batch, b->pos);
 	b->r.quota = b->g.len;
@@ -390,6 +392,7 @@ int
 batch_images(struct feed *f, struct batch *b)
 {
 	struct job *j = b->job;
+	const struct job_geo *geo = job_geo(j, b->key.epoch);
 	uint8_t *img;
 
 	while (b->converting)
@@ -403,14 +406,14 @@ batch_images(struct feed *f, struct batch *b)
 	b->mem += b->g.size[BK_IMAGES];
 	budget_add(&f->budget, b->g.size[BK_IMAGES]);
 	pthread_mutex_unlock(&f->lock);
-	job_npy_header(j, b->g.len, BK_IMAGES, (char *)img);
+	job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
 	for (uint32_t s = 0; s < b->g.len; s++) {
-		struct xf_image im = {j->pl->out_w, j->pl->out_h,
-		    b->raw + (size_t)s * j->raw_bytes};
+		struct xf_image im = {geo->pl->out_w, geo->pl->out_h,
+		    b->raw + (size_t)s * geo->raw_bytes};
 
-		xf_convert(&im, j->pl->normalize, j->pl->mean, j->pl->std,
+		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
 		    j->cfg->dtype, j->cfg->layout,
-		    img + b->g.hdr[BK_IMAGES] + (size_t)s * j->sample_bytes);
+		    img + b->g.hdr[BK_IMAGES] + (size_t)s * geo->sample_bytes);
 	}
 	pthread_mutex_lock(&f->lock);
 	b->file[BK_IMAGES] = img;

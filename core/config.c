@@ -102,6 +102,16 @@ cfg_free(struct cfg *c)
 		for (size_t k = 0; k < c->jobs[i].nsteps; k++)
 			free(c->jobs[i].steps[k].w);
 		free(c->jobs[i].steps);
+		for (size_t k = 0; k < c->jobs[i].nvdefs; k++)
+			free(c->jobs[i].vdefs[k].tail);
+		free(c->jobs[i].vdefs);
+		for (size_t k = 0; c->jobs[i].view_pl && k < c->jobs[i].views;
+		     k++) {
+			xf_pipeline_free(c->jobs[i].view_pl[k]);
+			free(c->jobs[i].view_text[k]);
+		}
+		free(c->jobs[i].view_pl);
+		free(c->jobs[i].view_text);
 	}
 	free(c->datasets);
 	free(c->jobs);
@@ -242,6 +252,68 @@ section_base(struct parser *p, const char **name)
 	}
 }
 
+/*
+ * "view.K = TAIL" or "view.K-L = TAIL" in a [job]: views K to L (1 <=
+ * K <= L < CFG_MAX_VIEWS) run TAIL after the cached prefix.  Checked
+ * against views = N and parsed once the file is read (check_views).
+ */
+static int
+set_view_key(struct parser *p, const char *key, const char *val)
+{
+	struct cfg_job *j = &p->c->jobs[p->c->njobs - 1];
+	const char *s = key + 5;
+	unsigned long lo, hi;
+	struct cfg_vdef *v;
+	char *end;
+
+	if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9'))
+		goto bad;
+	lo = strtoul(s, &end, 10);
+	hi = lo;
+	if (*end == '-') {
+		s = end + 1;
+		if (*s < '0' || *s > '9' ||
+		    (*s == '0' && s[1] >= '0' && s[1] <= '9'))
+			goto bad;
+		hi = strtoul(s, &end, 10);
+	}
+	if (*end != '\0')
+		goto bad;
+	if (lo == 0)
+		return perr(p, p->line,
+		    "%s: view 0 is the job's pipeline (batch-NNNNNN.npy): "
+		    "set its tail with pipeline =",
+		    key);
+	if (lo > hi || hi >= CFG_MAX_VIEWS)
+		return perr(p, p->line, "%s: views K-L need 1 <= K <= L <= %d",
+		    key, CFG_MAX_VIEWS - 1);
+	if (*val == '\0')
+		return perr(p, p->line, "%s: no value", key);
+	for (size_t i = 0; i < j->nvdefs; i++)
+		if (j->vdefs[i].lo <= hi && lo <= j->vdefs[i].hi)
+			return perr(p, p->line,
+			    "%s: view %lu is also given at line %d", key,
+			    lo > j->vdefs[i].lo ? lo
+						: (unsigned long)j->vdefs[i].lo,
+			    j->vdefs[i].line);
+	if ((v = realloc(j->vdefs, (j->nvdefs + 1) * sizeof(*v))) == NULL)
+		return -ENOMEM;
+	j->vdefs = v;
+	v += j->nvdefs;
+	if ((v->tail = strdup(val)) == NULL)
+		return -ENOMEM;
+	v->lo = (uint32_t)lo;
+	v->hi = (uint32_t)hi;
+	v->line = p->line;
+	j->nvdefs++;
+	return 0;
+bad:
+	return perr(p, p->line,
+	    "'%s': expected view.K or view.K-L with views K to L (like "
+	    "view.1 or view.2-7)",
+	    key);
+}
+
 /* "key = value" in the current section. */
 static int
 set_line_key(struct parser *p, const char *key, const char *val)
@@ -252,6 +324,8 @@ set_line_key(struct parser *p, const char *key, const char *val)
 	char msg[512];
 	int r;
 
+	if (k == NULL && p->sec == SEC_JOB && strncmp(key, "view.", 5) == 0)
+		return set_view_key(p, key, val);
 	if (k == NULL) {
 		cfg_list_keys(p->sec, msg, sizeof(msg));
 		return perr(p, p->line,
@@ -460,6 +534,134 @@ out:
 	return r;
 }
 
+/* The resolution schedule of j: its pipeline's size op can take it. */
+static int
+check_res(struct parser *p, struct cfg_job *j)
+{
+	struct xf_pipeline *t;
+	int r;
+
+	if (j->res_line == 0)
+		return 0;
+	if (j->pl->size_at < j->pl->cache_at && j->pl->cache_at < j->pl->nops)
+		return perr(p, j->res_line,
+		    "resolution: the op that fixes the output size (op %zu of "
+		    "the pipeline) comes before cache; a schedule needs it "
+		    "after cache, where the cached prefix does not change "
+		    "with the size",
+		    j->pl->size_at + 1);
+	if (j->pl->out_w != j->pl->out_h)
+		return perr(p, j->res_line,
+		    "resolution: the pipeline's output is %ux%u; a schedule "
+		    "sets square sizes (end it with random_resized_crop(S), "
+		    "center_crop(S) or resize(S,S))",
+		    j->pl->out_w, j->pl->out_h);
+	if ((r = xf_pipeline_sized(j->pl, cfg_job_res(j, 0), &t)) != 0)
+		return r;
+	xf_pipeline_free(t);
+	return 0;
+}
+
+/*
+ * A job's views: views = N, its view.K lines inside 1..N-1, each tail
+ * parsed after the pipeline's cached prefix ("PREFIX cache TAIL"), which
+ * the views share; the rules of a view's job.
+ */
+static int
+check_views(struct parser *p, struct cfg_job *j)
+{
+	char msg[512];
+	size_t plen;
+	char *prefix;
+	int r;
+
+	for (size_t i = 0; i < j->nvdefs; i++)
+		if (j->vdefs[i].hi >= j->views)
+			return perr(p, j->vdefs[i].line,
+			    "view.%u: the job has %" PRIu64 " view%s (views = "
+			    "%" PRIu64 "): views 0 to %" PRIu64,
+			    j->vdefs[i].hi, j->views, j->views == 1 ? "" : "s",
+			    j->views, j->views - 1);
+	if (j->views == 1)
+		return 0;
+	if (j->pl->cache_at >= j->pl->nops)
+		return perr(p, j->views_line,
+		    "views: the pipeline has no cache op; the views share "
+		    "the prefix before it and differ in the ops after it");
+	if (j->order == CFG_ORDER_RELAXED)
+		return perr(p, j->views_line,
+		    "views: order = relaxed chooses each batch's samples as "
+		    "they finish, so views would differ in content; views "
+		    "need order = strict");
+	if (j->mixture)
+		return perr(p, j->views_line,
+		    "views: a mixture job cannot have views (its weights "
+		    "change by writes of JOB/mixture)");
+	if (j->gpu)
+		return perr(p, j->views_line,
+		    "views: gpu = on serves view 0 only; set gpu = off");
+	/*
+	 * A batch op's soft labels are one file per batch, which the views
+	 * share, and a cutmix box (and so its lambda) depends on each view's
+	 * size: refused rather than labels that fit one view only.
+	 */
+	if (j->pl->batch_op != NULL)
+		return perr(p, j->views_line,
+		    "views: the pipeline ends in batch op %s, whose soft "
+		    "labels (one file per batch, shared by the views) would "
+		    "fit view 0 only; batch ops with views are not supported",
+		    j->pl->batch_op->kind == XF_OP_MIXUP    ? "mixup"
+		    : j->pl->batch_op->kind == XF_OP_CUTMIX ? "cutmix"
+							    : "mixup_cutmix");
+	if ((j->view_pl = calloc(j->views, sizeof(*j->view_pl))) == NULL ||
+	    (j->view_text = calloc(j->views, sizeof(*j->view_text))) == NULL)
+		return -ENOMEM;
+	plen = xf_prefix_text(j->pl, NULL, 0);
+	if ((prefix = malloc(plen + 1)) == NULL)
+		return -ENOMEM;
+	xf_prefix_text(j->pl, prefix, plen + 1);
+	r = 0;
+	for (size_t i = 0; i < j->nvdefs && r == 0; i++) {
+		struct cfg_vdef *v = &j->vdefs[i];
+
+		for (uint32_t k = v->lo; k <= v->hi && r == 0; k++) {
+			if (asprintf(&j->view_text[k], "%s cache %s", prefix,
+				v->tail) < 0) {
+				j->view_text[k] = NULL;
+				r = -ENOMEM;
+				break;
+			}
+			if ((r = xf_pipeline_parse(j->view_text[k],
+				 &j->view_pl[k], msg, sizeof(msg))) != 0) {
+				r = r == -EINVAL ? perr(p, v->line,
+						       "view.%u: pipeline "
+						       "(after the cached "
+						       "prefix): %s",
+						       k, msg)
+						 : r;
+				break;
+			}
+			if (xf_check_output(j->view_pl[k], j->dtype, msg,
+				sizeof(msg)) != 0) {
+				r = perr(p, v->line, "view.%u: %s", k, msg);
+				break;
+			}
+			if (j->view_pl[k]->batch_op != NULL) {
+				r = perr(p, v->line,
+				    "view.%u: a batch op (mixup, cutmix, "
+				    "mixup_cutmix) in a view's tail: the views "
+				    "share one labels file per batch, and "
+				    "batch ops with views are not supported",
+				    k);
+				break;
+			}
+			j->view_pl[k]->max_pixels = j->max_pixels;
+		}
+	}
+	free(prefix);
+	return r;
+}
+
 static int
 check_job(struct parser *p, struct cfg_job *j)
 {
@@ -504,6 +706,8 @@ pipeline:
 	if (xf_check_output(j->pl, j->dtype, msg, sizeof(msg)) != 0)
 		return perr(p, j->pipeline_line, "%s", msg);
 	j->pl->max_pixels = j->max_pixels;
+	if ((r = check_res(p, j)) != 0 || (r = check_views(p, j)) != 0)
+		return r;
 	return 0;
 }
 

@@ -76,6 +76,26 @@ struct cfg_mix_step {
 	uint64_t *w; /* per source, in millionths (core/mix.h) */
 };
 
+/*
+ * A resolution schedule (resolution = LO..HI @ epochs E0..E1): FFCV's
+ * progressive resizing (its get_resolution).  The output size of epoch e
+ * is LO up to E0, HI from E1, and between them
+ * round(interp(e, [E0, E1], [LO, HI]) / 32) * 32 (cfg_job_res).
+ */
+struct cfg_res {
+	uint32_t lo, hi, e0, e1;
+};
+
+/* A view.K[-L] = TAIL line: views K to L have the pipeline tail TAIL. */
+struct cfg_vdef {
+	uint32_t lo, hi;
+	char *tail;
+	int line;
+};
+
+/* The most views of a job (views = N). */
+#define CFG_MAX_VIEWS 64
+
 struct cfg_job {
 	char *name;
 	char *dataset;
@@ -111,6 +131,25 @@ struct cfg_job {
 	int line;          /* of the [job NAME] header */
 	int pipeline_line; /* of its pipeline key (or the header) */
 	int dataset_line;  /* of its dataset key (or the header) */
+	struct cfg_res res; /* resolution = ...; res_line 0: none */
+	int res_line;
+	/* The seeds of the shuffle and of the random ops: seed unless
+	 * given (their line 0: not given, -1: given by -o);
+	 * cfg_job_shuffle_seed, cfg_job_aug_seed. */
+	uint64_t shuffle_seed, aug_seed;
+	int shuffle_seed_line, aug_seed_line;
+	/*
+	 * Views (views = N, 1: none): view 0 is the pipeline; view v >= 1
+	 * runs the cached prefix and then its own tail: view_pl[v], parsed
+	 * by the load from "PREFIX cache TAIL" (view_text[v]), or NULL for
+	 * the pipeline's own tail.  vdefs: the view.K[-L] lines as given.
+	 */
+	uint64_t views;
+	int views_line;
+	struct cfg_vdef *vdefs;
+	size_t nvdefs;
+	char **view_text;
+	struct xf_pipeline **view_pl;
 };
 
 struct cfg {
@@ -198,6 +237,23 @@ const char *cfg_dtype_name(enum xf_dtype d);
 const char *cfg_layout_name(enum xf_layout l);
 const char *cfg_order_name(enum cfg_order o);
 const char *cfg_on_error_name(enum cfg_on_error e);
+
+/*
+ * The output size of epoch of a job with a resolution schedule (FFCV's
+ * get_resolution: min_res up to start_ramp, max_res from end_ramp, and
+ * between them np.interp, then int(np.round(r / 32)) * 32, rounding half
+ * to even), or 0 for a job without one.
+ */
+uint32_t cfg_job_res(const struct cfg_job *j, uint32_t epoch);
+/* The seed of a job's shuffle and of its random ops (seed unless set). */
+uint64_t cfg_job_shuffle_seed(const struct cfg_job *j);
+uint64_t cfg_job_aug_seed(const struct cfg_job *j);
+/*
+ * "LO..HI @ epochs E0..E1" into *r; -EINVAL with a message (the key's
+ * name not included) for anything else: sizes not 32 <= LO <= HI <=
+ * 65504, E0 >= E1, epochs over 9999.
+ */
+int cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len);
 
 void cfg_free(struct cfg *c); /* NULL is fine */
 

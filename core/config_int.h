@@ -20,6 +20,7 @@ enum ktype {
 	K_SERVERS, /* char *, a memcached server list (cluster_check_servers);
 		      empty: NULL, no servers */
 	K_CACHEFMT, /* uint32_t, cache_fmt_parse: raw | lossless | jpeg(Q) */
+	K_RES,      /* struct cfg_res, cfg_parse_res */
 };
 
 /* K_SIZE: the values a key allows besides sizes >= lo (its hi). */

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,14 @@ static const struct key keys[] = {
 	"a count of pixels from 1 up"},
     {SEC_JOB, "cache_format", K_CACHEFMT, J(cache_format), -1, 0, 0, NULL,
 	"raw, lossless or jpeg(Q) with Q from 1 to 100"},
+    {SEC_JOB, "resolution", K_RES, J(res), J(res_line), 0, 0, NULL,
+	"LO..HI @ epochs E0..E1, like 160..192 @ epochs 0..13"},
+    {SEC_JOB, "shuffle_seed", K_COUNT, J(shuffle_seed), J(shuffle_seed_line), 0,
+	UINT64_MAX, NULL, "an unsigned 64-bit integer"},
+    {SEC_JOB, "aug_seed", K_COUNT, J(aug_seed), J(aug_seed_line), 0, UINT64_MAX,
+	NULL, "an unsigned 64-bit integer"},
+    {SEC_JOB, "views", K_COUNT, J(views), J(views_line), 1, CFG_MAX_VIEWS, NULL,
+	"a count from 1 to 64"},
 };
 #undef M
 #undef D
@@ -225,7 +234,7 @@ cfg_is_mount_key(const char *key, size_t len)
  * pipeline: a pipeline has commas, which -o splits at). */
 static const char *const job_opts[] = {"batch_size", "epochs", "seed",
     "shuffle", "drop_last", "order", "dtype", "layout", "on_error", "gpu",
-    "max_pixels", "cache_format", NULL};
+    "max_pixels", "cache_format", "shuffle_seed", "aug_seed", NULL};
 
 static const char *
 job_opt_key(const char *key, size_t len)
@@ -365,6 +374,17 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 			return -EINVAL;
 		}
 		return 0;
+	case K_RES: {
+		char why[256];
+
+		if (cfg_parse_res(
+			val, (struct cfg_res *)field, why, sizeof(why)) != 0) {
+			snprintf(msg, len, "%s: '%s': %s (expected %s)",
+			    k->name, val, why, k->what);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	case K_ENUM:
 		for (e = 0; k->names[e]; e++)
 			if (strcasecmp(val, k->names[e]) == 0) {
@@ -398,6 +418,133 @@ cfg_job_defaults(struct cfg_job *j)
 	j->gpu = false;
 	j->max_pixels = XF_DEFAULT_MAX_PIXELS;
 	j->cache_format = CACHE_FMT_ENC(CACHE_FMT_RAW, 0);
+	j->views = 1;
+}
+
+/* A decimal of at most 9 digits at *s; advances *s. */
+static bool
+res_num(const char **s, uint64_t *v)
+{
+	const char *p = *s;
+
+	*v = 0;
+	while (*p >= '0' && *p <= '9' && p - *s < 9)
+		*v = *v * 10 + (uint64_t)(*p++ - '0');
+	if (p == *s || (*p >= '0' && *p <= '9'))
+		return false;
+	*s = p;
+	return true;
+}
+
+/* "A..B" at *s (blanks allowed around ".."); advances *s. */
+static bool
+res_range(const char **s, uint64_t *a, uint64_t *b)
+{
+	if (!res_num(s, a))
+		return false;
+	while (**s == ' ' || **s == '\t')
+		(*s)++;
+	if (strncmp(*s, "..", 2) != 0)
+		return false;
+	*s += 2;
+	while (**s == ' ' || **s == '\t')
+		(*s)++;
+	return res_num(s, b);
+}
+
+/* FFCV's rounding of an interpolated resolution: half to even. */
+static uint32_t
+res_round(double r)
+{
+	return (uint32_t)nearbyint(r / 32.0) * 32;
+}
+
+int
+cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len)
+{
+	uint64_t lo, hi, e0, e1;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!res_range(&s, &lo, &hi)) {
+		snprintf(msg, len, "expected sizes LO..HI first");
+		return -EINVAL;
+	}
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s != '@') {
+		snprintf(
+		    msg, len, "expected '@ epochs E0..E1' after the sizes");
+		return -EINVAL;
+	}
+	s++;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (strncmp(s, "epochs", 6) != 0 ||
+	    (s[6] != ' ' && s[6] != '\t' && s[6] != '\0')) {
+		snprintf(msg, len, "expected the word 'epochs' after '@'");
+		return -EINVAL;
+	}
+	s += 6;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!res_range(&s, &e0, &e1)) {
+		snprintf(msg, len, "expected epochs E0..E1 after '@ epochs'");
+		return -EINVAL;
+	}
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s != '\0') {
+		snprintf(msg, len, "text after the epochs");
+		return -EINVAL;
+	}
+	if (lo < 32 || hi > 65504 || lo > hi) {
+		snprintf(msg, len, "sizes need 32 <= LO <= HI <= 65504");
+		return -EINVAL;
+	}
+	if (e0 >= e1 || e1 > 9999) {
+		snprintf(msg, len,
+		    e0 >= e1 ? "the ramp's first epoch must be below its last"
+			     : "epochs go up to 9999");
+		return -EINVAL;
+	}
+	r->lo = (uint32_t)lo;
+	r->hi = (uint32_t)hi;
+	r->e0 = (uint32_t)e0;
+	r->e1 = (uint32_t)e1;
+	return 0;
+}
+
+uint32_t
+cfg_job_res(const struct cfg_job *j, uint32_t epoch)
+{
+	const struct cfg_res *r = &j->res;
+	double x;
+
+	if (j->res_line == 0)
+		return 0;
+	/* FFCV's get_resolution: the ends as given, the ramp between them
+	 * np.interp's value rounded to a multiple of 32. */
+	if (epoch <= r->e0)
+		return r->lo;
+	if (epoch >= r->e1)
+		return r->hi;
+	x = ((double)r->hi - r->lo) / ((double)r->e1 - r->e0) *
+		((double)epoch - r->e0) +
+	    r->lo;
+	return res_round(x);
+}
+
+uint64_t
+cfg_job_shuffle_seed(const struct cfg_job *j)
+{
+	return j->shuffle_seed_line ? j->shuffle_seed : j->seed;
+}
+
+uint64_t
+cfg_job_aug_seed(const struct cfg_job *j)
+{
+	return j->aug_seed_line ? j->aug_seed : j->seed;
 }
 
 int
@@ -468,6 +615,8 @@ cfg_set_job(
 			return r;
 		}
 		j->pl->max_pixels = j->max_pixels;
+		if (k->line_off >= 0) /* given, on no line: -o */
+			*(int *)((char *)j + k->line_off) = -1;
 		set++;
 	}
 	if (set == 0) {

@@ -172,7 +172,8 @@ struct feed {
 	struct cfg *cfg;
 	struct dataset **ds; /* one per cfg dataset */
 	struct job *jobs;
-	size_t njobs;
+	size_t njobs;  /* the config's jobs, then their views 1..N-1 */
+	size_t nshown; /* the config's jobs: jobs[0..nshown) (feed_njobs) */
 	struct cache *cache; /* NULL: serve without */
 	struct cluster *cluster; /* the cluster tier; NULL: none */
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */

@@ -94,6 +94,23 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 			return r;
 		f->njobs++;
 	}
+	f->nshown = f->njobs;
+	/* The views 1..N-1 of each job with views, after the jobs. */
+	for (size_t i = 0; i < c->njobs; i++) {
+		const struct cfg_job *cj = &c->jobs[i];
+
+		f->jobs[i].view_base = (uint32_t)f->njobs;
+		for (uint32_t v = 1; v < cj->views; v++) {
+			struct job *vj = &f->jobs[f->njobs];
+
+			if ((r = job_init_view(vj, c, cj,
+				 f->ds[cj->dataset_index], v, err, errlen)) !=
+			    0)
+				return r;
+			vj->view_main = (uint32_t)i;
+			f->njobs++;
+		}
+	}
 	return 0;
 }
 
@@ -102,8 +119,11 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
     char *err, size_t errlen)
 {
 	struct feed *f;
+	size_t njobs = 0;
 	int r = -ENOMEM;
 
+	for (size_t i = 0; i < c->njobs; i++)
+		njobs += c->jobs[i].views;
 	if ((f = calloc(1, sizeof(*f))) == NULL) {
 		cfg_free(c);
 		snprintf(err, errlen, "out of memory");
@@ -118,9 +138,9 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	order_budget(f);
 	relaxed_budget(f);
 	if ((f->ds = calloc(c->ndatasets, sizeof(*f->ds))) == NULL ||
-	    (f->jobs = calloc(c->njobs, sizeof(*f->jobs))) == NULL ||
-	    (f->rfree = calloc(c->njobs, sizeof(*f->rfree))) == NULL ||
-	    (f->nrfree = calloc(c->njobs, sizeof(*f->nrfree))) == NULL) {
+	    (f->jobs = calloc(njobs, sizeof(*f->jobs))) == NULL ||
+	    (f->rfree = calloc(njobs, sizeof(*f->rfree))) == NULL ||
+	    (f->nrfree = calloc(njobs, sizeof(*f->nrfree))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -313,13 +333,25 @@ feed_free(struct feed *f)
 size_t
 feed_njobs(const struct feed *f)
 {
-	return f->njobs;
+	return f->nshown;
+}
+
+uint32_t
+feed_job_views(const struct feed *f, size_t job)
+{
+	return (uint32_t)f->jobs[job].cfg->views;
+}
+
+size_t
+feed_job_view(const struct feed *f, size_t job, uint32_t view)
+{
+	return view == 0 ? job : f->jobs[job].view_base + view - 1;
 }
 
 int
 feed_find_job(const struct feed *f, const char *name)
 {
-	for (size_t i = 0; i < f->njobs; i++)
+	for (size_t i = 0; i < f->nshown; i++)
 		if (strcmp(f->jobs[i].cfg->name, name) == 0)
 			return (int)i;
 	return -1;
@@ -491,7 +523,7 @@ feed_file_size(
 {
 	struct batch_geom g;
 
-	job_batch_geom(&f->jobs[k->job], k->world, k->batch, &g);
+	job_batch_geom(&f->jobs[k->job], k->epoch, k->world, k->batch, &g);
 	return g.size[kind];
 }
 
@@ -513,7 +545,7 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	int64_t *v, *ids = NULL;
 	int r = 0;
 
-	job_batch_geom(j, k->world, k->batch, &g);
+	job_batch_geom(j, k->epoch, k->world, k->batch, &g);
 	h->len = g.size[kind];
 	pos = malloc((g.len ? g.len : 1) * sizeof(*pos));
 	if (soft)
@@ -523,7 +555,7 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		free(ids);
 		return -ENOMEM;
 	}
-	job_npy_header(j, g.len, kind, (char *)h->data);
+	job_npy_header(j, k->epoch, g.len, kind, (char *)h->data);
 	v = soft ? ids : (int64_t *)(h->data + g.hdr[kind]);
 	plan_batch_positions(&j->plan, k->rank, k->world, k->batch, pos);
 	pthread_mutex_lock(&f->lock);

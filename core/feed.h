@@ -65,7 +65,16 @@ int feed_start(struct feed *f);
 void feed_keep_freed_memory(void);
 void feed_free(struct feed *f);
 
+/* The config's jobs: 0 .. feed_njobs - 1 (their views come after). */
 size_t feed_njobs(const struct feed *f);
+/*
+ * Views (views = N): a job's count of them (1: none), and the job index
+ * of its view v < N: job itself for view 0, for v >= 1 a job of the
+ * engine past feed_njobs, whose batch files are the .viewV.npy files of
+ * job's batches (their images only: labels and ids are view 0's).
+ */
+uint32_t feed_job_views(const struct feed *f, size_t job);
+size_t feed_job_view(const struct feed *f, size_t job, uint32_t view);
 /* Index of the job called name, or -1. */
 int feed_find_job(const struct feed *f, const char *name);
 const char *feed_job_name(const struct feed *f, size_t job);

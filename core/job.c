@@ -14,6 +14,7 @@
 #include "core/mix.h"
 #include "core/npy.h"
 #include "core/sbuf.h"
+#include "transforms/rng.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
 #include "transforms/rng.h"
@@ -69,6 +70,82 @@ key_texts(struct job *j, const struct cfg_job *cj)
 	return job_cache_texts(cj, &j->cache_text, &j->key_text);
 }
 
+/* g for pipeline pl of job cj. */
+static void
+geo_set(
+    struct job_geo *g, const struct cfg_job *cj, const struct xf_pipeline *pl)
+{
+	g->pl = pl;
+	g->sample_bytes = xf_sample_bytes(pl, cj->dtype);
+	g->raw_bytes = xf_sample_bytes(pl, XF_UINT8);
+	g->slot_bytes = cj->gpu ? g->raw_bytes : g->sample_bytes;
+	g->shape[0] = cj->batch_size;
+	if (cj->layout == XF_CHW) {
+		g->shape[1] = 3;
+		g->shape[2] = pl->out_h;
+		g->shape[3] = pl->out_w;
+	} else {
+		g->shape[1] = pl->out_h;
+		g->shape[2] = pl->out_w;
+		g->shape[3] = 3;
+	}
+}
+
+/* With a resolution schedule (that applies to this view: one of the
+ * pipeline's own tail), a geometry per size it takes. */
+static int
+init_geos(struct job *j, const struct cfg_job *cj)
+{
+	if (cj->res_line == 0 || j->pl != cj->pl)
+		return 0;
+	for (uint32_t e = 0; e < cj->epochs; e++) {
+		uint32_t s = cfg_job_res(cj, e);
+		struct xf_pipeline *pl;
+		struct job_geo *g;
+		size_t i;
+		int r;
+
+		for (i = 0; i < j->ngeos && j->geos[i].pl->out_w != s; i++)
+			;
+		if (i < j->ngeos)
+			continue;
+		if ((g = realloc(j->geos, (j->ngeos + 1) * sizeof(*g))) == NULL)
+			return -ENOMEM;
+		j->geos = g;
+		if ((r = xf_pipeline_sized(cj->pl, s, &pl)) != 0)
+			return r;
+		geo_set(&j->geos[j->ngeos++], cj, pl);
+		if (j->geos[i].slot_bytes > j->slot_bytes)
+			j->slot_bytes = j->geos[i].slot_bytes;
+	}
+	return 0;
+}
+
+const struct job_geo *
+job_geo(const struct job *j, uint32_t epoch)
+{
+	uint32_t s;
+
+	if (j->ngeos == 0)
+		return &j->geo0;
+	s = cfg_job_res(j->cfg, epoch);
+	for (size_t i = 0; i < j->ngeos; i++)
+		if (j->geos[i].pl->out_w == s)
+			return &j->geos[i];
+	return &j->geos[0]; /* an epoch past the job's: not served */
+}
+
+uint64_t
+job_sample_key(const struct job *j, uint32_t epoch, uint32_t id)
+{
+	uint64_t k = rng_key(RNG_DOMAIN_SAMPLE, j->aug_seed, epoch, id);
+
+	/* View 0's stream is the job's (a job without views keeps its
+	 * bytes); view v's is apart from it and from every other view's. */
+	return j->view == 0 ? k
+			    : rng_mix(k ^ rng_mix(RNG_DOMAIN_VIEW + j->view));
+}
+
 /* The part of the setup common to every job, once ds and plan.n are set. */
 static int
 init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
@@ -79,7 +156,16 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	int r;
 
 	j->cfg = cj;
-	j->pl = cj->pl;
+	j->pl =
+	    cj->view_pl && cj->view_pl[j->view] ? cj->view_pl[j->view] : cj->pl;
+	j->aug_seed = cfg_job_aug_seed(cj);
+	r = j->view ? asprintf(&j->name, "%s.view%u", cj->name, j->view)
+		    : ((j->name = strdup(cj->name)) != NULL ? 0 : -1);
+	if (r < 0) {
+		j->name = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	/*
 	 * Refused before anything is mounted; probed in a child process so
 	 * that CUDA is first opened after fuse_daemonize() (feed_start).
@@ -133,7 +219,7 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		return r;
 	}
 	j->plan.batch_size = (uint32_t)cj->batch_size;
-	j->plan.seed = cj->seed;
+	j->plan.seed = cfg_job_shuffle_seed(cj);
 	j->plan.shuffle = cj->shuffle;
 	j->plan.drop_last = cj->drop_last;
 	if (plan_nbatches(&j->plan, 1) > 999999) {
@@ -145,21 +231,17 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    cj->batch_size);
 		return -EINVAL;
 	}
-	j->sample_bytes = xf_sample_bytes(j->pl, cj->dtype);
-	j->raw_bytes = xf_sample_bytes(j->pl, XF_UINT8);
-	j->slot_bytes = cj->gpu ? j->raw_bytes : j->sample_bytes;
+	geo_set(&j->geo0, cj, j->pl);
+	j->sample_bytes = j->geo0.sample_bytes;
+	j->raw_bytes = j->geo0.raw_bytes;
+	j->slot_bytes = j->geo0.slot_bytes;
+	memcpy(j->shape, j->geo0.shape, sizeof(j->shape));
 	j->descr = cj->dtype == XF_UINT8     ? "|u1"
 		   : cj->dtype == XF_FLOAT16 ? "<f2"
 					     : "<f4";
-	j->shape[0] = cj->batch_size;
-	if (cj->layout == XF_CHW) {
-		j->shape[1] = 3;
-		j->shape[2] = j->pl->out_h;
-		j->shape[3] = j->pl->out_w;
-	} else {
-		j->shape[1] = j->pl->out_h;
-		j->shape[2] = j->pl->out_w;
-		j->shape[3] = 3;
+	if ((r = init_geos(j, cj)) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return r;
 	}
 	return 0;
 }
@@ -168,9 +250,17 @@ int
 job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen)
 {
+	return job_init_view(j, c, cj, ds, 0, err, errlen);
+}
+
+int
+job_init_view(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+    const struct dataset *ds, uint32_t view, char *err, size_t errlen)
+{
 	int r;
 
 	memset(j, 0, sizeof(*j));
+	j->view = view;
 	if (cj->nsources > 0) {
 		snprintf(err, errlen,
 		    "%s:%d: job %s is a mixture: this tool serves jobs over "
@@ -307,6 +397,13 @@ fail:
 void
 job_fini(struct job *j)
 {
+	for (size_t i = 0; i < j->ngeos; i++)
+		xf_pipeline_free((struct xf_pipeline *)j->geos[i].pl);
+	free(j->geos);
+	j->geos = NULL;
+	j->ngeos = 0;
+	free(j->name);
+	j->name = NULL;
 	free(j->prefix);
 	free(j->cache_text);
 	free(j->key_text);
@@ -422,8 +519,8 @@ job_order(const struct job *j, uint32_t epoch, uint32_t *ids)
 }
 
 size_t
-job_npy_header(
-    const struct job *j, uint32_t len, enum batch_kind kind, char *buf)
+job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
+    enum batch_kind kind, char *buf)
 {
 	uint64_t shape[4];
 
@@ -436,18 +533,19 @@ job_npy_header(
 		shape[0] = len;
 		return npy_header(buf, "<i8", shape, 1);
 	}
-	memcpy(shape, j->shape, sizeof(shape));
+	memcpy(shape, job_geo(j, epoch)->shape, sizeof(shape));
 	shape[0] = len;
 	return npy_header(buf, j->descr, shape, 4);
 }
 
 void
-job_batch_geom(
-    const struct job *j, uint32_t world, uint64_t b, struct batch_geom *g)
+job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
+    struct batch_geom *g)
 {
+	const struct job_geo *geo = job_geo(j, epoch);
 	uint64_t shape[4];
 
-	memcpy(shape, j->shape, sizeof(shape));
+	memcpy(shape, geo->shape, sizeof(shape));
 	g->len = plan_batch_len(&j->plan, world, b);
 	shape[0] = g->len;
 	g->hdr[BK_IMAGES] = (uint32_t)npy_header_len(j->descr, shape, 4);
@@ -455,7 +553,7 @@ job_batch_geom(
 	    (uint32_t)npy_header_len("<i8", shape, 1);
 	g->hdr[BK_CUDA] = 0;
 	g->size[BK_IMAGES] =
-	    g->hdr[BK_IMAGES] + (uint64_t)g->len * j->sample_bytes;
+	    g->hdr[BK_IMAGES] + (uint64_t)g->len * geo->sample_bytes;
 	g->size[BK_LABELS] = g->size[BK_IDS] =
 	    g->hdr[BK_LABELS] + (uint64_t)g->len * sizeof(int64_t);
 	if (j->soft) {
@@ -466,7 +564,7 @@ job_batch_geom(
 							     sizeof(float);
 	}
 	g->size[BK_CUDA] = FEEDFS_CUDA_DESC_SIZE;
-	g->raw_size = (uint64_t)g->len * j->raw_bytes;
+	g->raw_size = (uint64_t)g->len * geo->raw_bytes;
 }
 
 void
@@ -475,10 +573,12 @@ job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
 {
 	/* b < 10^6, rank < world <= 1024: one id each. */
 	uint64_t id = b | (uint64_t)rank << 32 | (uint64_t)world << 48;
+	/* The epoch's size: a resolution schedule's boxes fit its images. */
+	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
 
-	xf_mix_params(j->pl->batch_op,
-	    rng_key(RNG_DOMAIN_BATCHMIX, j->cfg->seed, epoch, id), j->pl->out_w,
-	    j->pl->out_h, m);
+	xf_mix_params(pl->batch_op,
+	    rng_key(RNG_DOMAIN_BATCHMIX, j->aug_seed, epoch, id), pl->out_w,
+	    pl->out_h, m);
 }
 
 int
@@ -509,8 +609,8 @@ job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
 	job_mix_draw(j, epoch, rank, world, b, &m);
 	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0)
 		return r;
-	return xf_mix_images(&m, px, len, j->pl->out_w, j->pl->out_h,
-	    j->cfg->dtype, j->cfg->layout, tmp);
+	return xf_mix_images(&m, px, len, job_geo(j, epoch)->pl->out_w,
+	    job_geo(j, epoch)->pl->out_h, j->cfg->dtype, j->cfg->layout, tmp);
 }
 
 static uint64_t

@@ -99,8 +99,41 @@ struct job_step {
 	uint64_t *w; /* one per source */
 };
 
+/*
+ * The geometry of the image files of an epoch: the pipeline that makes
+ * them and its sizes.  A job without a resolution schedule has one for
+ * every epoch; with one, one per size the schedule takes.
+ */
+struct job_geo {
+	const struct xf_pipeline *pl;
+	size_t sample_bytes; /* bytes of one output sample */
+	size_t raw_bytes;    /* of one uint8 HWC sample */
+	size_t slot_bytes;   /* raw_bytes with gpu = on, else sample_bytes */
+	uint64_t shape[4];   /* of one batch of B: B, then H W C or C H W */
+};
+
 struct job {
 	const struct cfg_job *cfg;
+	/*
+	 * A view of a job with views = N (cfg_job.views): view 0 is the job
+	 * itself, views 1..N-1 are jobs of their own in the engine (same
+	 * dataset, shuffle and batches, their own pipeline tail and random
+	 * draws), served as batch-NNNNNN.viewV.npy of the job.  name is
+	 * "JOB" for view 0 and "JOB.viewV" for the others (.feedfs/stats).
+	 */
+	uint32_t view;
+	uint32_t view_main; /* view >= 1, in a mount: view 0's index in
+			       feed.jobs, whose epoch orders it shares */
+	uint32_t view_base; /* view 0 of a job with views, in a mount: the
+			       index in feed.jobs of view 1 (views 1..N-1
+			       follow it) */
+	char *name;
+	uint64_t aug_seed; /* cfg_job_aug_seed */
+	/* The geometry of each epoch (job_geo): geo0 for the pipeline as
+	 * written, geos[ngeos] (pipelines owned) with a schedule. */
+	struct job_geo geo0;
+	struct job_geo *geos;
+	size_t ngeos;
 	/*
 	 * The samples by global id: the dataset, or for a mixture the
 	 * concatenation of its sources (owned: merged), each sample's path
@@ -134,6 +167,9 @@ struct job {
 				 tier's: both hold the job's cache_format):
 				 cache_text, max_pixels and the decoder's
 				 version */
+	/* geo0's sizes and shape (the pipeline as written); slot_bytes is
+	 * the largest of any epoch's (a relaxed view's sample buffers).
+	 * What depends on the epoch goes through job_geo. */
 	size_t sample_bytes;  /* bytes of one output sample */
 	size_t raw_bytes;     /* of one uint8 HWC sample (gpu = on: the
 				 device converts) */
@@ -174,6 +210,13 @@ struct batch_geom {
 int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);
 void job_fini(struct job *j);
+/* job_init of view `view` of cj (0: the job itself; < cj->views). */
+int job_init_view(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+    const struct dataset *ds, uint32_t view, char *err, size_t errlen);
+/* The geometry of epoch's image files (its resolution, with a schedule). */
+const struct job_geo *job_geo(const struct job *j, uint32_t epoch);
+/* The key of the random stream of sample id in epoch (of j's view). */
+uint64_t job_sample_key(const struct job *j, uint32_t epoch, uint32_t id);
 /*
  * The texts of job cj's cache entries without building the job (for
  * feedfs-cache): *index, its prefix and cache_format (the text the index
@@ -205,13 +248,13 @@ int job_set_weights(struct job *j, uint32_t from, const uint64_t *w);
  */
 int job_order(const struct job *j, uint32_t epoch, uint32_t *ids);
 
-/* The geometry of batch b of a rank view of world ranks. */
-void job_batch_geom(const struct job *j, uint32_t world, uint64_t b,
-    struct batch_geom *g);
-/* The .npy header of a file of kind of len samples; returns its length
- * (buf holds NPY_MAX_HEADER bytes). */
-size_t job_npy_header(const struct job *j, uint32_t len, enum batch_kind kind,
-    char *buf);
+/* The geometry of batch b of epoch of a rank view of world ranks. */
+void job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world,
+    uint64_t b, struct batch_geom *g);
+/* The .npy header of a file of kind of len samples of epoch; returns its
+ * length (buf holds NPY_MAX_HEADER bytes). */
+size_t job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
+    enum batch_kind kind, char *buf);
 
 /*
  * Batch ops (xf.h): the draw of batch b of rank view rank of world in

@@ -100,8 +100,13 @@ ns_child(const struct feed *f, const struct ns_key *p, const char *name,
 			c->type = NS_EMIX;
 			return 0;
 		}
-		if (!ns_parse_batch(name, &c->batch, &c->kind) ||
-		    (unsigned)c->kind >= files_per_batch(f, c->job))
+		if (ns_parse_view_batch(name, &c->batch, &c->view)) {
+			if (c->view >= feed_job_views(f, c->job))
+				return -ENOENT;
+			c->kind = BK_IMAGES;
+			c->job = (uint32_t)feed_job_view(f, c->job, c->view);
+		} else if (!ns_parse_batch(name, &c->batch, &c->kind) ||
+			   (unsigned)c->kind >= files_per_batch(f, c->job))
 			return -ENOENT;
 		fk = ns_feed_key(c);
 		if (!feed_key_valid(f, &fk))
@@ -166,7 +171,9 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 		ns_epoch_name(name, len, c->epoch);
 		return true;
 	case NS_EPOCH:
-		per = files_per_batch(f, k->job);
+		/* Per batch: its files, then its views 1..N-1. */
+		per =
+		    files_per_batch(f, k->job) + feed_job_views(f, k->job) - 1;
 		if (i == per * feed_job_nbatches(f, k->job, k->world) &&
 		    feed_job_mixture(f, k->job)) {
 			snprintf(name, len, "mixture");
@@ -177,6 +184,14 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 			return false;
 		c->type = NS_BATCH;
 		c->batch = i / per;
+		if (i % per >= files_per_batch(f, k->job)) {
+			c->view = (uint32_t)(i % per -
+					     files_per_batch(f, k->job) + 1);
+			c->kind = BK_IMAGES;
+			c->job = (uint32_t)feed_job_view(f, k->job, c->view);
+			ns_view_batch_name(name, len, c->batch, c->view);
+			return true;
+		}
 		c->kind = (enum batch_kind)(i % per);
 		ns_batch_name(name, len, c->batch, c->kind);
 		return true;
@@ -342,4 +357,29 @@ int
 ns_batch_name(char *buf, size_t len, uint64_t batch, enum batch_kind kind)
 {
 	return snprintf(buf, len, "batch-%06" PRIu64 "%s", batch, suffix[kind]);
+}
+
+bool
+ns_parse_view_batch(const char *name, uint64_t *batch, uint32_t *view)
+{
+	uint64_t v;
+
+	if (strncmp(name, "batch-", 6) != 0)
+		return false;
+	name += 6;
+	if (!parse_num(&name, 6, batch) || strncmp(name, ".view", 5) != 0)
+		return false;
+	name += 5;
+	if (!parse_num(&name, 1, &v) || strcmp(name, ".npy") != 0 || v < 1 ||
+	    v >= CFG_MAX_VIEWS)
+		return false;
+	*view = (uint32_t)v;
+	return true;
+}
+
+int
+ns_view_batch_name(char *buf, size_t len, uint64_t batch, uint32_t view)
+{
+	return snprintf(
+	    buf, len, "batch-%06" PRIu64 ".view%" PRIu32 ".npy", batch, view);
 }

@@ -6,7 +6,8 @@
  *	README, .feedfs/stats, .feedfs/log, JOB/info.json, JOB/samples.tsv,
  *	JOB/errors.tsv,
  *	JOB[/rank-R-of-W]/epoch-NNNN/batch-NNNNNN{.npy,.labels.npy,.ids.npy,
- *	.cuda}
+ *	.cuda}, and with views = N, batch-NNNNNN.viewV.npy for 1 <= V < N
+ *	(listed after the batch's other files)
  *	and for a mixture job JOB/mixture (the one writable file) and
  *	JOB[/rank-R-of-W]/epoch-NNNN/mixture (listed after the batches)
  *
@@ -51,6 +52,10 @@ struct ns_key {
 	uint32_t job, rank, world, epoch;
 	uint64_t batch;
 	enum batch_kind kind;
+	/* NS_BATCH of view v >= 1 (batch-NNNNNN.viewV.npy, kind BK_IMAGES):
+	 * job is then the view's job (feed_job_view), which ns_feed_key
+	 * names; 0 for every other node. */
+	uint32_t view;
 };
 
 struct ns_attr {
@@ -87,5 +92,9 @@ int ns_rank_name(char *buf, size_t len, uint32_t rank, uint32_t world);
 int ns_epoch_name(char *buf, size_t len, uint32_t epoch);
 int ns_batch_name(char *buf, size_t len, uint64_t batch,
     enum batch_kind kind);
+/* "batch-NNNNNN.viewV.npy": view V >= 1 (canonical: no leading zero, up
+ * to CFG_MAX_VIEWS - 1) of a job with views; its printer. */
+bool ns_parse_view_batch(const char *name, uint64_t *batch, uint32_t *view);
+int ns_view_batch_name(char *buf, size_t len, uint64_t batch, uint32_t view);
 
 #endif

@@ -21,9 +21,12 @@ struct order *
 order_get(struct feed *f, uint32_t job, uint32_t epoch)
 {
 	struct order *o;
-	struct job *j = &f->jobs[job];
+	struct job *j;
 	unsigned idle = 0;
 
+	if (f->jobs[job].view > 0) /* a view's order is view 0's */
+		job = f->jobs[job].view_main;
+	j = &f->jobs[job];
 	if (job_is_mixture(j) && epoch >= j->opened)
 		return NULL;
 
@@ -63,6 +66,8 @@ order_get(struct feed *f, uint32_t job, uint32_t epoch)
 struct order *
 order_hold(struct feed *f, uint32_t job, uint32_t epoch)
 {
+	if (f->jobs[job].view > 0)
+		job = f->jobs[job].view_main;
 	for (struct order *o = f->orders; o; o = o->next)
 		if (o->job == job && o->epoch == epoch) {
 			o->refs++;

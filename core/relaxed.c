@@ -580,7 +580,8 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 			    x->msg ? x->msg : strerror(-x->err));
 		}
 	} else
-		memcpy(sched_slot(b, s), x->buf, j->slot_bytes);
+		memcpy(sched_slot(b, s), x->buf,
+		    job_geo(j, b->key.epoch)->slot_bytes);
 	if (!j->soft) /* else made from the ids once complete */
 		((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
 		    j->ds->samples[x->id].label;

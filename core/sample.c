@@ -626,8 +626,9 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 
 /* A sample of a pipeline without cache, from the file in one call. */
 static int
-run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
-    void *dst, char *err, size_t errlen)
+run_whole(struct job *j, const struct xf_pipeline *pl, uint32_t id,
+    const char *path, uint64_t key, bool raw, void *dst, char *err,
+    size_t errlen)
 {
 	uint8_t *src = NULL;
 	size_t len = 0;
@@ -638,7 +639,7 @@ run_whole(struct job *j, uint32_t id, const char *path, uint64_t key, bool raw,
 	atomic_store_explicit(&j->reads_source, true, memory_order_relaxed);
 	if ((r = read_sample(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return r;
-	r = xf_run(j->pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
+	r = xf_run(pl, src, len, key, raw ? XF_UINT8 : j->cfg->dtype,
 	    raw ? XF_HWC : j->cfg->layout, dst, msg, sizeof(msg));
 	xf_free(src);
 	if (r != 0) {
@@ -652,6 +653,7 @@ int
 sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
     bool raw, void *dst, char *err, size_t errlen)
 {
+	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
 	struct xf_image img = {0};
 	char path[4096];
 	uint64_t t0 = now_ns();
@@ -665,15 +667,13 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		 * on the file's bytes (xf_run decodes only the box of a
 		 * leading random_resized_crop).
 		 */
-		r = run_whole(j, id, path,
-		    rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, epoch, id), raw,
-		    dst, err, errlen);
+		r = run_whole(j, pl, id, path, job_sample_key(j, epoch, id),
+		    raw, dst, err, errlen);
 		goto out;
 	}
 	if ((r = prefix_image(j, c, epoch, id, path, &img, err, errlen)) != 0)
 		goto out;
-	r = xf_run_suffix(j->pl, &img,
-	    rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, epoch, id),
+	r = xf_run_suffix(pl, &img, job_sample_key(j, epoch, id),
 	    raw ? XF_UINT8 : j->cfg->dtype, raw ? XF_HWC : j->cfg->layout, dst);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-r));

@@ -268,12 +268,13 @@ mix_one(struct feed *f)
 {
 	struct batch *b = f->mix.head;
 	const struct job *j = b->job;
+	size_t sb = job_geo(j, b->key.epoch)->sample_bytes; /* its epoch's */
 	void *tmp;
 	int r = -ENOMEM;
 
 	sched_dequeue(f, b);
 	pthread_mutex_unlock(&f->lock);
-	if ((tmp = xf_alloc(j->sample_bytes ? j->sample_bytes : 1)) != NULL)
+	if ((tmp = xf_alloc(sb ? sb : 1)) != NULL)
 		r = job_mix_batch(j, b->key.epoch, b->key.rank, b->key.world,
 		    b->key.batch, b->g.len,
 		    b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES],

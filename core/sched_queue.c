@@ -77,11 +77,12 @@ uint8_t *
 sched_slot(struct batch *b, uint32_t s)
 {
 	const struct job *j = b->job;
+	const struct job_geo *geo = job_geo(j, b->key.epoch);
 
 	if (j->cfg->gpu)
-		return b->raw + (size_t)s * j->raw_bytes;
+		return b->raw + (size_t)s * geo->raw_bytes;
 	return b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES] +
-	       (size_t)s * j->sample_bytes;
+	       (size_t)s * geo->sample_bytes;
 }
 
 void

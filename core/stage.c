@@ -51,14 +51,15 @@ stage(struct feed *f, struct feed_handle *h)
 {
 	struct batch *b = h->b;
 	const struct job *j = b->job;
-	struct gpu_conv cv = {j->pl->out_w, j->pl->out_h, j->cfg->dtype,
-	    j->cfg->layout, j->pl->normalize, {0}, {0}};
+	const struct job_geo *geo = job_geo(j, b->key.epoch);
+	struct gpu_conv cv = {geo->pl->out_w, geo->pl->out_h, j->cfg->dtype,
+	    j->cfg->layout, geo->pl->normalize, {0}, {0}};
 	struct feedfs_cuda_desc d;
 	char msg[512];
 	int r;
 
-	memcpy(cv.mean, j->pl->mean, sizeof(cv.mean));
-	memcpy(cv.std, j->pl->std, sizeof(cv.std));
+	memcpy(cv.mean, geo->pl->mean, sizeof(cv.mean));
+	memcpy(cv.std, geo->pl->std, sizeof(cv.std));
 	if ((r = job_pool(f, (size_t)(j - f->jobs), msg, sizeof(msg))) != 0 ||
 	    (r = gpu_stage(f->gpu, (uint32_t)(j - f->jobs), &cv, b->raw,
 		 b->g.len, &h->gbuf, msg, sizeof(msg))) != 0) {
@@ -68,7 +69,7 @@ stage(struct feed *f, struct feed_handle *h)
 	}
 	gpu_buf_desc(f->gpu, h->gbuf, &d);
 	d.ndim = 4;
-	memcpy(d.shape, j->shape, sizeof(d.shape));
+	memcpy(d.shape, geo->shape, sizeof(d.shape));
 	d.shape[0] = b->g.len;
 	feedfs_cuda_encode(&d, h->desc);
 	return 0;

@@ -146,7 +146,7 @@ stats_admission(struct feed *f, const struct cache_stats *cs, struct sbuf *sb)
 				sb_printf(sb,
 				    "feedfs_epoch_cache_%s_total{job=\"%s\","
 				    "epoch=\"%" PRIu64 "\"} %" PRIu64 "\n",
-				    m ? "misses" : "hits", f->jobs[i].cfg->name,
+				    m ? "misses" : "hits", f->jobs[i].name,
 				    e1 - 1,
 				    (uint64_t)atomic_load(
 					m ? &f->jobs[i].st.ep[k].misses
@@ -214,11 +214,11 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 
 			if (ctr[c].seconds)
 				sb_printf(sb, "%s{job=\"%s\"} %.6f\n",
-				    ctr[c].name, f->jobs[i].cfg->name,
+				    ctr[c].name, f->jobs[i].name,
 				    (double)x / 1e9);
 			else
 				sb_printf(sb, "%s{job=\"%s\"} %" PRIu64 "\n",
-				    ctr[c].name, f->jobs[i].cfg->name, x);
+				    ctr[c].name, f->jobs[i].name, x);
 		}
 	}
 	sb_printf(sb, "# HELP feedfs_source_samples_total Samples prepared, "
@@ -229,14 +229,14 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 			sb_printf(sb,
 			    "feedfs_source_samples_total{job=\"%s\","
 			    "source=\"%s\"} %" PRIu64 "\n",
-			    f->jobs[i].cfg->name, f->jobs[i].src_names[s],
+			    f->jobs[i].name, f->jobs[i].src_names[s],
 			    (uint64_t)atomic_load(&f->jobs[i].src[s].samples));
 	sb_printf(sb, "# HELP feedfs_images_per_second Samples prepared per "
 		      "second, over the last 10 s.\n"
 		      "# TYPE feedfs_images_per_second gauge\n");
 	for (size_t i = 0; i < f->njobs; i++)
 		sb_printf(sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
-		    f->jobs[i].cfg->name, job_rate(&f->jobs[i].st, 10));
+		    f->jobs[i].name, job_rate(&f->jobs[i].st, 10));
 }
 
 /*
@@ -255,7 +255,7 @@ stats_mixture(struct feed *f, struct sbuf *sb)
 			sb_printf(sb,
 			    "feedfs_mixture_next_epoch{job=\"%s\"} %" PRIu32
 			    "\n",
-			    f->jobs[i].cfg->name, f->jobs[i].opened);
+			    f->jobs[i].name, f->jobs[i].opened);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -382,7 +382,7 @@ stats_starved(struct feed *f, struct sbuf *sb)
 	for (size_t i = 0; i < f->njobs; i++)
 		sb_printf(sb,
 		    "feedfs_job_read_starved_seconds_total{job=\"%s\"} %.6f\n",
-		    f->jobs[i].cfg->name,
+		    f->jobs[i].name,
 		    (double)starved_ns(&f->jobs[i].starved, now) / 1e9);
 	sb_printf(sb,
 	    "# HELP feedfs_read_starved_seconds_total Time at least one "

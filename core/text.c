@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ make_readme(struct feed *f, size_t *len)
 	sb_printf(&sb,
 	    "This is a feedfs mount: preprocessed training batches.\n\n"
 	    "Each job is a directory:\n\n");
-	for (size_t i = 0; i < f->njobs; i++) {
+	for (size_t i = 0; i < f->nshown; i++) {
 		struct job *j = &f->jobs[i];
 
 		if (job_is_mixture(j)) {
@@ -59,8 +60,22 @@ make_readme(struct feed *f, size_t *len)
 		    plan_nbatches(&j->plan, 1), j->plan.batch_size,
 		    j->cfg->epochs, j->cfg->pipeline,
 		    cfg_dtype_name(j->cfg->dtype),
-		    cfg_layout_name(j->cfg->layout), j->shape[1], j->shape[2],
-		    j->shape[3]);
+		    cfg_layout_name(j->cfg->layout), job_geo(j, 0)->shape[1],
+		    job_geo(j, 0)->shape[2], job_geo(j, 0)->shape[3]);
+		if (j->cfg->res_line)
+			sb_printf(&sb,
+			    "      resolution: %" PRIu32 "..%" PRIu32
+			    " @ epochs %" PRIu32 "..%" PRIu32
+			    " (the shape above is epoch 0's; each epoch's size: "
+			    "info.json epoch_sizes)\n",
+			    j->cfg->res.lo, j->cfg->res.hi, j->cfg->res.e0,
+			    j->cfg->res.e1);
+		if (j->cfg->views > 1)
+			sb_printf(&sb,
+			    "      views: %" PRIu64 ": batch-NNNNNN.npy is "
+			    "view 0, batch-NNNNNN.viewV.npy view V (info.json "
+			    "views)\n",
+			    j->cfg->views);
 		if (j->soft) /* a batch op ends its pipeline */
 			sb_printf(&sb,
 			    "      labels: float32 soft labels, shape (B, "
@@ -80,6 +95,8 @@ make_readme(struct feed *f, size_t *len)
 	    "                                         (mixup, cutmix) float32 "
 	    "soft labels (B, classes)\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.viewV.npy  view V's images (a "
+	    "job with views)\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
 	    "(1 <= W <= 1024; not listed, but there)\n"
 	    "  JOB/mixture, JOB/epoch-NNNN/mixture    a mixture's weights: "
@@ -147,11 +164,84 @@ mixture_json(const struct job *j, struct sbuf *sb)
 	sb_printf(sb, "]");
 }
 
+/* The seeds of the shuffle and of the random ops (both seed unless set). */
+static void
+seeds_json(const struct job *j, struct sbuf *sb)
+{
+	sb_printf(sb,
+	    ",\n  \"shuffle_seed\": %" PRIu64 ",\n  \"aug_seed\": %" PRIu64,
+	    cfg_job_shuffle_seed(j->cfg), cfg_job_aug_seed(j->cfg));
+}
+
+/*
+ * A resolution schedule: its terms (FFCV's names) and the output size of
+ * every epoch (H = W); "shape" above is epoch 0's.  null without one.
+ */
+static void
+res_json(const struct job *j, struct sbuf *sb)
+{
+	const struct cfg_job *c = j->cfg;
+
+	if (c->res_line == 0) {
+		sb_printf(sb, ",\n  \"resolution\": null");
+		return;
+	}
+	sb_printf(sb,
+	    ",\n  \"resolution\": {\"min_res\": %" PRIu32
+	    ", \"max_res\": %" PRIu32 ", \"start_ramp\": %" PRIu32
+	    ", \"end_ramp\": %" PRIu32
+	    ", \"multiple\": 32, \"rule\": \"min_res up to start_ramp, "
+	    "max_res from end_ramp, between them int(np.round(np.interp("
+	    "epoch, [start_ramp, end_ramp], [min_res, max_res]) / 32)) * "
+	    "32\"}"
+	    ",\n  \"epoch_sizes\": [",
+	    c->res.lo, c->res.hi, c->res.e0, c->res.e1);
+	for (uint32_t e = 0; e < c->epochs; e++)
+		sb_printf(sb, "%s%" PRIu32, e ? ", " : "", cfg_job_res(c, e));
+	sb_printf(sb, "]");
+}
+
+/*
+ * The views of job ji: each one's file name, pipeline, epoch 0's shape
+ * and whether the resolution schedule sets its size.
+ */
+static void
+views_json(struct feed *f, size_t ji, struct sbuf *sb)
+{
+	const struct job *j0 = &f->jobs[ji];
+
+	sb_printf(sb, ",\n  \"views\": [");
+	for (uint32_t v = 0; v < j0->cfg->views; v++) {
+		const struct job *j = &f->jobs[feed_job_view(f, ji, v)];
+		const struct job_geo *g = job_geo(j, 0);
+		char file[48];
+
+		if (v == 0)
+			snprintf(file, sizeof(file), "batch-NNNNNN.npy");
+		else
+			snprintf(
+			    file, sizeof(file), "batch-NNNNNN.view%u.npy", v);
+		sb_printf(sb,
+		    "%s\n    {\"view\": %u, \"file\": \"%s\", \"pipeline\": ",
+		    v ? "," : "", v, file);
+		sb_json_str(sb, j->cfg->view_text && j->cfg->view_text[v]
+				    ? j->cfg->view_text[v]
+				    : j->cfg->pipeline);
+		sb_printf(sb,
+		    ", \"shape\": [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+		    ", %" PRIu64 "], \"scheduled\": %s}",
+		    g->shape[0], g->shape[1], g->shape[2], g->shape[3],
+		    j->ngeos ? "true" : "false");
+	}
+	sb_printf(sb, "\n  ]");
+}
+
 static char *
 make_info_json(struct feed *f, size_t ji, size_t *len)
 {
 	struct job *j = &f->jobs[ji];
 	const struct cfg_job *c = j->cfg;
+	const struct job_geo *g0 = job_geo(j, 0);
 	struct sbuf sb = {0};
 
 	sb_printf(&sb, "{\n  \"job\": ");
@@ -174,8 +264,8 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 	    ",\n  \"order\": \"%s\",\n  \"on_error\": \"%s\",\n"
 	    "  \"pipeline\": ",
 	    j->ds->n, c->batch_size, plan_nbatches(&j->plan, 1), c->epochs,
-	    c->batch_size, j->shape[1], j->shape[2], j->shape[3], j->shape[1],
-	    j->shape[2], j->shape[3], cfg_dtype_name(c->dtype),
+	    c->batch_size, g0->shape[1], g0->shape[2], g0->shape[3],
+	    g0->shape[1], g0->shape[2], g0->shape[3], cfg_dtype_name(c->dtype),
 	    cfg_layout_name(c->layout), c->shuffle ? "true" : "false",
 	    c->drop_last ? "true" : "false", c->seed, cfg_order_name(c->order),
 	    cfg_on_error_name(c->on_error));
@@ -202,6 +292,9 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 		    c->batch_size);
 	if (job_is_mixture(j))
 		mixture_json(j, &sb);
+	seeds_json(j, &sb);
+	res_json(j, &sb);
+	views_json(f, ji, &sb);
 	sb_printf(&sb, "\n}\n");
 	return sb_done(&sb, len);
 }
@@ -239,7 +332,7 @@ feed_text_init(struct feed *f)
 	    (f->samples = calloc(f->njobs, sizeof(*f->samples))) == NULL)
 		return -ENOMEM;
 	feed_mem_add(f, f->readme.len);
-	for (size_t i = 0; i < f->njobs; i++) {
+	for (size_t i = 0; i < f->nshown; i++) {
 		if ((f->info[i].s = make_info_json(f, i, &f->info[i].len)) ==
 			NULL ||
 		    (f->samples[i].s =

@@ -20,7 +20,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char name[4200], back[4200];
-	uint32_t r, w, e;
+	uint32_t r, w, e, v;
 	uint64_t b;
 	enum batch_kind k;
 
@@ -44,6 +44,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((unsigned)k > BK_CUDA)
 			abort();
 		ns_batch_name(back, sizeof(back), b, k);
+		if (strcmp(back, name) != 0)
+			abort();
+	}
+	if (ns_parse_view_batch(name, &b, &v)) {
+		if (v < 1 || v >= CFG_MAX_VIEWS)
+			abort();
+		ns_view_batch_name(back, sizeof(back), b, v);
 		if (strcmp(back, name) != 0)
 			abort();
 	}

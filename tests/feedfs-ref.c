@@ -5,10 +5,12 @@
  * for jpeg(Q) the decode of the JPEG (sample_make without a cache, the
  * path of a mount whose cache is off).
  *
- *   feedfs-ref [--rank R --world W] CONFIG|DATASET_DIR JOB EPOCH OUTDIR
+ *   feedfs-ref [--rank R --world W] [--view V] CONFIG|DATASET_DIR JOB EPOCH
+ *       OUTDIR
  *
  * Writes OUTDIR/batch-NNNNNN.npy, .labels.npy and .ids.npy for every batch
- * of the epoch (of rank R of W).  A job with a batch op: its batches
+ * of the epoch (of rank R of W); with --view V (>= 1) of a job with views,
+ * batch-NNNNNN.viewV.npy instead.  A job with a batch op: its batches
  * mixed (job_mix_batch) and soft labels.  Exit 1 with a message on error.
  */
 #include <errno.h>
@@ -72,8 +74,9 @@ batch_make(struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
 		uint32_t id;
 
 		r = sample_make_slot(j, NULL, epoch, order, pos[s], false,
-		    (uint8_t *)images + (size_t)s * j->sample_bytes, &id, false,
-		    err, errlen);
+		    (uint8_t *)images +
+			(size_t)s * job_geo(j, epoch)->sample_bytes,
+		    &id, false, err, errlen);
 		if (r != 0)
 			goto out;
 		labels[s] = j->ds->samples[id].label;
@@ -89,7 +92,7 @@ out:
 int
 main(int argc, char **argv)
 {
-	unsigned long rank = 0, world = 1;
+	unsigned long rank = 0, world = 1, view = 0;
 	struct cfg *c = NULL;
 	struct dataset **ds = NULL;
 	struct job j;
@@ -104,12 +107,15 @@ main(int argc, char **argv)
 			rank = strtoul(argv[i + 1], NULL, 10);
 		else if (strcmp(argv[i], "--world") == 0)
 			world = strtoul(argv[i + 1], NULL, 10);
+		else if (strcmp(argv[i], "--view") == 0)
+			view = strtoul(argv[i + 1], NULL, 10);
 		else
 			break;
 	}
 	if (argc - i != 4 || world < 1 || rank >= world) {
 		fprintf(stderr, "usage: feedfs-ref [--rank R --world W] "
-				"CONFIG|DATASET_DIR JOB EPOCH OUTDIR\n");
+				"[--view V] CONFIG|DATASET_DIR JOB EPOCH "
+				"OUTDIR\n");
 		return 2;
 	}
 	if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
@@ -144,19 +150,29 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (job_init_all(&j, c, cj, (const struct dataset *const *)ds, err,
-		sizeof(err)) != 0) {
+	if (view >= cj->views) {
+		fprintf(stderr, "feedfs-ref: job %s has %" PRIu64 " views\n",
+		    cj->name, cj->views);
+		return 1;
+	}
+	if ((view > 0
+		    ? job_init_view(&j, c, cj, ds[cj->dataset_index],
+			  (uint32_t)view, err, sizeof(err))
+		    : job_init_all(&j, c, cj, (const struct dataset *const *)ds,
+			  err, sizeof(err))) != 0) {
 		fprintf(stderr, "feedfs-ref: %s\n", err);
 		return 1;
 	}
 	uint32_t epoch = (uint32_t)strtoul(argv[i + 2], NULL, 10);
 	const char *out = argv[i + 3];
 	uint64_t nb = plan_nbatches(&j.plan, (uint32_t)world);
-	void *images = malloc((size_t)cj->batch_size * j.sample_bytes);
+	size_t sample_bytes = job_geo(&j, epoch)->sample_bytes;
+	void *images = malloc((size_t)cj->batch_size * sample_bytes);
+	char vsuffix[32];
 	int64_t *labels = malloc(cj->batch_size * sizeof(int64_t));
 	int64_t *ids = malloc(cj->batch_size * sizeof(int64_t));
 	float *soft = j.soft ? malloc(cj->batch_size * j.nclasses * 4) : NULL;
-	void *tmp = malloc(j.sample_bytes ? j.sample_bytes : 1);
+	void *tmp = malloc(sample_bytes ? sample_bytes : 1);
 	char hdr[256];
 	int ret = 0;
 
@@ -180,17 +196,20 @@ main(int argc, char **argv)
 			ret = 1;
 			break;
 		}
-		hl = job_npy_header(&j, (uint32_t)r, BK_IMAGES, hdr);
-		if (write_file(out, b, ".npy", hdr, hl, images,
-			(size_t)r * j.sample_bytes) != 0)
+		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_IMAGES, hdr);
+		snprintf(vsuffix, sizeof(vsuffix), ".view%lu.npy", view);
+		if (write_file(out, b, view ? vsuffix : ".npy", hdr, hl, images,
+			(size_t)r * sample_bytes) != 0)
 			ret = 1;
-		hl = job_npy_header(&j, (uint32_t)r, BK_LABELS, hdr);
+		if (view > 0)
+			continue;
+		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_LABELS, hdr);
 		if (write_file(out, b, ".labels.npy", hdr, hl,
 			j.soft ? (void *)soft : (void *)labels,
 			j.soft ? (size_t)r * j.nclasses * 4 : (size_t)r * 8) !=
 		    0)
 			ret = 1;
-		hl = job_npy_header(&j, (uint32_t)r, BK_IDS, hdr);
+		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_IDS, hdr);
 		if (write_file(
 			out, b, ".ids.npy", hdr, hl, ids, (size_t)r * 8) != 0)
 			ret = 1;

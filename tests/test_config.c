@@ -683,6 +683,55 @@ test_missing_file(void)
 	CHECK(c == NULL);
 }
 
+/*
+ * Issue 28: a resolution schedule is FFCV's get_resolution: the ends as
+ * given (171 is not a multiple of 32), np.interp between them rounded to
+ * a multiple of 32 with half to even (48 and 80 are 1.5 and 2.5 times 32:
+ * both go to 64); the seeds default to seed, and -o sets them.
+ */
+static void
+test_schedule_seeds(void)
+{
+	struct cfg_job j;
+	struct cfg *c;
+	char err[512];
+
+	memset(&j, 0, sizeof(j));
+	CHECK_EQ_INT(cfg_job_res(&j, 3), 0); /* no schedule */
+	CHECK_EQ_INT(
+	    cfg_parse_res("32..96 @ epochs 0..4", &j.res, err, sizeof(err)), 0);
+	j.res_line = 1;
+	CHECK_EQ_INT(cfg_job_res(&j, 0), 32);
+	CHECK_EQ_INT(cfg_job_res(&j, 1), 64); /* 48: 1.5 -> 2 */
+	CHECK_EQ_INT(cfg_job_res(&j, 2), 64);
+	CHECK_EQ_INT(cfg_job_res(&j, 3), 64); /* 80: 2.5 -> 2 */
+	CHECK_EQ_INT(cfg_job_res(&j, 4), 96);
+	CHECK_EQ_INT(cfg_job_res(&j, 9999), 96);
+	CHECK_EQ_INT(
+	    cfg_parse_res("160..171 @ epochs 11..13", &j.res, err, sizeof(err)),
+	    0);
+	CHECK_EQ_INT(cfg_job_res(&j, 11), 160);
+	CHECK_EQ_INT(cfg_job_res(&j, 12), 160); /* 165.5: 5.17 -> 5 */
+	CHECK_EQ_INT(cfg_job_res(&j, 13), 171);
+	CHECK_EQ_INT(
+	    cfg_parse_res("160..192", &j.res, err, sizeof(err)), -EINVAL);
+	CHECK_EQ_INT(j.res.hi, 171); /* unchanged on error */
+	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK(cfg_job_shuffle_seed(&c->jobs[0]) == 42 &&
+	      cfg_job_aug_seed(&c->jobs[0]) == 42);
+	CHECK_EQ_INT(cfg_set_job(c, "seed", "7", err, sizeof(err)), 0);
+	CHECK(cfg_job_shuffle_seed(&c->jobs[0]) == 7 &&
+	      cfg_job_aug_seed(&c->jobs[1]) == 7);
+	CHECK(cfg_is_job_opt("train.aug_seed", 14));
+	CHECK_EQ_INT(
+	    cfg_set_job(c, "train.aug_seed", "9", err, sizeof(err)), 0);
+	CHECK(cfg_job_aug_seed(&c->jobs[0]) == 9 &&
+	      cfg_job_shuffle_seed(&c->jobs[0]) == 7 &&
+	      cfg_job_aug_seed(&c->jobs[1]) == 7);
+	CHECK(c->jobs[0].views == 1 && c->jobs[1].views == 1);
+	cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -704,6 +753,7 @@ main(void)
 	test_missing_file();
 	test_cluster();
 	test_job_opts();
+	test_schedule_seeds();
 	unlink(path);
 	rmdir(dir);
 	return TEST_SUMMARY();

@@ -21,6 +21,7 @@
 #include "core/engine.h"
 #include "core/ns.h"
 #include "core/sample.h"
+#include "transforms/rng.h"
 #include "tests/testlib.h"
 
 static char dir[] = "/tmp/test_engine.XXXXXX";
@@ -177,7 +178,7 @@ test_small_budget(void)
 	{
 		struct batch_geom g;
 
-		job_batch_geom(j, 1, 0, &g);
+		job_batch_geom(j, 0, 1, 0, &g);
 		per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + 6 * 8;
 	}
 	f->memory = f->mem_used + 3 * per; /* the test's budget */
@@ -258,7 +259,7 @@ test_opens_bounded(void)
 	uint8_t *first, *again;
 	struct feed_key k0 = {0, 0, 1, 0, 0};
 
-	job_batch_geom(j, 1, 0, &g);
+	job_batch_geom(j, 0, 1, 0, &g);
 	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
 	/* Four batches, and the handles and batch structs (metadata). */
 	f->memory =
@@ -321,7 +322,7 @@ test_relaxed_out_of_order(void)
 	bool *done = calloc(nb, sizeof(*done));
 	struct batch_geom g;
 
-	job_batch_geom(j, 1, 0, &g);
+	job_batch_geom(j, 0, 1, 0, &g);
 	per = g.size[BK_IMAGES] + 2 * g.size[BK_LABELS] + g.len * 8;
 	f->memory = f->mem_used + 5 * per;
 	for (uint64_t i = 0; i < nb + 6; i++) {
@@ -605,7 +606,7 @@ test_gpu_batches(const char *order)
 	char err[512];
 
 	((struct cfg_job *)j->cfg)->gpu = true;
-	j->slot_bytes = j->raw_bytes;
+	j->slot_bytes = j->geo0.slot_bytes = j->raw_bytes;
 	for (uint64_t b = 0; b < 3; b++) {
 		struct feed_key k = {0, 0, 1, 2, (b * 5) % 7};
 		size_t ilen, llen, len;
@@ -657,6 +658,28 @@ test_key_text(void)
 	    XF_DEFAULT_MAX_PIXELS, xf_decoder_id());
 	CHECK_EQ_STR(j->key_text, want);
 	CHECK(strncmp(xf_decoder_id(), "libjpeg-turbo ", 14) == 0);
+	feed_free(f);
+}
+
+/*
+ * Issue 28: a job that sets neither shuffle_seed nor aug_seed keeps its
+ * bytes: its shuffle is seeded by seed and its samples' draws are the
+ * stream of (RNG_DOMAIN_SAMPLE, seed, epoch, id), as before the keys.
+ */
+static void
+test_default_seeds(void)
+{
+	struct feed *f = start("64M", 0, "strict");
+	struct job *j = &f->jobs[0];
+
+	CHECK(j->plan.seed == j->cfg->seed && j->aug_seed == j->cfg->seed);
+	CHECK_EQ_INT(j->view, 0);
+	for (uint32_t e = 0; e < 3; e++)
+		for (uint32_t id = 0; id < 40; id += 7)
+			CHECK(job_sample_key(j, e, id) ==
+			      rng_key(RNG_DOMAIN_SAMPLE, j->cfg->seed, e, id));
+	CHECK_EQ_INT(feed_njobs(f), 1);
+	CHECK_EQ_INT(feed_job_views(f, 0), 1);
 	feed_free(f);
 }
 
@@ -719,6 +742,7 @@ main(void)
 	test_relaxed_idle();
 	test_meta_cap();
 	test_key_text();
+	test_default_seeds();
 	test_gpu_batches("strict");
 	test_gpu_batches("relaxed");
 	snprintf(cmd, sizeof(cmd), "mkdir %s/odd", dir);

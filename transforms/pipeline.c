@@ -697,6 +697,7 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 	}
 	pl->out_w = size_op->w;
 	pl->out_h = size_op->h;
+	pl->size_at = (size_t)(size_op - pl->ops);
 	return 0;
 }
 
@@ -748,6 +749,32 @@ xf_pipeline_free(struct xf_pipeline *pl)
 		return;
 	free(pl->ops);
 	free(pl);
+}
+
+int
+xf_pipeline_sized(
+    const struct xf_pipeline *pl, uint32_t s, struct xf_pipeline **out)
+{
+	struct xf_pipeline *n;
+
+	if (pl->size_at < pl->cache_at && pl->cache_at < pl->nops)
+		return -EINVAL;
+	if (pl->out_w != pl->out_h || s == 0 || s > 65535)
+		return -EINVAL;
+	if ((n = malloc(sizeof(*n))) == NULL)
+		return -ENOMEM;
+	*n = *pl;
+	if ((n->ops = malloc(pl->nops * sizeof(*n->ops))) == NULL) {
+		free(n);
+		return -ENOMEM;
+	}
+	memcpy(n->ops, pl->ops, pl->nops * sizeof(*n->ops));
+	n->ops[n->size_at].w = n->ops[n->size_at].h = s;
+	n->out_w = n->out_h = s;
+	if (pl->batch_op != NULL) /* into the copy's ops */
+		n->batch_op = n->ops + (pl->batch_op - pl->ops);
+	*out = n;
+	return 0;
 }
 
 /* snprintf at buf + *pos; *pos counts what would have been written. */

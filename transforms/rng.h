@@ -20,6 +20,8 @@
 #define RNG_DOMAIN_MIXBATCH 0x4d49584241543031ULL /* "MIXBAT01" */
 /* Batch ops (transforms/mix.c): a batch's mixup/cutmix draw. */
 #define RNG_DOMAIN_BATCHMIX 0x425443484d495831ULL /* "BTCHMIX1" */
+/* Views (core/job.c): view v's draws apart from view 0's. */
+#define RNG_DOMAIN_VIEW 0x5649455753303031ULL /* "VIEWS001" */
 
 static inline uint64_t
 rng_mix(uint64_t x)

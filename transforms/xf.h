@@ -74,6 +74,7 @@ struct xf_pipeline {
 	uint64_t max_pixels;   /* larger source images are refused */
 	const struct xf_op *batch_op; /* the last op when it is a batch op,
 					 else NULL */
+	size_t size_at;	       /* index of the op that fixes out_w x out_h */
 };
 
 /*
@@ -113,6 +114,14 @@ int xf_pipeline_parse(const char *text, struct xf_pipeline **out, char *err,
 void xf_pipeline_free(struct xf_pipeline *pl);
 /* Whether k is one of the augmentations of transforms/augment.c. */
 bool xf_op_augment(enum xf_opkind k);
+/*
+ * A copy of pl whose output size is s x s: the op that fixes the output
+ * (size_at) set to s x s (a resolution schedule's size of an epoch).
+ * -EINVAL when that op comes before cache (the cached prefix would change
+ * with the size) or is not square; -ENOMEM.
+ */
+int xf_pipeline_sized(
+    const struct xf_pipeline *pl, uint32_t s, struct xf_pipeline **out);
 
 /*
  * Canonical text of the cached prefix (ops before `cache`, normalize left out

@@ -362,11 +362,15 @@ class Job:
     """A job directory of a mount, such as /mnt/feed/train.
 
     .info is its info.json; .classes, .batch_size, .batches_per_epoch,
-    .epochs, .dtype (numpy), .shape (a full batch's) come from it, and
-    the labels': .num_classes, .labels_dtype (int64, or float32 for a job
-    whose pipeline ends in a batch op: mixup, cutmix, mixup_cutmix) and
-    .soft_labels (True then: labels are (B, num_classes) probabilities,
-    which torch's cross_entropy takes as they are)."""
+    .epochs, .dtype (numpy), .shape (a full batch's, of epoch 0) come from
+    it, and the labels': .num_classes, .labels_dtype (int64, or float32
+    for a job whose pipeline ends in a batch op: mixup, cutmix,
+    mixup_cutmix) and .soft_labels (True then: labels are (B, num_classes)
+    probabilities, which torch's cross_entropy takes as they are; their
+    shape does not change with the epoch).  A job with a resolution
+    schedule changes its shape by epoch (.epoch_sizes, shape_of(e)); a job
+    with views has .views > 1 image files per batch (batch-NNNNNN.npy is
+    view 0, .viewV.npy view V), each with its own shape (shape_of(e, v))."""
 
     def __init__(self, path):
         if isinstance(path, Job):
@@ -388,6 +392,12 @@ class Job:
         self.dtype = np.dtype(i["dtype"])
         self.shape = tuple(i["shape"])
         self.layout = i["layout"]
+        # The output size of each epoch (a resolution schedule), or None.
+        self.epoch_sizes = i.get("epoch_sizes")
+        self.view_info = i.get("views") or [
+            {"view": 0, "shape": i["shape"],
+             "scheduled": self.epoch_sizes is not None}]
+        self.views = len(self.view_info)
         # The plan's sample count: a mixture's epoch_samples, else samples.
         self.samples = int(i.get("epoch_samples", i["samples"]))
         self.drop_last = bool(i.get("drop_last", False))
@@ -397,6 +407,34 @@ class Job:
 
     def __repr__(self):
         return "feedfs.Job(%r)" % self.path
+
+    def shape_of(self, e, view=0):
+        """A full batch's shape in epoch e of view (its size in that epoch
+        when the job has a resolution schedule that sets the view's)."""
+        v = self.view_info[view]
+        s = list(v["shape"])
+        if self.epoch_sizes is not None and v.get("scheduled"):
+            r = int(self.epoch_sizes[e])
+            if self.layout == "CHW":
+                s[2] = s[3] = r
+            else:
+                s[1] = s[2] = r
+        return tuple(s)
+
+    def max_elems(self, view=None):
+        """Elements of the largest full batch of any epoch, of view (or of
+        any view): what a buffer that every epoch fits in needs."""
+        views = range(self.views) if view is None else [view]
+        epochs = range(self.epochs) if self.epoch_sizes is not None \
+            else [0]
+        return max(int(np.prod(self.shape_of(e, v)))
+                   for e in epochs for v in views)
+
+    @staticmethod
+    def view_suffix(view):
+        """The suffix of view's image files: ".npy" for view 0, else
+        ".viewV.npy"."""
+        return ".npy" if view == 0 else ".view%d.npy" % view
 
     def nbatches(self, world=1):
         """Batches per epoch of each rank of world (DistributedSampler's
@@ -430,10 +468,12 @@ class Job:
         return os.path.join(d, "epoch-%04d" % e)
 
     def epoch(self, e, rank=None, world=None, start=0, ids=False,
-              copy=False):
+              copy=False, views=False):
         """The batches of epoch e: an iterable of (images, labels) numpy
         arrays, (images, labels, ids) with ids=True; len() is its number
-        of batches.
+        of batches.  images has the epoch's shape (shape_of(e)).  With
+        views=True, images is the list of the batch's views (view 0
+        first), each of its own shape.
 
         With world > 1 the batches are rank's shard (JOB/rank-R-of-W/);
         by default the whole epoch, even under torchrun: world="auto"
@@ -450,7 +490,7 @@ class Job:
         labels int64 (B,), or with a batch op float32 (B, num_classes)
         soft labels (see soft_labels)."""
         r, w = rank_world(rank, world)
-        ep = Epoch(self, e, r, w, start, ids, copy)
+        ep = Epoch(self, e, r, w, start, ids, copy, views)
         _say_view(self, r, w, rank, world)
         return ep
 
@@ -458,8 +498,10 @@ class Job:
 class Epoch:
     """One epoch of a job in one rank's view; see Job.epoch."""
 
-    def __init__(self, job, e, rank, world, start, ids, copy):
+    def __init__(self, job, e, rank, world, start, ids, copy, views=False):
         self.job, self.epoch, self.rank, self.world = job, e, rank, world
+        self.as_list = bool(views)
+        self.views = job.views if views else 1
         self.dir = job.epoch_dir(e, rank, world)
         self.nbatches = job.nbatches(world)
         if not 0 <= start <= self.nbatches:
@@ -471,19 +513,23 @@ class Epoch:
         return self.nbatches - self.start
 
     def path(self, b, suffix=".npy"):
-        """The file of batch b: suffix ".npy", ".labels.npy" or ".ids.npy"."""
+        """The file of batch b: suffix ".npy", ".labels.npy", ".ids.npy"
+        or a view's ".viewV.npy"."""
         return os.path.join(self.dir, "batch-%06d%s" % (b, suffix))
 
     def __iter__(self):
         job = self.job
         bufs = [None, None]
+        shapes = [job.shape_of(self.epoch, v) for v in range(self.views)]
         for b in range(self.start, self.nbatches):
             k = b % 2
             if bufs[k] is None:
-                bufs[k] = np.empty(job.shape, dtype=job.dtype)
-            x = read_into(self.path(b), bufs[k])
+                bufs[k] = [np.empty(s, dtype=job.dtype) for s in shapes]
+            xs = [read_into(self.path(b, job.view_suffix(v)), bufs[k][v])
+                  for v in range(self.views)]
             if self.copy:
-                x = x.copy()
+                xs = [x.copy() for x in xs]
+            x = xs if self.as_list else xs[0]
             y = _load_small(self.path(b, ".labels.npy"))
             if self.ids:
                 yield x, y, _load_small(self.path(b, ".ids.npy"))

@@ -30,9 +30,11 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # What a state_dict() records of the job (info.json's keys): a checkpoint
-# is refused by a Loader whose job differs in one of them.
+# is refused by a Loader whose job differs in one of them.  LATER: keys a
+# checkpoint of an older feedfs lacks; they are compared when it has them.
 FINGERPRINT = ("samples", "batch_size", "seed", "shuffle", "drop_last",
-               "order", "pipeline")
+               "order", "pipeline", "shuffle_seed")
+LATER = ("shuffle_seed",)
 
 _DONE = object()
 
@@ -68,6 +70,8 @@ class Loader:
     device     where the tensors go (None: they stay on the host)
     non_blocking  the copy to device is asynchronous (from pinned memory)
     ids        yield (images, labels, ids)
+    views      for a job with views: images is the list of the batch's
+               views, view 0 first (each its own shape); else view 0 only
     prefetch   batches read ahead of the one yielded last (default 2).
     reuse_buffers  host tensors (device None) are views of prefetch + 2
                buffers used in turn: batch b's stays valid only until
@@ -87,6 +91,10 @@ class Loader:
     in a batch op (mixup, cutmix, mixup_cutmix: job.soft_labels) float32
     (B, num_classes) soft labels, which F.cross_entropy(logits, labels)
     takes as class probabilities.
+
+    images has the shape of its epoch (Job.shape_of): a job with a
+    resolution schedule changes it by epoch, and the host buffers are
+    sized for the largest.
 
     Iterating yields (images, labels) for the batches of one epoch: the
     epoch of the current position, from its batch there to its end, then
@@ -113,7 +121,7 @@ class Loader:
     def __init__(self, job, epochs=None, start=None, rank=None, world=None,
                  pin_memory=None, device=None, non_blocking=True, ids=False,
                  normalize=False, mean=None, std=None, prefetch=2,
-                 reuse_buffers=False):
+                 reuse_buffers=False, views=False):
         self.job = job if isinstance(job, feedfs.Job) else feedfs.Job(job)
         if epochs is None:
             epochs = self.job.epochs
@@ -129,6 +137,12 @@ class Loader:
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
         self.non_blocking = non_blocking
         self.ids = ids
+        self.views = bool(views)
+        nv = self.job.views if self.views else 1
+        # A host buffer holds a batch of each view read, each as large as
+        # the view's largest epoch (a resolution schedule's): offsets.
+        self._vsize = [self.job.max_elems(v) for v in range(nv)]
+        self._voff = [sum(self._vsize[:v]) for v in range(nv)]
         if int(prefetch) < 1:
             raise ValueError("prefetch %s: at least 1" % prefetch)
         self._prefetch = int(prefetch)
@@ -227,7 +241,8 @@ class Loader:
             return
         diff = ["%s %r in the checkpoint, %r here" % (k, fp.get(k),
                                                       self._fp.get(k))
-                for k in FINGERPRINT if fp.get(k) != self._fp.get(k)]
+                for k in FINGERPRINT if fp.get(k) != self._fp.get(k) and
+                (k in fp or k not in LATER)]
         if not diff:
             return
         what = "the checkpoint is of another job than %s: %s" % (
@@ -356,13 +371,26 @@ class Loader:
     # ---- reading ------------------------------------------------------------
 
     def _new_buffer(self):
-        """A host buffer for one batch: (tensor, its numpy array)."""
+        """A host buffer for one batch of every view read, flat: (tensor,
+        its numpy array); _shaped cuts it to an epoch's shapes."""
         tdtype = torch.from_numpy(np.empty(0, self.job.dtype)).dtype
+        n = sum(self._vsize)
         if self.pin_memory:
-            t = torch.empty(self.job.shape, dtype=tdtype, pin_memory=True)
+            t = torch.empty(n, dtype=tdtype, pin_memory=True)
             return t, t.numpy()
-        a = np.empty(self.job.shape, dtype=self.job.dtype)
+        a = np.empty(n, dtype=self.job.dtype)
         return torch.from_numpy(a), a
+
+    def _shaped(self, e, t, a):
+        """The flat buffer (t, a) as one batch of epoch e per view read:
+        ([tensor or None], [array]), views of it."""
+        ts, xs = [], []
+        for v, off in enumerate(self._voff):
+            shape = self.job.shape_of(e, v)
+            n = int(np.prod(shape))
+            xs.append(a[off:off + n].reshape(shape))
+            ts.append(None if t is None else t[off:off + n].view(shape))
+        return ts, xs
 
     def _buffers(self):
         """The host buffers as (tensor, array) pairs: the ring used in turn
@@ -387,17 +415,25 @@ class Loader:
             self._pool.append([a])
         return a
 
-    def _read(self, e, p, b, x, cache):
+    def _read(self, e, p, b, xs, cache):
         """Batch b of this rank in the deal of epoch e from place p, read
-        into x: (images, labels, ids or None)."""
+        into xs (one array per view read): ([images], labels, ids or
+        None)."""
         if p == 0:  # the mount's rank view itself
             d = self.job.epoch_dir(e, self.rank, self.world)
             path = "%s/batch-%06d" % (d, b)
-            out = feedfs.read_into(path + ".npy", x)
+            out = [feedfs.read_into(path + self.job.view_suffix(v), x)
+                   for v, x in enumerate(xs)]
             y = feedfs._load_small(path + ".labels.npy")
             z = feedfs._load_small(path + ".ids.npy") if self.ids \
                 else None
             return out, y, z
+        if len(xs) > 1:
+            raise ValueError("job %s: an elastic resume (a state of another "
+                             "world size) reads the views of a batch from "
+                             "several batches: not supported with views"
+                             % self.job.name)
+        x = xs[0]
         # After an elastic resume: each sample from the batch that holds
         # it in this world's view (or the whole epoch's, for a place the
         # view cuts), a batch file read once for its rows.
@@ -414,7 +450,7 @@ class Loader:
                 x[s] = vx[row]
                 ys[s], zs[s] = vy[row], vz[row]
         y = np.stack(ys)
-        return x[:len(places)], y, (np.stack(zs) if self.ids else None)
+        return [x[:len(places)]], y, (np.stack(zs) if self.ids else None)
 
     def _locate(self, q):
         """(rank, world, batch) of the view batch that holds place q of the
@@ -437,8 +473,8 @@ class Loader:
         spare = None
         if len(cache) >= 2:
             spare = cache.pop(next(iter(cache)))[3]
-        if spare is None:
-            spare = np.empty(self.job.shape, dtype=self.job.dtype)
+        if spare is None or spare.shape != self.job.shape_of(e):
+            spare = np.empty(self.job.shape_of(e), dtype=self.job.dtype)
         path = "%s/batch-%06d" % (self.job.epoch_dir(e, r, w), vb)
         vx = feedfs.read_into(path + ".npy", spare)
         vy = feedfs._load_small(path + ".labels.npy")
@@ -474,10 +510,12 @@ class Loader:
                     t, a = None, self._take()
                 else:
                     t, a = ring[g % self._nbuf]
-                x, y, z = self._read(e, p, b, a, cache)
-                out.put((i, e, p, b, None if t is None else t[:len(x)], x,
-                         y, z))
-                x = a = None  # a pool buffer is free once the trainer's
+                ts, xs = self._shaped(e, t, a)
+                xs, y, z = self._read(e, p, b, xs, cache)
+                ts = None if t is None else [
+                    tv[:len(x)] for tv, x in zip(ts, xs)]
+                out.put((i, e, p, b, ts, xs, y, z))
+                xs = ts = a = None  # a pool buffer is free once the
             out.put(_DONE)
         except BaseException as ex:  # handed to the trainer's thread
             out.put(ex)
@@ -502,17 +540,17 @@ class Loader:
                 item = out.get()
                 if isinstance(item, BaseException):
                     raise item
-                k, e, p, b, x, a, y, z = item
+                k, e, p, b, xs, a, y, z = item
                 item = None
-                if x is None:  # a pool buffer: its tensors keep it
-                    x = torch.from_numpy(a)
+                if xs is None:  # a pool buffer: its tensors keep it
+                    xs = [torch.from_numpy(v) for v in a]
                 a = None
                 y, z = torch.from_numpy(y), (None if z is None
                                              else torch.from_numpy(z))
                 event = None
                 if self.device is not None:
                     nb = self.non_blocking
-                    x = x.to(self.device, non_blocking=nb)
+                    xs = [v.to(self.device, non_blocking=nb) for v in xs]
                     y = y.to(self.device, non_blocking=nb)
                     z = None if z is None else z.to(self.device,
                                                     non_blocking=nb)
@@ -520,8 +558,10 @@ class Loader:
                         event = torch.cuda.Event()
                         event.record()
                 if self._norm is not None:
-                    x = torch.addcmul(-self._norm[1], x.float(),
-                                      self._norm[0])
+                    xs = [torch.addcmul(-self._norm[1], v.float(),
+                                        self._norm[0]) for v in xs]
+                x = xs if self.views else xs[0]
+                xs = None
                 self.epoch, self.batch = e, b
                 self._pos = self._step(k, p, b + 1)
                 with gate:
