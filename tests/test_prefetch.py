@@ -65,7 +65,10 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         m.read_epoch("c", e, t.ref(cfg, "c", e, t.path("ref-c%d" % e)))
     warm = prefetched(m, "c") - cold
     hits = m.job_stat("feedfs_cache_hits_total", "c")
-    check(hits >= 2 * N, "%d hits in two warm epochs" % hits)
+    # Epoch 1's first batches (the readahead's 2) may be made as epoch 0
+    # ends, while its last puts are still queued: a sample whose put has
+    # not landed misses once more (seen once in CI under ASan: 191 of 192).
+    check(hits >= 2 * N - 2 * B, "%d hits in two warm epochs" % hits)
     check(warm <= 2 * THREADS,
           "two warm epochs (%d hits) prefetched %d sources" % (hits, warm))
     log("cold epoch: %d of %d prefetched; two warm epochs: %d"
