@@ -1,8 +1,9 @@
 /*
  * test_transforms - the transforms library against values worked out by
  * hand: pipeline parsing and its refusals, prefix text, resize, crop,
- * flip, random resized crop parameters, the output conversion, float16,
- * and decoding JPEGs made here with libjpeg's compressor.
+ * flip (its SSSE3 row path equal to the scalar one), random resized crop
+ * parameters, the output conversion, float16, and decoding JPEGs made
+ * here with libjpeg's compressor.
  */
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -559,6 +560,46 @@ test_crop_flip(void)
 	xf_flip(&in);
 	CHECK(is_gray(&in, (uint8_t[]){4, 3, 2, 1, 8, 7, 6, 5}));
 	free(in.px);
+}
+
+/*
+ * The flip's row-buffer path (SSSE3, rows of 6..2048 pixels) gives the
+ * bytes of the scalar one (FEEDFS_XF_SCALAR=1) and of a mirror made
+ * here, at every width around its steps of five pixels and its bounds.
+ */
+static void
+test_flip_paths(void)
+{
+	static const uint32_t ws[] = {1, 2, 5, 6, 7, 10, 11, 12, 13, 16, 17,
+	    31, 224, 225, 256, 2047, 2048, 2049, 3001};
+	uint64_t seed = 12345;
+
+	for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+		uint32_t w = ws[i], h = 3;
+		size_t n = (size_t)w * h * 3;
+		uint8_t *a = malloc(n), *b = malloc(n), *want = malloc(n);
+		struct xf_image ia = {w, h, a}, ib = {w, h, b};
+
+		CHECK(a && b && want);
+		for (size_t k = 0; k < n; k++) {
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			a[k] = b[k] = (uint8_t)(seed >> 56);
+		}
+		for (uint32_t r = 0; r < h; r++)
+			for (uint32_t x = 0; x < w; x++)
+				memcpy(want + ((size_t)r * w + x) * 3,
+				    a + ((size_t)r * w + (w - 1 - x)) * 3, 3);
+		unsetenv("FEEDFS_XF_SCALAR");
+		xf_flip(&ia);
+		setenv("FEEDFS_XF_SCALAR", "1", 1);
+		xf_flip(&ib);
+		unsetenv("FEEDFS_XF_SCALAR");
+		CHECK(memcmp(a, want, n) == 0);
+		CHECK(memcmp(b, want, n) == 0);
+		free(a);
+		free(b);
+		free(want);
+	}
 }
 
 /* Run pipeline text's suffix on a gray w x 1 image of values v. */
@@ -1671,6 +1712,7 @@ main(void)
 	test_parse();
 	test_resize();
 	test_crop_flip();
+	test_flip_paths();
 	test_center_crop();
 	test_rrc();
 	test_half();
