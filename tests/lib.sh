@@ -239,6 +239,20 @@ ff_stat_value() {
 	awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }' "$1/.feedfs/stats"
 }
 
+# ff_run_bad NAME ARGS...: `feedfs -f ARGS` must exit 2 without mounting
+# $M, saying something on stderr, which is left in $T/NAME.err.
+ff_run_bad() {
+	local name=$1 rc=0
+	shift
+	timeout -s TERM 20 "$FEEDFS" -f "$@" 2>"$T/$name.err" >/dev/null || rc=$?
+	if mountpoint -q "$M"; then
+		fusermount3 -u "$M" || umount -l "$M"
+		ff_fail "$name: feedfs mounted (exit status $rc)"
+	fi
+	[ "$rc" -eq 2 ] || { cat "$T/$name.err"; ff_fail "$name: exit status $rc, expected 2"; }
+	[ -s "$T/$name.err" ] || ff_fail "$name: no message on stderr"
+}
+
 # ff_gen DIR [gen-jpegs options]
 ff_gen() {
 	"$GENJPEGS" "$@" >/dev/null || ff_fail "gen-jpegs $* failed"

@@ -38,20 +38,6 @@ layout = CHW
 on_error = fail
 EOF
 
-# run_bad NAME ARGS...: feedfs must exit 2 without mounting; its stderr is
-# left in $T/NAME.err.
-run_bad() {
-	local name=$1 rc=0
-	shift
-	timeout -s TERM 20 "$FEEDFS" -f "$@" 2>"$T/$name.err" >/dev/null || rc=$?
-	if mountpoint -q "$M"; then
-		fusermount3 -u "$M" || umount -l "$M"
-		ff_fail "$name: feedfs mounted (exit status $rc)"
-	fi
-	[ "$rc" -eq 2 ] || { cat "$T/$name.err"; ff_fail "$name: exit status $rc, expected 2"; }
-	[ -s "$T/$name.err" ] || ff_fail "$name: no message on stderr"
-}
-
 # bad_case NAME "LINES" LINE TEXT [LINE TEXT ...]: replace the given lines
 # of the base config; feedfs must fail naming one of LINES (space separated;
 # for a few cases either the section header or the key is right).
@@ -71,7 +57,7 @@ open(path, "w").write("\n".join(lines) + "\n")
 EOF
 		shift 2
 	done
-	run_bad "$name" "$cfg" "$M"
+	ff_run_bad "$name" "$cfg" "$M"
 	for l in $lines; do
 		grep -q "^feedfs: $cfg:$l: " "$T/$name.err" && ok=yes
 	done
@@ -156,18 +142,18 @@ bad_case erasing-gpu "10 18" 14 "$PRE normalize(imagenet) random_erasing(0.25)" 
 bad_msg erasing-gpu "gpu = on: random_erasing is not supported"
 
 # -o with a bad value, an unknown option, a missing config file.
-run_bad threads-abc -o threads=abc "$BASE" "$M"
+ff_run_bad threads-abc -o threads=abc "$BASE" "$M"
 grep -q "threads" "$T/threads-abc.err" || ff_fail "-o threads=abc: message does not name threads"
-run_bad memory-bad -o memory=lots "$BASE" "$M"
-run_bad unknown-flag --frobnicate "$BASE" "$M"
-run_bad missing-config "$T/nosuch.conf" "$M"
+ff_run_bad memory-bad -o memory=lots "$BASE" "$M"
+ff_run_bad unknown-flag --frobnicate "$BASE" "$M"
+ff_run_bad missing-config "$T/nosuch.conf" "$M"
 grep -q "nosuch.conf" "$T/missing-config.err" || ff_fail "missing config: message does not name the file"
 ff_log "missing config: $(head -1 "$T/missing-config.err")"
 
 # ---- (c) no config: a missing or empty dataset directory --------------------
-run_bad missing-dataset-dir "$T/nosuchdata" "$M"
+ff_run_bad missing-dataset-dir "$T/nosuchdata" "$M"
 grep -q "nosuchdata" "$T/missing-dataset-dir.err" || ff_fail "missing dataset dir: message does not name it"
-run_bad empty-dataset-dir "$T/empty" "$M" -o cache_dir="$T/cache"
+ff_run_bad empty-dataset-dir "$T/empty" "$M" -o cache_dir="$T/cache"
 ff_log "missing dataset dir: $(head -1 "$T/missing-dataset-dir.err")"
 
 # ---- (b) broken JPEGs ----------------------------------------------------------

@@ -33,16 +33,11 @@ EOF
 # base; feedfs must exit 2 naming line LINE and saying WORDS (a grep -E
 # pattern).
 bad() {
-	local name=$1 line=$2 words=$3 cfg=$T/$1.conf rc=0
+	local name=$1 line=$2 words=$3 cfg=$T/$1.conf
 	shift 3
 	cp "$BASE" "$cfg"
 	printf '%s\n' "$@" >>"$cfg"
-	timeout -s TERM 20 "$FEEDFS" -f "$cfg" "$M" 2>"$T/$name.err" >/dev/null || rc=$?
-	if mountpoint -q "$M"; then
-		fusermount3 -u "$M" || umount -l "$M"
-		ff_fail "$name: feedfs mounted (exit status $rc)"
-	fi
-	[ "$rc" -eq 2 ] || { cat "$T/$name.err"; ff_fail "$name: exit status $rc, expected 2"; }
+	ff_run_bad "$name" "$cfg" "$M"
 	if ! grep -q "^feedfs: $cfg:$line: " "$T/$name.err" ||
 	    ! grep -Eq "$words" "$T/$name.err"; then
 		cat -n "$cfg"
