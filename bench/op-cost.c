@@ -29,7 +29,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,35 +38,28 @@
 
 #include "transforms/rng.h"
 #include "transforms/xf.h"
+#include "bench/benchlib.h"
 
+struct load_arg {
+	const struct xf_pipeline *pl;
+	struct xf_image *imgs;
+	size_t n;
+};
+
+/* A JPEG's prefix image into the next of imgs. */
 static int
-read_all(const char *path, uint8_t **buf, size_t *len)
+take_prefix(void *arg, const char *path, const uint8_t *buf, size_t len)
 {
-	FILE *fp = fopen(path, "rb");
-	long sz;
+	struct load_arg *la = arg;
+	char err[256];
 
-	if (fp == NULL)
-		return -errno;
-	if (fseek(fp, 0, SEEK_END) != 0 || (sz = ftell(fp)) < 0 ||
-	    fseek(fp, 0, SEEK_SET) != 0 ||
-	    (*buf = malloc((size_t)sz ? (size_t)sz : 1)) == NULL) {
-		fclose(fp);
-		return -EIO;
+	if (xf_run_prefix(la->pl, buf, len, &la->imgs[la->n], err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		return -1;
 	}
-	if (fread(*buf, 1, (size_t)sz, fp) != (size_t)sz) {
-		free(*buf);
-		fclose(fp);
-		return -EIO;
-	}
-	fclose(fp);
-	*len = (size_t)sz;
+	la->n++;
 	return 0;
-}
-
-static int
-by_name(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
 }
 
 /* Up to max prefix images of dir's JPEGs into imgs; how many. */
@@ -75,44 +67,9 @@ static size_t
 load(const struct xf_pipeline *pl, const char *dir, struct xf_image *imgs,
     size_t max)
 {
-	struct dirent **cls = NULL;
-	size_t n = 0;
-	int nc = scandir(dir, &cls, NULL, by_name);
+	struct load_arg la = {pl, imgs, 0};
 
-	for (int c = 0; c < nc; c++) {
-		struct dirent **fs = NULL;
-		char path[4096];
-		int nf;
-
-		if (cls[c]->d_name[0] == '.') {
-			free(cls[c]);
-			continue;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, cls[c]->d_name);
-		nf = scandir(path, &fs, NULL, by_name);
-		for (int f = 0; f < nf; f++) {
-			char file[8192], err[256];
-			uint8_t *buf = NULL;
-			size_t len = 0;
-
-			snprintf(
-			    file, sizeof(file), "%s/%s", path, fs[f]->d_name);
-			if (n < max && strstr(fs[f]->d_name, ".jpg") != NULL &&
-			    read_all(file, &buf, &len) == 0) {
-				if (xf_run_prefix(pl, buf, len, &imgs[n], err,
-					sizeof(err)) == 0)
-					n++;
-				else
-					fprintf(stderr, "%s: %s\n", file, err);
-				free(buf);
-			}
-			free(fs[f]);
-		}
-		free(fs);
-		free(cls[c]);
-	}
-	free(cls);
-	return n;
+	return bench_load_jpegs(dir, max, take_prefix, &la);
 }
 
 /* n synthetic 341x256 images: a smooth pattern plus noise. */

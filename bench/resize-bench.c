@@ -14,7 +14,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,41 +22,12 @@
 #include <unistd.h>
 
 #include "transforms/xf.h"
+#include "bench/benchlib.h"
 
 struct img {
 	struct xf_image im;
 	uint32_t tw, th;
 };
-
-static int
-read_all(const char *path, uint8_t **buf, size_t *len)
-{
-	FILE *fp = fopen(path, "rb");
-	long sz;
-
-	if (fp == NULL)
-		return -errno;
-	if (fseek(fp, 0, SEEK_END) != 0 || (sz = ftell(fp)) < 0 ||
-	    fseek(fp, 0, SEEK_SET) != 0 ||
-	    (*buf = malloc((size_t)sz)) == NULL) {
-		fclose(fp);
-		return -EIO;
-	}
-	if (fread(*buf, 1, (size_t)sz, fp) != (size_t)sz) {
-		free(*buf);
-		fclose(fp);
-		return -EIO;
-	}
-	fclose(fp);
-	*len = (size_t)sz;
-	return 0;
-}
-
-static int
-by_name(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
 
 /* torchvision's resize(S): the short side to S, int() of the long one. */
 static void
@@ -72,55 +42,40 @@ target(uint32_t w, uint32_t h, uint32_t s, uint32_t *tw, uint32_t *th)
 	}
 }
 
+struct load_arg {
+	uint32_t size;
+	struct img *imgs;
+	size_t n;
+};
+
+/* A JPEG decoded (DCT-scaled for its resize target) into the next img. */
+static int
+take_decoded(void *arg, const char *path, const uint8_t *buf, size_t len)
+{
+	struct load_arg *la = arg;
+	struct img *m = &la->imgs[la->n];
+	char err[256];
+	uint32_t w, h;
+
+	if (xf_jpeg_dims(buf, len, &w, &h) != 0)
+		return -1;
+	target(w, h, la->size, &m->tw, &m->th);
+	if (xf_decode(buf, len, 2 * m->tw, 2 * m->th, &m->im, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		return -1;
+	}
+	la->n++;
+	return 0;
+}
+
 /* Up to max images of dir's class directories into imgs; how many. */
 static size_t
 load(const char *dir, uint32_t size, struct img *imgs, size_t max)
 {
-	struct dirent **cls = NULL;
-	size_t n = 0;
-	int nc = scandir(dir, &cls, NULL, by_name);
+	struct load_arg la = {size, imgs, 0};
 
-	for (int c = 0; c < nc; c++) {
-		struct dirent **fs = NULL;
-		char path[4096];
-		int nf;
-
-		if (cls[c]->d_name[0] == '.') {
-			free(cls[c]);
-			continue;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, cls[c]->d_name);
-		nf = scandir(path, &fs, NULL, by_name);
-		for (int f = 0; f < nf; f++) {
-			char file[8192], err[256];
-			uint8_t *buf = NULL;
-			size_t len = 0;
-			uint32_t w, h;
-			struct img *m = &imgs[n];
-
-			snprintf(
-			    file, sizeof(file), "%s/%s", path, fs[f]->d_name);
-			if (n < max && strstr(fs[f]->d_name, ".jpg") != NULL &&
-			    read_all(file, &buf, &len) == 0) {
-				if (xf_jpeg_dims(buf, len, &w, &h) == 0) {
-					target(w, h, size, &m->tw, &m->th);
-					if (xf_decode(buf, len, 2 * m->tw,
-						2 * m->th, &m->im, err,
-						sizeof(err)) == 0)
-						n++;
-					else
-						fprintf(stderr, "%s: %s\n",
-						    file, err);
-				}
-				free(buf);
-			}
-			free(fs[f]);
-		}
-		free(fs);
-		free(cls[c]);
-	}
-	free(cls);
-	return n;
+	return bench_load_jpegs(dir, max, take_decoded, &la);
 }
 
 static double
