@@ -39,7 +39,8 @@
 #include "cache/format.h"
 #include "core/check.h"
 #include "core/config.h"
-#include "core/dataset.h"
+#include "core/dsopen.h"
+#include "dataset/dataset.h"
 #include "transforms/xf.h"
 
 #define CHK_WINDOW (64u << 10)

@@ -54,7 +54,7 @@ struct cfg_dataset {
 	char *manifest; /* absolute, or NULL for ImageFolder */
 	char *shards;   /* WebDataset tar shards: a glob or a list file */
 	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
-	/* remote shards (core/remote.h) */
+	/* remote shards (dataset/remote/remote.h) */
 	char *s3_endpoint;    /* scheme://host[:port], NULL: AWS's */
 	char *s3_region;      /* NULL: AWS_REGION, else us-east-1 */
 	int s3_path_style;    /* 0 auto (yes with s3_endpoint), 1 no, 2 yes */

@@ -13,7 +13,7 @@
 #include "core/job.h"
 #include "core/mix.h"
 #include "core/npy.h"
-#include "core/sbuf.h"
+#include "util/sbuf.h"
 #include "transforms/rng.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"

@@ -14,7 +14,7 @@
 
 #include "core/batch_kind.h"
 #include "core/config.h"
-#include "core/dataset.h"
+#include "dataset/dataset.h"
 #include "core/plan.h"
 #include "transforms/xf.h"
 

@@ -15,7 +15,7 @@
 #include "cache/cache.h"
 #include "cache/cluster.h"
 #include "cache/format.h"
-#include "core/log.h"
+#include "util/log.h"
 #include "core/sample.h"
 #include "transforms/rng.h"
 
@@ -63,7 +63,7 @@ read_sample(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 	clock_gettime(CLOCK_REALTIME, &t0);
 	if (ds->nshards > 0) {
 		/*
-		 * A tar member, by pread (core/ds_tar.c), which checks that
+		 * A tar member, by pread (dataset/ds_tar.c), which checks that
 		 * the shard is still the one indexed; *st is the shard's.
 		 * The racy rule holds for the shard's times.
 		 */

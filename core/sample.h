@@ -101,7 +101,7 @@ void sample_prefetch(struct job *j, uint32_t id);
 void sample_prefetch_source(struct job *j, uint32_t id);
 
 /*
- * For remote shards (core/remote.h): sample_prefetch, but not for a
+ * For remote shards (dataset/remote/remote.h): sample_prefetch, but not for a
  * sample that the local cache c (NULL: none) holds already (its digest
  * remembered, its value there), whose bytes a warm read never fetches.
  * Whether it was asked for.

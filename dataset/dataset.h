@@ -56,7 +56,7 @@ struct dataset {
 	    manifest; /* links in paths are resolved at open (ds_sample_open) */
 	struct ds_shard *shards; /* WebDataset tar shards (ds_open_shards) */
 	size_t nshards;
-	/* Remote shards (core/remote.h): the reader of all of them, and one
+	/* Remote shards (dataset/remote/remote.h): the reader of all of them, and one
 	 * object per shard; NULL for local shards. */
 	struct remote_ctx *remote;
 	struct remote_obj *robjs;
@@ -95,7 +95,7 @@ int ds_open(const char *name, const char *root, const char *manifest,
 void ds_free(struct dataset *ds);
 
 /*
- * WebDataset tar shards (core/ds_tar*.c).  shards is a glob
+ * WebDataset tar shards (dataset/ds_tar*.c).  shards is a glob
  * ("/d/shard-*.tar") or a file listing shard paths one a line (relative ones
  * from the file's directory; '#' starts a comment).  label is "cls" (the
  * integer text of the sample's .cls member), "json:KEY" (the integer field KEY
@@ -127,7 +127,7 @@ int ds_open_shards(const char *name, const char *shards, const char *label,
  * whose lines are such URLs; a dataset's shards are all local or all
  * remote.  A remote shard is indexed from one streaming GET (the index
  * kept keyed by its URL, size and ETag) and its members read by range
- * requests carrying If-Match (core/remote.h).
+ * requests carrying If-Match (dataset/remote/remote.h).
  */
 struct remote_opts;
 int ds_open_shards_remote(const char *name, const char *shards,
@@ -147,24 +147,6 @@ uint64_t ds_remote_room(const struct dataset *ds);
 /* Drop what was fetched ahead for sample id (a cache hit needs none). */
 void ds_remote_forget(const struct dataset *ds, size_t id);
 
-struct cfg_dataset;
-/*
- * The dataset of a config section: root (+ manifest), or shards whose
- * index is kept in the directory index_fd (-1: not kept; ds_index_open).
- */
-int ds_open_cfg(const struct cfg_dataset *d, int index_fd,
-    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
-    size_t errlen);
-/*
- * The shard index of a [mount] section: m->cache_dir/shard-index, made if
- * missing and opened through the cache's own checks of cache_dir
- * (cache_index_open), only where the cache is on (cache_size > 0) and
- * some dataset of c has shards.  The fd (the caller closes it), or -1:
- * the index is off, and *why says why where it was refused (else "").
- * Nothing is written under a cache_dir before it passed those checks.
- */
-struct cfg;
-int ds_index_open(const struct cfg *c, char *why, size_t whylen);
 
 /*
  * What names sample id in messages and in the digest memo: "ROOT/PATH"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/ds_int.h"
-#include "core/ds_remote.h"
+#include "dataset/ds_int.h"
+#include "dataset/ds_remote.h"
 
 void
 ds_free_samples(struct ds_sample *v, size_t n)

@@ -3,8 +3,8 @@
  * share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
  * ImageFolder scan; ds_tar*.c: tar shards; ds_safeopen.c: ds_sample_open
  * and the open through no symbolic link; ds_common.c, under them all:
- * ds_free and the helpers below).  Not for use outside core/dataset.c
- * and core/ds_*.c (and the tests and fuzz targets of the tar reader).
+ * ds_free and the helpers below).  Not for use outside dataset/dataset.c
+ * and dataset/ds_*.c (and the tests and fuzz targets of the tar reader).
  */
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dataset.h"
+#include "dataset/dataset.h"
 
 /* The progress callback runs every this many samples found. */
 #define DS_PROGRESS_EVERY 1000

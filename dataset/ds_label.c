@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "core/ds_tar_int.h"
+#include "dataset/ds_tar_int.h"
 
 #define DS_STR_(x) #x
 #define DS_STR(x) DS_STR_(x)

@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/ds_remote.h"
-#include "core/ds_tar_int.h"
-#include "core/remote_int.h"
+#include "dataset/ds_remote.h"
+#include "dataset/ds_tar_int.h"
+#include "dataset/remote/remote_int.h"
 
 /* The stream's buffer: what the walk asks for and this much more. */
 #define STREAM_SLACK (1u << 20)

@@ -1,6 +1,6 @@
 /*
  * ds_remote.h - layer: dataset index, remote shards: what ds_tar.c calls
- * (core/ds_remote.c).  Not for use outside core/ds_*.c and the tests.
+ * (dataset/ds_remote.c).  Not for use outside dataset/ds_*.c and the tests.
  */
 #ifndef FEEDFS_DS_REMOTE_H
 #define FEEDFS_DS_REMOTE_H
@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "core/ds_int.h"
-#include "core/remote.h"
+#include "dataset/ds_int.h"
+#include "dataset/remote/remote.h"
 
 struct remote_ctx;
 struct remote_obj;

@@ -29,7 +29,7 @@ struct ds_open_how {
 #define DS_RESOLVE_BENEATH 0x08
 #endif
 
-#include "core/ds_int.h"
+#include "dataset/ds_int.h"
 
 /* See ds_int.h. */
 int

@@ -35,7 +35,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/ds_int.h"
+#include "dataset/ds_int.h"
 
 struct dirid {
 	dev_t dev;

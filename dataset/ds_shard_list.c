@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ds_tar_int.h"
-#include "core/remote.h"
+#include "dataset/ds_tar_int.h"
+#include "dataset/remote/remote.h"
 
 static bool
 has_glob(const char *s)

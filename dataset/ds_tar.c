@@ -27,10 +27,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/ds_remote.h"
-#include "core/ds_tar_int.h"
-#include "core/remote_int.h"
-#include "core/log.h"
+#include "dataset/ds_remote.h"
+#include "dataset/ds_tar_int.h"
+#include "dataset/remote/remote_int.h"
+#include "util/log.h"
 
 /* A member of a shard's index, by key then extension then offset. */
 struct mref {

@@ -21,7 +21,7 @@
 
 #include <openssl/evp.h>
 
-#include "core/ds_tar_int.h"
+#include "dataset/ds_tar_int.h"
 
 #define IDX_MAGIC "FFTARIX1"
 

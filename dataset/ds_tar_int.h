@@ -11,7 +11,7 @@
  *   ds_label.c       a sample's label from its .cls or .json member.
  *
  * All of them call ds_common.c (ds_int.h) and nothing above.  Not for use
- * outside core/ds_*.c, the tests and fuzz/.
+ * outside dataset/ds_*.c, the tests and fuzz/.
  */
 #ifndef FEEDFS_DS_TAR_INT_H
 #define FEEDFS_DS_TAR_INT_H
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/ds_int.h"
+#include "dataset/ds_int.h"
 
 /* .cls and .json members up to this size are read for labels (the walk
  * keeps their text; a kept index holding more is malformed). */

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ds_tar_int.h"
+#include "dataset/ds_tar_int.h"
 
 #define TAR_BLOCK 512
 /* A pax header or GNU long name longer than this is refused (its member

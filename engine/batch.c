@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
 
 static size_t
 key_hash(const struct feed_key *k)

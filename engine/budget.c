@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/budget.h"
-#include "core/log.h"
+#include "engine/budget.h"
+#include "util/log.h"
 
 void
 budget_init(struct budget *b, uint64_t memory, pthread_mutex_t *lock)

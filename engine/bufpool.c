@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 
 #define POOL_MAX 8	     /* buffers kept */
 #define POOL_MIN (64u << 10) /* smaller ones go back to malloc */

@@ -41,8 +41,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/budget.h"
-#include "core/feed.h"
+#include "engine/budget.h"
+#include "engine/feed.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
 
@@ -227,7 +227,7 @@ struct feed {
 	uint64_t scratch_bytes, scratch_reused, scratch_fresh;
 	uint64_t scratch_outside; /* their buffers too large for them,
 				     counted in mem_used while held */
-	/* Remote shards (core/remote.h): the fetchers' windows of bytes
+	/* Remote shards (dataset/remote/remote.h): the fetchers' windows of bytes
 	 * fetched ahead of the workers, counted in mem_used from
 	 * sched_start to sched_stop; remote: some dataset has them. */
 	uint64_t remote_reserved;

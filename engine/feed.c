@@ -13,8 +13,9 @@
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
+#include "core/dsopen.h"
 #include "core/mix.h"
 #include "gpu/gpu.h"
 

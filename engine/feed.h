@@ -8,7 +8,7 @@
  * of the same view, within the `memory` budget.  feed_read blocks until the
  * batch is complete.  Batches that no open file holds are released when
  * memory is needed, those read to their end first.  The structs behind it
- * are private to core/ (core/engine.h).
+ * are private to core/ (engine/engine.h).
  *
  * Thread safety: every function may be called from any thread once
  * feed_start returned, except feed_free.
@@ -22,7 +22,7 @@
 
 #include "core/batch_kind.h"
 #include "core/config.h"
-#include "core/dataset.h"
+#include "dataset/dataset.h"
 
 #define FEED_MAX_WORLD 1024
 

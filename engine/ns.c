@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/ns.h"
+#include "engine/ns.h"
 
 /* The names of a batch's files, by kind. */
 static const char *const suffix[BK_COUNT] = {

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/feed.h"
+#include "engine/feed.h"
 
 /* The longest name a listing holds (with its NUL). */
 #define NS_NAME_MAX (CFG_MAX_NAME + 32)

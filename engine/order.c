@@ -11,7 +11,7 @@
  */
 #include <stdlib.h>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 
 #define ORDERS_IDLE 8 /* orders kept when nothing uses them */
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 
 uint64_t
 feed_mono_ns(void)

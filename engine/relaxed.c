@@ -47,8 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
 #include "core/sample.h"
 
 #define RSPARE 16      /* spare sample buffers kept per job (counted) */

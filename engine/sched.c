@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
 #include "core/sample.h"
 
 /* The batch after k in reading order (next epoch's first after the last). */

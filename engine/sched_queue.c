@@ -8,7 +8,7 @@
  */
 #include <stdatomic.h>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 
 static void
 q_push(struct queue *q, struct batch *b)

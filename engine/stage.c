@@ -9,8 +9,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
 #include "gpu/gpu.h"
 #include "gpu/pool.h"
 

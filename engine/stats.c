@@ -8,9 +8,9 @@
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
-#include "core/engine.h"
-#include "core/remote.h"
-#include "core/sbuf.h"
+#include "engine/engine.h"
+#include "dataset/remote/remote.h"
+#include "util/sbuf.h"
 
 /*
  * Why the cache is off, when it failed (not when cache_size = 0): a gauge
@@ -432,7 +432,7 @@ stats_cache(struct feed *f, struct sbuf *sb)
 	stats_cache_error(f, sb);
 }
 
-/* The remote shards' reads (core/remote_fetch.c), per dataset. */
+/* The remote shards' reads (dataset/remote/remote_fetch.c), per dataset. */
 static void
 stats_remote(struct feed *f, struct sbuf *sb)
 {

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/log.h"
+#include "engine/engine.h"
+#include "util/log.h"
 #include "core/mix.h"
-#include "core/sbuf.h"
+#include "util/sbuf.h"
 
 static char *
 make_readme(struct feed *f, size_t *len)

@@ -1,5 +1,5 @@
 /*
- * fs.c - the FUSE glue: inodes to namespace nodes (core/ns.h), nodes to
+ * fs.c - the FUSE glue: inodes to namespace nodes (engine/ns.h), nodes to
  * feed files, errors to errno replies.  Nothing here knows which names
  * exist or how a batch is made.  The inode table is nodes.c's.
  */
@@ -13,8 +13,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/ns.h"
+#include "util/log.h"
+#include "engine/ns.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
 

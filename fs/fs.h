@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "core/feed.h"
+#include "engine/feed.h"
 #include "fs/io.h"
 
 struct node;

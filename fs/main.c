@@ -24,8 +24,8 @@
 #include "config.h"
 #include "core/check.h"
 #include "core/config.h"
-#include "core/feed.h"
-#include "core/log.h"
+#include "engine/feed.h"
+#include "util/log.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
 

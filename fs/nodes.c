@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/ns.h"
+#include "util/log.h"
+#include "engine/ns.h"
 #include "fs/nodes.h"
 
 #define PRUNE_BATCH 256 /* names the pruner invalidates per round */

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/ns.h"
+#include "engine/ns.h"
 #include "fs/fs.h"
 
 /*

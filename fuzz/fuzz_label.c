@@ -1,6 +1,6 @@
 /*
  * fuzz_label - libFuzzer target: a tar shard sample's label
- * (core/ds_label.c): the .json member parsed by jansson, and the .cls
+ * (dataset/ds_label.c): the .json member parsed by jansson, and the .cls
  * text.
  *
  * The input is a label member's bytes, given as the walk gives them (at
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ds_tar_int.h"
+#include "dataset/ds_tar_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_names - libFuzzer target: the mount's name parser (core/ns.c).
+ * fuzz_names - libFuzzer target: the mount's name parser (engine/ns.c).
  *
  * The input is a file name.  Besides not crashing, a name that parses
  * must be the canonical spelling of what it parsed to: printing the parsed
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ns.h"
+#include "engine/ns.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_remote - libFuzzer target: what remote shards parse
- * (core/remote_parse.c): the first byte picks
+ * (dataset/remote/remote_parse.c): the first byte picks
  *
  *   0  a brace pattern (remote_brace_expand, at most 1000 names): every
  *      name braceless, no more names than allowed;
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/remote.h"
+#include "dataset/remote/remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
  * and the input itself is parsed as a kept index file, which must fail
  * or give members inside the shard it claims, never crash.  The walk is
  * also made through a reader that allows what a stream allows (a remote
- * shard's streaming GET, core/ds_remote.c): each read at or after the
+ * shard's streaming GET, dataset/ds_remote.c): each read at or after the
  * start of the one before; it must never go back further, and give the
  * same index.
  */
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/ds_int.h"
+#include "dataset/ds_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,8 @@
 #include <sys/stat.h>
 
 #include "core/config.h"
-#include "core/dataset.h"
+#include "core/dsopen.h"
+#include "dataset/dataset.h"
 #include "core/job.h"
 #include "core/plan.h"
 #include "core/sample.h"

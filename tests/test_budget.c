@@ -1,5 +1,5 @@
 /*
- * test_budget - the memory budget (core/budget.c) on its own: holders
+ * test_budget - the memory budget (engine/budget.c) on its own: holders
  * that register reclaimers as batch.c, relaxed.c, order.c and bufpool.c
  * do, each holding counted items of a few bytes.
  *
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/budget.h"
+#include "engine/budget.h"
 #include "tests/testlib.h"
 
 /* budget_make_room(b, need, how, keep) returns ok, and the ranks that gave

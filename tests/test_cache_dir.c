@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/dataset.h"
+#include "dataset/dataset.h"
 #include "tests/testlib.h"
 
 static char tmp[64];

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/dataset.h"
-#include "core/ds_int.h"
+#include "dataset/dataset.h"
+#include "dataset/ds_int.h"
 #include "tests/testlib.h"
 
 static char tmp[64];

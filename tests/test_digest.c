@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/engine.h"
+#include "engine/engine.h"
 #include "core/sample.h"
 #include "tests/testlib.h"
 

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/engine.h"
-#include "core/ns.h"
+#include "engine/engine.h"
+#include "engine/ns.h"
 #include "core/sample.h"
 #include "transforms/rng.h"
 #include "tests/testlib.h"

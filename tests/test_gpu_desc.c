@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "core/dataset.h"
+#include "dataset/dataset.h"
 #include "core/sample.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"

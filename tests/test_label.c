@@ -1,5 +1,5 @@
 /*
- * test_label - a tar shard sample's label (core/ds_label.c): the .cls
+ * test_label - a tar shard sample's label (dataset/ds_label.c): the .cls
  * text, and the .json member parsed by jansson, with its stated limits:
  * the key at the top level only, a key twice in any object refused,
  * nesting bounded (2048 levels), numbers beyond 64 bits refused; and,
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/dataset.h"
-#include "core/ds_tar_int.h"
+#include "dataset/dataset.h"
+#include "dataset/ds_tar_int.h"
 #include "tests/testlib.h"
 
 static char tmp[64];

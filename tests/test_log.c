@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/job.h"
-#include "core/log.h"
+#include "util/log.h"
 #include "tests/testlib.h"
 
 /* Every line of text (len bytes) is "STAMP LEVEL: msg N" with N rising by

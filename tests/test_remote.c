@@ -1,5 +1,5 @@
 /*
- * test_remote.c - the parsers of remote shards (core/remote_parse.c):
+ * test_remote.c - the parsers of remote shards (dataset/remote/remote_parse.c):
  * WebDataset brace ranges (widths, lists, the bound on the expansion,
  * malformed braces), URLs (schemes, user information refused, the display
  * form that drops a signed URL's query), Content-Range and the checks of
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/remote_int.h"
+#include "dataset/remote/remote_int.h"
 #include "tests/testlib.h"
 
 static void

@@ -16,7 +16,8 @@
 
 #include "cache/cache.h"
 #include "core/config.h"
-#include "core/dataset.h"
+#include "core/dsopen.h"
+#include "dataset/dataset.h"
 #include "core/job.h"
 #include "core/sample.h"
 #include "tools/feedfs-cache.h"

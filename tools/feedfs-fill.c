@@ -36,10 +36,11 @@
 
 #include "cache/cluster.h"
 #include "core/config.h"
-#include "core/dataset.h"
-#include "core/feed.h"
+#include "core/dsopen.h"
+#include "dataset/dataset.h"
+#include "engine/feed.h"
 #include "core/job.h"
-#include "core/log.h"
+#include "util/log.h"
 #include "core/plan.h"
 #include "core/sample.h"
 
@@ -505,7 +506,7 @@ main(int argc, char **argv)
 	if ((ret = parse_args(argc, argv, &a)) != 0)
 		return ret;
 	umask(077); /* what it makes (a shard index) is its user's alone */
-	feed_keep_freed_memory(); /* before any thread (core/feed.h) */
+	feed_keep_freed_memory(); /* before any thread (engine/feed.h) */
 	log_init(PROG, false, false);
 	signal(SIGPIPE, SIG_IGN);
 

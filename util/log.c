@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "util/log.h"
 
 static const char *log_prog = "feedfs";
 static bool log_syslog;

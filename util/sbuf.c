@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sbuf.h"
+#include "util/sbuf.h"
 
 void
 sb_printf(struct sbuf *sb, const char *fmt, ...)

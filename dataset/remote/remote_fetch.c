@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/remote_fetch_int.h"
+#include "util/log.h"
+#include "dataset/remote/remote_fetch_int.h"
 
 unsigned
 rf_bucket(const struct remote_obj *o, uint64_t off)

@@ -7,7 +7,7 @@
 #ifndef FEEDFS_REMOTE_FETCH_INT_H
 #define FEEDFS_REMOTE_FETCH_INT_H
 
-#include "core/remote_int.h"
+#include "dataset/remote/remote_int.h"
 
 #define NBUCKET 4096u
 #define MAX_XFERS 64u

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/remote_int.h"
+#include "dataset/remote/remote_int.h"
 
 /* A credentials file larger than this is refused. */
 #define CREDS_FILE_MAX (1u << 20)

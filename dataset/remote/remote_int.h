@@ -1,7 +1,7 @@
 /*
  * remote_int.h - what the files of the remote reader share (remote.h says
- * which does what).  Not for use outside core/remote*.c, core/ds_remote.c,
- * core/ds_tar.c, the tests and fuzz/.
+ * which does what).  Not for use outside dataset/remote/remote*.c, dataset/ds_remote.c,
+ * dataset/ds_tar.c, the tests and fuzz/.
  */
 #ifndef FEEDFS_REMOTE_INT_H
 #define FEEDFS_REMOTE_INT_H
@@ -9,7 +9,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 
-#include "core/remote.h"
+#include "dataset/remote/remote.h"
 
 /* Backoff before retry k (1, 2, ...): 100 ms doubling to this cap. */
 #define REMOTE_BACKOFF_MS 100u

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/remote.h"
+#include "dataset/remote/remote.h"
 
 bool
 remote_is_url(const char *s)

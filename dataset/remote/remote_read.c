@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/remote_fetch_int.h"
+#include "dataset/remote/remote_fetch_int.h"
 
 void
 remote_set_window(struct remote_ctx *c, uint64_t bytes)
