@@ -15,9 +15,6 @@
 #include "core/npy.h"
 #include "util/sbuf.h"
 #include "transforms/rng.h"
-#include "gpu/feedfs_cuda.h"
-#include "gpu/gpu.h"
-#include "transforms/rng.h"
 
 /* asprintf, with *out NULL on failure. */
 static int __attribute__((format(printf, 2, 3)))
@@ -151,7 +148,6 @@ static int
 init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     char *err, size_t errlen)
 {
-	char msg[512];
 	size_t plen;
 	int r;
 
@@ -166,10 +162,6 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	/*
-	 * Refused before anything is mounted; probed in a child process so
-	 * that CUDA is first opened after fuse_daemonize() (feed_start).
-	 */
 	if (cj->gpu && j->pl->batch_op != NULL) {
 		snprintf(err, errlen,
 		    "%s:%d: gpu = on: the device converts uint8 samples one "
@@ -200,11 +192,6 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 			    c->path, cj->line);
 			return -EINVAL;
 		}
-	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
-		snprintf(
-		    err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line, msg);
-		return r;
-	}
 	plen = xf_prefix_text(j->pl, NULL, 0);
 	if ((j->prefix = malloc(plen + 1)) == NULL ||
 	    (j->logged = calloc((j->ds->n + 7) / 8, 1)) == NULL ||
@@ -563,7 +550,7 @@ job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
 							     j->nclasses *
 							     sizeof(float);
 	}
-	g->size[BK_CUDA] = FEEDFS_CUDA_DESC_SIZE;
+	g->size[BK_CUDA] = 0; /* the engine's descriptor (feed_file_size) */
 	g->raw_size = (uint64_t)g->len * geo->raw_bytes;
 }
 

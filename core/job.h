@@ -198,14 +198,16 @@ struct job {
 /* The files of one batch: their sizes (header included) and headers. */
 struct batch_geom {
 	uint32_t len;              /* samples */
-	uint64_t size[BK_COUNT];   /* bytes of each file */
+	uint64_t size[BK_COUNT];   /* bytes of each file (0 for BK_CUDA: a
+				      descriptor the engine makes) */
 	uint32_t hdr[BK_COUNT];    /* header bytes (0 for BK_CUDA) */
 	uint64_t raw_size;         /* len uint8 HWC samples (a .cuda batch) */
 };
 
 /*
  * Build a job of config c (errors are "FILE:LINE: message").  ds must
- * outlive it.  With gpu = on, probes for a device (in a child process).
+ * outlive it.  With gpu = on, whether a device is here is the engine's
+ * question (stage_probe, after this).
  */
 int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);
