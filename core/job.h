@@ -1,7 +1,10 @@
 /*
- * job.h - a job as the engine runs it: its config, dataset, pipeline, the
- * geometry of its batch files and its counters.  Private to core/ (fs/
- * sees jobs through feed.h and ns.h); the tests use it directly.
+ * job.h - the model (core/): a job as the engine (engine/) runs it: its
+ * config, dataset, pipeline, the geometry of its batch files and its
+ * counters.  For the engine, the tools and the tests; fs/ sees jobs
+ * through engine/feed.h and engine/ns.h.  Made in job.c (setup) and
+ * job_mix.c (a mixture's sources); job_batch.c lays out its batch files,
+ * job_stats.c keeps its counters.
  */
 #ifndef FEEDFS_JOB_H
 #define FEEDFS_JOB_H
