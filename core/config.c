@@ -14,7 +14,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +22,6 @@
 #include "core/config_int.h"
 
 static const char *const section_names[] = {"", "mount", "dataset", "job"};
-
-int
-cfg_perr(struct parser *p, int line, const char *fmt, ...)
-{
-	char msg[768];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(p->err, p->errlen, "%s:%d: %s", p->c->path, line, msg);
-	return -EINVAL;
-}
 
 static struct cfg *
 cfg_new(const char *path)

@@ -7,8 +7,11 @@
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/config.h"
 
@@ -61,9 +64,23 @@ struct parser {
 	size_t errlen;
 };
 
-/* "FILE:LINE: message" (the config's file) into p's err; -EINVAL. */
-int cfg_perr(struct parser *p, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/*
+ * "FILE:LINE: message" (the config's file) into p's err; -EINVAL.  Here,
+ * not in config.c, so that the files the parser calls (config_job.c,
+ * config_classes.c) do not call back up into it.
+ */
+static inline int __attribute__((format(printf, 3, 4)))
+cfg_perr(struct parser *p, int line, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(p->err, p->errlen, "%s:%d: %s", p->c->path, line, msg);
+	return -EINVAL;
+}
 /*
  * A job's dataset (by name, or the only one) or its mixture, and its
  * parsed pipeline, resolution schedule and views (config_job.c).
