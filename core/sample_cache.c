@@ -2,7 +2,8 @@
  * sample_cache.c - the model (core/): a sample's prefix image through the
  * caches (see sample.h): the local cache, then the cluster tier, else
  * decoded and stored in both in the job's cache_format; the digest memos
- * and cache keys of sources; feedfs-fill's step (sample_fill).
+ * and cache keys of sources; feedfs-fill's step (sample_fill).  Over
+ * sample_source.c; sample.c calls it.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /*
- * sample_int.h - the model (core/): what sample.c (a sample's source,
- * the whole sample, a slot) and sample_cache.c (the prefix through the
- * local cache and the cluster tier) share.  Private to those two files.
+ * sample_int.h - the model (core/): what the files of one sample share,
+ * private to them.  Calls run one way down: sample.c (the whole sample, a
+ * slot), sample_cache.c (the prefix through the local cache and the
+ * cluster tier), sample_source.c (the source file).
  */
 #ifndef FEEDFS_SAMPLE_INT_H
 #define FEEDFS_SAMPLE_INT_H
