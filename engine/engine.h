@@ -371,6 +371,11 @@ void feed_unpin(struct feed *f, struct batch *b);
 /* pin.c: CLOCK_MONOTONIC in ns, the clock of the readers' waits (starved). */
 uint64_t feed_mono_ns(void);
 
+/* stage.c: whether a device serves job cj (0 at once for gpu = off),
+ * asked in a child process (gpu_probe) before anything is mounted; else
+ * "FILE:LINE: gpu = on: why" in err (feed_new, after the job's setup). */
+int stage_probe(
+    const struct cfg *c, const struct cfg_job *cj, char *err, size_t errlen);
 /* stage.c: every gpu = on job's device pool, made at mount (feed_start);
  * the read of a .cuda file; its release. */
 int stage_start(struct feed *f);

@@ -94,6 +94,8 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 		    0)
 			return r;
 		f->njobs++;
+		if ((r = stage_probe(c, cj, err, errlen)) != 0)
+			return r;
 	}
 	f->nshown = f->njobs;
 	/* The views 1..N-1 of each job with views, after the jobs. */
@@ -524,6 +526,8 @@ feed_file_size(
 {
 	struct batch_geom g;
 
+	if (kind == BK_CUDA) /* the staged batch's descriptor (stage.c) */
+		return FEEDFS_CUDA_DESC_SIZE;
 	job_batch_geom(&f->jobs[k->job], k->epoch, k->world, k->batch, &g);
 	return g.size[kind];
 }

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -40,6 +41,23 @@ stage_start(struct feed *f)
 			return r;
 		}
 	return 0;
+}
+
+int
+stage_probe(
+    const struct cfg *c, const struct cfg_job *cj, char *err, size_t errlen)
+{
+	char msg[512];
+	int r;
+
+	/*
+	 * Refused before anything is mounted; probed in a child process so
+	 * that CUDA is first opened after fuse_daemonize() (feed_start).
+	 */
+	if (!cj->gpu || (r = gpu_probe(msg, sizeof(msg))) == 0)
+		return 0;
+	snprintf(err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line, msg);
+	return r;
 }
 
 /*
