@@ -2,7 +2,10 @@
  * engine.h - the engine's state, shared by the files of core/ that make up
  * a mount's engine and private to them:
  *
- *	feed.c     setup, teardown, open/read/release of batch files
+ *	feed.c     setup and teardown, the nodes' metadata
+ *	files.c    open/read/release of batch files
+ *	jobs.c     the jobs as fs/ sees them, batch files' keys and sizes
+ *	mixture.c  a mixture's weights files, read and written
  *	pin.c      a reader's hold on a batch: pin, wait until ready, unpin
  *	batch.c    the batch table
  *	budget.c   the memory budget (budget.h), below the others
@@ -29,9 +32,10 @@
  * they hold in it and register a reclaimer each (batch_budget,
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
- * the engine.  Calls run one way down: feed.c, then sched.c (readahead,
- * workers), batch.c, relaxed.c, sched_queue.c, order.c, bufpool.c, and
- * budget.c at the bottom.
+ * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
+ * then sched.c (readahead, workers), batch.c, relaxed.c, sched_queue.c,
+ * order.c, bufpool.c, and budget.c at the bottom; text.c and stats.c
+ * below feed.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -289,9 +293,9 @@ void order_budget(struct feed *f);
 void relaxed_budget(struct feed *f);
 
 /*
- * f's budget as feed.c, text.c and the engine's test spell it (budget.h
- * has the contract): counting, the metadata cap, and room made (with
- * any, idle batches held open may lose their data).  Locked.
+ * f's budget as feed.c, files.c, text.c and the engine's test spell it
+ * (budget.h has the contract): counting, the metadata cap, and room made
+ * (with any, idle batches held open may lose their data).  Locked.
  */
 #define feed_mem_add(f, n) budget_add(&(f)->budget, (n))
 #define feed_mem_sub(f, n) budget_sub(&(f)->budget, (n))
