@@ -13,6 +13,7 @@
  *	sched.c    readahead and the worker threads
  *	sched_queue.c  the work queues, a batch's slots done
  *	relaxed.c  order = relaxed: batches filled as samples finish
+ *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
  *	text.c     README, info.json, samples.tsv, owned texts;
@@ -33,9 +34,9 @@
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
  * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
- * then sched.c (readahead, workers), batch.c, relaxed.c, sched_queue.c,
- * order.c, bufpool.c, and budget.c at the bottom; text.c and stats.c
- * below feed.c, jobs.c below them all.
+ * then sched.c (readahead, workers), batch.c, relaxed.c,
+ * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
+ * the bottom; text.c and stats.c below feed.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -199,7 +200,7 @@ struct feed {
 	struct order *orders;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
-	struct rforgot *rforgot; /* relaxed.c: epochs whose views were
+	struct rforgot *rforgot; /* relaxed_reclaim.c: epochs whose views were
 				    forgotten, per (job, rank view) */
 	uint64_t rforgotten;     /* views forgotten; opens refused so */
 	uint64_t rstale;
@@ -284,7 +285,7 @@ void batch_unref(struct feed *f, struct batch *b);
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:
  * batch.c's (consumed batches, idle batches, unheld batch structs),
- * bufpool.c's (kept buffers), order.c's (unused orders), relaxed.c's
+ * bufpool.c's (kept buffers), order.c's (unused orders), relaxed_reclaim.c's
  * (spare and finished samples; idle views, finished epochs' choices).
  */
 void batch_budget(struct feed *f);
@@ -335,6 +336,14 @@ int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
 
 /* relaxed.c */
+/* Metadata of rv: counted in rv->mem and the budget (relaxed.c and
+ * relaxed_reclaim.c).  Locked. */
+static inline void
+rview_meta_add(struct feed *f, struct rview *rv, uint64_t bytes)
+{
+	rv->mem += bytes;
+	budget_meta_add(&f->budget, bytes);
+}
 /* Attach batch b (getting data) to its relaxed view and take what is
  * ready.  Locked; -ENOMEM when the view cannot be made. */
 int relaxed_attach(struct feed *f, struct batch *b);
@@ -343,8 +352,8 @@ void relaxed_detach(struct feed *f, struct batch *b);
 /* Start the next sample of b's view.  Locked; returns locked. */
 void relaxed_start(struct feed *f, struct batch *b, char *msg,
     size_t msglen);
-/* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
- * Locked. */
+/* relaxed_reclaim.c: whether k's epoch was forgotten (its batches are
+ * refused: -ESTALE).  Locked. */
 bool relaxed_forgotten(struct feed *f, const struct feed_key *k);
 /* k's view, if any, counts as used now: the room made for an open of one
  * of its batches is not taken from it first.  Locked. */

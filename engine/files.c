@@ -67,8 +67,9 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 }
 
 /*
- * Whether k is a batch of a relaxed epoch that was forgotten (relaxed.c):
- * refused, counted and logged (one in a thousand).  Locked.
+ * Whether k is a batch of a relaxed epoch that was forgotten
+ * (relaxed_reclaim.c): refused, counted and logged (one in a thousand).
+ * Locked.
  */
 static bool
 stale(struct feed *f, const struct cfg_job *cj, const struct feed_key *k)
