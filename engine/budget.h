@@ -1,8 +1,8 @@
 /*
  * budget.h - the memory budget: every byte the daemon holds for readers,
- * counted against `memory` in one place.  Layer: core/, the bottom of the
- * engine; it includes nothing of the engine, and the holders of memory
- * above it (batch.c, bufpool.c, order.c, relaxed.c, sched.c) call it.  It
+ * counted against `memory` in one place.  Layer: the engine (engine/),
+ * its bottom; it includes nothing of the engine, and the holders of memory
+ * above it (batch.c, bufpool.c, order.c, relaxed*.c, sched.c) call it.  It
  * calls them back only through the reclaimers they registered, as the
  * Linux kernel's allocator asks its shrinkers.
  *

@@ -1,6 +1,8 @@
 /*
- * engine.h - the engine's state, shared by the files of core/ that make up
- * a mount's engine and private to them:
+ * engine.h - the engine's state, shared by the files of engine/ that make
+ * up a mount's engine and private to them.  Layer: the engine (engine/);
+ * no product file outside engine/ includes it (fs/ and tools/ use feed.h
+ * and ns.h; the engine's tests do):
  *
  *	feed.c     setup and teardown, the nodes' metadata
  *	files.c    open/read/release of batch files
