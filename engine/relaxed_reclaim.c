@@ -133,6 +133,37 @@ rview_unlink(struct feed *f, struct rview *rv)
 		}
 }
 
+/* The mount's end: every view, forgotten epoch and spare freed and
+ * uncounted. */
+void
+relaxed_free_all(struct feed *f)
+{
+	while (f->rviews) {
+		struct rview *rv = f->rviews;
+
+		f->rviews = rv->next;
+		rview_free(f, rv);
+	}
+	while (f->rforgot) {
+		struct rforgot *g = f->rforgot;
+
+		f->rforgot = g->next;
+		budget_meta_sub(&f->budget, sizeof(*g) + g->nbytes);
+		free(g->bits);
+		free(g);
+	}
+	for (size_t i = 0; f->rfree && i < f->njobs; i++)
+		while (f->rfree[i]) {
+			struct rsample *x = f->rfree[i];
+
+			f->rfree[i] = x->next;
+			f->nrfree[i]--;
+			f->spare_bytes -= f->jobs[i].slot_bytes;
+			budget_sub(&f->budget, f->jobs[i].slot_bytes);
+			free(x);
+		}
+}
+
 /*
  * Give back the finished samples of idle rv that no batch took: the view
  * owes them, and starts them again first.  Returns whether it gave any.
@@ -314,33 +345,4 @@ relaxed_budget(struct feed *f)
 
 	budget_register(&f->budget, BUDGET_SAMPLES, &samples);
 	budget_register(&f->budget, BUDGET_META_VIEWS, &views);
-}
-
-void
-relaxed_free_all(struct feed *f)
-{
-	while (f->rviews) {
-		struct rview *rv = f->rviews;
-
-		f->rviews = rv->next;
-		rview_free(f, rv);
-	}
-	while (f->rforgot) {
-		struct rforgot *g = f->rforgot;
-
-		f->rforgot = g->next;
-		budget_meta_sub(&f->budget, sizeof(*g) + g->nbytes);
-		free(g->bits);
-		free(g);
-	}
-	for (size_t i = 0; f->rfree && i < f->njobs; i++)
-		while (f->rfree[i]) {
-			struct rsample *x = f->rfree[i];
-
-			f->rfree[i] = x->next;
-			f->nrfree[i]--;
-			f->spare_bytes -= f->jobs[i].slot_bytes;
-			budget_sub(&f->budget, f->jobs[i].slot_bytes);
-			free(x);
-		}
 }
