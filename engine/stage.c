@@ -3,7 +3,8 @@
  * (uint8 HWC samples), stages it on the device, where the job's dtype,
  * layout and normalization are applied, and answers with the descriptor
  * of the device buffer; the buffer goes back to the pool when the file
- * is released (see engine.h, gpu/gpu.h).
+ * is released (see engine.h, gpu/gpu.h).  Layer: the engine (engine/),
+ * below files.c, above pin.c and gpu/.
  */
 #include <errno.h>
 #include <inttypes.h>
