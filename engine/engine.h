@@ -111,7 +111,7 @@ struct batch {
 	bool ready;                /* all slots done, or failed */
 	bool converting;           /* gpu = on: images being made from raw */
 	bool mixq;                 /* complete, in the mix queue (a batch op) */
-	int err;                   /* first failure */
+	int err;                   /* first failure (of this build) */
 	char errmsg[512];
 	unsigned refs;             /* open handles */
 	unsigned active;           /* reads in progress: data pinned */
@@ -283,6 +283,14 @@ int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);
+/*
+ * If b failed because a source was unavailable (sample_unavailable: a
+ * server that did not answer, a dataset root gone) and no read is in
+ * progress, give back its data (its struct stays) so that the next
+ * batch_get makes it again: such a failure lasts no longer than the
+ * source's outage.  Whether it did.  Locked.
+ */
+bool batch_renew(struct feed *f, struct batch *b);
 
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:

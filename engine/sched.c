@@ -35,8 +35,13 @@ sched_readahead(struct feed *f, const struct feed_key *k)
 	struct feed_key n = *k;
 
 	for (uint64_t i = 0; i < f->cfg->mount.readahead; i++) {
+		struct batch *b;
+
 		if (!next_key(f, &n))
 			return;
+		/* Failed while a source was unavailable: made again ahead. */
+		if ((b = batch_find(f, &n)) != NULL)
+			batch_renew(f, b);
 		if (!batch_get(f, &n, BN_AHEAD))
 			return; /* out of budget: the reader catches up first */
 	}
