@@ -49,7 +49,9 @@ struct dataset {
 	struct ds_sample *samples;
 	size_t n;
 	/* ImageFolder: class names; manifest: "0", "1", ...; shards with
-	 * label = cls or json:KEY: the distinct labels in increasing order */
+	 * label = cls or json:KEY: the distinct labels in increasing order
+	 * (a sample's label is the index of its class here, as every
+	 * dataset's is: labels 0, 1, 3, 7 are classes 0..3) */
 	char **classes;
 	size_t nclasses;
 	bool

@@ -605,8 +605,9 @@ test_shards(void)
 	CHECK_EQ_INT((int)ds->nshards, 1);
 	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
 	CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.png");
-	CHECK_EQ_INT((int)ds->samples[0].label, 7);
-	CHECK_EQ_INT((int)ds->samples[1].label, 2);
+	/* .cls 7 and 2: the classes "2" and "7", labels their indexes */
+	CHECK_EQ_INT((int)ds->samples[0].label, 1);
+	CHECK_EQ_INT((int)ds->samples[1].label, 0);
 	CHECK_EQ_INT((int)ds->nclasses, 2);
 	CHECK_EQ_STR(ds->classes[0], "2");
 	CHECK_EQ_STR(ds->classes[1], "7");
@@ -789,7 +790,8 @@ test_shard_sparse(void)
 	if (r == 0) {
 		CHECK_EQ_INT((int)ds->n, 1);
 		CHECK_EQ_STR(ds->samples[0].path, "sp.tar:z.jpg");
-		CHECK_EQ_INT((int)ds->samples[0].label, 3);
+		CHECK_EQ_INT((int)ds->samples[0].label, 0); /* class "3" */
+		CHECK_EQ_STR(ds->classes[0], "3");
 		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
 				 err, sizeof(err)),
 		    0);
