@@ -334,6 +334,12 @@ int cache_get(
  * store of this process only: false on a cache_open_shared handle.
  */
 bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
+/*
+ * The same on any handle: 1 key has an entry, 0 it has none, -1 c
+ * cannot tell without reading the value (a cache_open_shared handle
+ * whose store another process holds).  Thread safe.
+ */
+int cache_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);

@@ -102,6 +102,13 @@ out:
 }
 
 bool
+sample_ahead_worth(struct job *j)
+{
+	return j->cluster == NULL ||
+	       atomic_load_explicit(&j->reads_source, memory_order_relaxed);
+}
+
+bool
 sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 {
 	char path[PATH_MAX], err[8];
@@ -109,19 +116,20 @@ sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 	enum xf_src kind;
 	struct stat st;
 
-	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed))
+	if (!sample_ahead_worth(j))
 		return false;
 	/*
 	 * A sample whose digest is remembered and whose value the cache
 	 * holds is a hit: its bytes are not fetched ahead (a miss after
-	 * all reads them on demand).
+	 * all reads them on demand).  Where the cache cannot tell (its
+	 * store is another mount's), the memo alone says it was made.
 	 */
 	if (c != NULL && j->prefix[0] != '\0' &&
 	    sample_path(j, gid, path, sizeof(path), err, sizeof(err)) == 0 &&
 	    sample_stat(j, gid, &st) == 0 &&
 	    sample_memo_get(c, path, &st, digest, &kind)) {
 		sample_cache_key(digest, j->key_text, kind, key);
-		if (cache_has(c, key))
+		if (cache_holds(c, key) != 0)
 			return false;
 	}
 	sample_prefetch_source(j, gid);

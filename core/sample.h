@@ -122,9 +122,20 @@ void sample_prefetch_source(struct job *j, uint32_t id);
 /*
  * For remote shards (dataset/remote/remote.h): sample_prefetch, but not for a
  * sample that the local cache c (NULL: none) holds already (its digest
- * remembered, its value there), whose bytes a warm read never fetches.
- * Whether it was asked for.
+ * remembered, its value there), whose bytes a warm read never fetches,
+ * and only while sample_ahead_worth.  Whether it was asked for.
  */
 bool sample_prefetch_remote(struct job *j, struct cache *c, uint32_t id);
+
+/*
+ * Whether j's remote samples are worth asking for ahead now: a job
+ * without a cluster tier always is (sample_prefetch_remote tells a local
+ * hit per sample, a warm stretch or the mount's first sample included);
+ * with one, only while its last sample read its source (job.reads_source:
+ * a local miss may be the tier's hit, which fetches nothing).  The
+ * scheduler moves its lookahead's marks only past samples it asked for
+ * while this held, so that none is passed over (sched.c, relaxed.c).
+ */
+bool sample_ahead_worth(struct job *j);
 
 #endif

@@ -154,6 +154,8 @@ struct rchosen {
 struct rview {
 	uint32_t job, rank, world, epoch;
 	uint64_t npos, started; /* elements of the view's list; started */
+	uint64_t ahead;		/* remote shards: elements below this were
+				   asked for ahead (relaxed_start) */
 	uint64_t *owed;		/* started, given back: started again first */
 	uint32_t nowed, cowed;
 	struct rchosen *chosen; /* by batch, sorted */
@@ -338,6 +340,21 @@ void sched_ready(struct feed *f, struct batch *b);
  * failure) into the mix queue, where a worker mixes it unlocked and then
  * makes it ready (sched.c).  Locked. */
 void sched_complete(struct feed *f, struct batch *b);
+
+/*
+ * Remote shards: the samples a worker asks for ahead of its slot (in
+ * sched.c's strict order, relaxed.c's view order), at most
+ * REMOTE_AHEAD_MAX a take, in bytes within the fetchers' windows
+ * (ds_remote_room), only while sample_ahead_worth (else a mark would
+ * move past samples never asked for).  Then, unlocked:
+ * sample_prefetch_remote of each, which passes over a sample the local
+ * cache holds.
+ */
+#define REMOTE_AHEAD_MAX 64
+struct ahead {
+	struct job *j;
+	uint32_t id;
+};
 
 /* sched.c: queue the batches after k within the budget (readahead).
  * Locked. */
