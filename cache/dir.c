@@ -1,13 +1,9 @@
 /*
  * dir.c - layer: store (calls nothing of the sharing layer).  Where trust
  * in a cache directory is decided, once, on a descriptor: cache_dir_open
- * walks its path from "/" on descriptors, each directory on the way
- * root's or this user's and writable by nobody else unless sticky, a
- * link on the way followed only where root or this user owns it; opens
- * the directory under the last of them (the last component not
- * followed), checks what it opened (a directory, this user's, writable
- * by nobody else), and the callers open what lies under it relative to
- * that descriptor
+ * opens the directory (the last component not followed), checks what it
+ * opened (a directory, this user's, writable by nobody else), and the
+ * callers open what lies under it relative to that descriptor
  * (cache_dir_openat: never following a link, never blocking on a FIFO).
  * The mount's store (open.c), feedfs-cache, feedfs-fill and the shard
  * index (cache_index_open) all start here, so nothing is read or written
