@@ -11,8 +11,11 @@
  * pool waits for a buffer to come back and does not stay full; a CUDA
  * error left by another call is not taken for the staging's; gpu_init ran
  * the kernel-image check (a device it cannot run on is refused, which
- * needs such a device to see).  Not tested: a sticky error (it needs a
- * kernel that faults, and then this process's context is gone).
+ * needs such a device to see).  Issue 35: gpu/ takes the descriptor's
+ * dtype and layout codes, each checked against xf_convert's for the xf
+ * code of the same meaning, and refuses a value that is none of them.
+ * Not tested: a sticky error (it needs a kernel that faults, and then
+ * this process's context is gone).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -507,6 +510,34 @@ check_stale_error(struct gpu *g, const uint8_t *src)
 	}
 }
 
+/*
+ * gpu/ takes the descriptor's codes (feedfs_cuda.h), which the engine
+ * translates from xf's: a value that is none of them is refused, not
+ * taken for float32, and nothing of the pool is held.
+ */
+static void
+check_bad_codes(struct gpu *g, const uint8_t *src)
+{
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NCHW, false);
+	struct gpu_stats before, after;
+	struct gpu_buf *b = NULL;
+	char err[512] = "";
+
+	gpu_get_stats(g, &before);
+	cv.dtype = (enum feedfs_cuda_dtype)3;
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &b, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(b == NULL && strstr(err, "no such code") != NULL);
+	cv.dtype = FEEDFS_CUDA_FLOAT32;
+	cv.layout = (enum feedfs_cuda_layout)2;
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &b, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(b == NULL);
+	gpu_get_stats(g, &after);
+	CHECK(after.pool_used == before.pool_used &&
+	    after.staged == before.staged);
+}
+
 int
 main(void)
 {
@@ -539,6 +570,7 @@ main(void)
 	check_jobs(g, c, src, src2);
 	check_full(g, src);
 	check_stale_error(g, src);
+	check_bad_codes(g, src);
 	gpu_fini(g);
 	consumers_stop(c);
 	check_bound(src);
