@@ -1,23 +1,17 @@
 /*
  * check.c - `feedfs --check`: every header read, a report, an exit status
- * (see check.h).
+ * (see check.h).  Layer: core/ (the model); it asks transforms/ (the
+ * header probes, transforms/probe.h) what each sample's headers say and
+ * parses no image format itself.
  *
- * Header reads are bounded: a file is read through one cursor (struct
- * src) that never reads outside the file (or the tar member), at most
- * CHK_WINDOW bytes from its start and CHK_WINDOW from its end, plus a
- * few bytes at each JPEG segment header (at most CHK_MAX_SEGMENTS of
- * them, each past the last).  So a hostile file costs at most about
- * 130 KiB of reads and no allocation of its claimed size.
- *
- * Truncation, without --check=full, is judged from the ends of the file:
- *   JPEG  an EOI marker (FF D9) after the first scan's header, within the
- *         last CHK_WINDOW bytes (scan data stuffs every FF byte, so a
- *         file cut in its scans has none there; garbage after EOI is
- *         allowed, as libjpeg allows it);
- *   PNG   the IEND chunk, with its CRC, within the last CHK_WINDOW bytes;
- *   WebP  the RIFF header's size against the file's.
- * That finds a file cut short, which is what copies and downloads leave,
- * not damage inside the data (a bad CRC, corrupt entropy codes, too many
+ * Header reads are bounded: a sample is read through one cursor (struct
+ * src) that never reads outside the file (or the tar member), and the
+ * probe reads at most XF_PROBE_WINDOW bytes from its start and from its
+ * end, plus a few bytes at each JPEG segment header, and allocates
+ * nothing of the size a header claims.  Truncation, without
+ * --check=full, is judged from the ends of the file (XF_PROBE_END): that
+ * finds a file cut short, which is what copies and downloads leave, not
+ * damage inside the data (a bad CRC, corrupt entropy codes, too many
  * scans): --check=full decodes every image as a worker does and finds
  * every sample a mount would fail on.
  */
@@ -41,22 +35,21 @@
 #include "core/config.h"
 #include "core/dsopen.h"
 #include "dataset/dataset.h"
+#include "transforms/probe.h"
 #include "transforms/xf.h"
 
-#define CHK_WINDOW (64u << 10)
-#define CHK_MAX_SEGMENTS 4096
-#define CHK_MAX_STRAY 4096	  /* bytes skipped before a JPEG marker */
 #define CHK_SAMPLED 16		  /* images encoded per job for the estimates */
 #define CHK_MAX_FILE (512u << 20) /* the mount's bound on a sample */
 #define CHK_MAX_DEPTH 64
 #define CHK_SKIP_SHOWN 20
 
+/* What the check finds of a sample: the probe's verdicts. */
 enum kind {
-	K_OK,
-	K_UNREADABLE,
-	K_UNSUPPORTED,
-	K_TRUNCATED,
-	K_CORRUPT,
+	K_OK = XF_PROBE_OK,
+	K_UNREADABLE = XF_PROBE_UNREADABLE,
+	K_UNSUPPORTED = XF_PROBE_UNSUPPORTED,
+	K_TRUNCATED = XF_PROBE_TRUNCATED,
+	K_CORRUPT = XF_PROBE_CORRUPT,
 	K_NKINDS
 };
 
@@ -83,7 +76,6 @@ struct dsres {
 struct run {
 	FILE *out;
 	bool full;
-	uint8_t *head, *tail; /* CHK_WINDOW each */
 	size_t counts[K_NKINDS];
 	size_t empty, skipped;
 	int shard_fd; /* the shard open now, or -1 */
@@ -149,324 +141,30 @@ src_read(const struct src *s, uint64_t off, void *buf, size_t n)
 	return (ssize_t)got;
 }
 
-static uint32_t
-be16(const uint8_t *p)
+/* src_read as a probe's reader. */
+static ssize_t
+src_reader(void *arg, uint64_t off, void *buf, size_t n)
 {
-	return (uint32_t)p[0] << 8 | p[1];
+	return src_read(arg, off, buf, n);
 }
 
-static uint32_t
-be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint32_t
-le32(const uint8_t *p)
-{
-	return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[1] << 8 | p[0];
-}
-
-/* A format feedfs does not decode, by its magic bytes; NULL: unknown. */
-static const char *
-other_format(const uint8_t *p, size_t n)
-{
-	if (n >= 2 && p[0] == 'B' && p[1] == 'M')
-		return "a BMP image";
-	if (n >= 4 && memcmp(p, "GIF8", 4) == 0)
-		return "a GIF image";
-	if (n >= 4 &&
-	    (memcmp(p, "II*\0", 4) == 0 || memcmp(p, "MM\0*", 4) == 0))
-		return "a TIFF image";
-	if (n >= 12 && memcmp(p + 4, "ftyp", 4) == 0) {
-		if (memcmp(p + 8, "avif", 4) == 0 ||
-		    memcmp(p + 8, "avis", 4) == 0)
-			return "an AVIF image";
-		return "a HEIF/ISO media file";
-	}
-	if (n >= 12 && memcmp(p, "\0\0\0\x0cjP  \r\n\x87\n", 12) == 0)
-		return "a JPEG 2000 image";
-	if (n >= 4 && memcmp(p, "\0\0\1\0", 4) == 0)
-		return "an ICO image";
-	if (n >= 4 && memcmp(p, "RIFF", 4) == 0)
-		return "a RIFF file that is not WebP";
-	return NULL;
-}
-
-/* The kind and why of an image over max_pixels. */
+/* The kind of the sample whose bytes s holds (the probe's verdict, the
+ * end of the file judged too); *w, *h when ok. */
 static enum kind
-too_large(uint32_t w, uint32_t h, uint64_t max_pixels, char *why, size_t len)
+check_src(const struct src *s, uint64_t maxpx, uint32_t *w, uint32_t *h,
+    char *why, size_t len)
 {
-	if (max_pixels == 0 || (uint64_t)w * h <= max_pixels)
-		return K_OK;
-	snprintf(why, len,
-	    "image too large: %ux%u is more than max_pixels (%llu)",
-	    (unsigned)w, (unsigned)h, (unsigned long long)max_pixels);
-	return K_UNSUPPORTED;
-}
+	struct xf_reader rd = {
+	    .read = src_reader, .arg = (void *)s, .size = s->size};
+	struct xf_probe pr;
+	enum xf_verdict v;
 
-/* Whether the last bytes of s (in r->tail) after from hold pat. */
-static int
-tail_has(struct run *r, const struct src *s, uint64_t from, const void *pat,
-    size_t plen, bool *found)
-{
-	uint64_t start = s->size > CHK_WINDOW ? s->size - CHK_WINDOW : 0;
-	ssize_t n;
-
-	if (start < from)
-		start = from;
-	*found = false;
-	if (start >= s->size)
-		return 0;
-	if ((n = src_read(s, start, r->tail, (size_t)(s->size - start))) < 0)
-		return (int)n;
-	*found = memmem(r->tail, (size_t)n, pat, plen) != NULL;
-	return 0;
-}
-
-static enum kind
-check_png(struct run *r, const struct src *s, size_t hn, uint64_t maxpx,
-    uint32_t *w, uint32_t *h, char *why, size_t len)
-{
-	static const uint8_t iend[8] = {
-	    'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
-	const uint8_t *p = r->head;
-	enum kind k;
-	bool found;
-	int e;
-
-	if (hn < 33) {
-		snprintf(why, len, "PNG cut in its header (%zu bytes)", hn);
-		return K_TRUNCATED;
+	v = xf_probe(&rd, maxpx, XF_PROBE_END, &pr, why, len);
+	if (v == XF_PROBE_OK) {
+		*w = pr.w;
+		*h = pr.h;
 	}
-	if (be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) != 0 ||
-	    be32(p + 16) == 0 || be32(p + 20) == 0 ||
-	    be32(p + 16) > INT32_MAX || be32(p + 20) > INT32_MAX) {
-		snprintf(why, len, "corrupt PNG: bad IHDR");
-		return K_CORRUPT;
-	}
-	*w = be32(p + 16);
-	*h = be32(p + 20);
-	if ((k = too_large(*w, *h, maxpx, why, len)) != K_OK)
-		return k;
-	if ((e = tail_has(r, s, 33, iend, sizeof(iend), &found)) != 0) {
-		snprintf(why, len, "%s", strerror(-e));
-		return K_UNREADABLE;
-	}
-	if (!found) {
-		snprintf(why, len, "no IEND chunk at the end: PNG cut short");
-		return K_TRUNCATED;
-	}
-	return K_OK;
-}
-
-static enum kind
-check_webp(struct run *r, const struct src *s, size_t hn, uint64_t maxpx,
-    uint32_t *w, uint32_t *h, char *why, size_t len)
-{
-	uint64_t riff = (uint64_t)le32(r->head + 4) + 8;
-	uint8_t *all = NULL;
-	int e;
-
-	if (riff > s->size) {
-		snprintf(why, len,
-		    "WebP cut short: its RIFF header says %" PRIu64
-		    " bytes, the file has %" PRIu64,
-		    riff, s->size);
-		return K_TRUNCATED;
-	}
-	e = xf_webp_info(r->head, hn, w, h, why, len);
-	/* Headers past the window (large metadata first): the whole file. */
-	if (e == -EINVAL && hn < s->size && s->size <= CHK_MAX_FILE &&
-	    (all = malloc((size_t)s->size)) != NULL) {
-		ssize_t n = src_read(s, 0, all, (size_t)s->size);
-
-		e = n == (ssize_t)s->size
-			? xf_webp_info(all, (size_t)n, w, h, why, len)
-			: -EIO;
-		free(all);
-	}
-	if (e == -ENOTSUP)
-		return K_UNSUPPORTED;
-	if (e != 0)
-		return K_CORRUPT;
-	return too_large(*w, *h, maxpx, why, len);
-}
-
-/* Skip to the next 0xff at or after *pos (stray bytes, as libjpeg does). */
-static int
-jpeg_to_marker(const struct src *s, uint64_t *pos, uint8_t *buf)
-{
-	ssize_t n = src_read(s, *pos, buf, CHK_MAX_STRAY);
-	const uint8_t *ff;
-
-	if (n < 0)
-		return (int)n;
-	if ((ff = memchr(buf, 0xff, (size_t)n)) == NULL)
-		return -ENOENT;
-	*pos += (uint64_t)(ff - buf);
-	return 0;
-}
-
-static bool
-sof_marker(uint8_t m)
-{
-	return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
-}
-
-static enum kind
-check_jpeg(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
-    uint32_t *h, char *why, size_t len)
-{
-	static const uint8_t eoi[2] = {0xff, 0xd9};
-	uint8_t b[CHK_MAX_STRAY];
-	uint64_t pos = 2, sos = 0;
-	bool sof = false, found;
-	enum kind k;
-	int e;
-
-	for (int seg = 0; seg < CHK_MAX_SEGMENTS && sos == 0; seg++) {
-		ssize_t n = src_read(s, pos, b, 10);
-		uint8_t m;
-
-		if (n < 0) {
-			snprintf(why, len, "%s", strerror((int)-n));
-			return K_UNREADABLE;
-		}
-		if (n < 2) {
-			snprintf(why, len, "JPEG cut in its headers");
-			return K_TRUNCATED;
-		}
-		if (b[0] != 0xff) {
-			if ((e = jpeg_to_marker(s, &pos, b)) != 0) {
-				snprintf(why, len,
-				    "corrupt JPEG: no marker at offset "
-				    "%" PRIu64,
-				    pos);
-				return K_CORRUPT;
-			}
-			continue;
-		}
-		m = b[1];
-		if (m == 0xff) { /* fill byte */
-			pos++;
-			continue;
-		}
-		if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
-			pos += 2;
-			continue;
-		}
-		if (m == 0xd9 || m == 0x00) {
-			snprintf(why, len, "corrupt JPEG: %s before any scan",
-			    m == 0xd9 ? "end of image" : "a stuffed byte");
-			return K_CORRUPT;
-		}
-		if (n < 4) {
-			snprintf(why, len, "JPEG cut in its headers");
-			return K_TRUNCATED;
-		}
-		if (be16(b + 2) < 2) {
-			snprintf(why, len, "corrupt JPEG: segment length %u",
-			    be16(b + 2));
-			return K_CORRUPT;
-		}
-		if (pos + 2 + be16(b + 2) > s->size) {
-			snprintf(why, len,
-			    "JPEG cut short: a segment at offset %" PRIu64
-			    " runs past the end",
-			    pos);
-			return K_TRUNCATED;
-		}
-		if (m == 0xda) {
-			if (!sof) {
-				snprintf(why, len,
-				    "corrupt JPEG: a scan before the frame "
-				    "header");
-				return K_CORRUPT;
-			}
-			sos = pos;
-			break;
-		}
-		if (sof_marker(m) && !sof) {
-			if (n < 10) {
-				snprintf(why, len, "JPEG cut in its headers");
-				return K_TRUNCATED;
-			}
-			if (m == 0xc3 || (m >= 0xc5 && m <= 0xc7) ||
-			    m == 0xcb || m >= 0xcd) {
-				snprintf(why, len,
-				    "a lossless or hierarchical JPEG (SOF%d), "
-				    "which libjpeg-turbo does not decode",
-				    m - 0xc0);
-				return K_UNSUPPORTED;
-			}
-			if (b[4] != 8) {
-				snprintf(why, len,
-				    "a %u-bit JPEG (only 8-bit samples are "
-				    "decoded)",
-				    b[4]);
-				return K_UNSUPPORTED;
-			}
-			*h = be16(b + 5);
-			*w = be16(b + 7);
-			if (*w == 0 || *h == 0) {
-				snprintf(why, len,
-				    "corrupt JPEG: an image of %ux%u",
-				    (unsigned)*w, (unsigned)*h);
-				return K_CORRUPT;
-			}
-			sof = true;
-		}
-		pos += 2 + be16(b + 2);
-	}
-	if (sos == 0) {
-		snprintf(why, len, "corrupt JPEG: no scan in %d segments",
-		    CHK_MAX_SEGMENTS);
-		return K_CORRUPT;
-	}
-	if ((k = too_large(*w, *h, maxpx, why, len)) != K_OK)
-		return k;
-	if ((e = tail_has(r, s, sos + 2, eoi, sizeof(eoi), &found)) != 0) {
-		snprintf(why, len, "%s", strerror(-e));
-		return K_UNREADABLE;
-	}
-	if (!found) {
-		snprintf(why, len,
-		    "no end-of-image marker after the scan data: JPEG cut "
-		    "short");
-		return K_TRUNCATED;
-	}
-	return K_OK;
-}
-
-/* The kind of the sample whose bytes s holds; *w, *h when ok. */
-static enum kind
-check_src(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
-    uint32_t *h, char *why, size_t len)
-{
-	ssize_t n;
-	const char *fmt;
-
-	if (s->size == 0) {
-		snprintf(why, len, "empty file");
-		return K_TRUNCATED;
-	}
-	if ((n = src_read(s, 0, r->head, CHK_WINDOW)) < 0) {
-		snprintf(why, len, "%s", strerror((int)-n));
-		return K_UNREADABLE;
-	}
-	if (xf_is_png(r->head, (size_t)n))
-		return check_png(r, s, (size_t)n, maxpx, w, h, why, len);
-	if (xf_is_webp(r->head, (size_t)n))
-		return check_webp(r, s, (size_t)n, maxpx, w, h, why, len);
-	if (n >= 2 && r->head[0] == 0xff && r->head[1] == 0xd8)
-		return check_jpeg(r, s, maxpx, w, h, why, len);
-	fmt = other_format(r->head, (size_t)n);
-	snprintf(why, len, "%s, not a JPEG, PNG or WebP",
-	    fmt ? fmt : "an unknown format");
-	return K_UNSUPPORTED;
+	return (enum kind)v;
 }
 
 int
@@ -474,19 +172,8 @@ check_header(int fd, uint64_t base, uint64_t size, uint64_t max_pixels,
     uint32_t *w, uint32_t *h, char *why, size_t len)
 {
 	struct src s = {.fd = fd, .base = base, .size = size};
-	struct run r = {.shard_fd = -1};
-	enum kind k;
 
-	if ((r.head = malloc(CHK_WINDOW)) == NULL ||
-	    (r.tail = malloc(CHK_WINDOW)) == NULL) {
-		free(r.head);
-		snprintf(why, len, "out of memory");
-		return K_UNREADABLE;
-	}
-	k = check_src(&r, &s, max_pixels, w, h, why, len);
-	free(r.head);
-	free(r.tail);
-	return (int)k;
+	return (int)check_src(&s, max_pixels, w, h, why, len);
 }
 
 /* All of s, malloc'd (CHK_MAX_FILE at most): 0 or -errno. */
@@ -630,7 +317,7 @@ check_sample(struct run *r, struct dsres *d, size_t id)
 		int own = s.fd;
 
 		s.fd = src_fd(r, &s);
-		k = check_src(r, &s, d->max_pixels, &w, &h, why, sizeof(why));
+		k = check_src(&s, d->max_pixels, &w, &h, why, sizeof(why));
 		if (k == K_OK && r->full)
 			k = check_decode(&s, d->max_pixels, why, sizeof(why));
 		if (own >= 0)
@@ -718,14 +405,7 @@ walk_skipped(struct run *r, int dfd, const char *rel, int depth)
 			close(fd);
 		}
 		dot = strrchr(e->d_name, '.');
-		fmt = n > 0 ? other_format(magic, (size_t)n) : NULL;
-		if (fmt == NULL && n >= 8 &&
-		    (xf_is_png(magic, (size_t)n) ||
-			(magic[0] == 0xff && magic[1] == 0xd8)))
-			fmt = xf_is_png(magic, (size_t)n) ? "a PNG image"
-							  : "a JPEG image";
-		if (fmt == NULL && n >= 12 && xf_is_webp(magic, (size_t)n))
-			fmt = "a WebP image";
+		fmt = n > 0 ? xf_format_name(magic, (size_t)n) : NULL;
 		snprintf(why, sizeof(why),
 		    "not a sample: the scan takes .jpg, .jpeg, .png and .webp, "
 		    "not %.32s%s%s%s",
@@ -1054,9 +734,7 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 	size_t total = 0, problems;
 	int ret = -ENOMEM;
 
-	if ((res = calloc(c->ndatasets, sizeof(*res))) == NULL ||
-	    (r.head = malloc(CHK_WINDOW)) == NULL ||
-	    (r.tail = malloc(CHK_WINDOW)) == NULL) {
+	if ((res = calloc(c->ndatasets, sizeof(*res))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -1142,7 +820,5 @@ out:
 			ds_free(res[i].ds);
 	}
 	free(res);
-	free(r.head);
-	free(r.tail);
 	return ret;
 }
