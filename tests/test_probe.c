@@ -16,7 +16,8 @@
  * (c) Files libjpeg decodes that --check called corrupt: a stuffed zero
  *     (FF 00) before a marker, COM and APPn segments of length under 2;
  *     and one it called ok that the decoder refuses: a stray byte right
- *     after SOI ("not a JPEG").
+ *     after SOI ("not a JPEG").  The size ops.c scales the decode by
+ *     (xf_jpeg_dims) is the probe's for all of them, stray bytes too.
  * (d) The rules in one set of words: 12-bit and lossless JPEGs, and
  *     max_pixels for every format (the decoders: -ENOTSUP and -EFBIG).
  * (e) The bounds of a reader: 5000 stray bytes are corrupt to --check
@@ -285,6 +286,9 @@ check_and_decode_ok(const char *what, const struct file *f)
 	CHECK_EQ_INT(k, 0);
 	CHECK_EQ_INT(d, 0);
 	CHECK(d != 0 || (w == img.w && h == img.h));
+	/* and its size for the DCT scale is the probe's too */
+	CHECK(xf_jpeg_dims(f->b, f->n, &w, &h) == 0 && d == 0 && w == img.w &&
+	      h == img.h);
 	if (d == 0)
 		xf_free(img.px);
 }
@@ -294,6 +298,9 @@ test_libjpeg_grammar(void)
 {
 	struct file j = corpus("decode", "a-baseline-420.jpg"), f;
 
+	f = corpus("decode", "a-stray-bytes.jpg");
+	check_and_decode_ok("3 stray bytes before DQT", &f);
+	free(f.b);
 	f = inserted(&j, 2, "\xff\x00", 2);
 	check_and_decode_ok("FF 00 after SOI", &f);
 	free(f.b);

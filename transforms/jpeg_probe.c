@@ -250,3 +250,23 @@ jpeg_probe(const struct probe_in *in, uint64_t max_pixels, unsigned flags,
 	}
 	return XF_PROBE_OK;
 }
+
+/*
+ * The image size from a JPEG's frame header, without decoding (for the
+ * DCT scale and the partial decode of ops.c): 0, or -EINVAL when the
+ * probe does not find one it accepts (the decoder then says why).
+ */
+int
+xf_jpeg_dims(const uint8_t *jpeg, size_t len, uint32_t *w, uint32_t *h)
+{
+	struct xf_probe pr;
+	char why[160];
+
+	if (!xf_is_jpeg(jpeg, len))
+		return -EINVAL;
+	if (probe_mem_as(jpeg_probe, jpeg, len, 0, &pr, why, sizeof(why)))
+		return -EINVAL; /* not XF_PROBE_OK */
+	*w = pr.w;
+	*h = pr.h;
+	return 0;
+}

@@ -270,8 +270,9 @@ int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 uint64_t xf_prefix_dims(const struct xf_pipeline *pl, uint32_t w, uint32_t h,
     uint32_t *ow, uint32_t *oh);
 
-/* The image size from a JPEG's SOF marker, without decoding: 0, or
- * -EINVAL when there is none (the decoder then says what is wrong). */
+/* The image size from a JPEG's frame header, without decoding: the JPEG
+ * probe's (transforms/probe.h), 0; or -EINVAL when the probe does not
+ * accept the headers (the decoder then says what is wrong). */
 int xf_jpeg_dims(const uint8_t *jpeg, size_t len, uint32_t *w, uint32_t *h);
 /* A JPEG's magic bytes as the decoder takes them: SOI and a marker (FF D8
  * FF); else "not a JPEG" (transforms/jpeg_probe.c). */
