@@ -8,7 +8,9 @@
 # credentials files;
 # fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
 # fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
-# feedfs --check's header reads; fuzz/fuzz_ops.c: the pipeline's tail
+# feedfs --check's header reads; fuzz/fuzz_probe.c: the header probes in
+# memory and through a reader, against the decoders (issue 35);
+# fuzz/fuzz_ops.c: the pipeline's tail
 # parsed and run on images of any size; fuzz/fuzz_augment.c: the
 # augmentations on degenerate image sizes, issue 28; fuzz/fuzz_names.c: the
 # mount's file names, views' included) run without libFuzzer for a bounded
@@ -28,6 +30,7 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
 "$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
 "$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"
+"$FF_BUILDDIR/fuzz/replay_probe" "$half" "$FF_SRCDIR/fuzz/corpus/probe"
 "$FF_BUILDDIR/fuzz/replay_ops" "$half" "$FF_SRCDIR/fuzz/corpus/ops"
 "$FF_BUILDDIR/fuzz/replay_augment" "$half" "$FF_SRCDIR/fuzz/corpus/augment"
 "$FF_BUILDDIR/fuzz/replay_names" "$half" "$FF_SRCDIR/fuzz/corpus/names"

@@ -5,7 +5,8 @@
  *
  * (a) Every file of fuzz/corpus/decode and fuzz/corpus/check: the probe
  *     through a reader (as --check reads a tar member: a file at an
- *     offset) and in memory give the same verdict, words and facts;
+ *     offset) and in memory give the same verdict, words and facts (but
+ *     where the reader's bounds stop it, (e));
  *     check_header (core/check.c) gives that verdict and those words;
  *     a file that decodes is ok to the probe, with the decoded size; a
  *     file the probe refuses as unsupported, the decoder refuses in the
@@ -128,6 +129,14 @@ same_facts(const struct xf_probe *a, const struct xf_probe *b)
 	       a->too_large == b->too_large;
 }
 
+/* Whether a reader's bounds stopped the JPEG walk (see (e)). */
+static bool
+reader_bound(const char *why)
+{
+	return strncmp(why, "corrupt JPEG: no marker at offset ", 34) == 0 ||
+	       strncmp(why, "corrupt JPEG: no scan in ", 25) == 0;
+}
+
 /* (a) for one file. */
 static void
 agree(const char *name, const struct file *f)
@@ -143,6 +152,8 @@ agree(const char *name, const struct file *f)
 		vm =
 		    xf_probe_mem(f->b, f->n, MAXPX, flags, &pm, wm, sizeof(wm));
 		vr = probe_fd(f, MAXPX, flags, &pr, wr, sizeof(wr));
+		if (reader_bound(wr)) /* (e) */
+			continue;
 		if (vm != vr || strcmp(wm, wr) != 0 || !same_facts(&pm, &pr)) {
 			fprintf(stderr,
 			    "%s: memory %d \"%s\", reader %d \"%s\"\n", name,
