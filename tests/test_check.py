@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""test_check.py - `feedfs --check CONFIG|DIR` (issue 26).
+"""test_check.py - `feedfs --check CONFIG|DIR` (issue 26): a script test
+(tests/) of the model's check (core/check*.c) run as the program.
 
 (a) A folder of real files (gen-jpegs' JPEGs, a PNG, a WebP) with a JPEG
     cut short, a PNG and a WebP cut short, a .bmp, a text file and an empty

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_fuzz_replay.sh - the fuzz targets of what crosses a process boundary
-# into the cache (fuzz/fuzz_wire.c: the data socket's frames, both ends;
+# test_fuzz_replay.sh - a script test (tests/, over fuzz/): the fuzz
+# targets of what crosses a process boundary into the cache
+# (fuzz/fuzz_wire.c: the data socket's frames, both ends;
 # fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
 # value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;

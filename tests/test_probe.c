@@ -1,7 +1,8 @@
 /*
- * test_probe.c - the header probes (transforms/probe.h, issue 35): one
- * place knows each image format, and feedfs --check and the decoders
- * both ask it.
+ * test_probe.c - unit test (tests/, of the transforms layer and of the
+ * model's --check): the header probes (transforms/probe.h, issue 35), the
+ * one place that knows each image format, which feedfs --check and the
+ * decoders both ask.
  *
  * (a) Every file of fuzz/corpus/decode and fuzz/corpus/check: the probe
  *     through a reader (as --check reads a tar member: a file at an
