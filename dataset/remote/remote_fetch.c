@@ -328,7 +328,8 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	struct remote_ctx *c = f->c;
 	const struct remote_resp *rs = &x->rx.resp;
 	enum remote_bad bad = RB_NONE;
-	bool probe = x->probe, retry, changed = false;
+	bool probe = x->probe, retry, changed = false, denied = false, reauth;
+	bool said = false;
 	char m[320];
 	int err = 0;
 
@@ -402,18 +403,35 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	else if (cc != CURLE_OK)
 		snprintf(
 		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
-	else
+	else if (c->creds != NULL && (rs->status == 401 || rs->status == 403)) {
+		denied = true;
+		snprintf(m, sizeof(m),
+		    "%s: access denied: check the credentials (HTTP %ld)",
+		    x->o->name, rs->status);
+	} else
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
 	if (err == 0)
 		err = -EIO;
 	retry =
 	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
+	/* Refused (or a 400: an expired token): once more, with the
+	 * credentials read again from their source. */
+	reauth = (denied || (c->creds != NULL && cc == CURLE_OK &&
+				rs->status == 400)) &&
+		 cred_src_denied(c->creds, x->rx.cred_gen);
 	if (remote_down(cc, rs->status) || probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
 		struct req *r = x->reqs[i];
 
+		if (reauth && !r->reauthed) {
+			r->reauthed = true;
+			r->state = R_QUEUED;
+			r->not_before = 0;
+			rf_list_add(f, r, r->demand ? 0 : 1);
+			continue;
+		}
 		if (retry && r->tries < c->retries && !f->open) {
 			r->tries++;
 			r->state = R_QUEUED;
@@ -427,6 +445,16 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
 		req_finish(f, r, err, m);
+		said |= denied;
+	}
+	if (said) {
+		char why[600];
+
+		if (cred_src_describe(c->creds, x->rx.cred_gen, why, sizeof(why)))
+			log_warn("remote %s: access denied: check the "
+				 "credentials (HTTP %ld with those of %s): its "
+				 "reads fail until they are accepted",
+			    x->o->name, rs->status, why);
 	}
 out:
 	free(x->rx.buf);
@@ -446,9 +474,17 @@ fetch_thread(void *arg)
 
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
-		uint64_t wait = dispatch(f);
+		uint64_t wait;
 		int running, left;
 		CURLMsg *msg;
+
+		if (f->c->creds != NULL && cred_src_due(f->c->creds)) {
+			/* Read unlocked: the source may be a server. */
+			pthread_mutex_unlock(&f->lock);
+			cred_src_refresh(f->c->creds);
+			pthread_mutex_lock(&f->lock);
+		}
+		wait = dispatch(f);
 
 		pthread_mutex_unlock(&f->lock);
 		curl_multi_poll(f->m, NULL, 0, (int)wait, NULL);
