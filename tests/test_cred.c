@@ -405,24 +405,40 @@ test_cache(void)
 	CHECK(cred_src_describe(s, g2, why, sizeof(why)));
 	CHECK(!cred_src_describe(s, g2, why, sizeof(why)));
 	CHECK(strstr(why, "the test") != NULL);
-	/* expiring within the margin: read again at the next get */
+	/* K3, for 10 minutes: not due */
 	k.life = 2 * CRED_REFRESH_MARGIN_S;
 	sleep(CRED_REREAD_MIN_MS / 1000 + 1);
 	CHECK(cred_src_denied(s, g2));
-	CHECK_EQ_INT(cred_src_get(s, &c, &g1), 0); /* K3: 10 min */
+	CHECK_EQ_INT(cred_src_get(s, &c, &g1), 0);
+	CHECK_EQ_STR(c->key_id, "K3");
 	cred_unref(c);
 	CHECK(!cred_src_due(s));
-	k.life = 2; /* K4: expires in 2 s, refreshed after 1 */
+	/* K4, for 10 s: due after 5 (half its life, under the margin); read
+	 * ahead by cred_src_refresh, never by a get, which signs under the
+	 * fetcher's lock and reads only what it must */
+	k.life = 10;
 	sleep(CRED_REREAD_MIN_MS / 1000 + 1);
 	CHECK(cred_src_denied(s, g1));
-	cred_src_refresh(s);
-	CHECK_EQ_INT(k.n, 4);
-	sleep(2);
+	CHECK_EQ_INT(cred_src_get(s, &c, &g1), 0);
+	CHECK_EQ_STR(c->key_id, "K4");
+	cred_unref(c);
+	sleep(6);
 	CHECK(cred_src_due(s));
+	CHECK_EQ_INT(cred_src_get(s, &c, &g2), 0);
+	CHECK_EQ_STR(c->key_id, "K4");
+	cred_unref(c);
+	cred_src_refresh(s);
+	CHECK_EQ_INT(k.n, 5);
+	/* K5 expired: the next get must read */
+	sleep(11);
+	CHECK_EQ_INT(cred_src_get(s, &c, &g2), 0);
+	CHECK_EQ_STR(c->key_id, "K6");
+	cred_unref(c);
+	sleep(11);
 	/* a source that fails: the ones there are, the reason said */
 	k.fail = true;
 	CHECK_EQ_INT(cred_src_get(s, &c, &g1), 0);
-	CHECK_EQ_STR(c->key_id, "K4");
+	CHECK_EQ_STR(c->key_id, "K6");
 	cred_unref(c);
 	CHECK(!cred_src_due(s)); /* not again before CRED_RETRY_MS */
 	cred_src_describe(s, g1, why, sizeof(why));
@@ -495,6 +511,15 @@ test_chain(void)
 	CHECK(strstr(err, cf) != NULL);
 	CHECK(strstr(err, "AWS_ROLE_ARN") != NULL);
 	CHECK(strstr(err, "AWS_EC2_METADATA_DISABLED") != NULL);
+	/* an instance metadata service that does not answer (a closed port
+	 * of this host) is the chain's end too, not its failure */
+	unsetenv("AWS_EC2_METADATA_DISABLED");
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1", 1);
+	CHECK_EQ_INT(attach(id, sizeof(id), err, sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "no S3 credentials") != NULL);
+	CHECK(strstr(err, "instance metadata at http://127.0.0.1:1") != NULL);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 	/* the credentials file's profile */
 	put(cf, "[p]\naws_access_key_id = AKFILE\n"
 		"aws_secret_access_key = SKFILE\n");

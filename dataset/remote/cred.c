@@ -315,14 +315,13 @@ cred_src_refresh(struct cred_src *s)
 int
 cred_src_get(struct cred_src *s, struct cred **out, uint64_t *gen)
 {
-	bool must, soon;
+	bool must;
 
 	pthread_mutex_lock(&s->lock);
 	must = due_locked(s, true);
-	soon = !must && due_locked(s, false);
 	pthread_mutex_unlock(&s->lock);
-	if (must || soon)
-		refresh(s, must);
+	if (must)
+		refresh(s, true);
 	pthread_mutex_lock(&s->lock);
 	*out = s->cur ? cred_ref(s->cur) : NULL;
 	*gen = s->gen;

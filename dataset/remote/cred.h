@@ -156,16 +156,18 @@ void cred_src_free(struct cred_src *s);
 
 /*
  * The credentials to sign with now (*out, a reference) and their
- * generation.  Reads the source first when there are none, when they
- * expire within the margin, or after cred_src_denied; a read that fails
- * keeps the ones there are (a request then says why it is refused).
- * May block for a read of a server.  0, or -ENOMEM.
+ * generation.  Reads the source first when it must: there are none, they
+ * expired, or cred_src_denied asked (a read ahead of the expiry is
+ * cred_src_refresh's, which the fetcher's thread calls unlocked); a read
+ * that fails keeps the ones there are (a request then says why it is
+ * refused).  May block for a read of a server.  0, or -ENOMEM.
  */
 int cred_src_get(struct cred_src *s, struct cred **out, uint64_t *gen);
-/* Whether cred_src_get would read the source now. */
+/* Whether the source is to be read now: it must be, or the credentials
+ * expire within the margin. */
 bool cred_src_due(struct cred_src *s);
-/* Read the source now if it is due (for a thread that must not block
- * while it holds a lock: it calls this first, unlocked). */
+/* Read the source now if it is due (the fetcher's thread, unlocked,
+ * before it signs requests under its lock). */
 void cred_src_refresh(struct cred_src *s);
 /*
  * A request signed with generation gen was refused (401, 403, a 400 for

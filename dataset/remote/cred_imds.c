@@ -29,8 +29,7 @@
 
 struct imds {
 	struct cred_provider base;
-	const char *ca_file; /* borrowed from the chain's settings: copied */
-	char *ca;
+	char *ca; /* the dataset's ca_file, or NULL */
 };
 
 static const char *
@@ -81,8 +80,8 @@ imds_get(struct cred_provider *p, struct cred **out, char *err, size_t errlen)
 		   *mode = env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"),
 		   *to = env("AWS_METADATA_SERVICE_TIMEOUT"),
 		   *na = env("AWS_METADATA_SERVICE_NUM_ATTEMPTS");
-	char b[256], th[600], path[400], src[300], why[400];
-	char *tok = NULL, *role = NULL, *doc = NULL;
+	char b[256], path[400], src[300], why[400];
+	char *tok = NULL, *role = NULL, *doc = NULL, *th = NULL;
 	struct remote_ctx *c = NULL;
 	struct remote_opts o = {NULL, NULL, -1, m->ca, 1000, 0};
 	size_t tl, rl, dl;
@@ -112,11 +111,14 @@ imds_get(struct cred_provider *p, struct cred **out, char *err, size_t errlen)
 	r = ask(c, b, "PUT", "/latest/api/token",
 	    "X-aws-ec2-metadata-token-ttl-seconds: " TOKEN_TTL, &tok, &tl, err,
 	    errlen);
+	if (r == -EIO)
+		r = -ENOENT; /* no such service here (not on EC2): the chain's
+				end, as in the SDKs, not a failure */
 	if (r != 0)
 		goto out;
 	while (tl > 0 && (tok[tl - 1] == '\n' || tok[tl - 1] == '\r'))
 		tok[--tl] = '\0';
-	if (tl == 0 || tl > sizeof(th) - 40 || strpbrk(tok, "\r\n") != NULL) {
+	if (tl == 0 || tl > 512 || strpbrk(tok, "\r\n") != NULL) {
 		snprintf(err, errlen,
 		    "instance metadata at %s: a session token "
 		    "that is not one line",
@@ -124,7 +126,13 @@ imds_get(struct cred_provider *p, struct cred **out, char *err, size_t errlen)
 		r = -EIO;
 		goto out;
 	}
-	snprintf(th, sizeof(th), "X-aws-ec2-metadata-token: %s", tok);
+	/* The header that carries it: in the arena too. */
+	if ((th = cred_alloc(tl + 32)) == NULL) {
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		r = -ENOMEM;
+		goto out;
+	}
+	snprintf(th, tl + 32, "X-aws-ec2-metadata-token: %s", tok);
 	if ((r = ask(c, b, "GET", CREDS_PATH, th, &role, &rl, err, errlen)) !=
 	    0) {
 		if (r == -ENOENT)
@@ -150,7 +158,7 @@ imds_get(struct cred_provider *p, struct cred **out, char *err, size_t errlen)
 		snprintf(err, errlen, "instance metadata at %s, role %.*s: %s",
 		    b, (int)rl, role, why);
 out:
-	explicit_bzero(th, sizeof(th));
+	cred_free(th);
 	cred_free(tok);
 	cred_free(role);
 	cred_free(doc);
