@@ -122,13 +122,14 @@ int
 cred_read_file(
     const char *path, char **text, size_t *n, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	size_t got = 0;
 	char *t;
 
 	if (fd < 0) {
-		r = -errno;
+		int r = -errno;
+
 		snprintf(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}

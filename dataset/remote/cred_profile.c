@@ -202,7 +202,7 @@ static int
 resolve(struct profile *pr, const struct files *f, const char *p,
     unsigned depth, struct cred **out, char *err, size_t errlen)
 {
-	char arn[2048], sess[128], ext[1300], dur[16], reg[64], wif[1024];
+	char arn[2048], sess[128], ext[1300], dur[16], reg[64];
 	char src[300], why[600];
 	struct cred_role role;
 	struct cred *base;
@@ -230,6 +230,8 @@ resolve(struct profile *pr, const struct files *f, const char *p,
 	    value(f, p, "duration_seconds", dur, sizeof(dur)),
 	    value(f, p, "region", reg, sizeof(reg)), src};
 	if (role.arn != NULL) {
+		char wif[1024];
+
 		if (value(f, p, "web_identity_token_file", wif, sizeof(wif)))
 			return cred_sts_web_identity(
 			    &pr->sts, &role, wif, out, err, errlen);
