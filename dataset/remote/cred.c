@@ -5,7 +5,8 @@
  * The cache keeps what the chain gave (one generation, counted up on each
  * read of the source) until CRED_REFRESH_MARGIN_S before it expires (or
  * half its life, when that is shorter); a request refused with it asks
- * for one re-read (cred_src_denied), at most once a CRED_REREAD_MIN_MS;
+ * for one re-read (cred_src_denied), at most once a CRED_REREAD_MIN_MS
+ * (the first refusal's at once, however fresh what it refused);
  * a read that fails keeps what there is and is tried again after
  * CRED_RETRY_MS.  It never names a provider: a new source is a new
  * provider in cred_chain.c.
@@ -151,7 +152,7 @@ struct cred_src {
 	pthread_mutex_t lock; /* what follows */
 	struct cred *cur;
 	uint64_t gen;	     /* of cur: 1, 2, ... */
-	uint64_t read_ms;    /* when cur was read (monotonic) */
+	uint64_t denied_ms;  /* the last read a refusal asked for */
 	time_t refresh_at;   /* wall clock: read again from then on */
 	bool stale;	     /* refused: read again */
 	uint64_t retry_ms;   /* a failed read: not again before */
@@ -226,7 +227,6 @@ read_source(struct cred_src *s, char *err, size_t errlen)
 	old = s->cur;
 	s->cur = c; /* transferred */
 	s->gen++;
-	s->read_ms = mono_ms();
 	s->refresh_at = refresh_time(time(NULL), c->expires);
 	s->stale = false;
 	s->retry_ms = 0;
@@ -335,13 +335,16 @@ cred_src_denied(struct cred_src *s, uint64_t gen)
 	bool retry;
 
 	pthread_mutex_lock(&s->lock);
-	if (gen != s->gen)
-		retry = true; /* read again since: sign with the new ones */
-	else if (mono_ms() - s->read_ms < CRED_REREAD_MIN_MS ||
+	if (gen != s->gen || s->stale)
+		retry = true; /* read again since, or about to be */
+	else if ((s->denied_ms != 0 &&
+		     mono_ms() - s->denied_ms < CRED_REREAD_MIN_MS) ||
 		 mono_ms() < s->retry_ms)
-		retry = false; /* just read: reading again would not help */
-	else
+		retry = false; /* a refusal just had its read: not again */
+	else {
 		retry = s->stale = true;
+		s->denied_ms = mono_ms();
+	}
 	pthread_mutex_unlock(&s->lock);
 	return retry;
 }

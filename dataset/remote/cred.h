@@ -172,8 +172,9 @@ void cred_src_refresh(struct cred_src *s);
 /*
  * A request signed with generation gen was refused (401, 403, a 400 for
  * an expired token).  Asks for a re-read, at most once a
- * CRED_REREAD_MIN_MS: true when the next request will be signed with
- * credentials read after gen (a retry is worth it).
+ * CRED_REREAD_MIN_MS (measured between such re-reads: the first is at
+ * once): true when the next request will be signed with credentials
+ * read after gen (a retry is worth it).
  */
 bool cred_src_denied(struct cred_src *s, uint64_t gen);
 /* Where the credentials of gen came from, and why the last read failed

@@ -8,11 +8,13 @@
  * any status, kept up to CRED_RESP_MAX bytes in the arena.  Each request
  * has an easy handle of its own, cleaned up at once, so that libcurl's
  * copies of what it sent and received are freed (and so zeroed, see
- * cred_secret.c) before the call returns.
+ * cred_secret.c) before the call returns, and over HTTPS its TLS
+ * cleanses the plaintext it decrypted into its buffers.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,18 @@
 #include <unistd.h>
 
 #include "dataset/remote/cred_int.h"
+
+/* TLS (OpenSSL, libcurl's backend here) that zeroes its record buffers'
+ * plaintext when it frees them: a response of a credential source holds
+ * a secret. */
+static CURLcode
+on_ssl_ctx(CURL *e, void *ctx, void *arg)
+{
+	(void)e;
+	(void)arg;
+	SSL_CTX_set_options(ctx, SSL_OP_CLEANSE_PLAINTEXT);
+	return CURLE_OK;
+}
 
 struct body {
 	char *buf;
@@ -78,6 +92,8 @@ cred_http(struct remote_ctx *c, const struct cred_req *q, long *status,
 			x.hdrs = l;
 		}
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, x.hdrs);
+		/* CURLE_NOT_BUILT_IN with another TLS backend: then without */
+		curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
 		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
 		if (q->body != NULL) {
