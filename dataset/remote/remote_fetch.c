@@ -15,7 +15,10 @@
  * counted) are retried after a capped exponential backoff with jitter,
  * c->retries times; then the request fails.  A 412 (the object changed
  * since it was indexed) fails at once, and a 2xx whose ETag is not the
- * indexed one too: bytes of two versions are never mixed.
+ * indexed one too: bytes of two versions are never mixed.  A signed
+ * request refused (401, 403, a 400 for an expired token) asks its
+ * credentials (cred.h) for a re-read and goes once more with them; the
+ * thread reads what is due before it signs (unlocked: STS, IMDS).
  * REMOTE_BREAKER_FAILS failures in a row open the breaker: while it is
  * open every read fails at once; when its time is up one request probes,
  * and a success closes it.  A reader waits at most as long as the
