@@ -25,8 +25,6 @@ Skipped (77) where the venv of tests/setup-test-venv cannot be made.
 """
 
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -35,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
 from fflib import check, log  # noqa: E402
 import remote_servers as rs  # noqa: E402
+import credcheck  # noqa: E402
 
 t = fflib.Test()
 why = rs.S3Server.unavailable()
@@ -86,68 +85,6 @@ def read(m, e, b, px):
         for x in px.log[-12:]:
             print(x)
         fflib.fail("epoch %d batch %d: %s" % (e, b, err))
-
-
-def secrets_absent(m, secrets):
-    """None of secrets in the mount's output, log, stats, text files."""
-    texts = {"the mount's output": m.log()}
-    for d, _, files in os.walk(m.mnt):
-        for n in files:
-            if n.endswith(".npy"):
-                continue
-            p = os.path.join(d, n)
-            texts[os.path.relpath(p, m.mnt)] = fflib.read_file(p).decode(
-                errors="replace")
-    check(".feedfs/log" in texts and ".feedfs/stats" in texts,
-          "the walk missed .feedfs: %s" % sorted(texts))
-    for what, text in texts.items():
-        for s in secrets:
-            check(s not in text, "a secret in %s" % what)
-    log("no secret in %d texts of the mount" % len(texts))
-
-
-def core_holds(pid, secrets, control):
-    """Which of secrets a gcore of pid holds; None when gcore cannot.
-    control: a string the daemon's memory must hold (the search works)."""
-    if shutil.which("gcore") is None:
-        log("SKIP of the core dump: no gcore (Debian's gdb)")
-        return None
-    ldd = subprocess.run(["ldd", fflib.FEEDFS], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL).stdout
-    if b"libasan" in ldd:
-        # gdb walks ASan's terabytes of reserved shadow for hours
-        log("SKIP of the core dump: an ASan build (the plain build's "
-            "run of this test checks it)")
-        return None
-    prefix = t.path("core")
-    r = subprocess.run(["gcore", "-o", prefix, str(pid)],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=600)
-    core = "%s.%d" % (prefix, pid)
-    if r.returncode != 0 or not os.path.exists(core):
-        log("SKIP of the core dump: gcore failed: %s"
-            % r.stdout.decode(errors="replace")[-300:])
-        return None
-    found = set()
-    secrets = list(secrets) + [control]
-    keep = max(len(s) for s in secrets)
-    size = os.path.getsize(core)
-    with open(core, "rb") as f:
-        tail = b""
-        while True:
-            chunk = f.read(64 << 20)
-            if not chunk:
-                break
-            buf = tail + chunk
-            for s in secrets:
-                if s.encode() in buf:
-                    found.add(s)
-            tail = buf[-keep:]
-    os.unlink(core)
-    log("core dump of the daemon: %d MiB searched" % (size >> 20))
-    check(control in found, "the core lacks %s: a search that finds "
-          "nothing proves nothing" % control)
-    return found - {control}
 
 
 with rs.S3Server(t.path("s3")) as s3, \
@@ -212,8 +149,9 @@ with rs.S3Server(t.path("s3")) as s3, \
             log("the file fixed: a later batch reads, no remount")
 
             secrets = (s1, s2, s3_)
-            secrets_absent(m, secrets)
-            found = core_holds(m.proc.pid, secrets, "ds/shard-000002.tar")
+            credcheck.secrets_absent(m, secrets)
+            found = credcheck.core_holds(t, m.proc.pid, secrets,
+                                         "ds/shard-000002.tar")
             if found is not None:
                 check(not found, "the daemon's core dump holds %d of the "
                       "3 secrets" % len(found))

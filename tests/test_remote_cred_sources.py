@@ -18,12 +18,14 @@ asks S3 again):
   web_identity_token_file, then the environment's AWS_ROLE_ARN +
   AWS_WEB_IDENTITY_TOKEN_FILE (as EKS sets them): an unsigned STS call,
   then range reads with the key id STS gave and its token; read again
-  before expiry.  moto fails an unsigned request while its IAM checks are
+  before expiry (the token file with it).  moto fails an unsigned request while its IAM checks are
   on, so this part runs against a moto whose checks are off;
 - IMDSv2: ImdsServer (tests/remote_servers.py, IMDSv2 as AWS documents
   it, with its session tokens; its credentials minted by moto's STS, so
   moto checks every signature): reads, the credentials read again before
-  they expire, every GET of it carried a live token; then moto's own
+  they expire, every GET of it carried a live token, none of the secrets
+  it gave in the mount's texts or in a core dump of the daemon (gcore;
+  skipped in an ASan build); then moto's own
   instance metadata endpoint (which checks no token and gives fixed
   credentials: against the moto without IAM checks) as a second one.
 
@@ -39,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
 from fflib import check, log  # noqa: E402
 import remote_servers as rs  # noqa: E402
+import credcheck  # noqa: E402
 
 t = fflib.Test()
 why = rs.S3Server.unavailable()
@@ -188,6 +191,15 @@ with rs.S3Server(t.path("s3")) as s3, rs.Proxy("127.0.0.1", s3.port) as px:
                   "IMDS answered %s" % [x for x in imds.log if x[2] != 200])
             log("IMDSv2: %d requests, each GET with a live token"
                 % len(imds.log))
+            # the secrets came in HTTP responses: in no text, and (libcurl's
+            # buffers zeroed, the arena not dumped) in no core dump
+            secrets = [c["SecretAccessKey"] for c in imds.minted]
+            credcheck.secrets_absent(m, secrets + [
+                c["SessionToken"] for c in imds.minted])
+            found = credcheck.core_holds(t, m.proc.pid, secrets,
+                                         "ds/shard-000001.tar")
+            check(not found, "the daemon's core dump holds %d of the %d "
+                  "secrets IMDS gave" % (len(found or ()), len(secrets)))
 
 with rs.S3Server(t.path("s3-open"), auth=False) as s3, \
         rs.Proxy("127.0.0.1", s3.port) as px:
@@ -224,6 +236,11 @@ with rs.S3Server(t.path("s3-open"), auth=False) as s3, \
                   "%s: range reads: %s" % (what, got[:3]))
             check("AssumeRoleWithWebIdentity %s" % role in m.log(),
                   "%s: the log does not say so" % what)
+            n1 = len(sts_calls(px))
+            t1 = time.monotonic()
+            wait_for("%s: read again" % what, lambda: len(sts_calls(px)) > n1)
+            check(time.monotonic() - t1 < LIFE, "%s: read again only after "
+                  "the credentials expired" % what)
             log("%s: %d range reads with %s" % (what, len(got),
                                                got[-1]["key_id"]))
         check(m.log().count("AssumeRoleWithWebIdentity") >= 1, what)
