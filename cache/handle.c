@@ -51,6 +51,7 @@ struct cache_share {
 	pthread_mutex_t takeover;	/* one attempt at a time */
 	atomic_uint_least64_t retry_at; /* no takeover before (ns) */
 	atomic_uint_least64_t bytes_read;
+	char failed[1024]; /* the last takeover's failure; under takeover */
 };
 
 static void
@@ -143,8 +144,10 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	uint64_t was = client_owner_bound(sh->cl);
 	struct srv_opts so = {sh->o.conns, sh->o.share_mem, {0}};
 	struct cache *c;
+	const char *note;
 	char msg[1024];
 	long holder;
+	bool warn;
 	int e, lk;
 
 	if ((lk = owner_open_lock(sh->dir, wait_ms)) < 0) {
@@ -185,8 +188,8 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	if (cache_note(c) != NULL)
 		say(sh, true, "%s", cache_note(c));
 	cache_keep_bound(c, was); /* cache_size = auto: never shrinks either */
-	if (cache_auto_note(c) != NULL)
-		say(sh, false, "%s", cache_auto_note(c));
+	if ((note = cache_size_note(c, &warn)) != NULL)
+		say(sh, warn, "%s", note);
 	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
 		say(sh, true, "no control socket for feedfs-cache: %s", msg);
 	/* The token before the socket: whoever reaches us can check it. */
@@ -225,7 +228,10 @@ try_takeover(struct cache_share *sh)
 		atomic_store(
 		    &sh->retry_at, now + (uint64_t)RETRY_BUSY_MS * 1000000u);
 	} else {
-		say(sh, true, "cannot take over %s: %s", sh->dir, err);
+		/* Said once, not at every retry (a full disk, say). */
+		if (strcmp(err, sh->failed) != 0)
+			say(sh, true, "cannot take over %s: %s", sh->dir, err);
+		snprintf(sh->failed, sizeof(sh->failed), "%s", err);
 		atomic_store(
 		    &sh->retry_at, now + (uint64_t)RETRY_FAILED_MS * 1000000u);
 	}
@@ -341,6 +347,7 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 		st->entries = ws.entries;
 		st->used_bytes = ws.used_bytes;
 		st->admit_bytes = ws.admit_bytes;
+		st->size_bound = client_owner_bound(sh->cl);
 	}
 	/* This mount's own lookups and traffic, not the store's. */
 	st->hits = atomic_load(&sh->self.hits);

@@ -13,19 +13,16 @@
 #include "util/sbuf.h"
 
 /*
- * Why the cache is off, when it failed (not when cache_size = 0): a gauge
- * whose label is the reason, in Prometheus's label escaping.
+ * A gauge NAME{error="TEXT"} 1 saying why a tier is off (nothing when
+ * text is NULL), in Prometheus's label escaping.
  */
 static void
-stats_cache_error(struct feed *f, struct sbuf *sb)
+stats_error(struct sbuf *sb, const char *name, const char *help, const char *e)
 {
-	const char *e = f->cache_err[0] ? f->cache_err : cache_error(f->cache);
-
 	if (e == NULL)
 		return;
-	sb_printf(sb,
-	    "# HELP feedfs_cache_error Why the cache is off (the label).\n"
-	    "# TYPE feedfs_cache_error gauge\nfeedfs_cache_error{error=\"");
+	sb_printf(sb, "# HELP %s %s\n# TYPE %s gauge\n%s{error=\"", name, help,
+	    name, name);
 	for (; *e; e++) {
 		if (*e == '"' || *e == '\\')
 			sb_printf(sb, "\\%c", *e);
@@ -35,6 +32,34 @@ stats_cache_error(struct feed *f, struct sbuf *sb)
 			sb_printf(sb, "%c", *e);
 	}
 	sb_printf(sb, "\"} 1\n");
+}
+
+/* Why the cache is off, when it failed (not when cache_size = 0). */
+static void
+stats_cache_error(struct feed *f, struct sbuf *sb)
+{
+	stats_error(sb, "feedfs_cache_error",
+	    "Why the cache is off (the label).",
+	    f->cache_err[0] ? f->cache_err : cache_error(f->cache));
+}
+
+/* The cache's disk: its bound, a clamp, a full disk. */
+static void
+stats_cache_disk(const struct cache_stats *cs, struct sbuf *sb)
+{
+	sb_printf(sb,
+	    "# HELP feedfs_cache_size_bytes The bound on the cache's disk use "
+	    "in force (the owner's cache_size, clamped to its filesystem).\n"
+	    "# TYPE feedfs_cache_size_bytes gauge\n"
+	    "feedfs_cache_size_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_cache_size_clamped 1: cache_size was more than "
+	    "cache_dir's filesystem holds, and was clamped (the owner's).\n"
+	    "# TYPE feedfs_cache_size_clamped gauge\n"
+	    "feedfs_cache_size_clamped %d\n"
+	    "# HELP feedfs_cache_full 1: no room on cache_dir's filesystem: "
+	    "inserts stop, hits go on (the owner's).\n"
+	    "# TYPE feedfs_cache_full gauge\nfeedfs_cache_full %d\n",
+	    cs->size_bound, cs->size_clamped, cs->full);
 }
 
 /* The cluster tier's own counters (all jobs together). */
@@ -429,6 +454,7 @@ stats_cache(struct feed *f, struct sbuf *sb)
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes, cs.share_peak);
 	stats_admission(f, &cs, sb);
+	stats_cache_disk(&cs, sb);
 	stats_cache_error(f, sb);
 }
 

@@ -33,8 +33,13 @@
 #include "core/config.h"
 #include "tools/feedfs-cache.h"
 
-/* --timeout: each request to the holder's control socket, in ms. */
-static int timeout_ms = CACHE_CTL_TIMEOUT_MS;
+/*
+ * --timeout: each request to the holder's control socket, in ms; 0: not
+ * given, CACHE_CTL_TIMEOUT_MS, and WRITE_TIMEOUT_MS for the writing
+ * commands (a compaction, or a store waiting for room on a full disk).
+ */
+static int timeout_ms;
+#define WRITE_TIMEOUT_MS 30000
 bool fc_timed_out;
 
 int
@@ -43,9 +48,16 @@ fc_ctl(
 {
 	int r;
 
+	bool write = strncmp(req, "clear", 5) == 0 ||
+		     strncmp(req, "evict", 5) == 0 ||
+		     strncmp(req, "compact", 7) == 0;
+	int ms = timeout_ms ? timeout_ms
+		 : write    ? WRITE_TIMEOUT_MS
+			    : CACHE_CTL_TIMEOUT_MS;
+
 	if (fc_timed_out)
 		return -ETIMEDOUT;
-	r = cache_ctl_request(dir, req, reply, len, timeout_ms);
+	r = cache_ctl_request(dir, req, reply, len, ms);
 	if (r == -ETIMEDOUT) {
 		fc_timed_out = true;
 		fprintf(stderr,
@@ -53,7 +65,7 @@ fc_ctl(
 		    "%s/control.sock within %.1f s: it may be stopped "
 		    "(SIGSTOP, a debugger) or busy; nothing more was asked "
 		    "(--timeout SECONDS gives it longer)\n",
-		    who, req, dir, timeout_ms / 1000.0);
+		    who, req, dir, ms / 1000.0);
 	}
 	return r;
 }
@@ -238,7 +250,11 @@ parse_age(const char *s, char *why, size_t whylen)
 	return v * units[i].secs;
 }
 
-/* Run req on the store dir, which no feedfs holds: the reply in reply. */
+/*
+ * Run req on the store dir, which no feedfs holds: 0 and the reply in
+ * reply, 1 when the store's files were removed instead (clear on a full
+ * disk: said), -1.
+ */
 static int
 run_offline(const char *dir, const char *req, char *reply, size_t len)
 {
@@ -251,8 +267,23 @@ run_offline(const char *dir, const char *req, char *reply, size_t len)
 	}
 	if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err, sizeof(err)) !=
 	    0) {
-		fprintf(stderr, "feedfs-cache: %s\n", err);
-		return -1;
+		uint64_t freed;
+
+		/* A full disk: clear needs no open (cache.h: cache_wipe). */
+		if (strstr(err, "No space left on device") == NULL ||
+		    strcmp(req, "clear") != 0 ||
+		    cache_wipe(dir, &freed, err, sizeof(err)) != 0) {
+			fprintf(stderr, "feedfs-cache: %s%s\n", err,
+			    strstr(err, "No space left on device")
+				? " (opening the store needs about a MiB "
+				  "free; clear needs none)"
+				: "");
+			return -1;
+		}
+		printf("cleared the store's files, %" PRIu64 " bytes: the "
+		       "disk was too full to open it\n",
+		    freed);
+		return 1;
 	}
 	if (cache_note(c))
 		fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
@@ -290,8 +321,8 @@ cmd_write(const char *dir, const char *req)
 			    who, dir, strerror(-r));
 			return EXIT_DAMAGE;
 		}
-	} else if (run_offline(dir, req, reply, sizeof(reply)) != 0)
-		return EXIT_DAMAGE;
+	} else if ((r = run_offline(dir, req, reply, sizeof(reply))) != 0)
+		return r > 0 ? 0 : EXIT_DAMAGE;
 	if (strncmp(reply, "ok", 2) != 0) {
 		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
 		    strncmp(reply, "error ", 6) == 0 ? reply + 6 : reply);
