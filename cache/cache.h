@@ -34,8 +34,16 @@
  * 5: the values live in a column family of their own; 6: values are
  * envelopes (codec.h): key, shape and payload under one checksum, the
  * same bytes in the store, on the socket and in the cluster tier.
+ *
+ * CACHE_FORMAT_TEST_NEXT: a build of the next format, only for the tests
+ * (tests/format-peer: a newer feedfs on the same cache_dir).
  */
-#define CACHE_FORMAT_VERSION 6
+#define CACHE_FORMAT_CURRENT 6
+#ifdef CACHE_FORMAT_TEST_NEXT
+#define CACHE_FORMAT_VERSION (CACHE_FORMAT_CURRENT + 1)
+#else
+#define CACHE_FORMAT_VERSION CACHE_FORMAT_CURRENT
+#endif
 #define CACHE_KEY_LEN 32
 
 struct cache;
@@ -97,6 +105,12 @@ struct cache_stats {
 	 */
 	bool full, size_clamped;
 	uint64_t nospace, size_bound;
+	/*
+	 * The cache format cache_dir holds, as last seen (its format file):
+	 * this build's, another one's (newer: the cache_dir is left alone,
+	 * and disabled is set), 0 when not known.
+	 */
+	uint32_t dir_format;
 };
 
 /*
@@ -118,7 +132,8 @@ struct cache_stats {
  * owns dir or group or others can write it, -EBUSY when another process
  * holds it, -EINVAL for a store of a newer format version, -EIO otherwise.
  * A damaged store, or one of an older format, is moved aside and replaced
- * (see cache_note).
+ * (see cache_note).  Once open, the store's format is written to
+ * dir/format too (cache_dir_format).
  *
  * A size_bound above the size of dir's filesystem is clamped to what
  * CACHE_SIZE_AUTO would choose there, and said (cache_opts' say, a
@@ -291,6 +306,20 @@ int cache_probe_lock(const char *dir, char *err, size_t len);
  */
 #define CACHE_INDEX_DIR "shard-index"
 int cache_dir_open(const char *dir, bool create, char *err, size_t errlen);
+/*
+ * The format file, dir/format: the decimal CACHE_FORMAT_VERSION of the
+ * store in dir, written by whoever opens it (cache_open), so that a
+ * feedfs of another format can tell before it opens or asks anything:
+ * cache_open_shared leaves a dir of a newer format alone (every get a
+ * miss, every put dropped, cache_error says why, cache_stats' disabled
+ * and dir_format say so), and a client never uses an owner of another
+ * format (a newer: as above; an older: misses until that owner goes, then
+ * the takeover moves the old store aside).  cache_dir_format: the
+ * version there, or 0 (no file: an empty dir, or a store of a feedfs
+ * before the file).
+ */
+#define CACHE_FORMAT_FILE "format"
+int cache_dir_format(const char *dir);
 int cache_dir_openat(int dfd, const char *name, int flags, mode_t mode);
 int cache_dir_entries_ok(int dfd, const char *dir, char *err, size_t errlen);
 int cache_index_open(const char *dir, bool create, char *err, size_t errlen);

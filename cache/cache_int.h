@@ -31,7 +31,7 @@
  * store's files, each calling only those before it: codec.c (the
  * records' bytes), room.c (the room on the store's filesystem: a full
  * disk), err.c (a store's first failure), dir.c (the directory's checks,
- * on its descriptor), memo.c (the memos' records:
+ * on its descriptor, and the format file), memo.c (the memos' records:
  * their share, room, eviction), index.c (the scan of the index, the
  * totals loaded from it), store.c (get, put, eviction), stats.c (a
  * store's figures), digest.c (hashes, digest memos), options.c (RocksDB's
@@ -249,6 +249,9 @@ cache_is_zero(const uint8_t *p, size_t n)
 			return false;
 	return true;
 }
+
+/* dir.c: write dir/format for the store just opened in dfd (best effort). */
+void cache_dir_format_write(int dfd);
 
 /* open.c: the checks of a cache directory in every role (cache_open):
  * cache_dir_open's, the descriptor then closed. */

@@ -409,6 +409,7 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 		return r;
 	}
 	private_files(dfd); /* after the open, which rewrites CURRENT */
+	cache_dir_format_write(dfd);
 	cache_room_free(c); /* a second attempt's */
 	cache_room_init(c, dfd);
 	close(dfd);

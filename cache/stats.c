@@ -47,6 +47,7 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 	st->nospace = atomic_load(&c->nospace);
 	st->size_bound = c->size_bound;
 	st->size_clamped = c->size_clamped;
+	st->dir_format = CACHE_FORMAT_VERSION;
 }
 
 void

@@ -206,7 +206,10 @@ open_cache(struct feed *f)
 		log_warn("cache: %s; serving without the cache", msg);
 		snprintf(f->cache_err, sizeof(f->cache_err), "%s", msg);
 		f->cache = NULL;
-	}
+	} else if (cache_error(f->cache) && log_first(&f->cache_warned))
+		/* Opened and left alone (a newer format): said at mount. */
+		log_warn("cache: %s; serving without the cache",
+		    cache_error(f->cache));
 }
 
 /* The cluster tier; a failure (an auth file refused) serves without. */

@@ -43,7 +43,7 @@ stats_cache_error(struct feed *f, struct sbuf *sb)
 	    f->cache_err[0] ? f->cache_err : cache_error(f->cache));
 }
 
-/* The cache's disk: its bound, a clamp, a full disk. */
+/* The cache's disk: its bound, a clamp, a full disk, a newer format. */
 static void
 stats_cache_disk(const struct cache_stats *cs, struct sbuf *sb)
 {
@@ -58,8 +58,14 @@ stats_cache_disk(const struct cache_stats *cs, struct sbuf *sb)
 	    "feedfs_cache_size_clamped %d\n"
 	    "# HELP feedfs_cache_full 1: no room on cache_dir's filesystem: "
 	    "inserts stop, hits go on (the owner's).\n"
-	    "# TYPE feedfs_cache_full gauge\nfeedfs_cache_full %d\n",
-	    cs->size_bound, cs->size_clamped, cs->full);
+	    "# TYPE feedfs_cache_full gauge\nfeedfs_cache_full %d\n"
+	    "# HELP feedfs_cache_format_newer 1: cache_dir holds a newer cache "
+	    "format than this build (labels: the two; 0: not known), and is "
+	    "left alone.\n"
+	    "# TYPE feedfs_cache_format_newer gauge\n"
+	    "feedfs_cache_format_newer{build=\"%d\",cache_dir=\"%u\"} %d\n",
+	    cs->size_bound, cs->size_clamped, cs->full, CACHE_FORMAT_VERSION,
+	    cs->dir_format, cs->dir_format > CACHE_FORMAT_VERSION);
 }
 
 /* The cluster tier's own counters (all jobs together). */
