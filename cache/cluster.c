@@ -1,10 +1,11 @@
 /*
- * cluster.c - the cluster cache tier: preprocessed values in memcached,
- * through libmemcached (see cluster.h for the layout and the contract).
- * Opening and closing, the counters and the error text; the server list
+ * cluster.c - cache/ (the store), the cluster tier, its top: preprocessed
+ * values in memcached, through libmemcached (see cluster.h for the layout
+ * and the contract).  Opening (the secret's key id) and closing, the
+ * counters and the error text; the server list
  * and the auth and secret files are in cluster_conf.c, the items' bytes in
- * cluster_codec.c, get and put in cluster_io.c.  The top of the tier:
- * calls cluster_conf.c; cluster_io.c and cluster_codec.c are beside it.
+ * cluster_codec.c, get and put in cluster_io.c.  Calls cluster_conf.c and
+ * cluster_codec.c; cluster_io.c is beside it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,37 @@
 #define FAILURE_LIMIT 1
 
 /* ---- open and close --------------------------------------------------- */
+
+/*
+ * The namespace of the items of the secret mac is keyed with (NS in
+ * cluster_int.h): "ffc2:k" and the key id in hex, ":".  0, or -ENOMEM.
+ */
+static int
+secret_ns(const EVP_MAC_CTX *mac, char ns[CLUSTER_NS_MAX])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t id[32];
+	EVP_MAC_CTX *ctx;
+	size_t outl = 0, n;
+	int ok;
+
+	if ((ctx = EVP_MAC_CTX_dup(mac)) == NULL)
+		return -ENOMEM;
+	ok = EVP_MAC_update(ctx, (const uint8_t *)CLUSTER_KEYID_LABEL,
+		 strlen(CLUSTER_KEYID_LABEL)) &&
+	     EVP_MAC_final(ctx, id, &outl, sizeof(id)) && outl == sizeof(id);
+	EVP_MAC_CTX_free(ctx);
+	if (!ok)
+		return -ENOMEM;
+	n = (size_t)snprintf(ns, CLUSTER_NS_MAX, "%sk", CLUSTER_KEY_PREFIX);
+	for (size_t i = 0; i < CLUSTER_KEYID_LEN; i++) {
+		ns[n++] = hex[id[i] >> 4];
+		ns[n++] = hex[id[i] & 15];
+	}
+	ns[n++] = ':';
+	ns[n] = '\0';
+	return 0;
+}
 
 /*
  * The MAC's context, keyed with the secret of path: 0 and *out, or -errno
@@ -135,9 +167,15 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 	/* Fixed, never read from a server: every client cuts alike. */
 	c->chunk = o->chunk ? o->chunk : CLUSTER_CHUNK;
 	c->pool_wait_ms = o->pool_wait_ms ? o->pool_wait_ms : POOL_WAIT_MS;
+	snprintf(c->ns, sizeof(c->ns), "%s", CLUSTER_KEY_PREFIX);
 	if (o->secret_file != NULL &&
 	    (r = open_mac(o->secret_file, &c->mac, err, errlen)) != 0)
 		goto out;
+	if (c->mac != NULL && secret_ns(c->mac, c->ns) != 0) {
+		r = -ENOMEM;
+		cluster_set_err(err, errlen, "out of memory");
+		goto out;
+	}
 	if ((c->master = memcached_create(NULL)) == NULL) {
 		r = -ENOMEM;
 		cluster_set_err(err, errlen, "libmemcached: out of memory");
