@@ -128,6 +128,14 @@ struct cluster {
 	unsigned pool_wait_ms; /* how long a call waits for a handle */
 	EVP_MAC_CTX *mac;      /* keyed with the secret; NULL without one */
 	char ns[CLUSTER_NS_MAX]; /* the items' namespace (NS above) */
+	/*
+	 * What cluster_open's probe found (cluster_problem), "" when
+	 * nothing; off: every server that answered refused this client's
+	 * credentials (or their lack), and no server is asked.  Set at open.
+	 */
+	char problem[1024];
+	bool off;
+	unsigned refused;
 
 	_Atomic uint64_t hits, misses, errors, bytes_in, bytes_out, puts,
 	    put_errors, skipped_large, bad_checksum, bad_mac, missing_chunks,

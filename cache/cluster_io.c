@@ -192,6 +192,10 @@ cluster_get(
 	uint32_t flags;
 	int r;
 
+	if (c->off) { /* its servers refused us at open (cluster.h) */
+		atomic_fetch_add(&c->misses, 1);
+		return -EACCES;
+	}
 	if ((m = pool_get(c, &rc)) == NULL) {
 		r = no_handle(c, rc);
 		atomic_fetch_add(&c->misses, 1);
@@ -260,6 +264,8 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	uint32_t nchunks, i;
 	int r;
 
+	if (c->off)
+		return -EACCES;
 	if (len > CLUSTER_MAX_VALUE) {
 		atomic_fetch_add(&c->skipped_large, 1);
 		return -EFBIG;

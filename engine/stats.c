@@ -109,10 +109,13 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "than the cluster takes.\n"
 	    "# TYPE feedfs_cluster_skipped_total counter\n"
 	    "feedfs_cluster_skipped_total %" PRIu64 "\n",
-	    f->cluster != NULL, cs.errors + cs.put_errors,
+	    f->cluster != NULL && !cs.off, cs.errors + cs.put_errors,
 	    cs.bad_checksum + cs.missing_chunks, cs.bad_mac, cs.pool_waits,
-	    cs.bytes_in, cs.bytes_out,
-	    cs.puts, cs.skipped_large);
+	    cs.bytes_in, cs.bytes_out, cs.puts, cs.skipped_large);
+	stats_error(sb, "feedfs_cluster_error",
+	    "Servers of the tier that refused this mount's credentials at "
+	    "mount (the label).",
+	    f->cluster ? cluster_problem(f->cluster) : NULL);
 }
 
 /*

@@ -1594,6 +1594,97 @@ test_secret_file(void)
 	CHECK(open_file(path, true, err, sizeof(err)) != 0);
 }
 
+/*
+ * cluster_open with probe = true against servers, with the auth file
+ * auth (NULL: none): the client (NULL when the open failed), its
+ * cluster_problem in why ("" when none).
+ */
+static struct cluster *
+probe_open(const char *servers, const char *auth, char *why, size_t len)
+{
+	struct cluster_opts o = {.auth_file = auth, .probe = true};
+	struct cluster *c = NULL;
+	char err[256];
+
+	why[0] = '\0';
+	if (cluster_open(servers, &o, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "cluster_open: %s\n", err);
+		CHECK(0);
+		return NULL;
+	}
+	if (cluster_problem(c) != NULL)
+		snprintf(why, len, "%s", cluster_problem(c));
+	return c;
+}
+
+/*
+ * The probe at open (issue 40): a wrong password, none where the server
+ * wants one, one where it takes none are said by cluster_problem, and
+ * turn the tier off when every server that answered refused; the right
+ * one says nothing.  sasl: the server of memcached -S (auth: feeder).
+ */
+static void
+test_probe(const char *sasl)
+{
+	struct cluster_stats st;
+	struct cluster *c;
+	char auth[128], why[1024], both[128];
+	double t;
+	int r;
+
+	snprintf(auth, sizeof(auth), "%s/auth", tmp);
+	write_file(auth, "feeder\ns3cret\n", 0600);
+	if ((c = probe_open(sasl, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(why[0] == '\0' && !st.off && st.refused == 0);
+		CHECK_EQ_INT(get_check(c, 8000, 100000, NULL), 1);
+		cluster_close(c);
+	}
+	write_file(auth, "feeder wrong\n", 0600);
+	if ((c = probe_open(sasl, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(st.off && st.refused == 1);
+		CHECK(
+		    strstr(why, "refused cluster_auth's user feeder") != NULL);
+		CHECK(strstr(why, "serving without the cluster tier") != NULL);
+		CHECK(strstr(why, "wrong") == NULL); /* never the password */
+		fprintf(stderr, "probe, a wrong password: %s\n", why);
+		/* off: a miss and a dropped put at once, no server asked */
+		t = now();
+		CHECK_EQ_INT(get_check_r(c, 8000, 100000, NULL, &r), 0);
+		CHECK_EQ_INT(r, -EACCES);
+		CHECK_EQ_INT(put_of(c, 8003, 10), -EACCES);
+		CHECK(now() - t < 0.5);
+		cluster_close(c);
+	}
+	if ((c = probe_open(sasl, NULL, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(
+		    st.off && strstr(why, "wants SASL authentication") != NULL);
+		fprintf(stderr, "probe, no cluster_auth: %s\n", why);
+		cluster_close(c);
+	}
+	/* a password for a server without -S */
+	write_file(auth, "feeder\ns3cret\n", 0600);
+	snprintf(both, sizeof(both), "127.0.0.1:%d", srv_port[0]);
+	if ((c = probe_open(both, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(st.off && strstr(why, "did not take SASL") != NULL);
+		fprintf(stderr, "probe, auth for a plain server: %s\n", why);
+		cluster_close(c);
+	}
+	/* no auth, one server of each kind: the tier stays on */
+	snprintf(both, sizeof(both), "%s,127.0.0.1:%d", sasl, srv_port[0]);
+	if ((c = probe_open(both, NULL, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(!st.off && st.refused == 1 && strstr(why, sasl) != NULL &&
+		      strstr(why, "values on it are misses") != NULL);
+		fprintf(
+		    stderr, "probe, one server of two wants SASL: %s\n", why);
+		cluster_close(c);
+	}
+}
+
 static void
 test_sasl(void)
 {
@@ -1658,6 +1749,7 @@ test_sasl(void)
 		cluster_close(c);
 	}
 	fprintf(stderr, "SASL: PLAIN against memcached -S checked\n");
+	test_probe(servers);
 }
 
 int
