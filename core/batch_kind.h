@@ -1,7 +1,8 @@
 /*
  * batch_kind.h - the model (core/, with job.h): the files a batch is
- * served as.  job.c lays them out (struct batch_geom, job_npy_header); the
- * engine (feed.h) and the namespace (ns.h) name them.  No code.
+ * served as.  job_batch.c lays out the .npy ones (struct batch_geom,
+ * job_npy_header); the engine (engine/feed.h, engine/ns.h) serves them,
+ * the .cuda descriptor too.  No code.
  */
 #ifndef FEEDFS_BATCH_KIND_H
 #define FEEDFS_BATCH_KIND_H

@@ -1,6 +1,6 @@
 /*
- * check.h - `feedfs --check CONFIG|DIR`: a dataset checked before the
- * first epoch (issue 26).
+ * check.h - the model (core/): `feedfs --check CONFIG|DIR`: a dataset
+ * checked before the first epoch (issue 26).
  *
  * For every dataset of the config: every sample's header is read (a
  * bounded number of bytes, through the same safe opens as the mount),

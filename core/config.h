@@ -1,12 +1,13 @@
 /*
- * config.h - the INI config of a mount: [mount], [dataset NAME], [job NAME].
+ * config.h - the model (core/): the INI config of a mount: [mount],
+ * [dataset NAME], [job NAME].
  *
  * cfg_load reads and checks a whole file; every mistake is reported as
  * "FILE:LINE: message" in err and the load fails (-EINVAL), so nothing is
  * mounted from a config with an error in it.  Every value is checked here:
  * sizes, ranges, enums, that a job names a dataset that exists, and that
  * its pipeline parses.  The keys of every section are one table in
- * config.c: it drives parsing, duplicate detection, the "expected ..."
+ * config_keys.c: it drives parsing, duplicate detection, the "expected ..."
  * lists of error messages and which -o options are ours (cfg_is_mount_key).
  * Paths are absolute once loaded (relative ones are taken from the config
  * file's directory, or from the working directory for -o).  A loaded cfg is

@@ -1,9 +1,17 @@
 /*
- * config_int.h - what config.c (the grammar) and config_keys.c (the key
- * table and the values) share.  Private to those two files.
+ * config_int.h - the model (core/): what the files of the config share,
+ * private to them: config.c (the grammar, the sections, cfg_load),
+ * config_keys.c (the key table and the values), config_job.c (the checks
+ * of a job) and config_classes.c (class lists).
  */
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "core/config.h"
 
@@ -37,6 +45,49 @@ struct key {
 	const char *const *names; /* K_ENUM */
 	const char *what;         /* the expected value, for messages */
 };
+
+#define DEFAULT_TRAIN_PIPELINE                                                 \
+	"decode resize(256) cache random_resized_crop(224) flip(0.5) "         \
+	"normalize(imagenet)"
+#define DEFAULT_VAL_PIPELINE                                                   \
+	"decode resize(256) center_crop(224) cache normalize(imagenet)"
+
+/* Parser state: the file, the line, the section being filled. */
+struct parser {
+	struct cfg *c;
+	const char *dir; /* of the config file (absolute), for relative paths */
+	int line;
+	enum section sec;
+	int mount_line;
+	uint64_t seen; /* keys[] of the current section already set (bits) */
+	char *err;
+	size_t errlen;
+};
+
+/*
+ * "FILE:LINE: message" (the config's file) into p's err; -EINVAL.  Here,
+ * not in config.c, so that the files the parser calls (config_job.c,
+ * config_classes.c) do not call back up into it.
+ */
+static inline int __attribute__((format(printf, 3, 4)))
+cfg_perr(struct parser *p, int line, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(p->err, p->errlen, "%s:%d: %s", p->c->path, line, msg);
+	return -EINVAL;
+}
+/*
+ * A job's dataset (by name, or the only one) or its mixture, and its
+ * parsed pipeline, resolution schedule and views (config_job.c).
+ */
+int cfg_check_job(struct parser *p, struct cfg_job *j);
+/* Read and parse d->classes into d->class_names (config_classes.c). */
+int cfg_load_classes(struct parser *p, struct cfg_dataset *d);
 
 /* The key of sec called by the len bytes at name, or NULL. */
 const struct key *cfg_find_key(int sec, const char *name, size_t len);

@@ -1,6 +1,6 @@
 /*
- * config_keys.c - the table of config keys and the parsing of their values
- * (see config.h).  Every key of every section is one row of keys[]: the
+ * config_keys.c - the model (core/): the table of config keys and the
+ * parsing of their values (see config.h).  Every key of every section is one row of keys[]: the
  * field it sets, the kind of value, its bounds and the words of the message
  * for a bad one.  The parser (config.c) and -o (cfg_set_mount) go through
  * it, so a key added here is parsed, checked for duplicates, listed in

@@ -1,5 +1,8 @@
 /*
- * job.c - jobs: setup, batch geometry, counters (see job.h).
+ * job.c - the model (core/): a job's setup and teardown, the geometry of
+ * its samples and the texts of its cache keys (see job.h).  A mixture's
+ * sources are job_mix.c's, its batch files job_batch.c's, its counters
+ * job_stats.c's.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -7,18 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cache/format.h"
 #include "core/job.h"
-#include "core/mix.h"
-#include "core/npy.h"
-#include "util/sbuf.h"
+#include "core/job_int.h"
 #include "transforms/rng.h"
-#include "gpu/feedfs_cuda.h"
-#include "gpu/gpu.h"
-#include "transforms/rng.h"
-
 /* asprintf, with *out NULL on failure. */
 static int __attribute__((format(printf, 2, 3)))
 strf(char **out, const char *fmt, ...)
@@ -146,12 +142,10 @@ job_sample_key(const struct job *j, uint32_t epoch, uint32_t id)
 			    : rng_mix(k ^ rng_mix(RNG_DOMAIN_VIEW + j->view));
 }
 
-/* The part of the setup common to every job, once ds and plan.n are set. */
-static int
-init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
+int
+job_init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     char *err, size_t errlen)
 {
-	char msg[512];
 	size_t plen;
 	int r;
 
@@ -166,10 +160,6 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	/*
-	 * Refused before anything is mounted; probed in a child process so
-	 * that CUDA is first opened after fuse_daemonize() (feed_start).
-	 */
 	if (cj->gpu && j->pl->batch_op != NULL) {
 		snprintf(err, errlen,
 		    "%s:%d: gpu = on: the device converts uint8 samples one "
@@ -200,11 +190,6 @@ init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 			    c->path, cj->line);
 			return -EINVAL;
 		}
-	if (cj->gpu && (r = gpu_probe(msg, sizeof(msg))) != 0) {
-		snprintf(
-		    err, errlen, "%s:%d: gpu = on: %s", c->path, cj->line, msg);
-		return r;
-	}
 	plen = xf_prefix_text(j->pl, NULL, 0);
 	if ((j->prefix = malloc(plen + 1)) == NULL ||
 	    (j->logged = calloc((j->ds->n + 7) / 8, 1)) == NULL ||
@@ -279,116 +264,9 @@ job_init_view(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 	j->src[0].ds = ds;
 	j->src_names[0] = c->datasets[cj->dataset_index].name;
 	j->plan.n = ds->n;
-	if ((r = init_common(j, c, cj, err, errlen)) != 0)
+	if ((r = job_init_common(j, c, cj, err, errlen)) != 0)
 		goto fail;
 	return 0;
-fail:
-	job_fini(j);
-	return r;
-}
-
-/* The union of the sources' classes into merged; class_src; labels. */
-static int
-merge_sources(struct job *j)
-{
-	struct dataset *m = j->merged;
-	size_t maxc = 0, at = 0;
-
-	for (size_t s = 0; s < j->nsrc; s++)
-		maxc += j->src[s].ds->nclasses;
-	if ((m->classes = calloc(maxc ? maxc : 1, sizeof(*m->classes))) ==
-		NULL ||
-	    (j->class_src = calloc(maxc ? maxc : 1, sizeof(*j->class_src))) ==
-		NULL ||
-	    (m->samples = calloc(m->n, sizeof(*m->samples))) == NULL)
-		return -ENOMEM;
-	for (size_t s = 0; s < j->nsrc; s++) {
-		const struct dataset *ds = j->src[s].ds;
-		size_t *map =
-		    calloc(ds->nclasses ? ds->nclasses : 1, sizeof(*map));
-
-		if (map == NULL)
-			return -ENOMEM;
-		for (size_t c = 0; c < ds->nclasses; c++) {
-			size_t u;
-
-			for (u = 0; u < m->nclasses; u++)
-				if (strcmp(m->classes[u], ds->classes[c]) == 0)
-					break;
-			if (u == m->nclasses)
-				m->classes[m->nclasses++] = ds->classes[c];
-			j->class_src[u] |= 1ULL << s;
-			map[c] = u;
-		}
-		for (size_t i = 0; i < ds->n; i++) {
-			struct ds_sample *x = &m->samples[at++];
-
-			*x = ds->samples[i]; /* the strings stay the source's */
-			x->label =
-			    x->label >= 0 && (size_t)x->label < ds->nclasses
-				? (int64_t)map[x->label]
-				: x->label;
-		}
-		free(map);
-	}
-	return 0;
-}
-
-int
-job_init_all(struct job *j, const struct cfg *c, const struct cfg_job *cj,
-    const struct dataset *const *ds, char *err, size_t errlen)
-{
-	uint64_t total = 0;
-	int r = -ENOMEM;
-
-	if (cj->nsources == 0)
-		return job_init(j, c, cj, ds[cj->dataset_index], err, errlen);
-	memset(j, 0, sizeof(*j));
-	j->nsrc = cj->nsources;
-	if ((j->src = calloc(j->nsrc, sizeof(*j->src))) == NULL ||
-	    (j->src_names = calloc(j->nsrc, sizeof(*j->src_names))) == NULL ||
-	    (j->merged = calloc(1, sizeof(*j->merged))) == NULL ||
-	    (j->steps = calloc(cj->nsteps, sizeof(*j->steps))) == NULL)
-		goto nomem;
-	for (size_t s = 0; s < j->nsrc; s++) {
-		const struct dataset *d = ds[cj->source_index[s]];
-
-		j->src[s].ds = d;
-		j->src[s].start = (uint32_t)total;
-		j->src_names[s] = c->datasets[cj->source_index[s]].name;
-		total += d->n;
-		if (total > UINT32_MAX) {
-			snprintf(err, errlen,
-			    "%s:%d: mixture: more than 4294967295 samples in "
-			    "all",
-			    c->path, cj->mixture_line);
-			r = -EINVAL;
-			goto fail;
-		}
-	}
-	for (size_t i = 0; i < cj->nsteps; i++) {
-		j->steps[i].epoch = cj->steps[i].epoch;
-		if ((j->steps[i].w = malloc(j->nsrc * sizeof(uint64_t))) ==
-		    NULL)
-			goto nomem;
-		memcpy(
-		    j->steps[i].w, cj->steps[i].w, j->nsrc * sizeof(uint64_t));
-		j->nsteps++;
-	}
-	j->merged->name = cj->name;
-	j->merged->root = j->src[0].ds->root;
-	j->merged->n = (size_t)total;
-	if (merge_sources(j) != 0)
-		goto nomem;
-	j->ds = j->merged;
-	j->plan.n =
-	    cj->epoch_samples ? (size_t)cj->epoch_samples : (size_t)total;
-	if ((r = init_common(j, c, cj, err, errlen)) != 0)
-		goto fail;
-	return 0;
-nomem:
-	snprintf(err, errlen, "out of memory");
-	r = -ENOMEM;
 fail:
 	job_fini(j);
 	return r;
@@ -438,282 +316,4 @@ job_fini(struct job *j)
 	j->src_names = NULL;
 	j->steps = NULL;
 	j->nsteps = 0;
-}
-
-bool
-job_is_mixture(const struct job *j)
-{
-	return j->merged != NULL;
-}
-
-struct job_source *
-job_source_of(const struct job *j, uint32_t id, uint32_t *local)
-{
-	size_t lo = 0, hi = j->nsrc;
-
-	/* The last source starting at or before id. */
-	while (hi - lo > 1) {
-		size_t mid = (lo + hi) / 2;
-
-		if (j->src[mid].start <= id)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	*local = id - j->src[lo].start;
-	return &j->src[lo];
-}
-
-const uint64_t *
-job_weights(const struct job *j, uint32_t epoch)
-{
-	size_t i = 0;
-
-	while (i + 1 < j->nsteps && j->steps[i + 1].epoch <= epoch)
-		i++;
-	return j->steps[i].w;
-}
-
-int
-job_set_weights(struct job *j, uint32_t from, const uint64_t *w)
-{
-	struct job_step *st;
-	uint64_t *copy;
-	size_t i;
-
-	if ((copy = malloc(j->nsrc * sizeof(*copy))) == NULL)
-		return -ENOMEM;
-	memcpy(copy, w, j->nsrc * sizeof(*copy));
-	for (i = 0; i < j->nsteps && j->steps[i].epoch < from; i++)
-		;
-	if (i < j->nsteps && j->steps[i].epoch == from) {
-		free(j->steps[i].w);
-		j->steps[i].w = copy;
-		return 0;
-	}
-	if ((st = realloc(j->steps, (j->nsteps + 1) * sizeof(*st))) == NULL) {
-		free(copy);
-		return -ENOMEM;
-	}
-	j->steps = st;
-	memmove(st + i + 1, st + i, (j->nsteps - i) * sizeof(*st));
-	st[i].epoch = from;
-	st[i].w = copy;
-	j->nsteps++;
-	return 0;
-}
-
-int
-job_order(const struct job *j, uint32_t epoch, uint32_t *ids)
-{
-	size_t size[MIX_MAX_SOURCES];
-
-	if (!job_is_mixture(j)) {
-		plan_permutation(&j->plan, epoch, ids);
-		return 0;
-	}
-	for (size_t s = 0; s < j->nsrc; s++)
-		size[s] = j->src[s].ds->n;
-	return mix_order(
-	    &j->plan, epoch, size, job_weights(j, epoch), j->nsrc, ids);
-}
-
-size_t
-job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
-    enum batch_kind kind, char *buf)
-{
-	uint64_t shape[4];
-
-	if (kind == BK_LABELS && j->soft) {
-		shape[0] = len;
-		shape[1] = j->nclasses;
-		return npy_header(buf, "<f4", shape, 2);
-	}
-	if (kind != BK_IMAGES) {
-		shape[0] = len;
-		return npy_header(buf, "<i8", shape, 1);
-	}
-	memcpy(shape, job_geo(j, epoch)->shape, sizeof(shape));
-	shape[0] = len;
-	return npy_header(buf, j->descr, shape, 4);
-}
-
-void
-job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
-    struct batch_geom *g)
-{
-	const struct job_geo *geo = job_geo(j, epoch);
-	uint64_t shape[4];
-
-	memcpy(shape, geo->shape, sizeof(shape));
-	g->len = plan_batch_len(&j->plan, world, b);
-	shape[0] = g->len;
-	g->hdr[BK_IMAGES] = (uint32_t)npy_header_len(j->descr, shape, 4);
-	g->hdr[BK_LABELS] = g->hdr[BK_IDS] =
-	    (uint32_t)npy_header_len("<i8", shape, 1);
-	g->hdr[BK_CUDA] = 0;
-	g->size[BK_IMAGES] =
-	    g->hdr[BK_IMAGES] + (uint64_t)g->len * geo->sample_bytes;
-	g->size[BK_LABELS] = g->size[BK_IDS] =
-	    g->hdr[BK_LABELS] + (uint64_t)g->len * sizeof(int64_t);
-	if (j->soft) {
-		shape[1] = j->nclasses;
-		g->hdr[BK_LABELS] = (uint32_t)npy_header_len("<f4", shape, 2);
-		g->size[BK_LABELS] = g->hdr[BK_LABELS] + (uint64_t)g->len *
-							     j->nclasses *
-							     sizeof(float);
-	}
-	g->size[BK_CUDA] = FEEDFS_CUDA_DESC_SIZE;
-	g->raw_size = (uint64_t)g->len * geo->raw_bytes;
-}
-
-void
-job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
-    uint64_t b, struct xf_mix *m)
-{
-	/* b < 10^6, rank < world <= 1024: one id each. */
-	uint64_t id = b | (uint64_t)rank << 32 | (uint64_t)world << 48;
-	/* The epoch's size: a resolution schedule's boxes fit its images. */
-	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
-
-	xf_mix_params(pl->batch_op,
-	    rng_key(RNG_DOMAIN_BATCHMIX, j->aug_seed, epoch, id), pl->out_w,
-	    pl->out_h, m);
-}
-
-int
-job_soft_labels(const struct job *j, const struct xf_mix *m, const int64_t *ids,
-    uint32_t len, float *out)
-{
-	int64_t *lab = malloc((len ? len : 1) * sizeof(*lab));
-
-	if (lab == NULL)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < len; i++)
-		lab[i] = ids[i] >= 0 && (uint64_t)ids[i] < j->ds->n
-			     ? j->ds->samples[ids[i]].label
-			     : -1;
-	xf_mix_labels(m, lab, len, j->nclasses, out);
-	free(lab);
-	return 0;
-}
-
-int
-job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
-    uint32_t world, uint64_t b, uint32_t len, void *px, const int64_t *ids,
-    float *labels, void *tmp)
-{
-	struct xf_mix m;
-	int r;
-
-	job_mix_draw(j, epoch, rank, world, b, &m);
-	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0)
-		return r;
-	return xf_mix_images(&m, px, len, job_geo(j, epoch)->pl->out_w,
-	    job_geo(j, epoch)->pl->out_h, j->cfg->dtype, j->cfg->layout, tmp);
-}
-
-static uint64_t
-now_sec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
-
-void
-job_rate_add(struct job_stats *st)
-{
-	uint64_t sec = now_sec(), old;
-	unsigned i = (unsigned)(sec % JOB_RATE_SECS);
-
-	/*
-	 * The first sample of a new second claims the bucket and restarts
-	 * its count; a count that races with the claim may be lost, which
-	 * a rate gauge can afford.
-	 */
-	old = atomic_load(&st->rate_sec[i]);
-	if (old != sec &&
-	    atomic_compare_exchange_strong(&st->rate_sec[i], &old, sec))
-		atomic_store(&st->rate_n[i], 0);
-	atomic_fetch_add(&st->rate_n[i], 1);
-}
-
-double
-job_rate(struct job_stats *st, unsigned secs)
-{
-	uint64_t sec = now_sec(), n = 0;
-
-	for (unsigned i = 0; i < JOB_RATE_SECS; i++) {
-		uint64_t s = atomic_load(&st->rate_sec[i]);
-
-		if (s < sec && s + secs >= sec)
-			n += atomic_load(&st->rate_n[i]);
-	}
-	return (double)n / secs;
-}
-
-void
-job_note_error(struct job *j, uint32_t id, const char *why)
-{
-	struct job_errlog *l = j->errlog;
-	struct job_error *e;
-	char *s;
-
-	if (l == NULL)
-		return;
-	pthread_mutex_lock(&l->lock);
-	for (size_t i = 0; i < l->n; i++)
-		if (l->v[(l->start + i) % JOB_ERRORS_MAX].id == id) {
-			pthread_mutex_unlock(&l->lock);
-			return; /* listed: its first reason stays */
-		}
-	if ((s = strndup(why, 511)) == NULL) {
-		pthread_mutex_unlock(&l->lock);
-		return;
-	}
-	if (l->n == JOB_ERRORS_MAX) {
-		free(l->v[l->start].why);
-		l->start = (l->start + 1) % JOB_ERRORS_MAX;
-		l->n--;
-	}
-	e = &l->v[(l->start + l->n) % JOB_ERRORS_MAX];
-	e->id = id;
-	e->why = s;
-	l->n++;
-	l->total++;
-	pthread_mutex_unlock(&l->lock);
-}
-
-char *
-job_errors_tsv(struct job *j, size_t *len)
-{
-	struct job_errlog *l = j->errlog;
-	struct sbuf sb = {0};
-
-	sb_printf(&sb, "# id\tpath\treason\n");
-	if (l == NULL)
-		return sb_done(&sb, len);
-	pthread_mutex_lock(&l->lock);
-	if (l->total > l->n)
-		sb_printf(&sb, "# %" PRIu64 " older failures not listed\n",
-		    l->total - l->n);
-	for (size_t i = 0; i < l->n; i++) {
-		const struct job_error *e =
-		    &l->v[(l->start + i) % JOB_ERRORS_MAX];
-		const char *path = j->ds->samples[e->id].path, *why = e->why;
-		const char *at = strstr(why, path);
-
-		/* The reason without the "ROOT/PATH: " it starts with. */
-		if (at != NULL && strncmp(at + strlen(path), ": ", 2) == 0)
-			why = at + strlen(path) + 2;
-		sb_printf(&sb, "%" PRIu32 "\t", e->id);
-		sb_tsv_field(&sb, path);
-		sb_printf(&sb, "\t");
-		sb_tsv_field(&sb, why);
-		sb_printf(&sb, "\n");
-	}
-	pthread_mutex_unlock(&l->lock);
-	return sb_done(&sb, len);
 }

@@ -1,7 +1,10 @@
 /*
- * job.h - a job as the engine runs it: its config, dataset, pipeline, the
- * geometry of its batch files and its counters.  Private to core/ (fs/
- * sees jobs through feed.h and ns.h); the tests use it directly.
+ * job.h - the model (core/): a job as the engine (engine/) runs it: its
+ * config, dataset, pipeline, the geometry of its batch files and its
+ * counters.  For the engine, the tools and the tests; fs/ sees jobs
+ * through engine/feed.h and engine/ns.h.  Made in job.c (setup) and
+ * job_mix.c (a mixture's sources); job_batch.c lays out its batch files,
+ * job_stats.c keeps its counters.
  */
 #ifndef FEEDFS_JOB_H
 #define FEEDFS_JOB_H
@@ -198,14 +201,16 @@ struct job {
 /* The files of one batch: their sizes (header included) and headers. */
 struct batch_geom {
 	uint32_t len;              /* samples */
-	uint64_t size[BK_COUNT];   /* bytes of each file */
+	uint64_t size[BK_COUNT];   /* bytes of each file (0 for BK_CUDA: a
+				      descriptor the engine makes) */
 	uint32_t hdr[BK_COUNT];    /* header bytes (0 for BK_CUDA) */
 	uint64_t raw_size;         /* len uint8 HWC samples (a .cuda batch) */
 };
 
 /*
  * Build a job of config c (errors are "FILE:LINE: message").  ds must
- * outlive it.  With gpu = on, probes for a device (in a child process).
+ * outlive it.  With gpu = on, whether a device is here is the engine's
+ * question (stage_probe, after this).
  */
 int job_init(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /*
- * mix.c - mixtures: weights and the epoch order (see mix.h).
+ * mix.c - the model (core/): mixtures: weights and the epoch order (see
+ * mix.h).
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 /*
- * mix.h - mixtures: weights, their text, and the epoch order of a job that
- * draws from several sources.  Pure functions; reentrant.
+ * mix.h - the model (core/): mixtures: weights, their text, and the epoch
+ * order of a job that draws from several sources.  Pure functions;
+ * reentrant.
  *
  * Weights are decimals with at most six fractional digits (more are
  * rounded half up), from 0 to 1000000, kept exactly as integers in

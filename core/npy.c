@@ -1,5 +1,5 @@
 /*
- * npy.c - NumPy .npy version 1.0 headers (see npy.h).
+ * npy.c - the model (core/): NumPy .npy version 1.0 headers (see npy.h).
  */
 #include <inttypes.h>
 #include <stdio.h>

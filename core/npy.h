@@ -1,5 +1,6 @@
 /*
- * npy.h - NumPy .npy format version 1.0 headers.
+ * npy.h - the model (core/): NumPy .npy format version 1.0 headers, the
+ * header of every batch file.
  */
 #ifndef FEEDFS_NPY_H
 #define FEEDFS_NPY_H

@@ -1,5 +1,5 @@
 /*
- * plan.c - the epoch plan (see plan.h).
+ * plan.c - the model (core/): the epoch plan (see plan.h).
  */
 #include "core/plan.h"
 #include "transforms/rng.h"

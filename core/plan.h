@@ -1,5 +1,6 @@
 /*
- * plan.h - the epoch plan: shuffle, shards (rank views), batches.
+ * plan.h - the model (core/): the epoch plan: shuffle, shards (rank
+ * views), batches.
  *
  * Pure functions of (n, seed, epoch, shuffle, drop_last, batch size, rank,
  * world): determinism follows from that.  The order of an epoch is a

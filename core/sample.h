@@ -1,5 +1,6 @@
 /*
- * sample.h - one sample, from source file to output bytes.
+ * sample.h - the model (core/): one sample, from source file to output
+ * bytes (sample.c; its prefix through the caches: sample_cache.c).
  *
  * The prefix result comes from the local cache when it can (a hit reads
  * nothing from the source), else from the cluster tier (j->cluster, when

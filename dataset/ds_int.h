@@ -1,10 +1,11 @@
 /*
  * ds_int.h - layer: dataset index.  What the files of the dataset index
  * share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
- * ImageFolder scan; ds_tar*.c: tar shards; ds_safeopen.c: ds_sample_open
- * and the open through no symbolic link; ds_common.c, under them all:
- * ds_free and the helpers below).  Not for use outside dataset/dataset.c
- * and dataset/ds_*.c (and the tests and fuzz targets of the tar reader).
+ * ImageFolder scan, ds_skipped.c: what it left out; ds_tar*.c: tar
+ * shards; ds_safeopen.c: ds_sample_open and the open through no symbolic
+ * link; ds_common.c, under them all: ds_free and the helpers below).
+ * Not for use outside dataset/dataset.c and dataset/ds_*.c (and the
+ * tests and fuzz targets of the tar reader).
  */
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H
@@ -35,6 +36,12 @@ int ds_pread_all(int fd, void *buf, size_t n, uint64_t off);
  */
 int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
     void *arg, char *err, size_t errlen);
+
+/*
+ * A regular file of ds's class folders that is not an image by its name:
+ * counted in ds->skipped by extension (ds_skipped.c).
+ */
+void ds_skipped_count(struct dataset *ds, const char *name);
 
 /*
  * openat(dirfd, rel, flags) following no symbolic link and never leaving

@@ -1,5 +1,7 @@
 /*
- * ds_scan.c - the ImageFolder scan of a dataset's root (see dataset.h).
+ * ds_scan.c - layer: dataset index, the ImageFolder backend (under
+ * dataset.c; calls ds_safeopen.c, ds_skipped.c and ds_common.c).  The
+ * ImageFolder scan of a dataset's root (see dataset.h).
  *
  * The scan reads directories only (readdir's d_type, fstatat where it is
  * unknown or a symlink), never the files, and sorts once at the end, so
@@ -103,65 +105,6 @@ is_image(const char *name)
 	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0) ||
 	       (n > 4 && strcasecmp(name + n - 4, ".png") == 0) ||
 	       (n > 5 && strcasecmp(name + n - 5, ".webp") == 0);
-}
-
-/* A regular file that is not an image by its name: counted by extension. */
-static void
-count_skipped(struct scan *s, const char *name)
-{
-	struct dataset *ds = s->ds;
-	const char *dot = strrchr(name, '.');
-	const char *ext = dot != NULL && dot != name ? dot : "";
-	size_t i;
-
-	if (strlen(ext) >= sizeof(ds->skipped[0].ext)) {
-		ds->skipped_other++;
-		return;
-	}
-	for (i = 0; i < ds->nskipped_kinds; i++)
-		if (strcasecmp(ds->skipped[i].ext, ext) == 0)
-			break;
-	if (i == ds->nskipped_kinds) {
-		if (i == DS_SKIP_KINDS) {
-			ds->skipped_other++;
-			return;
-		}
-		snprintf(
-		    ds->skipped[i].ext, sizeof(ds->skipped[i].ext), "%s", ext);
-		ds->nskipped_kinds++;
-	}
-	ds->skipped[i].n++;
-}
-
-size_t
-ds_skipped_total(const struct dataset *ds)
-{
-	size_t n = ds->skipped_other + ds->skipped_root;
-
-	for (size_t i = 0; i < ds->nskipped_kinds; i++)
-		n += ds->skipped[i].n;
-	return n;
-}
-
-void
-ds_skipped_text(const struct dataset *ds, char *buf, size_t len)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < ds->nskipped_kinds && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%zu %s",
-		    i ? ", " : "", ds->skipped[i].n,
-		    ds->skipped[i].ext[0] ? ds->skipped[i].ext
-					  : "without an extension");
-	if (ds->skipped_other > 0 && used < len)
-		used += (size_t)snprintf(buf + used, len - used,
-		    "%s%zu of other kinds", used ? ", " : "",
-		    ds->skipped_other);
-	if (ds->skipped_root > 0 && used < len)
-		snprintf(buf + used, len - used,
-		    "%s%zu directly under the root, not in a class folder",
-		    used ? ", " : "", ds->skipped_root);
 }
 
 /* Append a sample (path and open_path, which may be NULL, are taken). */
@@ -517,7 +460,7 @@ scan_dir(struct scan *s, int fd, int64_t label, bool linked)
 			nsub++;
 		} else {
 			if (t == DT_REG)
-				count_skipped(s, name);
+				ds_skipped_count(s->ds, name);
 			free(target);
 		}
 	}

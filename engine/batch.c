@@ -1,6 +1,7 @@
 /*
- * batch.c - the batch table (see engine.h).  Layer: core/, the engine,
- * above budget.c, bufpool.c, order.c, relaxed.c and sched.c's queues.
+ * batch.c - the batch table (see engine.h).  Layer: the engine
+ * (engine/), above budget.c, bufpool.c, order.c, relaxed.c and sched.c's
+ * queues.
  *
  * Batches live in a hash table keyed by feed_key.  Every byte a batch
  * holds is counted in the memory budget (budget.h) while it holds it.

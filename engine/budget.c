@@ -1,7 +1,7 @@
 /*
  * budget.c - the memory budget (budget.h): the counters, their peaks, the
  * metadata cap, the reclaimers asked in rank order, and the room
- * condition.  Layer: core/, the bottom of the engine; it calls the
+ * condition.  Layer: the engine (engine/), its bottom; it calls the
  * holders of memory only through the reclaimers they registered.  Every
  * function is called with the budget's lock held.
  */

@@ -1,8 +1,8 @@
 /*
  * budget.h - the memory budget: every byte the daemon holds for readers,
- * counted against `memory` in one place.  Layer: core/, the bottom of the
- * engine; it includes nothing of the engine, and the holders of memory
- * above it (batch.c, bufpool.c, order.c, relaxed.c, sched.c) call it.  It
+ * counted against `memory` in one place.  Layer: the engine (engine/),
+ * its bottom; it includes nothing of the engine, and the holders of memory
+ * above it (batch.c, bufpool.c, order.c, relaxed*.c, sched.c) call it.  It
  * calls them back only through the reclaimers they registered, as the
  * Linux kernel's allocator asks its shrinkers.
  *
@@ -59,9 +59,9 @@
  * For data (budget_make_room):
  *   BUDGET_DONE_BATCHES  batch.c: a batch read to its end that no file
  *                        holds (least recently used first), destroyed;
- *   BUDGET_SAMPLES       relaxed.c: a spare sample buffer, else the
- *                        finished samples of the least recently used idle
- *                        view (which owes them again);
+ *   BUDGET_SAMPLES       relaxed_reclaim.c: a spare sample buffer, else
+ *                        the finished samples of the least recently used
+ *                        idle view (which owes them again);
  *   BUDGET_ORDERS        order.c: the least recently used epoch order
  *                        that nothing uses;
  *   BUDGET_IDLE_BATCHES  batch.c, only with BUDGET_ANY: the best idle
@@ -73,9 +73,9 @@
  *                        once the others made the rest of the room,
  *                        sparing the one the caller will take (ask.keep).
  * For metadata (budget_meta_room, budget_meta_fits):
- *   BUDGET_META_VIEWS    relaxed.c: the least recently used idle view
- *                        that chose nothing, else a finished epoch's
- *                        choices, forgotten;
+ *   BUDGET_META_VIEWS    relaxed_reclaim.c: the least recently used
+ *                        idle view that chose nothing, else a finished
+ *                        epoch's choices, forgotten;
  *   BUDGET_META_BATCHES  batch.c: the best idle batch that no file holds.
  */
 enum budget_rank {

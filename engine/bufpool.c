@@ -1,6 +1,6 @@
 /*
- * bufpool.c - large batch buffers kept for reuse.  Layer: core/, the
- * engine, below batch.c and above budget.c.
+ * bufpool.c - large batch buffers kept for reuse.  Layer: the engine
+ * (engine/), below batch.c and above budget.c.
  *
  * A batch's images (or raw samples) are tens of megabytes; malloc gives
  * such a block fresh pages from mmap, and the kernel zeroes each page at

@@ -1,8 +1,13 @@
 /*
- * engine.h - the engine's state, shared by the files of core/ that make up
- * a mount's engine and private to them:
+ * engine.h - the engine's state, shared by the files of engine/ that make
+ * up a mount's engine and private to them.  Layer: the engine (engine/);
+ * no product file outside engine/ includes it (fs/ and tools/ use feed.h
+ * and ns.h; the engine's tests do):
  *
- *	feed.c     setup, teardown, open/read/release of batch files
+ *	feed.c     setup and teardown, the nodes' metadata
+ *	files.c    open/read/release of batch files
+ *	jobs.c     the jobs as fs/ sees them, batch files' keys and sizes
+ *	mixture.c  a mixture's weights files, read and written
  *	pin.c      a reader's hold on a batch: pin, wait until ready, unpin
  *	batch.c    the batch table
  *	budget.c   the memory budget (budget.h), below the others
@@ -10,6 +15,7 @@
  *	sched.c    readahead and the worker threads
  *	sched_queue.c  the work queues, a batch's slots done
  *	relaxed.c  order = relaxed: batches filled as samples finish
+ *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
  *	text.c     README, info.json, samples.tsv, owned texts;
@@ -29,9 +35,10 @@
  * they hold in it and register a reclaimer each (batch_budget,
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
- * the engine.  Calls run one way down: feed.c, then sched.c (readahead,
- * workers), batch.c, relaxed.c, sched_queue.c, order.c, bufpool.c, and
- * budget.c at the bottom.
+ * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
+ * then sched.c (readahead, workers), batch.c, relaxed.c,
+ * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
+ * the bottom; text.c and stats.c below feed.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -195,7 +202,7 @@ struct feed {
 	struct order *orders;
 	struct rview *rviews; /* order = relaxed views, most recent first */
 	size_t nrviews;
-	struct rforgot *rforgot; /* relaxed.c: epochs whose views were
+	struct rforgot *rforgot; /* relaxed_reclaim.c: epochs whose views were
 				    forgotten, per (job, rank view) */
 	uint64_t rforgotten;     /* views forgotten; opens refused so */
 	uint64_t rstale;
@@ -280,7 +287,7 @@ void batch_unref(struct feed *f, struct batch *b);
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:
  * batch.c's (consumed batches, idle batches, unheld batch structs),
- * bufpool.c's (kept buffers), order.c's (unused orders), relaxed.c's
+ * bufpool.c's (kept buffers), order.c's (unused orders), relaxed_reclaim.c's
  * (spare and finished samples; idle views, finished epochs' choices).
  */
 void batch_budget(struct feed *f);
@@ -289,9 +296,9 @@ void order_budget(struct feed *f);
 void relaxed_budget(struct feed *f);
 
 /*
- * f's budget as feed.c, text.c and the engine's test spell it (budget.h
- * has the contract): counting, the metadata cap, and room made (with
- * any, idle batches held open may lose their data).  Locked.
+ * f's budget as feed.c, files.c, text.c and the engine's test spell it
+ * (budget.h has the contract): counting, the metadata cap, and room made
+ * (with any, idle batches held open may lose their data).  Locked.
  */
 #define feed_mem_add(f, n) budget_add(&(f)->budget, (n))
 #define feed_mem_sub(f, n) budget_sub(&(f)->budget, (n))
@@ -331,6 +338,14 @@ int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
 
 /* relaxed.c */
+/* Metadata of rv: counted in rv->mem and the budget (relaxed.c and
+ * relaxed_reclaim.c).  Locked. */
+static inline void
+rview_meta_add(struct feed *f, struct rview *rv, uint64_t bytes)
+{
+	rv->mem += bytes;
+	budget_meta_add(&f->budget, bytes);
+}
 /* Attach batch b (getting data) to its relaxed view and take what is
  * ready.  Locked; -ENOMEM when the view cannot be made. */
 int relaxed_attach(struct feed *f, struct batch *b);
@@ -339,8 +354,8 @@ void relaxed_detach(struct feed *f, struct batch *b);
 /* Start the next sample of b's view.  Locked; returns locked. */
 void relaxed_start(struct feed *f, struct batch *b, char *msg,
     size_t msglen);
-/* Whether k's epoch was forgotten (its batches are refused: -ESTALE).
- * Locked. */
+/* relaxed_reclaim.c: whether k's epoch was forgotten (its batches are
+ * refused: -ESTALE).  Locked. */
 bool relaxed_forgotten(struct feed *f, const struct feed_key *k);
 /* k's view, if any, counts as used now: the room made for an open of one
  * of its batches is not taken from it first.  Locked. */
@@ -371,6 +386,11 @@ void feed_unpin(struct feed *f, struct batch *b);
 /* pin.c: CLOCK_MONOTONIC in ns, the clock of the readers' waits (starved). */
 uint64_t feed_mono_ns(void);
 
+/* stage.c: whether a device serves job cj (0 at once for gpu = off),
+ * asked in a child process (gpu_probe) before anything is mounted; else
+ * "FILE:LINE: gpu = on: why" in err (feed_new, after the job's setup). */
+int stage_probe(
+    const struct cfg *c, const struct cfg_job *cj, char *err, size_t errlen);
 /* stage.c: every gpu = on job's device pool, made at mount (feed_start);
  * the read of a .cuda file; its release. */
 int stage_start(struct feed *f);

@@ -1,6 +1,7 @@
 /*
  * feed.h - the engine of a mount, as fs/ sees it: jobs by index, batch
- * files by key, and the generated text files.
+ * files by key, and the generated text files.  Layer: the engine
+ * (engine/), its interface: fs/ and tools/ include it.
  *
  * A batch is identified by (job, rank, world, epoch, batch).  Opening one of
  * its files (feed_open) makes the batch exist in memory and queues its
@@ -8,7 +9,7 @@
  * of the same view, within the `memory` budget.  feed_read blocks until the
  * batch is complete.  Batches that no open file holds are released when
  * memory is needed, those read to their end first.  The structs behind it
- * are private to core/ (engine/engine.h).
+ * are private to engine/ (engine/engine.h).
  *
  * Thread safety: every function may be called from any thread once
  * feed_start returned, except feed_free.

@@ -1,5 +1,7 @@
 /*
- * ns.c - the namespace of a mount (see ns.h).
+ * ns.c - the namespace of a mount (see ns.h).  Layer: the engine
+ * (engine/), below fs/; it asks the engine's jobs (jobs.c) and text
+ * files (text.c) through feed.h.
  */
 #include <errno.h>
 #include <inttypes.h>

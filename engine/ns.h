@@ -1,7 +1,8 @@
 /*
  * ns.h - the namespace of a mount, without FUSE: which names exist, the
  * children and listing of each directory, the attributes of each node,
- * and the one place where file names are printed and parsed.
+ * and the one place where file names are printed and parsed.  Layer:
+ * the engine (engine/), an interface of it: fs/ includes it.
  *
  *	README, .feedfs/stats, .feedfs/log, JOB/info.json, JOB/samples.tsv,
  *	JOB/errors.tsv,

@@ -1,13 +1,13 @@
 /*
  * order.c - the epochs' orders (job_order), made once per (job, epoch) and
- * shared by the batches and relaxed views that use them.  Layer: core/,
- * the engine, below batch.c and relaxed.c, above budget.c.  A few that
- * nothing uses are kept for the next batches of the same epoch, and given
- * back under memory pressure (the budget's reclaimer BUDGET_ORDERS).  A
- * mixture's epoch has an order only once it was opened (feed_open): its
- * weights are fixed from then on, and readahead stops at the first epoch
- * whose weights may still change.  Every function is called with
- * feed.lock held (engine.h).
+ * shared by the batches and relaxed views that use them.  Layer: the
+ * engine (engine/), below batch.c and relaxed.c, above budget.c.  A few
+ * that nothing uses are kept for the next batches of the same epoch, and
+ * given back under memory pressure (the budget's reclaimer
+ * BUDGET_ORDERS).  A mixture's epoch has an order only once it was
+ * opened (feed_open): its weights are fixed from then on, and readahead
+ * stops at the first epoch whose weights may still change.  Every
+ * function is called with feed.lock held (engine.h).
  */
 #include <stdlib.h>
 

@@ -1,10 +1,10 @@
 /*
- * pin.c - the engine (core/, below feed.c and stage.c; calls batch.c): a
- * reader's hold on a batch.  feed_pin gets the batch its data (being
- * built or ready), and with whole waits until its samples are made
- * (counting the wait in the job's stats) and, with gpu = on, its images;
- * feed_unpin lets it go, making room when it was the last reader.  Locked
- * (engine.h).
+ * pin.c - a reader's hold on a batch.  Layer: the engine (engine/),
+ * below files.c and stage.c; calls batch.c.  feed_pin gets the batch its
+ * data (being built or ready), and with whole waits until its samples
+ * are made (counting the wait in the job's stats) and, with gpu = on,
+ * its images; feed_unpin lets it go, making room when it was the last
+ * reader.  Locked (engine.h).
  */
 #include <errno.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /*
  * sched.c - the scheduler's top: the readahead and the worker threads
- * that make the slots of the queued batches (see engine.h).  Layer:
- * core/, the top of the engine below feed.c: the workers call batch.c
+ * that make the slots of the queued batches (see engine.h).  Layer: the
+ * engine (engine/), below feed.c and files.c: the workers call batch.c
  * (readahead), relaxed.c (a relaxed view's next sample) and the queues
  * (sched_queue.c); their scratch memory is counted in the budget.
  */

@@ -2,7 +2,7 @@
  * sched_queue.c - the scheduler's queues: two queues of batches with
  * slots to make (demand: opened by a reader, first; ahead: readahead),
  * where a slot's sample goes, and a batch whose slots are all done
- * (see engine.h).  Layer: core/, the engine, below batch.c, relaxed.c
+ * (see engine.h).  Layer: the engine (engine/), below batch.c, relaxed.c
  * and sched.c's workers, above order.c and budget.c.  Every function is
  * called with feed.lock held.
  */

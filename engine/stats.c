@@ -1,6 +1,8 @@
 /*
  * stats.c - .feedfs/stats: the mount's counters in Prometheus's text
- * format, made anew at every open.
+ * format, made anew at every open.  Layer: the engine (engine/), below
+ * text.c; reads the engine's state, the cache's and the remote readers'
+ * counters.
  */
 #include <inttypes.h>
 #include <stddef.h>

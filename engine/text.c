@@ -6,8 +6,9 @@
  * .feedfs/stats (stats.c), .feedfs/log (log.c's ring) and JOB/errors.tsv
  * (job.c) are made per open.  The texts made per open (these, a
  * mixture's weights) are owned: feed_owned_alloc's buffers, counted as
- * metadata until feed_text_free.  Layer: the engine, below feed.c; calls
- * stats.c, log.c, job.c and the budget.
+ * metadata until feed_text_free.  Layer: the engine (engine/), below
+ * feed.c and mixture.c; calls jobs.c, stats.c, log.c, job.c and the
+ * budget.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "dataset/dataset.h"
+#include "engine/engine.h"
 #include "core/sample.h"
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
@@ -248,12 +249,16 @@ test_refusal(void)
 	CHECK(c->jobs[0].gpu);
 	memset(&ds, 0, sizeof(ds));
 	device = gpu_probe(probe, sizeof(probe)) == 0;
+	/* The model takes the job; the engine asks for its device. */
 	r = job_init(&j, c, &c->jobs[0], &ds, err, sizeof(err));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		r = stage_probe(c, &c->jobs[0], err, sizeof(err));
+		job_fini(&j);
+	}
 	if (device) {
 		fprintf(stderr, "a CUDA device is here: gpu = on accepted\n");
 		CHECK_EQ_INT(r, 0);
-		if (r == 0)
-			job_fini(&j);
 	} else {
 		char want[400];
 

@@ -1,7 +1,8 @@
 /*
- * feedfs-cache.c - a program (tools/, over cache/ and core/): inspect and
- * maintain a feedfs cache directory.  main, the access to the store, and
- * verify, evict, clear and compact here; stats and ls in cache-report.c.
+ * feedfs-cache.c - a program (tools/, over cache/ and the model in core/):
+ * inspect and maintain a feedfs cache directory.  main, and verify,
+ * evict, clear and compact here; stats and ls in cache-report.c; the
+ * access to the store that both use in cache-access.c.
  *
  *   feedfs-cache [-c CONFIG] [--cache-dir DIR] COMMAND [ARGS]
  *	stats | ls | verify | evict --prefix TEXT | evict --older-than AGE |
@@ -33,43 +34,6 @@
 #include "core/config.h"
 #include "tools/feedfs-cache.h"
 
-/*
- * --timeout: each request to the holder's control socket, in ms; 0: not
- * given, CACHE_CTL_TIMEOUT_MS, and WRITE_TIMEOUT_MS for the writing
- * commands (a compaction, or a store waiting for room on a full disk).
- */
-static int timeout_ms;
-#define WRITE_TIMEOUT_MS 30000
-bool fc_timed_out;
-
-int
-fc_ctl(
-    const char *dir, const char *who, const char *req, char *reply, size_t len)
-{
-	int r;
-
-	bool write = strncmp(req, "clear", 5) == 0 ||
-		     strncmp(req, "evict", 5) == 0 ||
-		     strncmp(req, "compact", 7) == 0;
-	int ms = timeout_ms ? timeout_ms
-		 : write    ? WRITE_TIMEOUT_MS
-			    : CACHE_CTL_TIMEOUT_MS;
-
-	if (fc_timed_out)
-		return -ETIMEDOUT;
-	r = cache_ctl_request(dir, req, reply, len, ms);
-	if (r == -ETIMEDOUT) {
-		fc_timed_out = true;
-		fprintf(stderr,
-		    "feedfs-cache: %s, and it did not answer '%s' on "
-		    "%s/control.sock within %.1f s: it may be stopped "
-		    "(SIGSTOP, a debugger) or busy; nothing more was asked "
-		    "(--timeout SECONDS gives it longer)\n",
-		    who, req, dir, ms / 1000.0);
-	}
-	return r;
-}
-
 static void
 usage(FILE *fp)
 {
@@ -92,54 +56,6 @@ usage(FILE *fp)
 	    "cache to answer\n"
 	    "                            each request (default 5)\n"
 	    "\nSee feedfs-cache(8).\n");
-}
-
-bool
-fc_held(const char *dir, char *who, size_t len)
-{
-	return cache_probe_lock(dir, who, len) == -EBUSY;
-}
-
-/*
- * Whether dir may be used at all, before anything is opened in it: the
- * mount's checks, on its descriptor (cache_probe_lock: this user's,
- * writable by nobody else, not a link; LOCK a plain file, never a FIFO
- * that blocks or a link that is followed).  Said when not.
- */
-static bool
-trusted(const char *dir)
-{
-	char why[4500];
-	int r = cache_probe_lock(dir, why, sizeof(why));
-
-	if (r == 0 || r == -EBUSY)
-		return true;
-	fprintf(stderr, "feedfs-cache: %s\n", why);
-	return false;
-}
-
-/* Open for reading; with a feedfs holding dir, ask it to flush first. */
-int
-fc_open_read(const char *dir, struct cache **c)
-{
-	char err[1024], reply[512], who[1024];
-
-	if (!trusted(dir))
-		return -1;
-	if (fc_held(dir, who, sizeof(who)) &&
-	    fc_ctl(dir, who, "flush", reply, sizeof(reply)) != 0) {
-		if (fc_timed_out)
-			return -1;
-		fprintf(stderr,
-		    "feedfs-cache: %s; its control socket does not answer, "
-		    "so entries not yet flushed are not seen\n",
-		    who);
-	}
-	if (cache_open_secondary(dir, c, err, sizeof(err)) != 0) {
-		fprintf(stderr, "feedfs-cache: %s\n", err);
-		return -1;
-	}
-	return 0;
 }
 
 struct verify {
@@ -309,7 +225,7 @@ cmd_write(const char *dir, const char *req)
 		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
 		return EXIT_USAGE;
 	}
-	if (!trusted(dir))
+	if (!fc_trusted(dir))
 		return EXIT_DAMAGE;
 	if (fc_held(dir, who, sizeof(who))) {
 		if ((r = fc_ctl(dir, who, req, reply, sizeof(reply))) != 0) {
@@ -386,7 +302,7 @@ main(int argc, char **argv)
 				    "(more than 0, at most 86400)\n");
 				return EXIT_USAGE;
 			}
-			timeout_ms = sec * 1000 < 1 ? 1 : (int)(sec * 1000);
+			fc_timeout_ms = sec * 1000 < 1 ? 1 : (int)(sec * 1000);
 		} else if (strcmp(a, "-c") == 0 && i + 1 < argc)
 			config = argv[++i];
 		else if (cmd && strcmp(a, "--prefix") == 0 && i + 1 < argc)

@@ -1,6 +1,6 @@
 /*
  * arena.c - per-thread scratch arenas for the ops' pixel and scratch
- * buffers (see xf.h, xf_arena_new).
+ * buffers (see xf.h, xf_arena_new).  Layer: transforms (transforms/).
  *
  * A sample's decode, resize and crop each want a buffer of a few hundred
  * kilobytes to a few megabytes.  From malloc, such a buffer is either a

@@ -1,12 +1,13 @@
 /*
- * augment_avx2.c - layer: transforms (under augment.c, which calls it only
- * where aug_use_avx2).  adjust_hue and the affine grid of the geometric
- * ops, adjust_saturation, rgb_to_grayscale and contrast's gray mean,
- * 8 pixels at a time, with the float32 operations of augment.c's
- * hue1, grid1, gray1 and blend1 in the same order: IEEE add, sub, mul and div
- * round the same in a vector lane as in a scalar, and this file is compiled for
- * AVX2 without FMA, so nothing is fused.  Empty where the compiler
- * targets no x86-64.
+ * augment_avx2.c - layer: transforms (transforms/), under
+ * augment_color.c and augment_geom.c, which call it only where
+ * aug_use_avx2.  adjust_hue and the affine grid of the geometric ops,
+ * adjust_saturation, rgb_to_grayscale and contrast's gray mean, 8 pixels
+ * at a time, with the float32 operations of augment_color.c's hue1,
+ * gray1 and blend1 and augment_geom.c's grid1 in the same order: IEEE
+ * add, sub, mul and div round the same in a vector lane as in a scalar,
+ * and this file is compiled for AVX2 without FMA, so nothing is fused.
+ * Empty where the compiler targets no x86-64.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,10 @@
 /*
- * augment_int.h - layer: transforms.  What augment.c and augment_avx2.c
- * (the AVX2 kernels of the per-pixel colour ops and of the geometric
- * ops' grid) share;
- * nothing else includes it.  The kernels compute the float32 operations of
- * augment.c's portable loops, one for one (no fused multiply-add), so the
+ * augment_int.h - layer: transforms (transforms/).  What the files of
+ * the augmentations share: augment.c (the draws, and applying them),
+ * augment_color.c and augment_geom.c (the ops), augment_avx2.c (the AVX2
+ * kernels of the per-pixel colour ops and of the geometric ops' grid);
+ * nothing else includes it.  The kernels compute the float32 operations
+ * of the ops' portable loops, one for one (no fused multiply-add), so the
  * two give the same bytes; test_transforms compares them.
  */
 #ifndef FEEDFS_AUGMENT_INT_H
@@ -12,6 +13,30 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "transforms/xf.h"
+
+/* The pixels of img. */
+static inline size_t
+aug_npix(const struct xf_image *img)
+{
+	return (size_t)img->w * img->h;
+}
+
+/*
+ * The ops of xf_aug_op that xf.h does not export, torchvision's
+ * _apply_op: augment_color.c's posterize (bits 0..8), solarize,
+ * invert, autocontrast, equalize and sharpness (-ENOMEM), and
+ * augment_geom.c's ShearX, ShearY, TranslateX, TranslateY and Rotate
+ * (op, by mag; -ENOMEM).
+ */
+void aug_posterize(struct xf_image *img, int bits);
+void aug_solarize(struct xf_image *img, double threshold);
+void aug_invert(struct xf_image *img);
+void aug_autocontrast(struct xf_image *img);
+void aug_equalize(struct xf_image *img);
+int aug_sharpness(struct xf_image *img, double f);
+int aug_geometric(struct xf_image *img, int op, double mag);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_AUG_AVX2 1

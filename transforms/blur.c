@@ -1,6 +1,7 @@
 /*
  * blur.c - gaussian_blur and random_erasing, as torchvision 0.14's
- * GaussianBlur and RandomErasing (after Normalize, value 0).
+ * GaussianBlur and RandomErasing (after Normalize, value 0).  Layer:
+ * transforms (transforms/).
  *
  * torchvision blurs a uint8 tensor in float32: a k x k kernel, the outer
  * product of _get_gaussian_kernel1d, over the image reflect-padded by

@@ -1,6 +1,6 @@
 /*
  * convert.c - the output conversion: uint8, float16 or float32, HWC or
- * CHW, optionally normalized.
+ * CHW, optionally normalized.  Layer: transforms (transforms/).
  *
  * Float values are torchvision's: ToTensor divides by 255 in float32 and
  * Normalize subtracts the mean and divides by the std, both in float32.

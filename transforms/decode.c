@@ -1,5 +1,6 @@
 /*
- * decode.c - JPEG to 8-bit RGB with libjpeg(-turbo); PNG goes to png.c.
+ * decode.c - JPEG to 8-bit RGB with libjpeg(-turbo); PNG goes to png.c,
+ * WebP to webp.c.  Layer: transforms (transforms/).
  *
  * The decoder settings are libjpeg's defaults (ISLOW IDCT, fancy
  * upsampling), which is what Pillow uses outside draft mode, so that a

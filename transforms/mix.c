@@ -1,6 +1,7 @@
 /*
- * mix.c - layer: transforms.  The batch ops: torchvision v2's MixUp and
- * CutMix on a whole batch of output samples (see xf.h for the draws).
+ * mix.c - layer: transforms (transforms/).  The batch ops: torchvision
+ * v2's MixUp and CutMix on a whole batch of output samples (see xf.h for
+ * the draws).
  *
  * The pixel math is v2's, in the output dtype: mixup is
  * `x.roll(1, 0).mul_(1.0 - lam).add_(x.mul(lam))`, whose float32 steps

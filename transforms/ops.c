@@ -1,7 +1,7 @@
 /*
  * ops.c - crop, flip, random resized crop parameters, and running a
  * pipeline's ops: the deterministic prefix (xf_run_prefix) and the rest
- * (xf_run_suffix).
+ * (xf_run_suffix).  Layer: transforms (transforms/).
  *
  * Each op does what torchvision 0.14 does on a PIL image, so that feedfs
  * and a torchvision DataLoader give the same tensors for the same boxes.

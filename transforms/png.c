@@ -1,5 +1,6 @@
 /*
- * png.c - PNG to 8-bit RGB with libspng.
+ * png.c - PNG to 8-bit RGB with libspng.  Layer: transforms
+ * (transforms/).
  *
  * The conversion is PIL's convert("RGB") for 8-bit images: gray is
  * replicated, a palette is looked up, alpha (an alpha channel or tRNS) is

@@ -1,8 +1,8 @@
 /*
- * resize_int.h - layer: transforms.  What resize.c (the coefficients, the
- * portable passes, xf_resize*) and resize_avx2.c (the AVX2 kernels of
- * both passes) share; nothing else includes it.  resize.c says how the
- * passes compute Pillow's exact integers.
+ * resize_int.h - layer: transforms (transforms/).  What resize.c (the
+ * coefficients, the portable passes, xf_resize*) and resize_avx2.c (the
+ * AVX2 kernels of both passes) share; nothing else includes it.
+ * resize.c says how the passes compute Pillow's exact integers.
  */
 #ifndef FEEDFS_RESIZE_INT_H
 #define FEEDFS_RESIZE_INT_H

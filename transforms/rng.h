@@ -1,5 +1,6 @@
 /*
- * rng.h - counter-based random numbers.
+ * rng.h - counter-based random numbers.  Layer: transforms
+ * (transforms/).
  *
  * Every random draw in feedfs is a pure function of (key, counter): no state
  * is shared between threads or carried between samples, so a sample's

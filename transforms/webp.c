@@ -1,5 +1,6 @@
 /*
- * webp.c - WebP to 8-bit RGB with libwebp (issue 26).
+ * webp.c - WebP to 8-bit RGB with libwebp (issue 26).  Layer:
+ * transforms (transforms/).
  *
  * The conversion is PIL's convert("RGB") of a WebP: PIL decodes a still
  * WebP with libwebp's defaults (fancy upsampling, no dithering) to RGBA or

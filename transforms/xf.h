@@ -1,5 +1,8 @@
 /*
- * xf.h - the preprocessing pipeline: JPEG decode and the image ops.
+ * xf.h - the preprocessing pipeline: decode (JPEG, PNG, WebP) and the
+ * image ops.  Layer: transforms (transforms/), its interface: it
+ * includes nothing of ours; core/, the engine, fs/ and tools/ may include
+ * it.
  *
  * A pipeline is parsed once from its config text and is then immutable and
  * safe to use from any number of threads.  Images are 8-bit RGB, HWC, rows
