@@ -902,8 +902,10 @@ said_with(const char *text)
 static void
 test_full(void)
 {
-	struct cache_opts o = {.size_bound = 1024 * MB, .mem_bound = 16 * MB,
-	    .stale = CACHE_STALE_DEFAULT, .say = say_to};
+	struct cache_opts o = {.size_bound = 1024 * MB,
+	    .mem_bound = 16 * MB,
+	    .stale = CACHE_STALE_DEFAULT,
+	    .say = say_to};
 	struct cache *c = NULL;
 	struct cache_val in, out;
 	struct cache_stats st;
@@ -954,8 +956,9 @@ test_full(void)
 	CHECK(cache_error(c) == NULL && !st.disabled && st.full);
 	CHECK(st.insert_failures > 0 && st.inserts < 60);
 	CHECK_EQ_INT(said_with("inserts stop until there is room"), 1);
-	fprintf(stderr, "full tmpfs: %" PRIu64 " inserts of 60, %" PRIu64
-			" failures; said: %s\n",
+	fprintf(stderr,
+	    "full tmpfs: %" PRIu64 " inserts of 60, %" PRIu64
+	    " failures; said: %s\n",
 	    st.inserts, st.insert_failures, said[atomic_load(&nsaid) - 1]);
 	/* Hits go on: the flushed values and the memtable's. */
 	for (i = 0; i < 40; i++) {
