@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_fuzz_replay.sh - the fuzz targets of what crosses a process boundary
-# into the cache (fuzz/fuzz_wire.c: the data socket's frames, both ends;
+# test_fuzz_replay.sh - a script test (tests/, over fuzz/): the fuzz
+# targets of what crosses a process boundary into the cache
+# (fuzz/fuzz_wire.c: the data socket's frames, both ends;
 # fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
 # value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;
@@ -8,7 +9,9 @@
 # credentials files;
 # fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
 # fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
-# feedfs --check's header reads; fuzz/fuzz_ops.c: the pipeline's tail
+# feedfs --check's header reads; fuzz/fuzz_probe.c: the header probes in
+# memory and through a reader, against the decoders (issue 35);
+# fuzz/fuzz_ops.c: the pipeline's tail
 # parsed and run on images of any size; fuzz/fuzz_augment.c: the
 # augmentations on degenerate image sizes, issue 28; fuzz/fuzz_names.c: the
 # mount's file names, views' included) run without libFuzzer for a bounded
@@ -28,6 +31,7 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
 "$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
 "$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"
+"$FF_BUILDDIR/fuzz/replay_probe" "$half" "$FF_SRCDIR/fuzz/corpus/probe"
 "$FF_BUILDDIR/fuzz/replay_ops" "$half" "$FF_SRCDIR/fuzz/corpus/ops"
 "$FF_BUILDDIR/fuzz/replay_augment" "$half" "$FF_SRCDIR/fuzz/corpus/augment"
 "$FF_BUILDDIR/fuzz/replay_names" "$half" "$FF_SRCDIR/fuzz/corpus/names"
