@@ -294,9 +294,7 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 static int
 h_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
 {
-	struct cache *l = local_of(c);
-
-	return l != NULL ? cache_holds(l, key) : -1;
+	return local_of(c) != NULL ? cache_holds(local_of(c), key) : -1;
 }
 
 static void
@@ -435,9 +433,7 @@ h_error(struct cache *c)
 static const char *
 h_note(struct cache *c)
 {
-	struct cache *l = local_of(c);
-
-	return l != NULL ? cache_note(l) : NULL;
+	return local_of(c) != NULL ? cache_note(local_of(c)) : NULL;
 }
 
 static void
