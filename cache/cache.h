@@ -285,10 +285,15 @@ int cache_probe_lock(const char *dir, char *err, size_t len);
  * cache_dir_open: dir (made 0700 with the parents it lacks, when create)
  * opened as a directory without following a link in its last component,
  * and checked on the descriptor: this user's, writable by nobody else
- * (one that others may only read or enter is made 0700).  The fd
+ * (one that others may only read or enter is made 0700).  Its path is
+ * walked from "/" on descriptors first, every directory on the way
+ * checked before the next is opened under it: root's or this user's,
+ * writable by nobody else unless sticky (as /tmp); a symbolic link on
+ * the way is followed only where root or this user owns it.  The fd
  * (O_CLOEXEC; the caller closes it), or -errno and why in err: -EACCES
- * for another user's or a group- or world-writable one, -ELOOP for a
- * symbolic link, -ENOENT for a missing one without create.
+ * for another user's or a group- or world-writable one, or one under
+ * such a directory or link, -ELOOP for a symbolic link, -ENOENT for a
+ * missing one without create.
  *
  * cache_dir_openat: openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK |
  * O_CLOEXEC | O_NOCTTY, mode): the fd or -errno.  A FIFO does not block
@@ -383,6 +388,12 @@ int cache_get(
  * store of this process only: false on a cache_open_shared handle.
  */
 bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
+/*
+ * The same on any handle: 1 key has an entry, 0 it has none, -1 c
+ * cannot tell without reading the value (a cache_open_shared handle
+ * whose store another process holds).  Thread safe.
+ */
+int cache_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);

@@ -199,6 +199,7 @@ struct cache {
 struct cache_ops {
 	int (*get)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    struct cache_val *v);
+	int (*holds)(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 	void (*put)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    const struct cache_val *v);
 	int (*get_digest)(struct cache *c, const char *path,

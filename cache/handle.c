@@ -290,6 +290,13 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 	return e == 0 ? 0 : -ENOENT;
 }
 
+/* cache_holds: the store this process holds tells; another's cannot. */
+static int
+h_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	return local_of(c) != NULL ? cache_holds(local_of(c), key) : -1;
+}
+
 static void
 h_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v)
@@ -426,9 +433,7 @@ h_error(struct cache *c)
 static const char *
 h_note(struct cache *c)
 {
-	struct cache *l = local_of(c);
-
-	return l != NULL ? cache_note(l) : NULL;
+	return local_of(c) != NULL ? cache_note(local_of(c)) : NULL;
 }
 
 static void
@@ -454,6 +459,7 @@ h_close(struct cache *c)
 
 static const struct cache_ops share_ops = {
     .get = h_get,
+    .holds = h_holds,
     .put = h_put,
     .get_digest = h_get_digest,
     .put_digest = h_put_digest,

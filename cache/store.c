@@ -74,6 +74,18 @@ cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
 	return c != NULL && c->ops == NULL && cache_lookup_seq(c, key, &seq) == 0;
 }
 
+int
+cache_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	uint64_t seq;
+
+	if (c == NULL)
+		return 0;
+	if (c->ops != NULL) /* a shared handle: handle.c */
+		return c->ops->holds(c, key);
+	return cache_lookup_seq(c, key, &seq) == 0;
+}
+
 /* Forget a missing or corrupt entry (best effort). */
 static void
 drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)

@@ -312,7 +312,7 @@ dispatch(struct remote_fetch *f)
 				    "fail at once until it does)",
 				    r->o->name);
 				rf_list_del(f, r);
-				req_finish(f, r, -EIO, m);
+				req_finish(f, r, -EHOSTDOWN, m);
 				continue;
 			}
 			start(f, r, probe);
@@ -414,8 +414,13 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	} else
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
+	/* The source not answering (remote_read's -EHOSTDOWN), or the
+	 * bytes (-EIO). */
 	if (err == 0)
-		err = -EIO;
+		err = bad == RB_SHORT || (bad == RB_NONE &&
+					     remote_retryable(cc, rs->status))
+			  ? -EHOSTDOWN
+			  : -EIO;
 	retry =
 	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
 	/* Refused (or a 400: an expired token): once more, with the

@@ -166,19 +166,24 @@ parse_brace(const char *at, struct brace *b)
 	return 0;
 }
 
-/* Alternative k of b into buf. */
-static void
-brace_alt(const struct brace *b, size_t k, char *buf, size_t len)
+/*
+ * Alternative k of b: *s and its length, whole (a list's, in the
+ * pattern; a range's, formatted into num: at most 18 digits, padded to
+ * a width of at most 18).
+ */
+static size_t
+brace_alt(const struct brace *b, size_t k, char num[24], const char **s)
 {
+	const char *p = b->at + 1;
+
 	if (b->range) {
-		snprintf(buf, len, "%0*llu", b->width, b->lo + k);
-		return;
+		*s = num;
+		return (size_t)snprintf(num, 24, "%0*llu", b->width, b->lo + k);
 	}
-	const char *s = b->at + 1;
 	for (size_t i = 0; i < k; i++)
-		s = strchr(s, ',') + 1;
-	size_t n = strcspn(s, ",}");
-	snprintf(buf, len, "%.*s", (int)n, s);
+		p = strchr(p, ',') + 1;
+	*s = p;
+	return strcspn(p, ",}");
 }
 
 int
@@ -239,13 +244,13 @@ remote_brace_expand(const char *pat, size_t max, char ***out, size_t *n,
 			break;
 		}
 		for (size_t b = 0; b < nb_; b++) {
-			size_t lit = (size_t)(bv[b].at - q);
-			char alt[64];
+			size_t lit = (size_t)(bv[b].at - q), al;
+			const char *alt;
+			char num[24];
 
 			memcpy(v[i] + o, q, lit);
 			o += lit;
-			brace_alt(&bv[b], k[b], alt, sizeof(alt));
-			size_t al = strlen(alt);
+			al = brace_alt(&bv[b], k[b], num, &alt);
 			if (o + al + 1 > cap) {
 				char *g =
 				    realloc(v[i], cap = o + al + plen + 1);
