@@ -403,8 +403,10 @@ class S3Server:
     def _admin(self, req, creds=None):
         """Run S3_ADMIN in the venv's python: boto3 against this server."""
         key, secret = creds or (self.access_key, self.secret_key)
+        # (the credentials under names of their own: an object's "key"
+        # is the request's)
         req = dict(req, endpoint=self.endpoint, region=self.region,
-                   key=key, secret=secret)
+                   access_key=key, secret_key=secret)
         r = subprocess.run([os.path.join(VENV, "bin", "python"), "-c",
                             S3_ADMIN], input=json.dumps(req).encode(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -458,7 +460,8 @@ import boto3
 from botocore.config import Config
 req = json.load(sys.stdin)
 kw = dict(endpoint_url=req["endpoint"], region_name=req["region"],
-          aws_access_key_id=req["key"], aws_secret_access_key=req["secret"],
+          aws_access_key_id=req["access_key"],
+          aws_secret_access_key=req["secret_key"],
           config=Config(s3={"addressing_style": "path"},
                         retries={"max_attempts": 2},
                         # STS of a few seconds (AWS's least is 900)

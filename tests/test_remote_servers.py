@@ -13,7 +13,8 @@ feedfs test relies on it.
 - moto's S3 server: a range GET signed by curl --aws-sigv4 with the
   user's key gets the object's bytes, the same request signed with a wrong
   secret gets 403 SignatureDoesNotMatch, an unsigned one 403 too (skipped
-  where the venv of tests/setup-test-venv cannot be made);
+  where the venv of tests/setup-test-venv cannot be made); put() stores
+  an object under the key asked for, one with a space, '#' and '?' too;
 - Netem(40): nginx in the namespace, reached from the root namespace over
   the veth pair, connects no faster than the RTT and answers no faster
   than another RTT (curl's timings, lower bounds only); the namespace is
@@ -32,6 +33,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -317,6 +319,17 @@ else:
             s3.access_key, s3.secret_key), "-r", "10-19", "-H",
             'If-Match: "0123"', url)
         check(st == 412, "S3 If-Match another ETag: %s" % st)
+        # put stores under the key asked for (not the access key id), and
+        # a key with a space, '#' and '?' is read back by its encoding
+        for key in ("q/one.bin", "q/a b#1?.bin"):
+            etag = s3.put("bkt", key, os.path.join(root, "d", "blob.bin"))
+            rc, h, st, data = curl(*sig, "--user", "%s:%s" % (
+                s3.access_key, s3.secret_key), "-r", "0-9",
+                s3.endpoint + "/bkt/" + urllib.parse.quote(key))
+            check(st == 206 and data == BLOB[:10] and
+                  h.get("etag") == etag,
+                  "S3 put %r: read back %s %r (ETag %s, put said %s)"
+                  % (key, st, data[:200], h.get("etag"), etag))
         pid = s3.proc.pid
     check(not alive(pid), "moto_server is left")
     log("S3 (moto): SigV4 checked, a wrong secret refused")
