@@ -1,6 +1,8 @@
 /*
  * ds_remote.c - layer: dataset index, remote shards: the dataset's side
- * (called by ds_tar.c; calls remote_*.c and ds_tar_index.c).  A remote
+ * (called by ds_tar.c; calls dataset/remote/ and ds_tar_index.c; the
+ * reader is closed by ds_free through remote_close, so nothing below
+ * calls back up here).  A remote
  * shard is found by a HEAD, else a GET of its first byte (its size and
  * ETag: what its kept index is keyed by, with its URL), indexed from one
  * streaming GET that feeds the tar walk as it comes (never more than the walk's
@@ -412,15 +414,4 @@ ds_remote_shard(struct remote_ctx *c, struct remote_obj *o, int index_fd,
 out:
 	curl_easy_cleanup(e);
 	return r;
-}
-
-void
-ds_remote_free(struct remote_ctx *c, struct remote_obj *objs, size_t n)
-{
-	remote_ctx_free(c); /* the fetcher first: it reads objs */
-	for (size_t i = 0; objs != NULL && i < n; i++) {
-		free(objs[i].url);
-		free(objs[i].name);
-	}
-	free(objs);
 }

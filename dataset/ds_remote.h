@@ -41,7 +41,4 @@ int ds_remote_prepare(struct remote_ctx *c, char *const *specs, size_t n,
 int ds_remote_shard(struct remote_ctx *c, struct remote_obj *o, int index_fd,
     struct stat *st, struct tar_index *ix, char *err, size_t errlen);
 
-/* Free c (its fetcher first) and the n objects at objs. */
-void ds_remote_free(struct remote_ctx *c, struct remote_obj *objs, size_t n);
-
 #endif

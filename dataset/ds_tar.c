@@ -339,9 +339,7 @@ fail:
 	free(specs);
 	/* Objects prepared past the shards counted: ds_free frees those. */
 	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
-		free(ds->robjs[i].url);
-		free(ds->robjs[i].name);
-		ds->robjs[i].url = ds->robjs[i].name = NULL;
+		remote_obj_free(&ds->robjs[i]);
 	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));

@@ -129,7 +129,6 @@ remote_ctx_free(struct remote_ctx *c)
 {
 	if (c == NULL)
 		return;
-	remote_fetch_free(c->fetch);
 	cred_src_free(c->creds);
 	free(c->endpoint);
 	free(c->region);

@@ -48,7 +48,8 @@ struct remote_ctx {
 /*
  * A context for o; with s3 (some shard is s3://), the S3 endpoint and
  * region; cred_attach (cred.h) gives it the credentials that sign.
- * remote_ctx_free frees (the fetcher and the credentials too).
+ * remote_ctx_free frees it and its credentials, its fetcher having never
+ * started; remote_close (remote_read.c) stops the fetcher first.
  */
 int remote_ctx_new(const struct remote_opts *o, bool s3,
     struct remote_ctx **out, char *err, size_t errlen);
@@ -147,5 +148,14 @@ void remote_set_window(struct remote_ctx *c, uint64_t bytes);
 uint64_t remote_window(const struct remote_ctx *c);
 
 void remote_fetch_free(struct remote_fetch *f);
+
+/* What o holds (its URL, name), freed; o itself is the caller's. */
+void remote_obj_free(struct remote_obj *o);
+
+/*
+ * Stop c's fetcher (which reads objs), then free the n objects, objs and
+ * c.  remote_read.c: the readers' side ends it all; c, objs may be NULL.
+ */
+void remote_close(struct remote_ctx *c, struct remote_obj *objs, size_t n);
 
 #endif

@@ -247,3 +247,24 @@ remote_forget(
 	}
 	pthread_mutex_unlock(&f->lock);
 }
+
+void
+remote_obj_free(struct remote_obj *o)
+{
+	free(o->url);
+	free(o->name);
+	o->url = o->name = NULL;
+}
+
+void
+remote_close(struct remote_ctx *c, struct remote_obj *objs, size_t n)
+{
+	if (c != NULL) {
+		remote_fetch_free(c->fetch); /* first: it reads objs */
+		c->fetch = NULL;
+		remote_ctx_free(c);
+	}
+	for (size_t i = 0; objs != NULL && i < n; i++)
+		remote_obj_free(&objs[i]);
+	free(objs);
+}
