@@ -181,7 +181,9 @@ class Nginx:
 
     url: the base URL ("https://127.0.0.1:PORT"); ca_file: the CA's PEM
     (None over HTTP); requests(): the access log as dicts (method, uri,
-    status, body, range, conn); body_bytes(): the body bytes sent."""
+    status, body, range, conn, if_match, if_unmodified_since);
+    body_bytes(): the body bytes sent.  etag=False: no ETag, only
+    Last-Modified (nginx's `etag off`)."""
 
     @staticmethod
     def unavailable():
@@ -193,7 +195,7 @@ class Nginx:
         return None
 
     def __init__(self, root, dir, https=False, ca=None, netem=None,
-                 http2=False):
+                 http2=False, etag=True):
         self.root = os.path.abspath(root)
         self.dir = dir
         self.https = https
@@ -229,11 +231,12 @@ class Nginx:
             "  sendfile on;",
             "  keepalive_requests 100000;",
             "  keepalive_timeout 60s;",
-            "  etag on;",
+            # etag off: Last-Modified only, as many small servers
+            "  etag %s;" % ("on" if etag else "off"),
             "  max_ranges 1;",
             "  log_format feedfs '$request_method $uri $status $body_bytes_sent"
             " $bytes_sent $connection $connection_requests \"$http_range\""
-            " \"$http_if_match\"';",
+            " \"$http_if_match\" \"$http_if_unmodified_since\"';",
             "  access_log %s feedfs;" % self.access_log,
         ]
         for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -289,14 +292,16 @@ class Nginx:
             return out
         with open(self.access_log) as f:
             for line in f:
-                head, rng, im = line.rstrip("\n").rsplit(" ", 2)
+                head, rest = line.rstrip("\n").split(' "', 1)
                 m, uri, st, body, sent, conn, nreq = head.split(" ")
-                rng, im = (None if v == '"-"' else
-                           v[1:-1].replace("\\x22", '"') for v in (rng, im))
+                rng, im, ius = (None if v == "-" else
+                                v.replace("\\x22", '"')
+                                for v in rest[:-1].split('" "'))
                 out.append(dict(method=m, uri=uri, status=int(st),
                                 body=int(body), sent=int(sent),
                                 conn=int(conn), conn_requests=int(nreq),
-                                range=rng, if_match=im))
+                                range=rng, if_match=im,
+                                if_unmodified_since=ius))
         return out
 
     def body_bytes(self):
@@ -774,7 +779,43 @@ class Netem:
 
 MODES = ("pass", "delay", "truncate", "reset", "status", "full200",
          "bad_range", "long", "redirect", "change", "endless_headers",
-         "huge_length", "latency")
+         "huge_length", "range_from", "latency")
+
+
+def _range_kind(rng):
+    """What a request's Range header asks: None (no Range), "probe"
+    (bytes=0-0), "stream" (bytes=N-, to the end), "member" (bytes=A-B)."""
+    if rng is None:
+        return None
+    spec = rng.strip()[6:] if rng.strip().startswith("bytes=") else ""
+    if spec == "0-0":
+        return "probe"
+    if spec.endswith("-"):
+        return "stream"
+    return "member"
+
+
+def _when_matches(when, rng, method="GET"):
+    """Whether a request with Range rng is one that `when` names: "all",
+    "range" (any Range), "full" (none), "stream" (the index's GET: none,
+    or bytes=N-), "resume" (a GET of bytes=N- with N > 0), "member"
+    (bytes=A-B, not the probe's bytes=0-0)."""
+    kind = _range_kind(rng)
+    if when in ("stream", "resume") and method != "GET":
+        return False
+    if when == "all":
+        return True
+    if when == "range":
+        return kind is not None
+    if when == "full":
+        return kind is None
+    if when == "stream":
+        return kind in (None, "stream")
+    if when == "resume":
+        return kind == "stream" and not rng.strip().startswith("bytes=0-")
+    if when == "member":
+        return kind == "member"
+    raise ValueError("no proxy when=%r" % when)
 
 
 class _Conn:
@@ -898,6 +939,8 @@ class Proxy:
       huge_length      206 with Content-Length and a Content-Range of
                        10**15 bytes, then zeros until the client closes (or
                        `limit` bytes)
+      range_from       the Range asked upstream replaced by bytes=`offset`-
+                       (default 0): an honest 206 from another offset
       latency          (set at start: Proxy(..., rtt_ms=20)) every byte in
                        either direction delayed by rtt_ms / 2, connects by
                        rtt_ms: a user-space delay line, for a kernel
@@ -906,10 +949,14 @@ class Proxy:
     set(mode, when="range"|"full"|"all", times=N, path=SUBSTRING, **params)
     applies mode to the requests that match (a Range header, none, any;
     path containing SUBSTRING) at most N times (None: every time), the rest
-    pass.  stats(): requests, faults, connections, bytes to the client
-    (body and all), bytes from upstream; log: one dict per request
-    (method, path, range, if_match, status, time; key_id: a SigV4
-    signature's key id, token: whether X-Amz-Security-Token came)."""
+    pass.  when may also be "stream" (the index's GET: no Range or
+    bytes=N-), "resume" (bytes=N-, N > 0) or "member" (bytes=A-B, not the
+    probe's bytes=0-0).  plan([(mode, kwargs), ...]): set's steps in turn,
+    each until its times are spent, then pass.  stats(): requests,
+    faults, connections, bytes to the client (body and all), bytes from
+    upstream; log: one dict per request (method, path, range, if_match,
+    status, time; key_id: a SigV4 signature's key id, token: whether
+    X-Amz-Security-Token came)."""
 
     def __init__(self, upstream_host, upstream_port, rtt_ms=None):
         self.up = (upstream_host, upstream_port)
@@ -918,6 +965,7 @@ class Proxy:
         self.rtt_ms = rtt_ms
         self.lock = threading.Lock()
         self.mode = ("pass", "all", None, None, {})
+        self.steps = []
         self.counts = collections.Counter()
         self.log = []
         self.sock = None
@@ -965,8 +1013,29 @@ class Proxy:
     def set(self, mode, when="all", times=None, path=None, **params):
         if mode not in MODES or mode == "latency":
             raise ValueError("no proxy mode %r" % mode)
+        _when_matches(when, None)  # a when that exists
         with self.lock:
             self.mode = (mode, when, times, path, params)
+            self.steps = []
+
+    def plan(self, steps):
+        """Each (mode, kwargs of set) in turn, the next once the times of
+        the one before are spent; then pass."""
+        steps = list(steps)
+        mode, kw = steps[0]
+        self.set(mode, **kw)
+        with self.lock:
+            self.steps = steps[1:]
+
+    def _next_step(self):
+        """The step after the one spent (locked)."""
+        if self.steps:
+            mode, kw = self.steps.pop(0)
+            kw = dict(kw)
+            self.mode = (mode, kw.pop("when", "all"), kw.pop("times", None),
+                         kw.pop("path", None), kw)
+        else:
+            self.mode = ("pass", "all", None, None, {})
 
     def stats(self):
         with self.lock:
@@ -1059,13 +1128,11 @@ class Proxy:
 
     # -- HTTP with faults ------------------------------------------------------
 
-    def _pick(self, hdrs, path):
+    def _pick(self, hdrs, path, method):
         """The mode for this request (and spend one of its times)."""
         with self.lock:
             mode, when, times, sub, params = self.mode
-            ranged = _get(hdrs, "Range") is not None
-            match = (when == "all" or (when == "range" and ranged)
-                     or (when == "full" and not ranged))
+            match = _when_matches(when, _get(hdrs, "Range"), method)
             if sub is not None and sub not in path:
                 match = False
             if mode == "change":
@@ -1083,6 +1150,8 @@ class Proxy:
                 return "pass", {}
             if times is not None:
                 self.mode = (mode, when, times - 1, sub, params)
+                if times == 1:
+                    self._next_step()
             return mode, params
 
     def _upstream(self, first, hdrs, body):
@@ -1133,7 +1202,7 @@ class Proxy:
                 n = int(_get(hdrs, "Content-Length") or 0)
                 body = cc.exactly(n) if n else b""
                 method, path = first.split(" ")[:2]
-                mode, p = self._pick(hdrs, path)
+                mode, p = self._pick(hdrs, path, method)
                 auth = _get(hdrs, "Authorization") or ""
                 entry = dict(method=method, path=path, mode=mode,
                              range=_get(hdrs, "Range"),
@@ -1201,6 +1270,9 @@ class Proxy:
         uhdrs = hdrs
         if mode == "full200":
             uhdrs = _without(hdrs, "Range")
+        if mode == "range_from":
+            uhdrs = _without(hdrs, "Range") + [
+                ("Range", "bytes=%d-" % p.get("offset", 0))]
         if mode == "change" and p.get("honour_if_match", True):
             im = _get(hdrs, "If-Match")
             if im is not None and im != '"changed-1"':
@@ -1260,3 +1332,204 @@ class Proxy:
         entry["body"] = sent
         self._close(c)
         return False
+
+
+# ---- small origin servers that misbehave where a test says ----------------
+
+class FileServer:
+    """A small HTTP/1.1 origin of the files under root (Python's
+    http.server, a thread a connection, in the test's process) whose
+    validators, Range support and speed a test sets.  What it does, it
+    does as RFC 9110 says a server does:
+
+      etag="strong"   '"<sha256 hex of the bytes>"'
+           "weak"     'W/"<size hex>-<mtime hex>"' (Express's, Rack's kind)
+           "long"     '"<sha512 hex of the bytes>"': 130 bytes
+           None       no ETag
+      last_modified   Last-Modified: the file's mtime (IMF-fixdate)
+      ranges          bytes=A-B and bytes=A- answered 206 with their
+                      Content-Range; False: Range ignored, every GET a 200
+                      of the whole file
+      rate            bytes a second of every body (a trickle); the
+                      headers go at once.  None: as fast as it goes
+
+    Preconditions: If-Match is compared strongly (a weak tag matches
+    nothing: 412), If-Unmodified-Since gets 412 when the file's mtime is
+    later.  HEAD and GET; requests: one dict per request (method, path,
+    range, if_match, if_unmodified_since, status)."""
+
+    def __init__(self, root, etag="strong", last_modified=True, ranges=True,
+                 rate=None):
+        self.root = os.path.abspath(root)
+        self.etag_kind = etag
+        self.last_modified = last_modified
+        self.ranges = ranges
+        self.rate = rate
+        self.port = fflib.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.requests = []
+        self.lock = threading.Lock()
+        self.httpd = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def etag(self, data, st):
+        import hashlib
+        if self.etag_kind == "strong":
+            return '"%s"' % hashlib.sha256(data).hexdigest()
+        if self.etag_kind == "long":
+            return '"%s"' % hashlib.sha512(data).hexdigest()
+        if self.etag_kind == "weak":
+            return 'W/"%x-%x"' % (st.st_size, int(st.st_mtime))
+        return None
+
+    def start(self):
+        import email.utils
+        import http.server
+        srv = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_HEAD(self):
+                self.answer(False)
+
+            def do_GET(self):
+                self.answer(True)
+
+            def reply(self, code, hdrs, body, entry):
+                entry["status"] = code
+                self.send_response(code)
+                for k, v in hdrs:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command == "HEAD" or not body:
+                    return
+                if srv.rate is None:
+                    self.wfile.write(body)
+                    return
+                step = max(1, srv.rate // 8)  # eight writes a second
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(step / srv.rate)
+
+            def answer(self, get):
+                path = self.path.split("?", 1)[0]
+                entry = dict(method=self.command, path=path,
+                             range=self.headers.get("Range"),
+                             if_match=self.headers.get("If-Match"),
+                             if_unmodified_since=self.headers.get(
+                                 "If-Unmodified-Since"), status=None)
+                with srv.lock:
+                    srv.requests.append(entry)
+                import urllib.parse
+                fp = os.path.join(srv.root, urllib.parse.unquote(
+                    path).lstrip("/"))
+                try:
+                    with open(fp, "rb") as f:
+                        data = f.read()
+                    st = os.stat(fp)
+                except OSError:
+                    return self.reply(404, [], b"no such file\n", entry)
+                tag = srv.etag(data, st)
+                hdrs = []
+                if tag is not None:
+                    hdrs.append(("ETag", tag))
+                if srv.last_modified:
+                    hdrs.append(("Last-Modified", email.utils.formatdate(
+                        int(st.st_mtime), usegmt=True)))
+                im = self.headers.get("If-Match")
+                if im is not None and im.strip() != "*" and (
+                        tag is None or tag.startswith("W/") or
+                        tag not in [t.strip() for t in im.split(",")]):
+                    return self.reply(412, [], b"precondition\n", entry)
+                ius = self.headers.get("If-Unmodified-Since")
+                if ius is not None and im is None:
+                    try:
+                        since = email.utils.parsedate_to_datetime(ius)
+                        if int(st.st_mtime) > since.timestamp():
+                            return self.reply(412, [], b"modified\n",
+                                              entry)
+                    except (TypeError, ValueError):
+                        pass
+                rng = self.headers.get("Range")
+                if srv.ranges and rng and rng.startswith("bytes="):
+                    a, _, b = rng[6:].partition("-")
+                    a = int(a)
+                    b = min(int(b), len(data) - 1) if b else len(data) - 1
+                    if a >= len(data):
+                        return self.reply(
+                            416, [("Content-Range", "bytes */%d"
+                                   % len(data))], b"", entry)
+                    hdrs.append(("Content-Range", "bytes %d-%d/%d"
+                                 % (a, b, len(data))))
+                    return self.reply(206, hdrs, data[a:b + 1], entry)
+                return self.reply(200, hdrs, data, entry)
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+
+            def handle_error(self, request, client_address):
+                pass  # a client that went away mid-body
+
+        self.httpd = Server(("127.0.0.1", self.port), Handler)
+        th = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        th.start()
+        _live.append(self)
+        return self
+
+    def stop(self):
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+        if self in _live:
+            _live.remove(self)
+
+
+class PyHttpServer:
+    """`python3 -m http.server` itself over root: Last-Modified, no ETag,
+    and no Range (every GET a 200 of the whole file), as many users
+    first try.  A process of its own, stopped by its pid."""
+
+    def __init__(self, root, dir):
+        self.root = os.path.abspath(root)
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+        self.port = fflib.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [fflib.PY, "-m", "http.server", "--bind", "127.0.0.1",
+             "--directory", self.root, str(self.port)],
+            stdout=open(os.path.join(self.dir, "http.server.log"), "wb"),
+            stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
+        _live.append(self)
+        _wait_port("127.0.0.1", self.port, self.proc, "python3 -m http.server")
+        return self
+
+    def stop(self):
+        _stop(self.proc)
+        self.proc = None
+        if self in _live:
+            _live.remove(self)

@@ -25,7 +25,15 @@ feedfs test relies on it.
   a redirect, an object changed between a full GET and a range (412 for
   the old ETag, other bytes and ETag without If-Match, and a server that
   ignores If-Match), endless headers and a gigantic Content-Length (curl
-  gives up, the proxy stops sending); its counters count each.
+  gives up, the proxy stops sending); its counters count each; a plan
+  of steps (a truncated index stream, then its resume answered from
+  offset 0), and the when= kinds stream, resume and member;
+- nginx with etag=False: no ETag, a Last-Modified, If-Unmodified-Since
+  honoured (412 for an older date) and logged;
+- FileServer: strong, weak, 130-byte and no ETags, If-Match compared
+  strongly (a weak tag gets 412), If-Unmodified-Since, Range on and off,
+  a trickle no faster than its rate;
+- python3 -m http.server: a 200 of the whole file to a range request.
 """
 
 import hashlib
@@ -277,6 +285,93 @@ with rs.Nginx(root, t.path("ng-proxy")) as ng, \
     check(s["requests"] == len(px.log) and s["bytes_out"] > s["body_out"]
           > 0 and s["bytes_up"] > 0, "counters: %s" % s)
     log("proxy: every mode, counted: %s" % s)
+
+    # a plan: the index's stream cut, its resume answered from offset 0;
+    # then everything passes
+    px.plan([("truncate", dict(when="stream", times=1, keep=1000)),
+             ("range_from", dict(when="resume", times=1, offset=0))])
+    rc, h, st, data = curl("-r", "0-9", url)
+    check(st == 206 and data == BLOB[:10], "plan: a member passes: %s" % st)
+    rc, h, st, data = curl("-r", "0-", url)
+    check(rc == 18 and data == BLOB[:1000], "plan step 1 (truncate): rc "
+          "%d, %d bytes" % (rc, len(data)))
+    rc, h, st, data = curl("-r", "1000-", url)
+    check(st == 206 and h["content-range"] == "bytes 0-%d/%d"
+          % (len(BLOB) - 1, len(BLOB)) and data == BLOB,
+          "plan step 2 (range_from): %s %s" % (st, h.get("content-range")))
+    rc, h, st, data = curl("-r", "1000-", url)
+    check(st == 206 and data == BLOB[1000:], "plan over: %s" % st)
+    log("proxy: a plan of steps, when=stream/resume, range_from")
+
+# ---- nginx without ETags ---------------------------------------------------
+
+with rs.Nginx(root, t.path("ng-noetag"), etag=False) as ng:
+    url = ng.url + "/d/blob.bin"
+    rc, h, st, data = curl("-r", "0-9", url)
+    check(st == 206 and "etag" not in h and "last-modified" in h,
+          "etag=False: %s %s" % (st, h))
+    rc, _, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                           "Sun, 06 Nov 1994 08:49:37 GMT", url)
+    check(st == 412, "etag=False, If-Unmodified-Since 1994: %s" % st)
+    rc, _, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                            + h["last-modified"], url)
+    check(st == 206 and data == BLOB[:10], "If-Unmodified-Since its own "
+          "date: %s" % st)
+    time.sleep(0.2)
+    check(ng.requests()[-1]["if_unmodified_since"] == h["last-modified"],
+          "log: %s" % ng.requests()[-1])
+    log("nginx etag=False: Last-Modified only, If-Unmodified-Since")
+
+# ---- FileServer and python3 -m http.server --------------------------------
+
+d = os.path.join(root, "d")
+for kind, want in (("strong", '"%s"' % hashlib.sha256(BLOB).hexdigest()),
+                   ("long", '"%s"' % hashlib.sha512(BLOB).hexdigest()),
+                   ("weak", None), (None, None)):
+    with rs.FileServer(d, etag=kind) as fs:
+        url = fs.url + "/blob.bin"
+        rc, h, st, data = curl("-r", "5-14", url)
+        check(st == 206 and data == BLOB[5:15] and h["content-range"] ==
+              "bytes 5-14/%d" % len(BLOB) and "last-modified" in h,
+              "FileServer %s: %s %s" % (kind, st, h))
+        tag = h.get("etag")
+        if kind is None:
+            check(tag is None, "FileServer None: ETag %s" % tag)
+        elif kind == "weak":
+            check(tag.startswith('W/"'), "weak: %s" % tag)
+        else:
+            check(tag == want and (kind != "long" or len(tag) == 130),
+                  "FileServer %s: ETag %s" % (kind, tag))
+        if tag is not None:
+            rc, h, st, data = curl("-r", "0-9", "-H", "If-Match: " + tag,
+                                   url)
+            check(st == (412 if kind == "weak" else 206),
+                  "FileServer %s: If-Match its own tag: %s" % (kind, st))
+        rc, h, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                               "Sun, 06 Nov 1994 08:49:37 GMT", url)
+        check(st == 412, "FileServer %s: If-Unmodified-Since: %s"
+              % (kind, st))
+        check(fs.requests[-1]["if_unmodified_since"],
+              "FileServer: requests %s" % fs.requests[-1])
+with rs.FileServer(d, ranges=False, last_modified=False) as fs:
+    rc, h, st, data = curl("-r", "0-9", fs.url + "/blob.bin")
+    check(st == 200 and data == BLOB and "last-modified" not in h,
+          "FileServer ranges=False: %s, %d bytes" % (st, len(data)))
+with rs.FileServer(d, rate=20000) as fs:
+    t0 = time.monotonic()
+    rc, h, st, data = curl("-r", "0-29999", fs.url + "/blob.bin")
+    took = time.monotonic() - t0
+    check(st == 206 and data == BLOB[:30000] and took >= 1.0,
+          "FileServer rate=20000: 30000 bytes in %.2f s" % took)
+log("FileServer: strong, weak, long and no ETags, preconditions, Range "
+    "off, a trickle")
+with rs.PyHttpServer(d, t.path("pyhttp")) as ps:
+    rc, h, st, data = curl("-r", "0-9", ps.url + "/blob.bin")
+    check(st == 200 and data == BLOB and "etag" not in h,
+          "python3 -m http.server: %s, %d bytes" % (st, len(data)))
+    pid = ps.proc.pid
+check(not alive(pid), "python3 -m http.server is left")
+log("python3 -m http.server: a 200 of the whole file to a range")
 
 # the latency mode (the bench's delay line where there is no netem)
 with rs.Nginx(root, t.path("ng-lat")) as ng, \
