@@ -79,8 +79,9 @@ cred_http(struct remote_ctx *c, const struct cred_req *q, long *status,
 		/* A Content-Length over the bound is refused at the headers. */
 		x.buf = (uint8_t *)b.buf;
 		x.cap = CRED_RESP_MAX - 1;
-		if (e == NULL || remote_easy_setup(c, e, q->url, NULL, NULL,
-				     false, c->timeout_ms, &x) != 0) {
+		if (e == NULL ||
+		    remote_easy_setup(c, e, q->url, NULL, c->timeout_ms, &x) !=
+			0) {
 			curl_easy_cleanup(e);
 			snprintf(err, errlen, "%s", strerror(ENOMEM));
 			r = -ENOMEM;

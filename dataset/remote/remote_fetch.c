@@ -255,11 +255,11 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 	}
 	x->rx.cap = x->b - x->a;
 	x->rx.buf = malloc(x->rx.cap ? x->rx.cap : 1);
-	snprintf(
-	    x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, x->a, x->b - 1);
+	struct remote_want w = {
+	    x->a, x->b - 1, false, x->o->v.size, &x->o->v};
 	if (x->rx.buf == NULL ||
-	    remote_easy_setup(c, x->e, x->o->url, x->o->etag, x->range, false,
-		c->timeout_ms, &x->rx) != 0) {
+	    remote_easy_setup(c, x->e, x->o->url, &w, c->timeout_ms, &x->rx) !=
+		0) {
 		for (unsigned i = 0; i < x->nreq; i++)
 			req_finish(f, x->reqs[i], -ENOMEM, "out of memory");
 		free(x->rx.buf);
@@ -324,17 +324,36 @@ dispatch(struct remote_fetch *f)
 	return wait;
 }
 
-/* A transfer is over.  Locked. */
+/* The object of x changed since it was indexed: said once.  Locked. */
+static void
+changed(struct remote_fetch *f, const struct xfer *x, char *m, size_t mlen)
+{
+	atomic_fetch_add(&f->c->st.changed, 1);
+	if (!atomic_exchange(&x->o->changed, true)) {
+		char *v = remote_version_text(&x->o->v);
+
+		log_warn("remote %s: the object changed since it was indexed "
+			 "(it is no longer %s): its samples fail (remount to "
+			 "index it again)",
+		    x->o->name, v ? v : "the version indexed");
+		free(v);
+	}
+	snprintf(m, mlen,
+	    "%s: the object changed since it was indexed "
+	    "(remount to index it again)",
+	    x->o->name);
+}
+
+/* A transfer is over (judged where its headers ended).  Locked. */
 static void
 complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 {
 	struct remote_ctx *c = f->c;
 	const struct remote_resp *rs = &x->rx.resp;
-	enum remote_bad bad = RB_NONE;
-	bool probe = x->probe, retry, changed = false, denied = false, reauth;
-	bool said = false;
+	enum remote_bad bad;
+	int j = remote_xfer_end(&x->rx, cc, &bad);
+	bool probe = x->probe, retry, denied = false, reauth, said = false;
 	char m[320];
-	int err = 0;
 
 	f->nxfers--;
 	if (x->prev)
@@ -343,41 +362,9 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		f->xfers = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
-	if (rs->header_overflow || rs->bad_header)
-		bad = RB_HEADERS;
-	else if (rs->status >= 300 && rs->status < 400)
-		bad = RB_REDIRECT;
-	else if (rs->status >= 200 && rs->status < 300 && rs->status != 206)
-		bad = RB_NOT206;
-	else if (rs->status == 206 &&
-		 (cc == CURLE_OK || cc == CURLE_FILESIZE_EXCEEDED ||
-		     cc == CURLE_WRITE_ERROR || cc == CURLE_PARTIAL_FILE)) {
-		/* A wrong range first; then too long, too short. */
-		bad = remote_range_check(
-		    rs, x->a, x->b - x->a, x->o->size, x->rx.got);
-		if (bad == RB_NONE && cc != CURLE_OK)
-			bad = cc == CURLE_PARTIAL_FILE ? RB_SHORT : RB_LONG;
-	}
-	if (bad != RB_NONE)
+	if (j == RJ_BAD)
 		atomic_fetch_add(&c->st.bad[bad], 1);
-	if (cc == CURLE_OK && rs->status == 412)
-		changed = true;
-	else if (bad == RB_NONE && cc == CURLE_OK && rs->etag[0] != '\0' &&
-		 x->o->etag[0] != '\0' && strcmp(rs->etag, x->o->etag) != 0)
-		changed = true; /* a server that ignores If-Match */
-	if (changed) {
-		atomic_fetch_add(&c->st.changed, 1);
-		if (!atomic_exchange(&x->o->changed, true))
-			log_warn("remote %s: the object changed since it was "
-				 "indexed (its ETag is not %s): its samples "
-				 "fail (remount to index it again)",
-			    x->o->name, x->o->etag);
-		snprintf(m, sizeof(m),
-		    "%s: the object changed since it was indexed "
-		    "(remount to index it again)",
-		    x->o->name);
-		err = -EIO;
-	} else if (cc == CURLE_OK && bad == RB_NONE && rs->status == 206) {
+	if (j == RJ_OK) {
 		uint64_t us = (remote_now_ms() - x->t0) * 1000u,
 			 l = atomic_load(&c->st.latency_us);
 
@@ -398,32 +385,36 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			    r->buf ? NULL : "out of memory");
 		}
 		goto out;
-	} else if (bad != RB_NONE)
+	}
+	if (j == RJ_CHANGED)
+		changed(f, x, m, sizeof(m));
+	else if (j == RJ_BAD)
 		snprintf(m, sizeof(m),
-		    "%s: a bad response (%s) to a range "
-		    "request",
-		    x->o->name, remote_bad_name(bad));
-	else if (cc != CURLE_OK)
-		snprintf(
-		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
-	else if (c->creds != NULL && (rs->status == 401 || rs->status == 403)) {
+		    "%s: a bad response (%s) to a range request", x->o->name,
+		    remote_bad_name(bad));
+	else if (j == RJ_STATUS && c->creds != NULL &&
+		 (rs->status == 401 || rs->status == 403)) {
 		denied = true;
 		snprintf(m, sizeof(m),
 		    "%s: access denied: check the credentials (HTTP %ld)",
 		    x->o->name, rs->status);
-	} else
+	} else if (j == RJ_STATUS)
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
-	if (err == 0)
-		err = -EIO;
-	retry =
-	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
+	else
+		snprintf(
+		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
+	retry = j == RJ_BAD ||
+		(j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status)) ||
+		(j < 0 && remote_retryable(cc, 0));
 	/* Refused (or a 400: an expired token): once more, with the
 	 * credentials read again from their source. */
-	reauth = (denied || (c->creds != NULL && cc == CURLE_OK &&
+	reauth = (denied || (c->creds != NULL && j == RJ_STATUS &&
 				rs->status == 400)) &&
 		 cred_src_denied(c->creds, x->rx.cred_gen);
-	if (remote_down(cc, rs->status) || probe)
+	if (remote_down(j < 0 ? cc : CURLE_OK,
+		j == RJ_STATUS ? rs->status : 0) ||
+	    probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
 		struct req *r = x->reqs[i];
@@ -444,10 +435,12 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			atomic_fetch_add(&c->st.retries, 1);
 			continue;
 		}
-		if (retry && !f->open && !remote_down(cc, rs->status))
+		if (retry && !f->open &&
+		    !remote_down(j < 0 ? cc : CURLE_OK,
+			j == RJ_STATUS ? rs->status : 0))
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
-		req_finish(f, r, err, m);
+		req_finish(f, r, -EIO, m);
 		said |= denied;
 	}
 	if (said) {

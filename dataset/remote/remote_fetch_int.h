@@ -51,7 +51,6 @@ struct xfer {
 	struct req *reqs[MERGE_MAX_REQS];
 	unsigned nreq;
 	bool probe;
-	char range[64];
 	struct xfer *next, *prev; /* the fetcher's in flight */
 };
 

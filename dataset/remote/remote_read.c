@@ -254,6 +254,7 @@ remote_obj_free(struct remote_obj *o)
 	free(o->url);
 	free(o->name);
 	o->url = o->name = NULL;
+	remote_version_free(&o->v);
 }
 
 void
