@@ -167,7 +167,9 @@ int ds_sample_stat(const struct dataset *ds, size_t id, struct stat *st);
  * *out (malloc'd) and *len; *st gets the shard's fstat.  Nothing outside
  * [off, off + size) is read.  -EIO with err ("SHARD:MEMBER: why") for a
  * bad member, a changed or short shard; -EFBIG when size > max; -ENOMEM,
- * -EMFILE... (transient) as they come.
+ * -EMFILE... (transient) as they come; a remote shard's -EHOSTDOWN when
+ * its server did not answer (remote_read), which may go away when it
+ * answers again.
  */
 int ds_member_read(const struct dataset *ds, size_t id, size_t max,
     uint8_t **out, size_t *len, struct stat *st, char *err, size_t errlen);

@@ -388,7 +388,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 				sm->off, sm->size, out, why, sizeof(why))) != 0) {
 			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
 			    why);
-			return r == -ENOMEM ? r : -EIO;
+			return r == -ENOMEM || r == -EHOSTDOWN ? r : -EIO;
 		}
 		*len = (size_t)sm->size;
 		*st = sh->st;

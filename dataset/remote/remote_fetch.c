@@ -312,7 +312,7 @@ dispatch(struct remote_fetch *f)
 				    "fail at once until it does)",
 				    r->o->name);
 				rf_list_del(f, r);
-				req_finish(f, r, -EIO, m);
+				req_finish(f, r, -EHOSTDOWN, m);
 				continue;
 			}
 			start(f, r, probe);
@@ -354,6 +354,7 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	int j = remote_xfer_end(&x->rx, cc, &bad);
 	bool probe = x->probe, retry, denied = false, reauth, said = false;
 	char m[320];
+	int err;
 
 	f->nxfers--;
 	if (x->prev)
@@ -412,6 +413,12 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	reauth = (denied || (c->creds != NULL && j == RJ_STATUS &&
 				rs->status == 400)) &&
 		 cred_src_denied(c->creds, x->rx.cred_gen);
+	/* The source not answering (remote_read's -EHOSTDOWN), or the
+	 * bytes (-EIO). */
+	err = j < 0 || (j == RJ_BAD && bad == RB_SHORT) ||
+		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status))
+		  ? -EHOSTDOWN
+		  : -EIO;
 	if (remote_down(j < 0 ? cc : CURLE_OK,
 		j == RJ_STATUS ? rs->status : 0) ||
 	    probe)
@@ -440,7 +447,7 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			j == RJ_STATUS ? rs->status : 0))
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
-		req_finish(f, r, -EIO, m);
+		req_finish(f, r, err, m);
 		said |= denied;
 	}
 	if (said) {

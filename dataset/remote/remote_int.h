@@ -178,9 +178,12 @@ struct remote_fetch;
 
 /*
  * Read [off, off + len) of o: a prefetched copy, or a request now.  *out
- * (malloc'd).  -EIO with err: the retries spent, the breaker open, the
- * object changed (412), a bad response; -ENOMEM.  Never waits past the
- * retries' time.  Thread-safe; starts the fetcher on first use.
+ * (malloc'd).  With err: -EHOSTDOWN when the source did not answer (its
+ * retries spent on timeouts, resets, bodies cut short, 5xx or 429; the
+ * breaker open; no answer in the retries' time): that may go away when
+ * it answers again; -EIO for what will not (the object changed, another
+ * 4xx, a bad response); -ENOMEM.  Never waits past the retries' time.
+ * Thread-safe; starts the fetcher on first use.
  */
 int remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
     uint64_t len, uint8_t **out, char *err, size_t errlen);

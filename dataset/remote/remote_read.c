@@ -186,7 +186,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 		    "%s: the server does not answer (reads fail at once "
 		    "until it does)",
 		    o->name);
-		return -EIO;
+		return -EHOSTDOWN;
 	} else if ((r = rf_req_new(f, o, off, len, true)) == NULL) {
 		pthread_mutex_unlock(&f->lock);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -219,7 +219,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	} else {
 		snprintf(err, errlen, "%s: no answer in %" PRIu64 " s", o->name,
 		    bound / 1000);
-		rc = -EIO;
+		rc = -EHOSTDOWN;
 		if (r->waiters == 0 && r->state == R_QUEUED)
 			rf_req_free(f, r);
 	}
