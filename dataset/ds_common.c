@@ -1,9 +1,9 @@
 /*
- * ds_common.c - layer: dataset index, the bottom (under dataset.c and its
- * backends ds_scan.c and the tar shard files ds_tar*.c, ds_shard_list.c,
- * ds_label.c; calls nothing of them, only dataset/remote/ to close a
- * dataset's remote reader).  What they share: freeing a dataset and its
- * samples, the ".." test of a relative path, and a pread of all of a
+ * ds_common.c - layer: dataset/ (the datasets), its bottom (under dataset.c
+ * and its backends ds_scan.c and the tar shard files ds_tar*.c,
+ * ds_shard_list.c, ds_label.c; calls nothing of them, only dataset/remote/ to
+ * close a dataset's remote reader).  What they share: freeing a dataset and
+ * its samples, the ".." test of a relative path, and a pread of all of a
  * range.
  */
 #include <errno.h>

@@ -1,6 +1,7 @@
 /*
- * ds_remote.h - layer: dataset index, remote shards: what ds_tar.c calls
- * (dataset/ds_remote.c).  Not for use outside dataset/ds_*.c and the tests.
+ * ds_remote.h - layer: dataset/ (the datasets), remote tar shards: what
+ * ds_tar.c calls of dataset/ds_remote.c.  Not for use outside
+ * dataset/ds_*.c and the tests.
  */
 #ifndef FEEDFS_DS_REMOTE_H
 #define FEEDFS_DS_REMOTE_H

@@ -1,24 +1,33 @@
 /*
- * remote.h - layer: dataset index, remote shards (issue 30).  Tar shards
- * in object storage (s3://bucket/key) or on a web server (http://,
- * https://), read by HTTP range requests through libcurl.
+ * remote.h - the HTTP/S3 client's interface (issue 30).  Layer:
+ * dataset/remote/, under dataset/; includes nothing of ours but util/.
+ * Objects in object storage (s3://bucket/key) or on a web server
+ * (http://, https://), read by HTTP range requests through libcurl.  Its
+ * files, each calling only those listed after it:
  *
- *   remote_parse.c  what comes from the config or the wire, parsed with
- *                   no I/O (fuzz/fuzz_remote.c feeds it): URLs, brace
- *                   ranges, a response's header lines and Content-Range;
- *   remote_http.c   one request: an easy handle set up (TLS, SigV4,
- *                   timeouts, bounded headers) and its response checked;
- *                   the synchronous requests of the index (HEAD, the
- *                   streaming GET);
- *   cred*.c         the credentials of s3:// shards (cred.h);
- *   remote_fetch.c  the fetcher: range GETs of members in flight over a
- *                   pool of keep-alive connections (curl multi), with
- *                   retries and a breaker;
- *   remote_read.c   what the readers call of it: a range read, one asked
- *                   for ahead from the scheduler's lookahead (as much as
- *                   covers the measured latency), the window;
- *   ds_remote.c     the dataset's side: the shards of a spec, each
- *                   indexed from one streaming GET, members read.
+ *   remote_read.c    what the readers call: a range read, one asked for
+ *                    ahead from the scheduler's lookahead (as much as
+ *                    covers the measured latency), the window, the end
+ *                    of it all (remote_close);
+ *   remote_fetch.c   the fetcher: range GETs of members in flight over a
+ *                    pool of keep-alive connections (curl multi), with
+ *                    retries and a breaker;
+ *   remote_stream.c  an object read forward from one GET, resumed where
+ *                    it is cut (what a shard's index is walked from);
+ *   remote_probe.c   an object's size and version at mount, and that
+ *                    its server answers ranges;
+ *   remote_http.c    one request: the settings, an easy handle set up
+ *                    (TLS, SigV4 by the credentials of cred*.c, timeouts,
+ *                    bounded headers, the version's precondition), and
+ *                    its response judged where its headers end;
+ *   cred*.c          the credentials of s3:// shards (cred.h);
+ *   remote_version.c an object's version and the one check of a
+ *                    response (no I/O, fuzzed);
+ *   remote_parse.c   what comes from the config or the wire, parsed with
+ *                    no I/O (fuzz/fuzz_remote.c feeds it): URLs, brace
+ *                    ranges, a response's header lines and Content-Range.
+ *
+ * dataset/ds_remote.c is the dataset's side (a shard indexed and read).
  *
  * Secrets (keys, tokens, the query string of a signed URL) never leave
  * these files: messages, the log, the stats and sample names carry the

@@ -1,9 +1,11 @@
 /*
- * remote_fetch.c - layer: dataset index, remote shards (see remote.h):
- * the fetcher's thread (what the readers call is remote_read.c).  One
- * thread drives a curl multi handle: range GETs of
- * members, each carrying If-Match: ETAG, over a pool of keep-alive
- * connections (HTTP/2 where the server has it, multiplexed).  Requests
+ * remote_fetch.c - the fetcher's thread (what the readers call is
+ * remote_read.c).  Layer: dataset/remote/ (the HTTP/S3 client; see
+ * remote.h).  One thread drives a curl multi handle: range GETs of
+ * members, each carrying its object's version as a precondition
+ * (If-Match, or If-Unmodified-Since) and judged where its headers end
+ * (remote_resp_check), over a pool of keep-alive connections (HTTP/2
+ * where the server has it, multiplexed).  Requests
  * come from the readers (remote_read: a demand, served first) and from
  * the scheduler's lookahead (remote_prefetch: within the window, bytes
  * fetched and not yet read); requests of one object whose ranges touch
@@ -13,12 +15,13 @@
  * Faults: every request has a connect and a total timeout; a 5xx, a 429,
  * a reset, a timeout and a bad response (remote.h: enum remote_bad,
  * counted) are retried after a capped exponential backoff with jitter,
- * c->retries times; then the request fails.  A 412 (the object changed
- * since it was indexed) fails at once, and a 2xx whose ETag is not the
- * indexed one too: bytes of two versions are never mixed.  A signed
- * request refused (401, 403, a 400 for an expired token) asks its
- * credentials (cred.h) for a re-read and goes once more with them; the
- * thread reads what is due before it signs (unlocked: STS, IMDS).
+ * c->retries times; then the request fails (-EHOSTDOWN where the source
+ * did not answer, else -EIO).  A 412 (the object changed since it was
+ * indexed) fails at once, and a 2xx of another version (its ETag, its
+ * Last-Modified, its size) too: bytes of two versions are never mixed.
+ * A signed request refused (401, 403, a 400 for an expired token) asks
+ * its credentials (cred.h) for a re-read and goes once more with them;
+ * the thread reads what is due before it signs (unlocked: STS, IMDS).
  * REMOTE_BREAKER_FAILS failures in a row open the breaker: while it is
  * open every read fails at once; when its time is up one request probes,
  * and a success closes it.  A reader waits at most as long as the

@@ -1,9 +1,12 @@
 /*
- * remote_http.c - layer: dataset index, remote shards (see remote.h):
- * one request.  The settings of a dataset, an easy handle set up for a
- * URL (TLS verified, SigV4 by its credentials (cred.h), timeouts, bounded
- * headers, no redirect followed), what a failure means (retry, breaker),
- * and the index's HEAD.
+ * remote_http.c - one request.  Layer: dataset/remote/ (the HTTP/S3
+ * client; see remote.h).  The settings of a dataset, an easy handle set
+ * up for a URL and what it asks (TLS verified, SigV4 by its credentials
+ * (cred.h), timeouts, bounded headers, no redirect followed, the Range
+ * and the object's version as a precondition), its response judged where
+ * its headers end, for every consumer (on_header: remote_resp_check), and
+ * what a transfer came to (remote_xfer_end); what a failure means
+ * (retry, breaker).
  */
 #include <errno.h>
 #include <inttypes.h>

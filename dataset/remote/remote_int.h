@@ -1,7 +1,9 @@
 /*
- * remote_int.h - what the files of the remote reader share (remote.h says
- * which does what).  Not for use outside dataset/remote/remote*.c, dataset/ds_remote.c,
- * dataset/ds_tar.c, the tests and fuzz/.
+ * remote_int.h - layer: dataset/remote/ (the HTTP/S3 client).  What its
+ * files share (remote.h says which does what), and what dataset/ calls
+ * of them.  Not for use outside dataset/remote/remote*.c,
+ * dataset/ds_remote.c, dataset/ds_tar.c, dataset/ds_common.c, the tests
+ * and fuzz/.
  */
 #ifndef FEEDFS_REMOTE_INT_H
 #define FEEDFS_REMOTE_INT_H

@@ -1,10 +1,11 @@
 /*
- * remote_parse.c - layer: dataset index, remote shards (see remote.h).
- * What comes from the config or the wire, parsed with no I/O: URLs,
- * WebDataset brace ranges, response header lines and Content-Range
- * (the credentials' files and responses: cred_parse.c).  Every byte is
- * looked at through a bound that was checked first; fuzz/fuzz_remote.c
- * feeds all of it.
+ * remote_parse.c - what comes from the config or the wire, parsed with no
+ * I/O.  Layer: dataset/remote/ (the HTTP/S3 client; see remote.h): URLs
+ * (an s3 key percent-decoded, and displayed whole), WebDataset brace
+ * ranges, response header lines (an ETag of any length within the
+ * headers' bound, Last-Modified) and Content-Range (the credentials'
+ * files and responses: cred_parse.c).  Every byte is looked at through a
+ * bound that was checked first; fuzz/fuzz_remote.c feeds all of it.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,11 +1,14 @@
 /*
- * remote_read.c - layer: dataset index, remote shards (see remote.h): what
- * the readers call of the fetcher (remote_fetch.c runs its thread):
+ * remote_read.c - what the readers call of the fetcher (remote_fetch.c
+ * runs its thread).  Layer: dataset/remote/ (the HTTP/S3 client; see
+ * remote.h):
  * remote_read (a range, fetched ahead or asked for now, waited for within
  * the retries' bound), remote_prefetch (within what is worth fetching
  * ahead: the measured latency at the readers' rate, the window at most;
  * not a range read in the last RECENT_MS, which the next epoch serves
- * from the cache), remote_forget, and the window.
+ * from the cache), remote_forget, the window, and remote_close, the end
+ * of a dataset's reader (the fetcher stopped, then the objects and the
+ * context freed).
  */
 #include <errno.h>
 #include <inttypes.h>
