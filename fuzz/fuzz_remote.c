@@ -99,8 +99,9 @@ version(const struct remote_resp *r)
 	h = remote_version_header(&v);
 	t = remote_version_text(&v);
 	if (h != NULL && (strpbrk(h, "\r\n") != NULL ||
-			     (v.kind == RV_DATE && strncmp(h, "If-Unmodified-"
-							       "Since: ",
+			     (v.kind == RV_DATE && strncmp(h,
+						       "If-Unmodified-"
+						       "Since: ",
 						       21) != 0)))
 		abort();
 	free(h);

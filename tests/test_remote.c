@@ -137,8 +137,8 @@ test_urls(void)
 	free(d);
 	/* s3 keys: percent-decoded; '?' is the key's; displayed whole, in
 	 * one spelling, so that two keys never share a name */
-	CHECK_EQ_INT(remote_url_parse("s3://b/d/a%20b%231%3F.tar", &u, err,
-			 sizeof(err)),
+	CHECK_EQ_INT(
+	    remote_url_parse("s3://b/d/a%20b%231%3F.tar", &u, err, sizeof(err)),
 	    0);
 	CHECK_EQ_STR(u.path, "d/a b#1?.tar");
 	remote_url_free(&u);
@@ -182,8 +182,8 @@ lines(struct remote_resp *r, const char *const *v)
 
 /* The check of a response to [first, last] of an object of size. */
 static enum remote_judge
-judge(const struct remote_resp *r, uint64_t first, uint64_t last,
-    uint64_t size, const struct remote_version *v, enum remote_bad *bad)
+judge(const struct remote_resp *r, uint64_t first, uint64_t last, uint64_t size,
+    const struct remote_version *v, enum remote_bad *bad)
 {
 	struct remote_want w = {first, last, false, size, v};
 
@@ -249,8 +249,7 @@ test_responses(void)
 	CHECK_EQ_INT(bad, RB_RANGE);
 	/* the Content-Length says the body is longer, or shorter */
 	static const char *const longer[] = {"HTTP/1.1 206 x\r\n",
-	    "Content-Range: bytes 0-9/100\r\n", "Content-Length: 11\r\n",
-	    NULL};
+	    "Content-Range: bytes 0-9/100\r\n", "Content-Length: 11\r\n", NULL};
 	lines(&r, longer);
 	CHECK_EQ_INT(judge(&r, 0, 9, 100, NULL, &bad), RJ_BAD);
 	CHECK_EQ_INT(bad, RB_LONG);
@@ -278,13 +277,13 @@ test_responses(void)
 	CHECK_EQ_INT(judge(&r, 0, 11, 100, NULL, &bad), RJ_BAD);
 	CHECK_EQ_INT(bad, RB_HEADERS);
 	/* two ETags, or two dates: which one is the object's? */
-	static const char *const twice[] = {"HTTP/1.1 206 x\r\n",
-	    "ETag: \"a\"\r\n", "ETag: \"b\"\r\n", NULL};
+	static const char *const twice[] = {
+	    "HTTP/1.1 206 x\r\n", "ETag: \"a\"\r\n", "ETag: \"b\"\r\n", NULL};
 	lines(&r, twice);
 	CHECK(r.bad_header);
 	/* an ETag goes back out in If-Match: no control character in it */
-	static const char *const ctl[] = {"HTTP/1.1 206 x\r\n",
-	    "ETag: \"a\rIf-Match: b\"\r\n", NULL};
+	static const char *const ctl[] = {
+	    "HTTP/1.1 206 x\r\n", "ETag: \"a\rIf-Match: b\"\r\n", NULL};
 	lines(&r, ctl);
 	CHECK(r.bad_header);
 	static const char *const baddate[] = {
@@ -349,8 +348,8 @@ test_versions(void)
 		lines(&r, resp);
 		CHECK(!r.bad_header);
 		CHECK_EQ_INT(judge(&r, 0, 0, UINT64_MAX, NULL, &bad), RJ_OK);
-		CHECK_EQ_INT(remote_version_of(&r, 512, &v, err, sizeof(err)),
-		    0);
+		CHECK_EQ_INT(
+		    remote_version_of(&r, 512, &v, err, sizeof(err)), 0);
 		CHECK_EQ_INT(v.kind, RV_ETAG);
 		CHECK_EQ_STR(v.etag, tag);
 		h = remote_version_header(&v);
@@ -407,8 +406,8 @@ test_versions(void)
 	    "Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n", NULL};
 	lines(&r, weak2);
 	CHECK(remote_version_same(&v, &r)); /* weakly the same */
-	static const char *const weak3[] = {"HTTP/1.1 206 x\r\n",
-	    "ETag: W/\"200-60\"\r\n", NULL};
+	static const char *const weak3[] = {
+	    "HTTP/1.1 206 x\r\n", "ETag: W/\"200-60\"\r\n", NULL};
 	lines(&r, weak3);
 	CHECK(!remote_version_same(&v, &r));
 	remote_version_free(&v);

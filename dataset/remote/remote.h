@@ -108,8 +108,8 @@ struct remote_resp {
 	char location_host[256]; /* of a redirect's Location */
 	size_t header_bytes;
 	bool header_overflow; /* more than REMOTE_HEADER_MAX */
-	bool bad_header; /* a Content-Range, Length, ETag or date that is
-			    garbage, or one of them twice */
+	bool bad_header;      /* a Content-Range, Length, ETag or date that is
+				 garbage, or one of them twice */
 };
 
 /*

@@ -258,11 +258,9 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 	}
 	x->rx.cap = x->b - x->a;
 	x->rx.buf = malloc(x->rx.cap ? x->rx.cap : 1);
-	struct remote_want w = {
-	    x->a, x->b - 1, false, x->o->v.size, &x->o->v};
-	if (x->rx.buf == NULL ||
-	    remote_easy_setup(c, x->e, x->o->url, &w, c->timeout_ms, &x->rx) !=
-		0) {
+	struct remote_want w = {x->a, x->b - 1, false, x->o->v.size, &x->o->v};
+	if (x->rx.buf == NULL || remote_easy_setup(c, x->e, x->o->url, &w,
+				     c->timeout_ms, &x->rx) != 0) {
 		for (unsigned i = 0; i < x->nreq; i++)
 			req_finish(f, x->reqs[i], -ENOMEM, "out of memory");
 		free(x->rx.buf);
@@ -422,8 +420,8 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status))
 		  ? -EHOSTDOWN
 		  : -EIO;
-	if (remote_down(j < 0 ? cc : CURLE_OK,
-		j == RJ_STATUS ? rs->status : 0) ||
+	if (remote_down(
+		j < 0 ? cc : CURLE_OK, j == RJ_STATUS ? rs->status : 0) ||
 	    probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
@@ -446,8 +444,8 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			continue;
 		}
 		if (retry && !f->open &&
-		    !remote_down(j < 0 ? cc : CURLE_OK,
-			j == RJ_STATUS ? rs->status : 0))
+		    !remote_down(
+			j < 0 ? cc : CURLE_OK, j == RJ_STATUS ? rs->status : 0))
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
 		req_finish(f, r, err, m);

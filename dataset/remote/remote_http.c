@@ -256,7 +256,7 @@ int
 remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
     const struct remote_want *w, uint64_t total_ms, struct remote_xfer *x)
 {
-	char range[64], *pre;
+	char range[64];
 
 	curl_easy_reset(e);
 	x->hdrs = NULL;
@@ -272,16 +272,17 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 	x->overflow = false;
 	if (w != NULL && w->v != NULL) {
 		/* The version asked for: If-Match, or If-Unmodified-Since. */
-		if ((pre = remote_version_header(w->v)) == NULL)
+		char *pre = remote_version_header(w->v);
+
+		if (pre == NULL)
 			return -ENOMEM;
 		x->hdrs = curl_slist_append(x->hdrs, pre);
 		free(pre);
 		if (x->hdrs == NULL)
 			return -ENOMEM;
 	}
-	if (c->creds != NULL &&
-	    cred_src_sign_s3(c->creds, c->region, "GET", url,
-		&x->hdrs, &x->cred_gen) != 0) {
+	if (c->creds != NULL && cred_src_sign_s3(c->creds, c->region, "GET",
+				    url, &x->hdrs, &x->cred_gen) != 0) {
 		curl_slist_free_all(x->hdrs);
 		x->hdrs = NULL;
 		return -ENOMEM;
@@ -319,8 +320,8 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 	if (w->open)
 		snprintf(range, sizeof(range), "%" PRIu64 "-", w->first);
 	else
-		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
-		    w->first, w->last);
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, w->first,
+		    w->last);
 	curl_easy_setopt(e, CURLOPT_RANGE, range);
 	return 0;
 }

@@ -112,8 +112,8 @@ void remote_xfer_done(struct remote_xfer *x);
  * RJ_STATUS (x->resp.status says which); or -1: no whole response (cc
  * says why: a timeout, a reset, a body cut short of a sink).
  */
-int remote_xfer_end(const struct remote_xfer *x, CURLcode cc,
-    enum remote_bad *bad);
+int remote_xfer_end(
+    const struct remote_xfer *x, CURLcode cc, enum remote_bad *bad);
 
 /* Whether a curl result or an HTTP status may go away on a retry (5xx,
  * 429, a reset, a timeout, a refused connection). */
@@ -127,8 +127,8 @@ uint64_t remote_now_ms(void);
 /* A remote object (a shard) as the probe, the stream and the fetcher
  * read it. */
 struct remote_obj {
-	char *url;  /* to request */
-	char *name; /* display (remote_url_display) */
+	char *url;		 /* to request */
+	char *name;		 /* display (remote_url_display) */
 	struct remote_version v; /* v.size: its size */
 	bool probed;		 /* v known */
 	atomic_bool changed;	 /* a change was logged */
@@ -152,8 +152,8 @@ void remote_probe_all(struct remote_ctx *c, struct remote_obj *objs, size_t n);
  * -EIO with err naming o (a server that does not answer ranges, one
  * that does not answer).
  */
-int remote_probe(struct remote_ctx *c, struct remote_obj *o, char *err,
-    size_t errlen);
+int remote_probe(
+    struct remote_ctx *c, struct remote_obj *o, char *err, size_t errlen);
 
 /* ---- the index's stream (remote_stream.c) ---- */
 

@@ -36,12 +36,14 @@ probe_result(struct remote_ctx *c, struct remote_obj *o,
     const struct remote_xfer *x, CURLcode cc, char *err, size_t errlen)
 {
 	const struct remote_resp *r = &x->resp;
-	struct remote_version v;
 	enum remote_bad bad;
-	char why[400];
-	int j = remote_xfer_end(x, cc, &bad), rc;
+	int j = remote_xfer_end(x, cc, &bad);
 
 	if (j == RJ_OK) {
+		struct remote_version v;
+		char why[400];
+		int rc;
+
 		if ((rc = remote_version_of(
 			 r, r->range_total, &v, why, sizeof(why))) != 0) {
 			snprintf(err, errlen, "%s: %s", o->name,
@@ -82,8 +84,8 @@ probe_result(struct remote_ctx *c, struct remote_obj *o,
 			snprintf(err, errlen, "%s: an empty object", o->name);
 			return -EIO;
 		case 404:
-			snprintf(err, errlen, "%s: no such object (404)",
-			    o->name);
+			snprintf(
+			    err, errlen, "%s: no such object (404)", o->name);
 			return -ENOENT;
 		case 401:
 		case 403:
@@ -97,8 +99,7 @@ probe_result(struct remote_ctx *c, struct remote_obj *o,
 		default:
 			snprintf(err, errlen, "%s: HTTP status %ld", o->name,
 			    r->status);
-			return remote_retryable(CURLE_OK, r->status) ? 1
-								       : -EIO;
+			return remote_retryable(CURLE_OK, r->status) ? 1 : -EIO;
 		}
 	}
 	snprintf(err, errlen, "%s: %s", o->name, curl_easy_strerror(cc));
@@ -106,8 +107,8 @@ probe_result(struct remote_ctx *c, struct remote_obj *o,
 }
 
 int
-remote_probe(struct remote_ctx *c, struct remote_obj *o, char *err,
-    size_t errlen)
+remote_probe(
+    struct remote_ctx *c, struct remote_obj *o, char *err, size_t errlen)
 {
 	uint64_t seed = (uint64_t)getpid() ^ remote_now_ms();
 	CURL *e = curl_easy_init();

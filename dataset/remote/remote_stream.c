@@ -42,9 +42,9 @@ struct remote_stream {
 	uint64_t seed;
 	uint8_t *buf;
 	size_t len, cap;
-	uint64_t base;	  /* buf holds [base, base + len) */
-	uint64_t pos;	  /* of the next byte from the wire */
-	uint64_t keep;	  /* bytes before this are dropped as they come */
+	uint64_t base;	   /* buf holds [base, base + len) */
+	uint64_t pos;	   /* of the next byte from the wire */
+	uint64_t keep;	   /* bytes before this are dropped as they come */
 	uint64_t t0, said; /* ms: the start, the last progress line */
 	char err[512];
 };

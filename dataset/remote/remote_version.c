@@ -103,8 +103,7 @@ remote_version_header(const struct remote_version *v)
 	char *out;
 
 	if (v->kind == RV_ETAG)
-		return asprintf(&out, "If-Match: %s", v->etag) < 0 ? NULL
-								   : out;
+		return asprintf(&out, "If-Match: %s", v->etag) < 0 ? NULL : out;
 	/* IMF-fixdate, in English whatever the locale. */
 	if (gmtime_r(&t, &tm) == NULL)
 		return NULL;
@@ -125,8 +124,8 @@ remote_version_text(const struct remote_version *v)
 	if (v->kind == RV_ETAG)
 		n = asprintf(&out, "etag %s size %" PRIu64, v->etag, v->size);
 	else
-		n = asprintf(&out, "last-modified %" PRId64 " size %" PRIu64
-				   "%s%s",
+		n = asprintf(&out,
+		    "last-modified %" PRId64 " size %" PRIu64 "%s%s",
 		    v->last_modified, v->size, v->etag ? " weak " : "",
 		    v->etag ? v->etag : "");
 	return n < 0 ? NULL : out;
