@@ -334,9 +334,10 @@ changed(struct remote_fetch *f, const struct xfer *x, char *m, size_t mlen)
 		char *v = remote_version_text(&x->o->v);
 
 		log_warn("remote %s: the object changed since it was indexed "
-			 "(it is no longer %s): its samples fail (remount to "
-			 "index it again)",
-		    x->o->name, v ? v : "the version indexed");
+			 "(it is no longer %.200s%s): its samples fail "
+			 "(remount to index it again)",
+		    x->o->name, v ? v : "the version indexed",
+		    v && strlen(v) > 200 ? "..." : "");
 		free(v);
 	}
 	snprintf(m, mlen,
