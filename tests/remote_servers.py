@@ -72,17 +72,66 @@ def _pdeathsig():
     _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+class PortTaken(RuntimeError):
+    """Another process listens on the port a server was started on
+    (fflib.free_port's pick was taken before the server bound it)."""
+
+
+def _listeners(pid, port):
+    """The inodes of the sockets that listen on port in the network
+    namespace of pid."""
+    out = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, name)) as f:
+                next(f)
+                for line in f:
+                    v = line.split()
+                    if v[3] == "0A" and int(v[1].rsplit(":", 1)[1], 16) \
+                            == port:
+                        out.add(v[9])
+        except (OSError, StopIteration, IndexError, ValueError):
+            pass
+    return out
+
+
+def _owns_port(pid, port):
+    """Whether process pid itself listens on port."""
+    want = _listeners(pid, port)
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in want:
+            return True
+    return False
+
+
 def _wait_port(host, port, proc, what, timeout=30):
+    """Until proc itself listens on host:port.  A connection that another
+    process answers does not count: two tests that drew the same free
+    port must not talk to each other's servers.  PortTaken when proc
+    exited while another process listens there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if _listeners(os.getpid(), port):
+                raise PortTaken("%s: port %d is another process's"
+                                % (what, port))
             raise RuntimeError("%s exited with status %d before it listened"
                                % (what, proc.returncode))
         try:
             socket.create_connection((host, port), timeout=0.2).close()
-            return
+            if _owns_port(proc.pid, port):
+                return
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     raise RuntimeError("%s does not listen on %s:%d after %d s"
                        % (what, host, port, timeout))
 
@@ -214,6 +263,13 @@ class Nginx:
         self.access_log = os.path.join(dir, "logs", "access.log")
         self.error_log = os.path.join(dir, "logs", "error.log")
         self.conf = os.path.join(dir, "nginx.conf")
+        self.http2, self.etag = http2, etag
+        self.started = False
+        self._write_conf()
+
+    def _write_conf(self):
+        """nginx.conf for self.port; url."""
+        dir, https, http2, etag = self.dir, self.https, self.http2, self.etag
         tmp = os.path.join(dir, "tmp")
         listen = "%s:%d" % (self.host, self.port)
         if https:
@@ -267,16 +323,27 @@ class Nginx:
                self.error_log]
         if self.netem is not None:
             cmd = self.netem.ns_cmd(cmd)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(
-                                         self.dir, "logs", "stderr"), "wb"),
-                                     preexec_fn=_pdeathsig)
-        _live.append(self)
-        try:
-            _wait_port(self.host, self.port, self.proc, "nginx")
-        except RuntimeError as e:
-            with open(self.error_log, errors="replace") as f:
-                raise RuntimeError("%s\n%s" % (e, f.read()[-2000:]))
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(
+                    self.dir, "logs", "stderr"), "wb"),
+                preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port(self.host, self.port, self.proc, "nginx")
+                break
+            except PortTaken:
+                # before its URL was given out: another port
+                if self.started or attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self._write_conf()
+            except RuntimeError as e:
+                with open(self.error_log, errors="replace") as f:
+                    raise RuntimeError("%s\n%s" % (e, f.read()[-2000:]))
+        self.started = True
         return self
 
     def stop(self):
@@ -364,14 +431,24 @@ class S3Server:
             if k.startswith("AWS_"):
                 del env[k]
         env["MOTO_ALLOW_NONEXISTENT_REGION"] = "true"
-        self.proc = subprocess.Popen(
-            [os.path.join(VENV, "bin", "moto_server"), "-H", "127.0.0.1",
-             "-p", str(self.port)],
-            stdout=open(os.path.join(self.dir, "moto.log"), "wb"),
-            stderr=subprocess.STDOUT, env=env, cwd=self.dir,
-            preexec_fn=_pdeathsig)
-        _live.append(self)
-        _wait_port(self.host, self.port, self.proc, "moto_server")
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                [os.path.join(VENV, "bin", "moto_server"), "-H",
+                 "127.0.0.1", "-p", str(self.port)],
+                stdout=open(os.path.join(self.dir, "moto.log"), "wb"),
+                stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port(self.host, self.port, self.proc, "moto_server")
+                break
+            except PortTaken:
+                if attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self.endpoint = "http://127.0.0.1:%d" % self.port
         # Auth is off until reset-auth: make the user and its key first.
         out = self._admin({"op": "bootstrap"}, creds=("bootstrap",
                                                       "bootstrap"))
@@ -981,9 +1058,18 @@ class Proxy:
         return False
 
     def start(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", self.port))
+        for attempt in range(5):
+            self.sock = socket.socket()
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                self.sock.bind(("127.0.0.1", self.port))
+                break
+            except OSError:  # the free port taken meanwhile: another
+                self.sock.close()
+                if attempt == 4:
+                    raise
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
         self.sock.listen(256)
         th = threading.Thread(target=self._accept, daemon=True)
         th.start()
@@ -1483,7 +1569,15 @@ class FileServer:
             def handle_error(self, request, client_address):
                 pass  # a client that went away mid-body
 
-        self.httpd = Server(("127.0.0.1", self.port), Handler)
+        for attempt in range(5):
+            try:
+                self.httpd = Server(("127.0.0.1", self.port), Handler)
+                break
+            except OSError:  # the free port taken meanwhile: another
+                if attempt == 4:
+                    raise
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
         th = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         th.start()
         _live.append(self)
@@ -1519,14 +1613,24 @@ class PyHttpServer:
         return False
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [fflib.PY, "-m", "http.server", "--bind", "127.0.0.1",
-             "--directory", self.root, str(self.port)],
-            stdout=open(os.path.join(self.dir, "http.server.log"), "wb"),
-            stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
-        _live.append(self)
-        _wait_port("127.0.0.1", self.port, self.proc, "python3 -m http.server")
-        return self
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                [fflib.PY, "-m", "http.server", "--bind", "127.0.0.1",
+                 "--directory", self.root, str(self.port)],
+                stdout=open(os.path.join(self.dir, "http.server.log"), "wb"),
+                stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port("127.0.0.1", self.port, self.proc,
+                           "python3 -m http.server")
+                return self
+            except PortTaken:
+                if attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
 
     def stop(self):
         _stop(self.proc)

@@ -33,7 +33,10 @@ feedfs test relies on it.
 - FileServer: strong, weak, 130-byte and no ETags, If-Match compared
   strongly (a weak tag gets 412), If-Unmodified-Since, Range on and off,
   a trickle no faster than its rate;
-- python3 -m http.server: a 200 of the whole file to a range request.
+- python3 -m http.server: a 200 of the whole file to a range request;
+- a port another process took before a server bound it (two tests that
+  drew the same free port): nginx and python3 -m http.server start on
+  another one, never talking to the other process's server.
 """
 
 import hashlib
@@ -372,6 +375,29 @@ with rs.PyHttpServer(d, t.path("pyhttp")) as ps:
     pid = ps.proc.pid
 check(not alive(pid), "python3 -m http.server is left")
 log("python3 -m http.server: a 200 of the whole file to a range")
+
+# a free port taken before the server bound it: another port, never the
+# other process's server
+import socket  # noqa: E402
+blocker = socket.socket()
+blocker.bind(("127.0.0.1", 0))
+blocker.listen(8)
+taken = blocker.getsockname()[1]
+ng = rs.Nginx(root, t.path("ng-taken"))
+ng.port = taken
+ng._write_conf()
+ps = rs.PyHttpServer(d, t.path("pyhttp-taken"))
+ps.port, ps.url = taken, "http://127.0.0.1:%d" % taken
+with ng, ps:
+    for what, url in (("nginx", ng.url + "/d/blob.bin"),
+                      ("python3 -m http.server", ps.url + "/blob.bin")):
+        rc, h, st, data = curl("-r", "0-9", url)
+        check(str(taken) not in url and st in (200, 206) and
+              data[:10] == BLOB[:10], "%s on a taken port: %s, %s"
+              % (what, url, st))
+blocker.close()
+log("a port taken by another process: nginx and python3 -m http.server "
+    "on another one")
 
 # the latency mode (the bench's delay line where there is no netem)
 with rs.Nginx(root, t.path("ng-lat")) as ng, \
