@@ -1,15 +1,15 @@
 /*
- * cred_http.c - layer: dataset index, remote shards (see cred.h): the I/O
- * of credential sources.  A file, read straight into the arena.  One
- * request of a credential source (STS, IMDS), made as every remote
- * request is (remote_easy_setup: TLS verified, no redirect followed,
- * connect and total timeouts, headers bounded; retried as remote_retryable
- * says, c->retries times), with a body of its own: the response's, of
- * any status, kept up to CRED_RESP_MAX bytes in the arena.  Each request
- * has an easy handle of its own, cleaned up at once, so that libcurl's
- * copies of what it sent and received are freed (and so zeroed, see
- * cred_secret.c) before the call returns, and over HTTPS its TLS
- * cleanses the plaintext it decrypted into its buffers.
+ * cred_http.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
+ * I/O of credential sources.  A file, read straight into the arena.  One
+ * request of a credential source (STS, IMDS), made as every remote request is
+ * (remote_easy_setup: TLS verified, no redirect followed, connect and total
+ * timeouts, headers bounded; retried as remote_retryable says, c->retries
+ * times), with a body of its own: the response's, of any status, kept up to
+ * CRED_RESP_MAX bytes in the arena.  Each request has an easy handle of its
+ * own, cleaned up at once, so that libcurl's copies of what it sent and
+ * received are freed (and so zeroed, see cred_secret.c) before the call
+ * returns, and over HTTPS its TLS cleanses the plaintext it decrypted into
+ * its buffers.
  */
 #include <ctype.h>
 #include <errno.h>
