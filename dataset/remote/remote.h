@@ -3,7 +3,10 @@
  * dataset/remote/, under dataset/; includes nothing of ours but util/.
  * Objects in object storage (s3://bucket/key) or on a web server
  * (http://, https://), read by HTTP range requests through libcurl.  Its
- * files, each calling only those listed after it:
+ * files, none calling one listed before it but for the credentials'
+ * sources (cred_http.c, cred_sts.c, cred_imds.c), which make their own
+ * requests with remote_http.c's context and easy handle (remote_http.c
+ * reaches them only through cred.c's providers, so no circle):
  *
  *   remote_read.c    what the readers call: a range read, one asked for
  *                    ahead from the scheduler's lookahead (as much as
