@@ -1,5 +1,6 @@
 /*
- * dataset.h - the index of a dataset's samples.
+ * dataset.h - the index of a dataset's samples: dataset/'s interface.
+ * Layer: dataset/ (the datasets), over dataset/remote/ and util/.
  *
  * Sample ids are positions in the list of samples sorted by relative path
  * (byte order), so they are stable across mounts.  ImageFolder: classes are

@@ -1,12 +1,11 @@
 /*
- * ds_tar.c - layer: dataset index, tar shard backend, its top (called by
- * dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
- * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).
- * WebDataset tar shards read in place (see dataset.h): ds_open_shards
- * finds the shards, indexes each (the kept index, else a walk of its
- * headers), groups its members into samples by key and labels them;
- * ds_member_read reads a member's bytes with pread, after checking that
- * the shard did not change.
+ * ds_tar.c - layer: dataset/ (the datasets), tar shard backend, its top
+ * (called by dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
+ * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).  WebDataset
+ * tar shards read in place (see dataset.h): ds_open_shards finds the shards,
+ * indexes each (the kept index, else a walk of its headers), groups its
+ * members into samples by key and labels them; ds_member_read reads a
+ * member's bytes with pread, after checking that the shard did not change.
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -352,9 +351,7 @@ fail:
 	free(specs);
 	/* Objects prepared past the shards counted: ds_free frees those. */
 	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
-		free(ds->robjs[i].url);
-		free(ds->robjs[i].name);
-		ds->robjs[i].url = ds->robjs[i].name = NULL;
+		remote_obj_free(&ds->robjs[i]);
 	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
