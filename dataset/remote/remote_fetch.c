@@ -421,9 +421,17 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status))
 		  ? -EHOSTDOWN
 		  : -EIO;
-	if (remote_down(
-		j < 0 ? cc : CURLE_OK, j == RJ_STATUS ? rs->status : 0) ||
-	    probe)
+	/* A probe the server answered for itself (the object changed, a 4xx
+	 * that no retry changes) shows it up again: the breaker closes, and
+	 * the reads that follow get the server's answer, not "does not
+	 * answer". */
+	if (probe && (j == RJ_CHANGED || (j == RJ_STATUS &&
+					      !remote_retryable(
+						  CURLE_OK, rs->status))))
+		breaker_result(f, true, probe, x->o->name);
+	else if (remote_down(j < 0 ? cc : CURLE_OK,
+		     j == RJ_STATUS ? rs->status : 0) ||
+		 probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
 		struct req *r = x->reqs[i];
