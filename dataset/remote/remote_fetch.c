@@ -415,10 +415,12 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	reauth = (denied || (c->creds != NULL && j == RJ_STATUS &&
 				rs->status == 400)) &&
 		 cred_src_denied(c->creds, x->rx.cred_gen);
-	/* The source not answering (remote_read's -EHOSTDOWN), or the
-	 * bytes (-EIO). */
+	/* The source not answering, or refusing the credentials even after
+	 * they were read again (remote_read's -EHOSTDOWN: healed when it
+	 * answers, or when the credentials are fixed), or the bytes (-EIO). */
 	err = j < 0 || (j == RJ_BAD && bad == RB_SHORT) ||
-		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status))
+		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status)) ||
+		      denied
 		  ? -EHOSTDOWN
 		  : -EIO;
 	/* A probe the server answered for itself (the object changed, a 4xx
