@@ -21,19 +21,20 @@
 
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
- * (on the terminal): files that are not JPEG, PNG or WebP by their name,
- * and class directories without an image (their label is never served).
+ * (on the terminal): every file not served, counted by why (not JPEG,
+ * PNG or WebP by its name, a dangling link, a loop...), and class
+ * directories without an image (their label is never served).
  */
 static void
 say_dataset(const struct dataset *ds)
 {
-	char text[512];
+	char text[1024];
 	size_t *per, none = 0;
 
 	if (ds_skipped_total(ds) > 0) {
 		ds_skipped_text(ds, text, sizeof(text));
-		log_warn("dataset %s: %zu files under %s were skipped (not "
-			 "JPEG, PNG or WebP images in a class folder): %s",
+		log_warn("dataset %s: %zu files under %s are not served: %s "
+			 "(feedfs --check lists them)",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
