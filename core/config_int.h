@@ -2,7 +2,8 @@
  * config_int.h - the model (core/): what the files of the config share,
  * private to them: config.c (the grammar, the sections, cfg_load),
  * config_keys.c (the key table and the values), config_job.c (the checks
- * of a job) and config_classes.c (class lists).
+ * of a job), config_classes.c (class lists) and config_layout.c (the
+ * config of a dataset path: cfg_default).
  */
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
@@ -105,6 +106,8 @@ int cfg_set_key(const struct key *k, void *base, const char *dir,
 /* dir/path unless path is absolute; dir NULL: the working directory. */
 char *cfg_join_path(const char *dir, const char *path);
 void cfg_job_defaults(struct cfg_job *j);
+/* A cfg named path with the [mount] defaults and nothing else (config.c). */
+struct cfg *cfg_new(const char *path);
 int cfg_mount_defaults(struct cfg_mount *m);
 
 #endif

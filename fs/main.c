@@ -405,7 +405,9 @@ load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
 	struct stat st;
 	int r;
 
-	bool dir = stat(o->source, &st) == 0 && S_ISDIR(st.st_mode);
+	/* A dataset directory, or one tar shard: the default jobs. */
+	bool dir = (stat(o->source, &st) == 0 && S_ISDIR(st.st_mode)) ||
+		   cfg_is_tar(o->source);
 
 	if (dir)
 		r = cfg_default(o->source, &c, err, errlen);
@@ -514,6 +516,10 @@ main(int argc, char **argv)
 		goto out_opts;
 	}
 	/* On the terminal that mounts; in syslog too once in the background. */
+	if (c->layout != NULL && c->layout_warn)
+		log_warn("%s", c->layout);
+	else if (c->layout != NULL)
+		log_info("%s", c->layout);
 	warn = cfg_cluster_warning(&c->mount);
 	if (warn)
 		log_warn("%s", warn);

@@ -67,7 +67,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((nl = strchr(line, '\n')) != NULL)
 		*nl = '\0';
 	if ((eq = strchr(line, '=')) != NULL &&
-	    cfg_default("/nonexistent", &c, err, sizeof(err)) == 0) {
+	    cfg_default_trees("/nonexistent/train", "/nonexistent/val", &c, err,
+		sizeof(err)) == 0) {
 		*eq = '\0';
 		err[0] = '\0';
 		if (cfg_is_mount_key(line, strlen(line)))
