@@ -227,6 +227,26 @@ int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
     size_t errlen);
 
 /*
+ * A [dataset] key given with -o (issue 36): cfg_is_dataset_key says
+ * whether the len bytes at key are one.  cfg_set_dataset_opt sets label
+ * on the tar shards of a dataset path's default config (cfg_default);
+ * every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
+ * ..."): the [dataset NAME] section of the config, or, for a dataset
+ * path, a config (a key of remote shards does nothing on local disk).
+ * -ENOENT: not a [dataset] key.
+ */
+bool cfg_is_dataset_key(const char *key, size_t len);
+int cfg_set_dataset_opt(struct cfg *c, const char *key, const char *value,
+    char *err, size_t errlen);
+
+/*
+ * The keys -o takes, in words for "expected ..." messages: the [mount]
+ * keys and log, and with jobs (a dataset path's default config) the [job]
+ * keys of the default jobs and label.
+ */
+void cfg_opt_keys(bool jobs, char *buf, size_t len);
+
+/*
  * "50G", "512M", "4096", "1.5G" (K, M, G, T; powers of 1024; an optional
  * trailing B or iB) to bytes.  -EINVAL on anything else or overflow.
  */

@@ -5,11 +5,14 @@
  * and the config they load (see opts.h).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "core/config.h"
@@ -46,9 +49,11 @@ usage(FILE *fp)
 	    "            batch_size=N, epochs=N, seed=N, shuffle=yes|no, "
 	    "drop_last=yes|no,\n"
 	    "            order=strict|relaxed, dtype=T, layout=L, gpu=on|off,\n"
-	    "            max_pixels=N, cache_format=F); log=FILE: the log "
-	    "appended to FILE\n"
-	    "            too (it outlives the mount)\n"
+	    "            max_pixels=N, cache_format=F), and label=MODE for "
+	    "its shards;\n"
+	    "            log=FILE: the log appended to FILE too (it outlives "
+	    "the mount);\n"
+	    "            an option neither feedfs nor FUSE knows is refused\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "The log: stderr with -f; else syslog (journalctl -t feedfs), and\n"
@@ -99,7 +104,8 @@ add_opts(struct opts *o, const char *list)
 			continue;
 		}
 		if (cfg_is_mount_key(tok, strcspn(tok, "=")) ||
-		    cfg_is_job_opt(tok, strcspn(tok, "="))) {
+		    cfg_is_job_opt(tok, strcspn(tok, "=")) ||
+		    cfg_is_dataset_key(tok, strcspn(tok, "="))) {
 			char **kv = realloc(
 			    o->mount_kv, (o->nmount_kv + 1) * sizeof(*kv));
 
@@ -180,6 +186,59 @@ fs_opts_parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/*
+ * Each of o's FUSE options as libfuse takes it: a session made with it
+ * alone and dropped (libfuse's message, on stderr, silenced), so that the
+ * first one it refuses is answered in feedfs's words, with the keys -o
+ * takes (jobs: those of a dataset path's default jobs too).  Before any
+ * thread: stderr is borrowed.  0 or -EINVAL with err.
+ */
+static int
+check_fuse_opts(const struct opts *o, bool jobs, char *err, size_t errlen)
+{
+	static const struct fuse_lowlevel_ops none;
+	char *list, *tok, *save = NULL, keys[2048];
+	int r = 0;
+
+	if (o->fuse_opts == NULL)
+		return 0;
+	if ((list = strdup(o->fuse_opts)) == NULL)
+		return -ENOMEM;
+	for (tok = strtok_r(list, ",", &save); tok != NULL && r == 0;
+	     tok = strtok_r(NULL, ",", &save)) {
+		struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+		struct fuse_session *se = NULL;
+		int saved = dup(STDERR_FILENO), null = -1;
+
+		if (saved >= 0 &&
+		    (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0)
+			dup2(null, STDERR_FILENO);
+		if (fuse_opt_add_arg(&args, "feedfs") == 0 &&
+		    fuse_opt_add_arg(&args, "-o") == 0 &&
+		    fuse_opt_add_arg(&args, tok) == 0)
+			se = fuse_session_new(&args, &none, sizeof(none), NULL);
+		if (saved >= 0) {
+			dup2(saved, STDERR_FILENO);
+			close(saved);
+		}
+		if (null >= 0)
+			close(null);
+		fuse_opt_free_args(&args);
+		if (se != NULL) {
+			fuse_session_destroy(se);
+			continue;
+		}
+		cfg_opt_keys(jobs, keys, sizeof(keys));
+		snprintf(err, errlen,
+		    "-o %s: unknown key '%.*s' (expected %s; or a FUSE mount "
+		    "option of mount.fuse3(8), like allow_other)",
+		    tok, (int)strcspn(tok, "="), tok, keys);
+		r = -EINVAL;
+	}
+	free(list);
+	return r;
+}
+
 /* Load the config (or the default one for a dataset dir), apply -o. */
 int
 fs_opts_load(struct opts *o, struct cfg **out, char *err, size_t errlen)
@@ -210,6 +269,8 @@ fs_opts_load(struct opts *o, struct cfg **out, char *err, size_t errlen)
 		*eq = '\0';
 		if (cfg_is_mount_key(kv, strlen(kv)))
 			r = cfg_set_mount(c, kv, eq + 1, err, errlen);
+		else if (cfg_is_dataset_key(kv, strlen(kv)))
+			r = cfg_set_dataset_opt(c, kv, eq + 1, err, errlen);
 		else if (!dir) {
 			snprintf(err, errlen,
 			    "-o %s: a [job] key; with a config, set it in its "
@@ -224,6 +285,10 @@ fs_opts_load(struct opts *o, struct cfg **out, char *err, size_t errlen)
 			cfg_free(c);
 			return r;
 		}
+	}
+	if ((r = check_fuse_opts(o, dir, err, errlen)) != 0) {
+		cfg_free(c);
+		return r;
 	}
 	*out = c;
 	return 0;

@@ -77,6 +77,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 cfg_set_job(c, line, eq + 1, err, sizeof(err)) != 0 &&
 			 err[0] == '\0')
 			abort(); /* an error must say why */
+		else if (cfg_is_dataset_key(line, strlen(line)) &&
+			 cfg_set_dataset_opt(
+			     c, line, eq + 1, err, sizeof(err)) != 0 &&
+			 err[0] == '\0')
+			abort();
 		cfg_free(c);
 	}
 	free(line);

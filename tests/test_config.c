@@ -833,6 +833,21 @@ test_layouts(void)
 		CHECK_EQ_STR(c->datasets[0].label, "auto");
 		CHECK(c->datasets[0].root == NULL && c->njobs == 1);
 		CHECK(strstr(c->layout, "(2 tar shards)") != NULL);
+		/* -o label= (issue 36 §3), and a remote key's answer */
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "label", "json:y", err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(c->datasets[0].label, "json:y");
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "label", "bogus", err, sizeof(err)),
+		    -EINVAL);
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "remote_retries", "3", err, sizeof(err)),
+		    -EINVAL);
+		CHECK(strstr(err, "on local disk") != NULL);
+		CHECK_EQ_INT(
+		    cfg_set_dataset_opt(c, "nosuch", "3", err, sizeof(err)),
+		    -ENOENT);
 		cfg_free(c);
 	}
 	snprintf(want, sizeof(want), "%s/L/sh/a-0.tar", dir);
