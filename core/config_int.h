@@ -2,8 +2,9 @@
  * config_int.h - the model (core/): what the files of the config share,
  * private to them: config.c (the grammar, the sections, cfg_load),
  * config_keys.c (the key table and the values), config_job.c (the checks
- * of a job), config_classes.c (class lists) and config_layout.c (the
- * config of a dataset path: cfg_default).
+ * of a job), config_classes.c (class lists), config_layout.c (the
+ * config of a dataset path: cfg_default) and config_opts.c (-o's
+ * [dataset] keys and the words of -o's keys).
  */
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
@@ -96,6 +97,12 @@ const struct key *cfg_find_key(int sec, const char *name, size_t len);
 unsigned cfg_key_index(const struct key *k);
 /* "a, b or c": the keys of sec. */
 void cfg_list_keys(int sec, char *buf, size_t len);
+/* "a, b or c" of n words; the k-th key of sec (NULL past the last); the
+ * [job] keys -o takes for the default jobs (NULL-terminated). */
+void cfg_list_words(const char *const *words, size_t n, char *buf,
+    size_t len);
+const struct key *cfg_key_at(int sec, size_t k);
+const char *const *cfg_job_opt_names(void);
 /*
  * Set the field of key k in the section struct at base from val; dir
  * resolves a relative path (NULL: the working directory).  -EINVAL with
