@@ -28,6 +28,7 @@
 #include "engine/feed.h"
 #include "util/log.h"
 #include "fs/fs.h"
+#include "fs/mountpoint.h"
 #include "fs/nodes.h"
 #include "fs/opts.h"
 
@@ -100,42 +101,71 @@ raise_readahead(const char *mnt)
 }
 
 /*
- * Whether a feedfs already serves mnt (/proc/self/mountinfo: a
- * fuse.feedfs mount there).  A second one would stack on it, and two
- * unmounts would be needed.
+ * The real path of mountpoint p into mnt (PATH_MAX): realpath, or, when
+ * p is a mount left dead (its root answers ENOTCONN), its directory's
+ * real path and its name.  0 or -errno.
  */
-static bool
-feedfs_mounted(const char *mnt)
+static int
+mountpoint_path(const char *p, char *mnt)
 {
-	char line[PATH_MAX + 512], where[PATH_MAX + 1], type[64], *d;
-	bool found = false;
-	FILE *fp;
+	char dir[PATH_MAX], *copy, *slash;
+	const char *parent = ".";
+	int r = 0;
 
-	if ((fp = fopen("/proc/self/mountinfo", "re")) == NULL)
-		return false;
-	while (!found && fgets(line, sizeof(line), fp)) {
-		const char *dash = strstr(line, " - ");
-
-		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
-		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
-		    strcmp(type, "fuse.feedfs") != 0)
-			continue;
-		/* Spaces and the like are escaped as \ooo (octal). */
-		d = where;
-		for (const char *s = where; *s; s++, d++)
-			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-			    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
-			    s[3] <= '7') {
-				*d = (char)((s[1] - '0') * 64 +
-					    (s[2] - '0') * 8 + (s[3] - '0'));
-				s += 3;
-			} else
-				*d = *s;
-		*d = '\0';
-		found = strcmp(where, mnt) == 0;
+	if (realpath(p, mnt) != NULL)
+		return 0;
+	if (errno != ENOTCONN)
+		return -errno;
+	if ((copy = strdup(p)) == NULL)
+		return -ENOMEM;
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = '\0';
+	slash = strrchr(copy, '/');
+	if (slash == copy)
+		parent = "/";
+	else if (slash != NULL) {
+		*slash = '\0';
+		parent = copy;
 	}
-	fclose(fp);
-	return found;
+	if (realpath(parent, dir) == NULL)
+		r = -errno;
+	else if ((size_t)snprintf(mnt, PATH_MAX, "%s/%s",
+		     strcmp(dir, "/") == 0 ? "" : dir,
+		     slash == NULL ? copy : slash + 1) >= PATH_MAX)
+		r = -ENAMETOOLONG;
+	free(copy);
+	return r;
+}
+
+/*
+ * Why the mount ends, in the log (issue 40): the signal that stopped it
+ * (SIGTERM from systemd or kill) and the files readers still hold, whose
+ * reads fail from now on; or an unmount from outside; or the session's
+ * error (loop: fuse_session_loop_mt's return).
+ */
+static void
+say_stop(struct feedfs *fs, int loop, const char *mnt)
+{
+	size_t n = fs_open_files(fs);
+	char sig[32];
+
+	if (sigabbrev_np(loop) != NULL)
+		snprintf(sig, sizeof(sig), "SIG%s", sigabbrev_np(loop));
+	else
+		snprintf(sig, sizeof(sig), "signal %d", loop);
+	if (loop > 0)
+		log_msg(n > 0 ? LOG_LVL_WARN : LOG_LVL_INFO,
+		    "stopping on %s: unmounting %s with %zu file%s open by "
+		    "readers%s",
+		    sig, mnt, n, n == 1 ? "" : "s",
+		    n > 0 ? ", whose reads fail from now on (ENOTCONN)" : "");
+	else if (loop == 0)
+		log_info("%s was unmounted (fusermount3 -u or umount): "
+			 "stopping",
+		    mnt);
+	else
+		log_err("%s: the FUSE session failed: %s; stopping", mnt,
+		    strerror(-loop));
 }
 
 /* The entries of directory mnt (not . and ..), at most a few counted. */
@@ -257,18 +287,40 @@ main(int argc, char **argv)
 			ret = r;
 		goto out_opts;
 	}
-	if (realpath(o.mountpoint, mnt) == NULL) {
-		fprintf(
-		    stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(errno));
-		return 1;
-	}
-	if (feedfs_mounted(mnt)) {
-		fprintf(stderr,
-		    "feedfs: %s: a feedfs is mounted there already; "
-		    "unmount it first (fusermount3 -u %s)\n",
-		    mnt, mnt);
+	if ((r = mountpoint_path(o.mountpoint, mnt)) != 0) {
+		fprintf(stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(-r));
 		ret = 1;
 		goto out_opts;
+	}
+	/* A live feedfs there is refused; one left dead is detached. */
+	switch (fs_mnt_state(mnt, err, sizeof(err))) {
+	case FS_MNT_LIVE:
+		fprintf(stderr,
+		    "feedfs: %s: a feedfs is mounted there already%s%s%s; "
+		    "unmount it first (fusermount3 -u %s)\n",
+		    mnt, err[0] ? " (" : "", err, err[0] ? ")" : "", mnt);
+		ret = 1;
+		goto out_opts;
+	case FS_MNT_DEAD: {
+		char why[512];
+
+		if (fs_mnt_detach(mnt, why, sizeof(why)) != 0) {
+			fprintf(stderr,
+			    "feedfs: %s: the feedfs mounted there is gone "
+			    "(%s), and its mount could not be detached: %s; "
+			    "detach it with fusermount3 -u -z %s (umount -l "
+			    "as root)\n",
+			    mnt, err, why, mnt);
+			ret = 1;
+			goto out_opts;
+		}
+		log_warn("%s: the feedfs mounted there is gone (%s): its "
+			 "mount detached, as fusermount3 -u -z would",
+		    mnt, err);
+		break;
+	}
+	case FS_MNT_FREE:
+		break;
 	}
 	if (o.log_path != NULL) {
 		/* Opened here: a relative name is the caller's, and a bad one
@@ -386,8 +438,10 @@ main(int argc, char **argv)
 	fuse_loop_cfg_set_max_threads(lc, 64);
 	fuse_loop_cfg_set_idle_threads(lc, 16);
 	/* > 0: the signal (SIGTERM, SIGINT) that ended the loop. */
-	ret = fuse_session_loop_mt(se, lc) >= 0 ? 0 : 1;
+	r = fuse_session_loop_mt(se, lc);
+	ret = r >= 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
+	say_stop(&fs, r, mnt);
 out_unmount:
 	if (!fs_prune_stop(&fs))
 		state = false; /* its thread may still use the state */
