@@ -447,7 +447,7 @@ check_src(struct run *r, const struct src *s, uint64_t maxpx, uint32_t *w,
 	const char *fmt;
 
 	if (s->size == 0) {
-		snprintf(why, len, "empty file");
+		snprintf(why, len, XF_EMPTY_FILE);
 		return K_TRUNCATED;
 	}
 	if ((n = src_read(s, 0, r->head, CHK_WINDOW)) < 0) {
