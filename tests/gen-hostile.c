@@ -537,7 +537,7 @@ gen_broken(void)
 	const int L = 1;
 
 	mkdir_in("b_broken");
-	emit("b_broken/empty.jpg", "", 0, "bad", L, "not a JPEG", "zero bytes");
+	emit("b_broken/empty.jpg", "", 0, "bad", L, "empty file", "zero bytes");
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		rnd[i] = (unsigned char)mix(&s);
 	rnd[0] = 0x42; /* never FF D8 */
