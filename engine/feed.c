@@ -274,9 +274,9 @@ say_cache_fit(struct feed *f)
 			continue;
 		cachefit_human(bytes, need, sizeof(need));
 		cache_fmt_name(cj->cache_format, name, sizeof(name));
-		log_warn("cache: job %s needs ~%s in cache_format %s (%zu of "
-			 "its %zu images run through its prefix, as feedfs "
-			 "--check estimates): %s",
+		log_warn("job %s needs ~%s in cache_format %s (%zu of its "
+			 "%zu images run through its prefix, as feedfs --check "
+			 "estimates): %s",
 		    cj->name, need, name, fit.done, nok, v);
 		warned = true;
 	}
@@ -284,11 +284,11 @@ say_cache_fit(struct feed *f)
 		return;
 	cachefit_human(total, need, sizeof(need));
 	if (cachefit_verdict(size, NULL, total, v, sizeof(v)))
-		log_info("cache: the jobs' prefixes need ~%s (estimated from "
-			 "16 images of each, as feedfs --check does): %s",
+		log_info("the jobs' prefixes need ~%s of cache (estimated "
+			 "from 16 images of each, as feedfs --check does): %s",
 		    need, v);
 	else
-		log_warn("cache: the jobs' prefixes together need ~%s "
+		log_warn("the jobs' prefixes together need ~%s of cache "
 			 "(estimated from 16 images of each, as feedfs --check "
 			 "does): %s",
 		    need, v);
