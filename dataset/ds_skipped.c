@@ -154,8 +154,9 @@ ds_skipped_text(const struct dataset *ds, char *buf, size_t len)
 		    "what they lead to)");
 	else
 		snprintf(refused, sizeof(refused),
-		    "out of the dataset refused (their owner, uid %u, cannot "
+		    "out of the dataset refused (%s owner, uid %u, cannot "
 		    "read what %s to)",
+		    k[DS_LEFT_REFUSED] == 1 ? "its" : "their",
 		    (unsigned)ds->refused_uid,
 		    k[DS_LEFT_REFUSED] == 1 ? "it leads" : "they lead");
 	{
