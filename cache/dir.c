@@ -1,13 +1,15 @@
 /*
- * dir.c - layer: store (calls nothing of the sharing layer).  Where trust
- * in a cache directory is decided, once, on a descriptor: cache_dir_open
- * opens the directory (the last component not followed), checks what it
- * opened (a directory, this user's, writable by nobody else), and the
- * callers open what lies under it relative to that descriptor
- * (cache_dir_openat: never following a link, never blocking on a FIFO).
- * The mount's store (open.c), feedfs-cache, feedfs-fill and the shard
- * index (cache_index_open) all start here, so nothing is read or written
- * under a cache_dir before it passed.
+ * dir.c - cache/ (the store), layer store (calls nothing of the sharing
+ * layer).  Where trust in a cache directory is decided, once, on a
+ * descriptor: cache_dir_open opens the directory (the last component not
+ * followed), checks what it opened (a directory, this user's, writable by
+ * nobody else), and the callers open what lies under it relative to that
+ * descriptor (cache_dir_openat: never following a link, never blocking on
+ * a FIFO).  The mount's store (open.c), feedfs-cache, feedfs-fill and the
+ * shard index (cache_index_open) all start here, so nothing is read or
+ * written under a cache_dir before it passed.  And the format file beside
+ * the store (cache_dir_format), which says its format to those who do not
+ * open it.
  */
 #include <sys/stat.h>
 
@@ -212,4 +214,61 @@ cache_index_open(const char *dir, bool create, char *err, size_t errlen)
 		return r;
 	}
 	return fd;
+}
+
+/* ---- the format file ---------------------------------------------------- */
+
+/* The decimal version in the format file of dfd: it, or 0. */
+static int
+read_format(int dfd)
+{
+	char buf[16];
+	struct stat st;
+	ssize_t n;
+	int fd, v = 0;
+
+	if ((fd = cache_dir_openat(dfd, CACHE_FORMAT_FILE, O_RDONLY, 0)) < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (n = read(fd, buf, sizeof(buf) - 1)) > 0) {
+		buf[n] = '\0';
+		for (char *p = buf; *p >= '0' && *p <= '9' && v < 100000; p++)
+			v = v * 10 + (*p - '0');
+	}
+	close(fd);
+	return v;
+}
+
+int
+cache_dir_format(const char *dir)
+{
+	char err[256];
+	int dfd = cache_dir_open(dir, false, err, sizeof(err)), v;
+
+	if (dfd < 0)
+		return 0;
+	v = read_format(dfd);
+	close(dfd);
+	return v;
+}
+
+void
+cache_dir_format_write(int dfd)
+{
+	char tmp[64], text[16];
+	int fd, n;
+	bool ok;
+
+	if (read_format(dfd) == CACHE_FORMAT_VERSION)
+		return;
+	n = snprintf(text, sizeof(text), "%d\n", CACHE_FORMAT_VERSION);
+	snprintf(tmp, sizeof(tmp), "%s.%ld", CACHE_FORMAT_FILE, (long)getpid());
+	if ((fd = cache_dir_openat(
+		 dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
+		return;
+	/* Best effort: a full disk leaves the old file (or none). */
+	ok = write(fd, text, (size_t)n) == n;
+	if (close(fd) != 0 || !ok ||
+	    renameat(dfd, tmp, dfd, CACHE_FORMAT_FILE) != 0)
+		unlinkat(dfd, tmp, 0);
 }

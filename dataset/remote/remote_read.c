@@ -164,6 +164,10 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	/* The longest the retries can take, and a margin. */
 	bound = (uint64_t)(c->retries + 1) * (c->timeout_ms + 1000) +
 		(uint64_t)c->retries * REMOTE_BACKOFF_MAX_MS + 5000;
+	/* A refused request's one more try, after a read of the credentials'
+	 * source (STS, IMDS: a request and its retries). */
+	if (c->creds != NULL)
+		bound += (uint64_t)(c->retries + 2) * (c->timeout_ms + 1000);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += (time_t)(bound / 1000);
 	pthread_mutex_lock(&f->lock);
