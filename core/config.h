@@ -25,8 +25,6 @@
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
 /* A size key's value `auto` (cache_size): UINT64_MAX, as no size parses. */
 #define CFG_SIZE_AUTO UINT64_MAX
-/* The dataset of `feedfs DATASET_DIR MOUNTPOINT` (cfg_default). */
-#define CFG_DEFAULT_DATASET "default"
 /* The longest job or dataset name (they are directory names). */
 #define CFG_MAX_NAME 128
 
@@ -154,7 +152,12 @@ struct cfg_job {
 };
 
 struct cfg {
-	char *path; /* the file, as named; the directory for cfg_default */
+	char *path; /* the file, as named; the dataset path for cfg_default */
+	/* cfg_default: what the path was taken as and which jobs it gives,
+	 * one line, said at mount and by --check (layout_warn: a warning:
+	 * no val job); NULL for a config file */
+	char *layout;
+	bool layout_warn;
 	struct cfg_mount mount;
 	struct cfg_dataset *datasets;
 	size_t ndatasets;
@@ -181,11 +184,24 @@ void cfg_classes_free(char **names, size_t n);
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
 
 /*
- * The config of `feedfs DATASET_DIR MOUNTPOINT`: dataset
- * CFG_DEFAULT_DATASET at dir and the jobs "train" and "val" of DESIGN.md
- * (torchvision's ImageNet transforms).
+ * The config of `feedfs PATH MOUNTPOINT` without a config file
+ * (config_layout.c): PATH is a dataset directory (a ROOT with train/ and
+ * val/, a class tree, a folder of tar shards) or one tar shard; datasets
+ * "train" (and "val" when PATH has a val split of its own) and the jobs
+ * "train" and "val" of DESIGN.md (torchvision's ImageNet transforms) over
+ * them; c->layout says which.  -errno with err when PATH cannot be read.
  */
-int cfg_default(const char *dir, struct cfg **out, char *err, size_t errlen);
+int cfg_default(const char *path, struct cfg **out, char *err, size_t errlen);
+/* Whether path is a tar file (by its name, or ustar's magic): a shard
+ * given as the dataset, not a config. */
+bool cfg_is_tar(const char *path);
+/*
+ * The default jobs over the class trees train and (unless NULL) val,
+ * taken as they are, nothing read: cfg_default's config of a ROOT with
+ * train/ and val/ (for tests and fuzz targets).
+ */
+int cfg_default_trees(const char *train, const char *val, struct cfg **out,
+    char *err, size_t errlen);
 
 /* Whether the len bytes at key name a [mount] key (-o KEY=VALUE is ours). */
 bool cfg_is_mount_key(const char *key, size_t len);
@@ -209,6 +225,26 @@ int cfg_set_mount(struct cfg *c, const char *key, const char *value,
 bool cfg_is_job_opt(const char *key, size_t len);
 int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
     size_t errlen);
+
+/*
+ * A [dataset] key given with -o (issue 36): cfg_is_dataset_key says
+ * whether the len bytes at key are one.  cfg_set_dataset_opt sets label
+ * on the tar shards of a dataset path's default config (cfg_default);
+ * every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
+ * ..."): the [dataset NAME] section of the config, or, for a dataset
+ * path, a config (a key of remote shards does nothing on local disk).
+ * -ENOENT: not a [dataset] key.
+ */
+bool cfg_is_dataset_key(const char *key, size_t len);
+int cfg_set_dataset_opt(struct cfg *c, const char *key, const char *value,
+    char *err, size_t errlen);
+
+/*
+ * The keys -o takes, in words for "expected ..." messages: the [mount]
+ * keys and log, and with jobs (a dataset path's default config) the [job]
+ * keys of the default jobs and label.
+ */
+void cfg_opt_keys(bool jobs, char *buf, size_t len);
 
 /*
  * "50G", "512M", "4096", "1.5G" (K, M, G, T; powers of 1024; an optional

@@ -218,6 +218,15 @@ cfg_find_key(int sec, const char *name, size_t len)
 	return NULL;
 }
 
+const struct key *
+cfg_key_at(int sec, size_t k)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((int)keys[i].sec == sec && k-- == 0)
+			return &keys[i];
+	return NULL;
+}
+
 unsigned
 cfg_key_index(const struct key *k)
 {
@@ -258,6 +267,7 @@ cfg_is_job_opt(const char *key, size_t len)
 	return job_opt_key(key, len) != NULL;
 }
 
+
 /* "a, b or c" of the keys of sec (or of the names of an enum). */
 static void
 list_words(const char *const *words, size_t n, char *buf, size_t len)
@@ -271,6 +281,18 @@ list_words(const char *const *words, size_t n, char *buf, size_t len)
 		    : i + 1 == n ? " or "
 				 : ", ",
 		    words[i]);
+}
+
+void
+cfg_list_words(const char *const *words, size_t n, char *buf, size_t len)
+{
+	list_words(words, n, buf, len);
+}
+
+const char *const *
+cfg_job_opt_names(void)
+{
+	return job_opts;
 }
 
 void

@@ -14,6 +14,8 @@
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
+#include "cache/format.h"
+#include "core/cachefit.h"
 #include "engine/engine.h"
 #include "util/log.h"
 #include "core/dsopen.h"
@@ -21,19 +23,20 @@
 
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
- * (on the terminal): files that are not JPEG, PNG or WebP by their name,
- * and class directories without an image (their label is never served).
+ * (on the terminal): every file not served, counted by why (not JPEG,
+ * PNG or WebP by its name, a dangling link, a loop...), and class
+ * directories without an image (their label is never served).
  */
 static void
 say_dataset(const struct dataset *ds)
 {
-	char text[512];
+	char text[1024];
 	size_t *per, none = 0;
 
 	if (ds_skipped_total(ds) > 0) {
 		ds_skipped_text(ds, text, sizeof(text));
-		log_warn("dataset %s: %zu files under %s were skipped (not "
-			 "JPEG, PNG or WebP images in a class folder): %s",
+		log_warn("dataset %s: %zu files under %s are not served: %s "
+			 "(feedfs --check lists them)",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
@@ -214,6 +217,86 @@ open_cache(struct feed *f)
 		    cache_error(f->cache));
 }
 
+/* Whether job i's prefix is an earlier job's (the same cache entries). */
+static bool
+same_prefix(const struct cfg *c, size_t i)
+{
+	char a[1024], b[1024];
+
+	xf_prefix_text(c->jobs[i].pl, a, sizeof(a));
+	for (size_t k = 0; k < i; k++) {
+		const struct cfg_job *x = &c->jobs[k], *y = &c->jobs[i];
+
+		xf_prefix_text(x->pl, b, sizeof(b));
+		if (strcmp(a, b) == 0 && x->cache_format == y->cache_format &&
+		    x->dataset_index == y->dataset_index && x->nsources == 0 &&
+		    y->nsources == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * What each job's prefix needs in its cache_format against cache_size,
+ * estimated as --check estimates it (cachefit.h), from 16 of its images
+ * (remote ones are not fetched for it): a warning for each job the cache
+ * is too small for, or for the jobs together; else one line in the log.
+ */
+static void
+say_cache_fit(struct feed *f)
+{
+	const struct cfg *c = f->cfg;
+	uint64_t size, total = 0;
+	char v[512], need[32], name[32];
+	bool warned = false;
+	size_t njobs = 0;
+
+	if (f->cache == NULL)
+		return;
+	size = c->mount.cache_size;
+	if (size == CFG_SIZE_AUTO) {
+		struct cache_stats st;
+
+		/* the bound the owner chose: admit_bytes is 19/20 of it */
+		cache_get_stats(f->cache, &st);
+		size = st.admit_bytes + st.admit_bytes / 19;
+	}
+	for (size_t i = 0; i < c->njobs; i++) {
+		const struct cfg_job *cj = &c->jobs[i];
+		struct cachefit fit;
+		uint64_t bytes;
+		size_t nok;
+
+		if (cj->pl->cache_at >= cj->pl->nops || same_prefix(c, i) ||
+		    cachefit_job(cj, f->ds, &fit, &nok) != 0)
+			continue;
+		bytes = cachefit_bytes(&fit, fit.own, UINT64_MAX, nok, NULL);
+		total += bytes;
+		njobs++;
+		if (cachefit_verdict(size, NULL, bytes, v, sizeof(v)))
+			continue;
+		cachefit_human(bytes, need, sizeof(need));
+		cache_fmt_name(cj->cache_format, name, sizeof(name));
+		log_warn("job %s needs ~%s in cache_format %s (%zu of its "
+			 "%zu images run through its prefix, as feedfs --check "
+			 "estimates): %s",
+		    cj->name, need, name, fit.done, nok, v);
+		warned = true;
+	}
+	if (warned || njobs == 0)
+		return;
+	cachefit_human(total, need, sizeof(need));
+	if (cachefit_verdict(size, NULL, total, v, sizeof(v)))
+		log_info("the jobs' prefixes need ~%s of cache (estimated "
+			 "from 16 images of each, as feedfs --check does): %s",
+		    need, v);
+	else
+		log_warn("the jobs' prefixes together need ~%s of cache "
+			 "(estimated from 16 images of each, as feedfs --check "
+			 "does): %s",
+		    need, v);
+}
+
 /* The cluster tier; a failure (an auth file refused) serves without. */
 static void
 open_cluster(struct feed *f)
@@ -281,6 +364,7 @@ feed_start(struct feed *f)
 	int r;
 
 	open_cache(f);
+	say_cache_fit(f);
 	open_cluster(f);
 	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
 		if (!f->jobs[i].cfg->gpu)
