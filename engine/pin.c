@@ -13,15 +13,6 @@
 
 #include "engine/engine.h"
 
-uint64_t
-feed_mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* A reader begins or ends a wait: the spans with one waiting at least. */
 static void
 starved_begin(struct starved *s, uint64_t now)
