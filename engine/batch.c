@@ -12,7 +12,8 @@
  * rest is held by what cannot be given back (metadata).  The budget
  * asks batch.c's reclaimers for room: batches read to their end that no
  * file holds, then idle batches, dropping the data of those held open
- * (they are built again, to the same bytes, when read again), and, for
+ * (they are built again, to the same bytes, when read again, but not
+ * while a reader is in the middle of one: reading()), and, for
  * metadata, the structs of batches no file holds.  Every function is
  * called with feed.lock held.
  */
@@ -160,21 +161,50 @@ batch_unref(struct feed *f, struct batch *b)
 }
 
 /*
- * Whether b's data may be given back now: idle (ready, no read in
+ * A reader is in the middle of b: held open, not read to its end, its
+ * last read ended less than READ_PAUSE_NS before now.  Its data is not
+ * given back to make room for another batch: with room for one batch
+ * and two readers on two batches (a 512M cgroup, batches of 147 MiB),
+ * each read request took the other reader's batch, and each was made
+ * again at every request (two sha256sum readers took more than 10
+ * minutes for an epoch of two batches).  So readers take turns, batch by
+ * batch; a reader that pauses longer loses its batch's data, as before,
+ * and one that never reads on holds nothing for long.
+ */
+#define READ_PAUSE_NS 1000000000ull
+
+static bool
+reading(const struct batch *b, uint64_t now)
+{
+	return b->refs > 0 && !b->consumed && b->ready && b->read_ns != 0 &&
+	       now - b->read_ns < READ_PAUSE_NS;
+}
+
+/*
+ * Whether b's data may be dropped now: idle (ready, no read in
  * progress), and, for a relaxed batch, its content chosen, so that it is
  * built again the same.
  */
 static bool
-evictable(const struct batch *b)
+idle(const struct batch *b)
 {
 	return !b->empty && b->ready && b->active == 0 && !b->converting &&
 	       (!b->r.rv || b->r.fixed || b->err);
 }
 
+/* Whether b's data may be given back to make room: idle, and no reader
+ * in the middle of it. */
+static bool
+evictable(const struct batch *b, uint64_t now)
+{
+	return idle(b) && !reading(b, now);
+}
+
 bool
 batch_renew(struct feed *f, struct batch *b)
 {
-	if (!b->err || !sample_unavailable(b->err) || !evictable(b))
+	/* Its own reader may be in the middle of it: made again anyway. */
+	if (!b->err || !sample_unavailable(b->err) || !idle(b))
 		return false;
 	drop_data(f, b);
 	return true;
@@ -198,10 +228,11 @@ static struct batch *
 victim(struct feed *f, bool unheld, bool done)
 {
 	struct batch *v = NULL;
+	uint64_t now = feed_mono_ns();
 
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (evictable(b) && (!unheld || b->refs == 0) &&
+			if (evictable(b, now) && (!unheld || b->refs == 0) &&
 			    (!done || b->consumed) &&
 			    (!v || better_victim(b, v)))
 				v = b;
@@ -264,15 +295,18 @@ batch_budget(struct feed *f)
 	budget_register(&f->budget, BUDGET_META_BATCHES, &meta);
 }
 
-/* Whether a batch other than b is being built or read: memory will come
- * back when it is done. */
+/* Whether a batch other than b is being built or read, or a reader is
+ * in the middle of it: memory will come back when it is done. */
 static bool
 others_busy(struct feed *f, const struct batch *b)
 {
+	uint64_t now = feed_mono_ns();
+
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (x != b && !x->empty &&
-			    (!x->ready || x->active || x->converting))
+			    (!x->ready || x->active || x->converting ||
+				reading(x, now)))
 				return true;
 	return false;
 }
@@ -401,8 +435,9 @@ wait_room(
 	       !budget_make_room(&f->budget, need, BUDGET_ANY, keep) &&
 	       !f->stopping) {
 		if (others_busy(f, b)) {
+			/* Timed: a reader's pause (reading()) ends unsaid. */
 			until = 0;
-			budget_wait(&f->budget);
+			budget_wait_ns(&f->budget, READ_PAUSE_NS / 10);
 		} else {
 			now = feed_mono_ns();
 			if (until == 0)
@@ -427,13 +462,14 @@ recycle(struct feed *f, const struct batch *b)
 {
 	size_t size = main_buf(b);
 	struct batch *victim = NULL;
+	uint64_t now = feed_mono_ns();
 
 	if (size == 0 || bufpool_has(f, size))
 		return;
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (x != b && x->refs == 0 && x->consumed &&
-			    evictable(x) && main_buf(x) == size &&
+			    evictable(x, now) && main_buf(x) == size &&
 			    (!victim || x->used < victim->used))
 				victim = x;
 	if (victim)

@@ -119,6 +119,8 @@ struct batch {
 	bool queued, demanded;     /* in a queue; read by a reader */
 	bool consumed;             /* read to its end */
 	uint64_t used;             /* last use (feed.tick) */
+	uint64_t read_ns;          /* when its last read ended (feed_unpin,
+				      feed_mono_ns); 0: never read */
 	pthread_cond_t cv;         /* ready, converted */
 	struct batch *hnext;       /* hash chain */
 	struct batch *qnext;       /* queue link */
@@ -425,7 +427,7 @@ char *feed_stats(struct feed *f, size_t *len);
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);
 /* CLOCK_MONOTONIC in ns: the clock of the readers' waits (starved) and
- * of a read's wait for room (batch.c).  Here, not in pin.c, so that
+ * of their pauses (batch.c's reading()).  Here, not in pin.c, so that
  * batch.c, below pin.c, calls nothing above it. */
 static inline uint64_t
 feed_mono_ns(void)

@@ -84,6 +84,7 @@ void
 feed_unpin(struct feed *f, struct batch *b)
 {
 	if (--b->active == 0) {
+		b->read_ns = feed_mono_ns(); /* batch.c: a reader in it */
 		budget_wake(&f->budget);
 		if (b->refs == 0 || budget_over(&f->budget))
 			budget_make_room(&f->budget, 0, 0, 0);
