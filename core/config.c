@@ -486,13 +486,3 @@ cfg_cluster_warning(const struct cfg_mount *m)
 	       "any sample; set cluster_secret = FILE (openssl rand -hex 32, "
 	       "mode 0600, the same on every node: feedfs.conf(5))";
 }
-
-unsigned
-cfg_threads(const struct cfg_mount *m)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (m->threads)
-		return (unsigned)m->threads;
-	return ncpu > 0 ? 2 * (unsigned)ncpu : 2;
-}

@@ -36,8 +36,10 @@ struct cfg_mount {
 	/* bytes; 0 = no cache; CFG_SIZE_AUTO (the default): chosen from the
 	 * disk when the cache is opened (cache.h's CACHE_SIZE_AUTO) */
 	uint64_t cache_size;
-	uint64_t threads;    /* 0 = two per online CPU (cfg_threads) */
-	uint64_t memory;     /* bytes */
+	uint64_t threads;    /* 0 = two per CPU the process may use
+				(cfg_threads); cfg_fit sets it at mount */
+	uint64_t memory;     /* bytes; unless given, cfg_fit sets it */
+	int memory_line;     /* of `memory =`; -1: -o; 0: not given */
 	uint64_t readahead;  /* batches ahead of each sequential reader */
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 	char *cluster;       /* memcached servers "H:P,...", or NULL */
@@ -115,6 +117,7 @@ struct cfg_job {
 	uint64_t epoch_samples; /* 0: the sum of the sources' sizes */
 	int mixture_line, schedule_line, epoch_samples_line;
 	uint64_t batch_size;
+	int batch_size_line; /* of its key; -1: -o; 0: the default */
 	uint64_t epochs;
 	uint64_t seed;
 	bool shuffle, drop_last;
@@ -254,10 +257,41 @@ int cfg_parse_size(const char *s, uint64_t *out);
 
 /*
  * The preprocessing workers that m asks for: threads, or for 0 two per
- * online CPU (a cold epoch's workers also wait on the source disk, and
- * bench/run measures two per core best).  At least 1.
+ * CPU the process may use (cfg_res_threads; a cold epoch's workers also
+ * wait on the source disk, and bench/run measures two per core best).
+ * At least 1.
  */
 unsigned cfg_threads(const struct cfg_mount *m);
+
+/*
+ * The [mount] values that follow what the process is given (res:
+ * util/cgroup.h; config_res.c), as feedfs.conf(5) states them.  L is
+ * cgroup_mem_bound(res): the cgroup's memory limit or the RAM, the
+ * smaller.
+ *
+ * cfg_memory_default: half of L less CFG_MEMORY_SLACK, at most
+ * CFG_MEMORY_DEFAULT_MAX, at least 16M.  cfg_memory_ceiling: L less
+ * CFG_MEMORY_KEEP, at least the default: a `memory` above it is lowered
+ * to it.  cfg_res_threads: two per CPU of cgroup_cpus(res).
+ */
+#define CFG_MEMORY_DEFAULT_MAX (2ull << 30)
+#define CFG_MEMORY_SLACK (64ull << 20)
+#define CFG_MEMORY_KEEP (128ull << 20)
+struct cgroup_res;
+uint64_t cfg_memory_default(const struct cgroup_res *res);
+uint64_t cfg_memory_ceiling(const struct cgroup_res *res);
+unsigned cfg_res_threads(const struct cgroup_res *res);
+/*
+ * Fit c's [mount] to res at mount: threads = 0 becomes cfg_res_threads,
+ * memory not given cfg_memory_default, a memory given above
+ * cfg_memory_ceiling that ceiling.  info: a line for the log, what was
+ * chosen and from what; warn: the line that says memory was lowered
+ * ("FILE:LINE: memory = ...: ..."), or "" when it was not.
+ */
+void cfg_fit(struct cfg *c, const struct cgroup_res *res, char *info,
+    size_t ilen, char *warn, size_t wlen);
+/* bytes as a size key's value: "512M", "1.5G", "100T", "4096". */
+void cfg_size_text(uint64_t bytes, char *buf, size_t len);
 
 /*
  * What a mount of m should warn of as it starts: cluster without

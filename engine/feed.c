@@ -6,6 +6,8 @@
  * datasets (core/dsopen.c), the cache and the GPU.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +122,60 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 	return 0;
 }
 
+/*
+ * Refuse a job whose largest batch does not fit in what the budget
+ * leaves for one: `memory` less the cache's share, the text files and
+ * what sched_start counts from the start (the workers' scratch arenas,
+ * the remote windows).  Such a batch could only be made past the budget,
+ * which is what keeps the daemon inside its cgroup.  Every batch's size
+ * is known now: the output size of a pipeline is fixed (a resolution
+ * schedule's, per epoch).
+ */
+static int
+check_batches(struct feed *f, char *err, size_t errlen)
+{
+	const struct cfg *c = f->cfg;
+	uint64_t fixed = f->mem_used + sched_fixed_bytes(f), room, need;
+	char at[PATH_MAX + 96], sz[4][32];
+	uint32_t e;
+
+	room = f->memory > fixed ? f->memory - fixed : 0;
+	for (size_t i = 0; i < f->njobs; i++) {
+		const struct job *j = &f->jobs[i];
+		const struct cfg_job *cj = j->cfg;
+		const uint64_t *shape;
+
+		if ((need = batch_need_max(f, i, &e)) <= room)
+			continue;
+		shape = job_geo(j, e)->shape;
+		if (cj->batch_size_line > 0 || cj->line > 0)
+			snprintf(at, sizeof(at), "%s:%d: ", c->path,
+			    cj->batch_size_line > 0 ? cj->batch_size_line
+						    : cj->line);
+		else
+			snprintf(at, sizeof(at), "%s",
+			    cj->batch_size_line < 0 ? "-o batch_size: " : "");
+		cfg_size_text(need, sz[0], sizeof(sz[0]));
+		cfg_size_text(c->mount.memory, sz[1], sizeof(sz[1]));
+		cfg_size_text(room, sz[2], sizeof(sz[2]));
+		cfg_size_text(fixed + f->cache_mem, sz[3], sizeof(sz[3]));
+		snprintf(err, errlen,
+		    "%sjob %s: a batch%s needs %s (%" PRIu64 " samples of "
+		    "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s%s, its labels, ids "
+		    "and the epoch's order), more than memory = %s leaves for "
+		    "one: %s (%s go to the cache, the workers' scratch and the "
+		    "text files); lower batch_size or raise memory "
+		    "(feedfs.conf(5) says how far it may go)",
+		    at, j->name, cj->res_line ? " of its largest epoch" : "",
+		    sz[0], shape[0] < j->plan.n ? shape[0] : j->plan.n,
+		    shape[1], shape[2], shape[3], cfg_dtype_name(cj->dtype),
+		    cj->gpu ? ", with gpu = on twice: raw and converted" : "",
+		    sz[1], sz[2], sz[3]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int
 feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
     char *err, size_t errlen)
@@ -163,6 +219,8 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	if ((r = check_batches(f, err, errlen)) != 0)
+		goto fail;
 	*out = f;
 	return 0;
 fail:

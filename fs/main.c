@@ -26,6 +26,7 @@
 #include "core/check.h"
 #include "core/config.h"
 #include "engine/feed.h"
+#include "util/cgroup.h"
 #include "util/log.h"
 #include "fs/fs.h"
 #include "fs/mountpoint.h"
@@ -262,7 +263,10 @@ main(int argc, char **argv)
 	struct feed *feed = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
+	struct cgroup_res res;
 	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
+	char fit_info[2 * CGROUP_PATH_MAX + 512],
+	    fit_warn[CGROUP_PATH_MAX + 512];
 	int ret = 1, r, said = -1, term = -1, logfd = -1;
 	size_t hidden;
 	bool state = false;
@@ -341,6 +345,10 @@ main(int argc, char **argv)
 		ret = EXIT_CONFIG;
 		goto out_opts;
 	}
+	/* memory and threads from what the process is given (its cgroup). */
+	cgroup_probe(NULL, &res);
+	cfg_fit(
+	    c, &res, fit_info, sizeof(fit_info), fit_warn, sizeof(fit_warn));
 	/* On the terminal that mounts; in syslog too once in the background. */
 	if (c->layout != NULL && c->layout_warn)
 		log_warn("%s", c->layout);
@@ -349,6 +357,12 @@ main(int argc, char **argv)
 	warn = cfg_cluster_warning(&c->mount);
 	if (warn)
 		log_warn("%s", warn);
+	/* Said once everywhere: in the background, the log's copy waits
+	 * until syslog is open (below); the terminal has it now. */
+	if (fit_warn[0] && o.foreground)
+		log_warn("%s", fit_warn);
+	else if (fit_warn[0])
+		fprintf(stderr, "feedfs: warning: %s\n", fit_warn);
 	prog.tty = isatty(STDERR_FILENO);
 	r = feed_new(c, scan_progress, &prog, &feed, err, sizeof(err));
 	c = NULL; /* transferred */
@@ -422,8 +436,11 @@ main(int argc, char **argv)
 		if (warn)
 			log_warn(
 			    "%s", warn); /* to syslog: said on the terminal */
+		if (fit_warn[0])
+			log_warn("%s", fit_warn); /* the terminal had it */
 		log_set_term(term);
 	}
+	log_info("%s", fit_info);
 
 	/* Threads from here on. */
 	if (feed_start(feed) != 0)
