@@ -15,7 +15,7 @@
  * Layout in memcached (items of version 2, named "ffc2:" + the key in hex;
  * "ffc1:" items of earlier builds are never read): the head item holds a
  * 16-byte item header (magic, version, flags, chunk count, chunk size), a
- * 32-byte MAC field, the envelope's 72-byte header and, when it fits in
+ * 32-byte MAC field, the envelope's 80-byte header and, when it fits in
  * one item, the payload.  A larger payload goes to chunk items
  * "ffc2:HEX#1".."#N" of exactly the chunk size (the last one shorter),
  * stored before the head and placed on the same server as the head
