@@ -126,7 +126,10 @@ coeffs_make(uint32_t insize, float in0, float in1, uint32_t outsize,
 			xmax = (int)insize;
 		xmax -= xmin;
 		for (x = 0; x < xmax; x++) {
-			double w = f->fn((x + xmin - center + 0.5) * ss);
+			double v = (x + xmin - center + 0.5) * ss;
+			/* bilinear, every crop's, inlined */
+			double w = f->fn == bilinear_filter ? bilinear_filter(v)
+							    : f->fn(v);
 
 			kk[x] = w;
 			ww += w;
