@@ -28,6 +28,7 @@
 
 #include "gpu/feedfs_cuda.h"
 #include "gpu/gpu.h"
+#include "transforms/xf.h"
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -156,7 +157,9 @@ bench_mount(const char *dir, unsigned nb)
 static int
 bench_synthetic(unsigned nb, uint32_t B, uint32_t S, enum xf_dtype dt)
 {
-	struct gpu_conv cv = { S, S, dt, XF_CHW, true,
+	struct gpu_conv cv = { S, S,
+		dt == XF_FLOAT16 ? FEEDFS_CUDA_FLOAT16 : FEEDFS_CUDA_FLOAT32,
+		FEEDFS_CUDA_NCHW, true,
 		{ 0.485f, 0.456f, 0.406f }, { 0.229f, 0.224f, 0.225f } };
 	size_t in = (size_t)B * S * S * 3, out = in * (dt == XF_FLOAT16 ? 2 : 4);
 	uint8_t *src = malloc(in), *conv = malloc(out);

@@ -1,6 +1,8 @@
 /*
- * check.h - the model (core/): `feedfs --check CONFIG|DIR`: a dataset
- * checked before the first epoch (issue 26).
+ * check.h - `feedfs --check CONFIG|DIR`: a dataset checked before the
+ * first epoch (issue 26).  Layer: core/ (the model), over the datasets
+ * and transforms/, whose header probes (transforms/probe.h) read every
+ * format; fs/main.c calls it.  The parts: core/check_int.h.
  *
  * For every dataset of the config: every sample's header is read (a
  * bounded number of bytes, through the same safe opens as the mount),

@@ -250,12 +250,14 @@ int
 ds_remote_ctx(const struct remote_opts *o, const char *const *urls, size_t n,
     struct remote_ctx **out, char *err, size_t errlen)
 {
+	struct remote_ctx *c;
 	bool s3 = false;
 	static bool inited;
+	int r;
 
 	if (!inited) {
 		/* Before any thread: the mount opens datasets first. */
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		if (cred_curl_global_init() != 0) {
 			snprintf(err, errlen, "libcurl cannot start");
 			return -EIO;
 		}
@@ -263,7 +265,15 @@ ds_remote_ctx(const struct remote_opts *o, const char *const *urls, size_t n,
 	}
 	for (size_t i = 0; i < n; i++)
 		s3 |= strncmp(urls[i], "s3://", 5) == 0;
-	return remote_ctx_new(o, s3, out, err, errlen);
+	if ((r = remote_ctx_new(o, s3, &c, err, errlen)) != 0)
+		return r;
+	/* S3: the credentials' chain, asked once now (cred.h). */
+	if (s3 && (r = cred_attach(c, o, err, errlen)) != 0) {
+		remote_ctx_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
 }
 
 /* The HEADs of the objects, this many in flight at once. */

@@ -299,7 +299,11 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
-	/* The classes: the distinct labels, in increasing order. */
+	/*
+	 * The classes: the distinct labels, in increasing order, named by
+	 * their number; a sample's label becomes its class's index (labels
+	 * 0, 1, 3, 7 are classes 0..3, as every dataset's label is).
+	 */
 	if (lb.mode != LBL_NONE) {
 		size_t k = 0;
 
@@ -323,7 +327,16 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 				r = -ENOMEM;
 				goto fail;
 			}
-			ds->nclasses++;
+			lv[ds->nclasses++] = lv[i];
+		}
+		for (size_t i = 0; i < ds->n; i++) {
+			struct ds_sample *x = &ds->samples[i];
+			const int64_t *c;
+
+			if (x->bad == NULL &&
+			    (c = bsearch(&x->label, lv, ds->nclasses,
+				 sizeof(*lv), by_i64)) != NULL)
+				x->label = c - lv;
 		}
 	}
 	free(lv);
@@ -390,7 +403,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 				sm->off, sm->size, out, why, sizeof(why))) != 0) {
 			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
 			    why);
-			return r == -ENOMEM ? r : -EIO;
+			return r == -ENOMEM || r == -EHOSTDOWN ? r : -EIO;
 		}
 		*len = (size_t)sm->size;
 		*st = sh->st;

@@ -15,6 +15,38 @@
 #include "util/log.h"
 #include "gpu/gpu.h"
 #include "gpu/pool.h"
+#include "transforms/xf.h"
+
+/*
+ * The job's dtype and layout in gpu/'s terms, the descriptor's codes:
+ * gpu/ includes nothing of transforms/.  A switch, so that a dtype or a
+ * layout added to xf.h without a code here is a -Wswitch warning.
+ */
+static enum feedfs_cuda_dtype
+cuda_dtype(enum xf_dtype d)
+{
+	switch (d) {
+	case XF_UINT8:
+		return FEEDFS_CUDA_UINT8;
+	case XF_FLOAT16:
+		return FEEDFS_CUDA_FLOAT16;
+	case XF_FLOAT32:
+		return FEEDFS_CUDA_FLOAT32;
+	}
+	return FEEDFS_CUDA_FLOAT32;
+}
+
+static enum feedfs_cuda_layout
+cuda_layout(enum xf_layout l)
+{
+	switch (l) {
+	case XF_HWC:
+		return FEEDFS_CUDA_NHWC;
+	case XF_CHW:
+		return FEEDFS_CUDA_NCHW;
+	}
+	return FEEDFS_CUDA_NCHW;
+}
 
 /* The pool of job i: an equal share of gpu_memory among gpu = on jobs. */
 static int
@@ -71,8 +103,9 @@ stage(struct feed *f, struct feed_handle *h)
 	struct batch *b = h->b;
 	const struct job *j = b->job;
 	const struct job_geo *geo = job_geo(j, b->key.epoch);
-	struct gpu_conv cv = {geo->pl->out_w, geo->pl->out_h, j->cfg->dtype,
-	    j->cfg->layout, geo->pl->normalize, {0}, {0}};
+	struct gpu_conv cv = {geo->pl->out_w, geo->pl->out_h,
+	    cuda_dtype(j->cfg->dtype), cuda_layout(j->cfg->layout),
+	    geo->pl->normalize, {0}, {0}};
 	struct feedfs_cuda_desc d;
 	char msg[512];
 	int r;

@@ -1,7 +1,8 @@
 /*
- * fs.c - the FUSE glue: inodes to namespace nodes (engine/ns.h), nodes to
- * feed files, errors to errno replies.  Nothing here knows which names
- * exist or how a batch is made.  The inode table is nodes.c's.
+ * fs.c - the FUSE operations (fs/, the FUSE glue over the engine): inodes
+ * to namespace nodes (engine/ns.h), nodes to feed files, errors to errno
+ * replies; the per-mount state and its open files.  Nothing here knows
+ * which names exist or how a batch is made.  The inode table is nodes.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -68,8 +70,9 @@ ofile_close(struct feedfs *fs, struct ofile *of)
 	free(of);
 }
 
-void
-fs_close_files(struct feedfs *fs)
+/* Close the files still open when the session has ended. */
+static void
+close_files(struct feedfs *fs)
 {
 	struct ofile *of;
 
@@ -79,6 +82,30 @@ fs_close_files(struct feedfs *fs)
 		ofile_close(fs, of);
 	}
 	pthread_mutex_unlock(&fs->files_lock);
+}
+
+int
+fs_init_state(struct feedfs *fs, struct feed *feed)
+{
+	int r;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->feed = feed;
+	clock_gettime(CLOCK_REALTIME, &fs->mtime);
+	fs->uid = getuid();
+	fs->gid = getgid();
+	if ((r = fs_nodes_init(fs)) != 0)
+		return r;
+	pthread_mutex_init(&fs->files_lock, NULL);
+	return 0;
+}
+
+void
+fs_fini_state(struct feedfs *fs)
+{
+	close_files(fs);
+	fs_nodes_fini(fs);
+	pthread_mutex_destroy(&fs->files_lock);
 }
 
 /*

@@ -1,5 +1,7 @@
 /*
- * fs.h - the FUSE low-level operations of feedfs over a feed engine.
+ * fs.h - the FUSE low-level operations of feedfs over a feed engine (fs/,
+ * the FUSE glue: the only folder that includes FUSE headers) and the
+ * per-mount state they share with the inode table (nodes.h).
  */
 #ifndef FEEDFS_FS_H
 #define FEEDFS_FS_H
@@ -49,9 +51,13 @@ struct feedfs {
 
 extern const struct fuse_lowlevel_ops fs_ops;
 
+/*
+ * Make the state of a mount over feed: 0, or -ENOMEM with nothing to
+ * undo.  fs_fini_state closes the files still open when the session has
+ * ended (an unmount can end it with releases the kernel sent late, or
+ * never), then frees the inode table (fs_nodes_fini).
+ */
 int fs_init_state(struct feedfs *fs, struct feed *feed);
 void fs_fini_state(struct feedfs *fs);
-/* Close the files still open when the session has ended (fs.c). */
-void fs_close_files(struct feedfs *fs);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * io.c - the session's I/O on /dev/fuse, with FUSE_DIRECT_IO_ALLOW_MMAP
- * asked for in the INIT reply (see io.h).
+ * io.c - the session's I/O on /dev/fuse (fs/, the FUSE glue), with
+ * FUSE_DIRECT_IO_ALLOW_MMAP asked for in the INIT reply (see io.h).
  */
 #include <errno.h>
 #include <string.h>

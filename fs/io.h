@@ -1,7 +1,8 @@
 /*
- * io.h - the session's reads and writes on /dev/fuse (libfuse's custom
- * I/O), which also ask the kernel to allow mmap(MAP_SHARED) of files
- * opened with direct_io (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6 and later).
+ * io.h - the session's reads and writes on /dev/fuse (fs/, the FUSE glue:
+ * libfuse's custom I/O), which also ask the kernel to allow
+ * mmap(MAP_SHARED) of files opened with direct_io
+ * (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6 and later).
  *
  * libfuse 3.14 cannot ask for that flag (it lives in the INIT reply's
  * flags2, which 3.14 does not set), so the INIT request and reply are

@@ -1,5 +1,6 @@
 /*
- * main.c - the feedfs command: parse, check, mount, serve, unmount.
+ * main.c - the feedfs command (fs/, the FUSE glue, over the engine and
+ * the model): parse, check, mount, serve, unmount.
  *
  *   feedfs [-f] [-d] [-o OPT[,OPT...]] CONFIG|DATASET_DIR MOUNTPOINT
  *   feedfs --check[=full] [-o OPT[,OPT...]] CONFIG|DATASET_DIR

@@ -1,11 +1,11 @@
 /*
- * nodes.c - the per-mount state and its inode table: inodes are allocated
- * on lookup from a table keyed by what the node is (type, job, rank,
- * world, epoch, batch, kind), counted by the kernel's lookups and dropped
- * on forget, so any number of epochs and rank views can exist without
- * being stored.  Each node is counted in the feed's memory budget while it
- * exists (feed_nodes_add); past the nodes' share, the pruner asks the
- * kernel to forget the names looked up longest ago.
+ * nodes.c - the inode table of a mount (fs/, the FUSE glue): inodes are
+ * allocated on lookup from a table keyed by what the node is (type, job,
+ * rank, world, epoch, batch, kind), counted by the kernel's lookups and
+ * dropped on forget, so any number of epochs and rank views can exist
+ * without being stored.  Each node is counted in the feed's memory budget
+ * while it exists (feed_nodes_add); past the nodes' share, the pruner asks
+ * the kernel to forget the names looked up longest ago.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "util/log.h"
 #include "engine/ns.h"
@@ -79,28 +78,27 @@ nkey_hash(const struct ns_key *k, size_t n)
 }
 
 int
-fs_init_state(struct feedfs *fs, struct feed *feed)
+fs_nodes_init(struct feedfs *fs)
 {
-	memset(fs, 0, sizeof(*fs));
-	fs->feed = feed;
-	clock_gettime(CLOCK_REALTIME, &fs->mtime);
-	fs->uid = getuid();
-	fs->gid = getgid();
 	fs->nbuckets = 4096;
 	fs->by_key = calloc(fs->nbuckets, sizeof(*fs->by_key));
 	fs->by_ino = calloc(fs->nbuckets, sizeof(*fs->by_ino));
+	if (fs->by_key == NULL || fs->by_ino == NULL) {
+		free(fs->by_key);
+		free(fs->by_ino);
+		fs->by_key = fs->by_ino = NULL;
+		return -ENOMEM;
+	}
 	fs->ino_next = FUSE_ROOT_ID + 1;
 	pthread_mutex_init(&fs->lock, NULL);
-	pthread_mutex_init(&fs->files_lock, NULL);
 	pthread_cond_init(&fs->prune_cv, NULL);
-	return fs->by_key && fs->by_ino ? 0 : -ENOMEM;
+	return 0;
 }
 
 void
-fs_fini_state(struct feedfs *fs)
+fs_nodes_fini(struct feedfs *fs)
 {
-	fs_close_files(fs);
-	for (size_t i = 0; fs->by_key && i < fs->nbuckets; i++)
+	for (size_t i = 0; i < fs->nbuckets; i++)
 		while (fs->by_key[i]) {
 			struct node *n = fs->by_key[i];
 
@@ -111,8 +109,8 @@ fs_fini_state(struct feedfs *fs)
 		}
 	free(fs->by_key);
 	free(fs->by_ino);
+	fs->by_key = fs->by_ino = NULL;
 	pthread_cond_destroy(&fs->prune_cv);
-	pthread_mutex_destroy(&fs->files_lock);
 	pthread_mutex_destroy(&fs->lock);
 }
 

@@ -1,7 +1,8 @@
 /*
- * nodes.h - the inode table of a mount (struct feedfs's by_key and by_ino,
- * under its lock): namespace keys to inode numbers and back.  All three
- * calls are thread-safe; the root (FUSE_ROOT_ID) always exists.
+ * nodes.h - the inode table of a mount (fs/, the FUSE glue; struct
+ * feedfs's by_key and by_ino, under its lock): namespace keys to inode
+ * numbers and back.  fs_node_ref, fs_node_key and fs_node_forget are
+ * thread-safe; the root (FUSE_ROOT_ID) always exists.
  */
 #ifndef FEEDFS_NODES_H
 #define FEEDFS_NODES_H
@@ -11,6 +12,15 @@
 
 #include "engine/ns.h"
 #include "fs/fs.h"
+
+/*
+ * The table and the pruner's lock and condition of fs, whose feed is set
+ * (fs_init_state, fs.c): 0, or -ENOMEM with nothing made.  fs_nodes_fini
+ * frees every node and takes it out of the feed's budget; the pruner must
+ * have stopped (fs_prune_stop) first.
+ */
+int fs_nodes_init(struct feedfs *fs);
+void fs_nodes_fini(struct feedfs *fs);
 
 /*
  * The inode of k, named name in directory parent, into *ino, its node

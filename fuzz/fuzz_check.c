@@ -1,12 +1,14 @@
 /*
  * fuzz_check - libFuzzer target: feedfs --check's header reads
- * (core/check.c: the JPEG segment walk, the PNG and WebP headers, the
- * tails searched for the end of an image).
+ * (check_header: core/check.c's cursor over a sample, through which the
+ * header probes of transforms/probe.h walk JPEG segments, read PNG and
+ * WebP headers and search the tails for the end of an image).  Layer:
+ * fuzz/ (tests of the model, core/).
  *
  * The input is a file, given through a memfd at an offset (as a tar
  * member is read, so that a read past the member would read bytes that
  * are not the input's); the check must give a kind and a reason, with
- * dimensions only when ok, and never read outside.  Seeds: corpus/decode.
+ * dimensions only when ok, and never read outside.  Seeds: corpus/check.
  */
 #include <stdint.h>
 #include <stdio.h>

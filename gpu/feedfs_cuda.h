@@ -1,5 +1,7 @@
 /*
- * feedfs_cuda.h - the descriptor read from a feedfs batch-NNNNNN.cuda file.
+ * feedfs_cuda.h - the descriptor read from a feedfs batch-NNNNNN.cuda file
+ * (gpu/; installed for clients, and the dtype and layout codes that the
+ * rest of gpu/ speaks).
  *
  * Reading JOB/epoch-NNNN/batch-NNNNNN.cuda of a job with gpu = on stages
  * that batch in device memory and returns FEEDFS_CUDA_DESC_SIZE bytes:

@@ -1,8 +1,9 @@
 /*
- * gpu.c - CUDA staging of batches (see gpu.h): the device, its probe,
- * gpu_init and gpu_fini, the handling of CUDA errors, and the client side.
- * The staging ring and gpu_stage are in stage.c, the per-job pools and the
- * buffers in jobs.c; what they share, and the lock order, in gpu_int.h.
+ * gpu.c - CUDA staging of batches (gpu/, which includes nothing of ours
+ * outside it; see gpu.h): the device, its probe, gpu_init and gpu_fini,
+ * and the client side.  The staging ring and gpu_stage are in stage.c,
+ * the per-job pools and the buffers in jobs.c, CUDA errors in errors.c;
+ * what they share, and the lock order, in gpu_int.h.
  *
  * One allocation per job, not per open: cudaMalloc and cudaFree cost
  * milliseconds and cudaFree synchronizes the device, a client would have
@@ -13,7 +14,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,84 +32,6 @@ bool
 gpu_built(void)
 {
 	return true;
-}
-
-static int
-cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
-{
-	snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e));
-	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
-}
-
-/*
- * Errors after which the context cannot be used again (CUDA documents each
- * as leaving the process in an inconsistent state).
- */
-static bool
-sticky_code(cudaError_t e)
-{
-	switch (e) {
-	case cudaErrorIllegalAddress:
-	case cudaErrorLaunchFailure:
-	case cudaErrorLaunchTimeout:
-	case cudaErrorHardwareStackError:
-	case cudaErrorIllegalInstruction:
-	case cudaErrorMisalignedAddress:
-	case cudaErrorInvalidAddressSpace:
-	case cudaErrorInvalidPc:
-	case cudaErrorAssert:
-	case cudaErrorECCUncorrectable:
-	case cudaErrorContextIsDestroyed:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * A CUDA call failed with e while doing what: clear the thread's error
- * state when the error can be cleared (so that it does not fail the next
- * call), or mark the context lost when it cannot.  Returns -errno, err
- * saying what happened.
- */
-int
-gpu_fail(
-    struct gpu *g, cudaError_t e, const char *what, char *err, size_t errlen)
-{
-	int none = 0;
-
-	(void)cudaGetLastError(); /* resets a non-sticky error */
-	if (!sticky_code(e) && cudaPeekAtLastError() == cudaSuccess)
-		return cuda_fail(e, what, err, errlen);
-	if (atomic_compare_exchange_strong(&g->lost, &none, (int)e))
-		snprintf(err, errlen,
-		    "%s: %s: CUDA context lost (a sticky "
-		    "error): every later .cuda read fails with EIO until "
-		    "feedfs is mounted again",
-		    what, cudaGetErrorString(e));
-	else
-		snprintf(err, errlen, "%s: %s (CUDA context lost earlier)",
-		    what, cudaGetErrorString(e));
-	return -EIO;
-}
-
-/* -EIO at once when the context was lost; else make g->dev current. */
-int
-gpu_enter(struct gpu *g, char *err, size_t errlen)
-{
-	int lost = atomic_load(&g->lost);
-	cudaError_t e;
-
-	if (lost != 0) {
-		snprintf(err, errlen,
-		    "CUDA context lost earlier (%s): .cuda "
-		    "reads fail until feedfs is mounted again",
-		    cudaGetErrorName((cudaError_t)lost));
-		return -EIO;
-	}
-	if ((e = cudaSetDevice(g->dev)) != cudaSuccess)
-		return gpu_fail(g, e, "cudaSetDevice", err, errlen);
-	return 0;
 }
 
 /* Whether this process sees a device; err says why not. */
@@ -253,7 +175,7 @@ gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 	g->budget = budget;
 	if ((e = cudaSetDevice(g->dev)) != cudaSuccess ||
 	    (e = cudaGetDeviceProperties(&prop, g->dev)) != cudaSuccess) {
-		r = cuda_fail(e, "no CUDA device: device 0", err, errlen);
+		r = gpu_cuda_fail(e, "no CUDA device: device 0", err, errlen);
 		goto fail;
 	}
 	memcpy(g->uuid, prop.uuid.bytes, sizeof(g->uuid));
@@ -271,7 +193,7 @@ gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 	/* The pools are made at their job's first read: say now if the
 	 * budget cannot be had (another process may still take it later). */
 	if ((e = cudaMemGetInfo(&avail, &total)) != cudaSuccess) {
-		r = cuda_fail(e, "cudaMemGetInfo", err, errlen);
+		r = gpu_cuda_fail(e, "cudaMemGetInfo", err, errlen);
 		goto fail;
 	}
 	if (budget > avail) {
@@ -284,7 +206,7 @@ gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 		goto fail;
 	}
 	if ((e = gpu_ring_init(g)) != cudaSuccess) {
-		r = cuda_fail(e, "pinned staging ring", err, errlen);
+		r = gpu_cuda_fail(e, "pinned staging ring", err, errlen);
 		goto fail;
 	}
 	if ((e = gpu_ring_trial(g)) != cudaSuccess) {
@@ -294,7 +216,7 @@ gpu_init(struct gpu **out, uint64_t budget, char *err, size_t errlen)
 		    "a trial conversion on %s "
 		    "(compute capability %d.%d, kernels built for %s)",
 		    g->name, g->major, g->minor, gpu_kernels_archs());
-		r = cuda_fail(e, what, err, errlen);
+		r = gpu_cuda_fail(e, what, err, errlen);
 		goto fail;
 	}
 	*out = g;
@@ -347,11 +269,11 @@ gpu_ipc_open(
 		}
 	}
 	if ((e = cudaSetDevice(dev)) != cudaSuccess)
-		return cuda_fail(e, "cudaSetDevice", err, errlen);
+		return gpu_cuda_fail(e, "cudaSetDevice", err, errlen);
 	memcpy(&h, d->handle, sizeof(h));
 	if ((e = cudaIpcOpenMemHandle(
 		 base, h, cudaIpcMemLazyEnablePeerAccess)) != cudaSuccess)
-		return cuda_fail(e, "cudaIpcOpenMemHandle", err, errlen);
+		return gpu_cuda_fail(e, "cudaIpcOpenMemHandle", err, errlen);
 	return 0;
 }
 

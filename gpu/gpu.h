@@ -1,5 +1,8 @@
 /*
- * gpu.h - optional CUDA staging of batches (see DESIGN "GPU staging").
+ * gpu.h - optional CUDA staging of batches (gpu/, a library that includes
+ * nothing of ours outside it; see DESIGN "GPU staging").  The engine
+ * (engine/stage.c) calls it and translates the job's dtype and layout
+ * into the descriptor's codes (feedfs_cuda.h) that gpu/ speaks.
  *
  * This build may lack CUDA: then gpu_built() is false and gpu_probe() and
  * gpu_init() fail with "feedfs was built without CUDA" (gpu_stub.c).  With
@@ -13,7 +16,8 @@
  * slot and a device scratch of uint8 input per slot.  gpu_stage copies
  * uint8 HWC samples through the ring (host copy of chunk i+1 overlapping
  * the transfer and conversion of chunk i) and converts them on the device
- * to the job's dtype and layout, normalizing exactly as xf_convert does.
+ * to the job's dtype and layout, normalizing exactly as transforms/'
+ * xf_convert does (bit for bit: kernels.cu).
  * Nothing here logs: failures come back as an errno and a message in err.
  *
  * Errors: a CUDA error that leaves the context usable fails that call
@@ -37,16 +41,19 @@
 #include <stdint.h>
 
 #include "gpu/feedfs_cuda.h"
-#include "transforms/xf.h"
 
 struct gpu;
 struct gpu_buf;
 
-/* The conversion of one sample: uint8 HWC w x h x 3 to dtype/layout. */
+/*
+ * The conversion of one sample: uint8 HWC w x h x 3 to dtype and layout,
+ * the codes of the descriptor (feedfs_cuda.h: NHWC is HWC per sample),
+ * with (v / 255 - mean[c]) / std[c] when normalize.
+ */
 struct gpu_conv {
 	uint32_t w, h;
-	enum xf_dtype dtype;
-	enum xf_layout layout;
+	enum feedfs_cuda_dtype dtype;
+	enum feedfs_cuda_layout layout;
 	bool normalize;
 	float mean[3], std[3];
 };
@@ -91,8 +98,9 @@ int gpu_job_pool(struct gpu *g, uint32_t job, uint64_t bytes, char *err,
  * bytes) until gpu_put.  When the pool has no room it waits up to
  * GPU_FULL_WAIT_MS for buffers to come back, then fails with -ENOSPC (a
  * later call may succeed); -E2BIG when the batch is larger than the whole
- * pool (no call will), -ENOENT when job has no pool, -EIO on a CUDA error
- * (see Errors above); err says which.
+ * pool (no call will), -ENOENT when job has no pool, -EINVAL for a dtype
+ * or layout that is no code of feedfs_cuda.h, -EIO on a CUDA error (see
+ * Errors above); err says which.
  */
 #define GPU_FULL_WAIT_MS 200
 int gpu_stage(struct gpu *g, uint32_t job, const struct gpu_conv *cv,

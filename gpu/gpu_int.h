@@ -1,6 +1,8 @@
 /*
- * gpu_int.h - what gpu.c, stage.c and jobs.c share (CUDA builds only; not
- * installed, not for the rest of feedfs, which sees gpu.h).
+ * gpu_int.h - what gpu.c, stage.c, jobs.c and errors.c share (gpu/, CUDA
+ * builds only; not installed, not for the rest of feedfs, which sees
+ * gpu.h).  They call one way: gpu.c the others, stage.c jobs.c, every one
+ * errors.c.
  *
  * Locking: ring_lock serializes gpu_stage's use of the ring (one batch
  * goes through the ring at a time; its chunks overlap each other);
@@ -69,12 +71,17 @@ struct gpu {
 	atomic_uint_fast64_t staged, h2d_bytes, stage_ns;
 };
 
-/* ---- gpu.c: devices and errors ------------------------------------------ */
+/* ---- errors.c: CUDA errors ---------------------------------------------- */
+
+/* A CUDA call failed with e while doing what, before or outside a struct
+ * gpu: err says so; -ENOMEM for an allocation, else -EIO. */
+int gpu_cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen);
 
 /*
  * A CUDA call failed with e while doing what: clear the thread's error
- * state when the error can be cleared, or mark g's context lost when it
- * cannot.  Returns -errno, err saying what happened.
+ * state when the error can be cleared (so that it does not fail the next
+ * call), or mark g's context lost when it cannot.  Returns -errno, err
+ * saying what happened.
  */
 int gpu_fail(
     struct gpu *g, cudaError_t e, const char *what, char *err, size_t errlen);

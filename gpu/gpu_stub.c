@@ -1,5 +1,6 @@
 /*
- * gpu_stub.c - gpu.h for a build without CUDA: every call says so.
+ * gpu_stub.c - gpu.h for a build without CUDA (gpu/, CUDA staging): every
+ * call says so.
  */
 #include <errno.h>
 #include <stdio.h>

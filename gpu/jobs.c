@@ -1,7 +1,8 @@
 /*
- * jobs.c - the per-job device pools and the buffers carved from them (see
- * gpu.h, gpu_int.h): gpu_job_pool, gpu_put, gpu_buf_desc, gpu_buf_read,
- * gpu_get_stats.  pool.c does the accounting; pool_lock guards it here.
+ * jobs.c - the per-job device pools and the buffers carved from them
+ * (gpu/, CUDA staging; see gpu.h, gpu_int.h): gpu_job_pool, gpu_put,
+ * gpu_buf_desc, gpu_buf_read, gpu_get_stats.  pool.c does the accounting;
+ * pool_lock guards it here.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * kernels.cu - uint8 HWC samples to the job's dtype and layout, on the
- * device (see kernels.h).
+ * device (gpu/, CUDA staging; see kernels.h).
  *
  * The values must be those of transforms/convert.c bit for bit, so every
  * float operation is an explicit round-to-nearest intrinsic: nvcc may not

@@ -1,5 +1,6 @@
 /*
- * kernels.h - the device conversion of gpu/kernels.cu, callable from C.
+ * kernels.h - the device conversion of gpu/kernels.cu, callable from C
+ * (gpu/, CUDA builds only).
  */
 #ifndef FEEDFS_GPU_KERNELS_H
 #define FEEDFS_GPU_KERNELS_H
@@ -10,11 +11,11 @@
 extern "C" {
 #endif
 
-/* dtype and layout codes: those of enum xf_dtype and enum xf_layout. */
+/* dtype and layout codes: the descriptor's (feedfs_cuda.h). */
 struct gpu_kconv {
 	uint32_t w, h;
 	int dtype;  /* 0 uint8, 1 float16, 2 float32 */
-	int layout; /* 0 HWC, 1 CHW */
+	int layout; /* 0 HWC (NHWC), 1 CHW (NCHW) */
 	int normalize;
 	float mean[3], std[3];
 };

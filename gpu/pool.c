@@ -1,5 +1,6 @@
 /*
- * pool.c - first-fit accounting of the device buffer pool (see pool.h).
+ * pool.c - first-fit accounting of the device buffer pool (gpu/, plain C,
+ * built with or without CUDA; see pool.h).
  *
  * The held ranges are few (one per open .cuda file and batch being
  * staged), so a sorted array scanned linearly is enough.

@@ -1,5 +1,5 @@
 /*
- * pool.h - accounting of the device buffer pool (plain C, no CUDA).
+ * pool.h - accounting of the device buffer pool (gpu/; plain C, no CUDA).
  *
  * Each gpu = on job has its own pool: one device allocation, its share of
  * `gpu_memory` (gpu_pool_share), out of which its batches are carved at

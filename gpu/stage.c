@@ -1,5 +1,6 @@
 /*
- * stage.c - the pinned staging ring and gpu_stage (see gpu.h, gpu_int.h).
+ * stage.c - the pinned staging ring and gpu_stage (gpu/, CUDA staging; see
+ * gpu.h, gpu_int.h).
  *
  * The ring is GPU_RING slots, each a pinned host buffer, a device scratch
  * buffer, a stream and an event; ring_lock serializes its use.
@@ -112,12 +113,6 @@ gpu_ring_trial(struct gpu *g)
 	return cudaStreamSynchronize(s->s);
 }
 
-static unsigned
-dtype_size(enum xf_dtype d)
-{
-	return d == XF_UINT8 ? 1 : d == XF_FLOAT16 ? 2 : 4;
-}
-
 static uint64_t
 now_ns(void)
 {
@@ -137,10 +132,11 @@ stage_locked(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
     uint32_t n, uint8_t *dst, char *err, size_t errlen)
 {
 	size_t in = (size_t)cv->w * cv->h * 3;
-	size_t out = in * dtype_size(cv->dtype);
+	size_t out = in * feedfs_cuda_dtype_size(cv->dtype);
 	uint32_t per =
 	    (uint32_t)(GPU_SLOT_BYTES / in ? GPU_SLOT_BYTES / in : 1);
-	bool direct = cv->dtype == XF_UINT8 && cv->layout == XF_HWC;
+	bool direct =
+	    cv->dtype == FEEDFS_CUDA_UINT8 && cv->layout == FEEDFS_CUDA_NHWC;
 	struct gpu_kconv kc;
 	cudaError_t e = cudaSuccess;
 	unsigned k = 0;
@@ -150,8 +146,8 @@ stage_locked(struct gpu *g, const struct gpu_conv *cv, const uint8_t *src,
 
 	kc.w = cv->w;
 	kc.h = cv->h;
-	kc.dtype = cv->dtype == XF_UINT8 ? 0 : cv->dtype == XF_FLOAT16 ? 1 : 2;
-	kc.layout = cv->layout == XF_HWC ? 0 : 1;
+	kc.dtype = (int)cv->dtype;
+	kc.layout = (int)cv->layout;
 	kc.normalize = cv->normalize;
 	for (int c = 0; c < 3; c++) {
 		kc.mean[c] = cv->normalize ? cv->mean[c] : 0.0f;
@@ -205,11 +201,17 @@ gpu_stage(struct gpu *g, uint32_t job, const struct gpu_conv *cv,
     const uint8_t *src, uint32_t n, struct gpu_buf **out, char *err,
     size_t errlen)
 {
-	uint64_t len = (uint64_t)n * cv->w * cv->h * 3 * dtype_size(cv->dtype);
+	unsigned esize = feedfs_cuda_dtype_size(cv->dtype);
+	uint64_t len = (uint64_t)n * cv->w * cv->h * 3 * esize;
 	uint64_t t0 = now_ns();
 	struct gpu_buf *b;
 	int r;
 
+	if (esize == 0 || cv->layout > FEEDFS_CUDA_NCHW) {
+		snprintf(err, errlen, "dtype %u, layout %u: no such code",
+		    (unsigned)cv->dtype, (unsigned)cv->layout);
+		return -EINVAL;
+	}
 	if ((r = gpu_enter(g, err, errlen)) != 0)
 		return r;
 	if ((b = calloc(1, sizeof(*b))) == NULL) {
@@ -221,10 +223,8 @@ gpu_stage(struct gpu *g, uint32_t job, const struct gpu_conv *cv,
 		return r;
 	}
 	b->len = len;
-	b->dtype = cv->dtype == XF_UINT8     ? FEEDFS_CUDA_UINT8
-		   : cv->dtype == XF_FLOAT16 ? FEEDFS_CUDA_FLOAT16
-					     : FEEDFS_CUDA_FLOAT32;
-	b->layout = cv->layout == XF_HWC ? FEEDFS_CUDA_NHWC : FEEDFS_CUDA_NCHW;
+	b->dtype = cv->dtype;
+	b->layout = cv->layout;
 	pthread_mutex_lock(&g->ring_lock);
 	if ((r = gpu_enter(g, err, errlen)) == 0)
 		r = stage_locked(

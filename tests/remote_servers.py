@@ -13,6 +13,10 @@ gives it, inside fflib.Test's temp dir.
     with S3Server(t.path("s3")) as s3:        # moto, SigV4 checked
         s3.make_bucket("b"); s3.upload_dir("b", shards_dir, prefix="x/")
         s3.endpoint, s3.region, s3.access_key, s3.secret_key, s3.env()
+        s3.create_key(), s3.delete_key(id)    # IAM: the user's keys
+        s3.create_role("r"), s3.assume(arn, 900)  # IAM role, STS
+    with ImdsServer(t.path("imds"), mint) as m:   # IMDSv2, its tokens
+        m.endpoint, m.log, m.minted
     with Netem(20) as n:                      # netns + veth + tc netem
         Nginx(root, ..., netem=n)             # the server in the namespace
     with Proxy("127.0.0.1", ng.port) as p:    # a fault-injecting proxy
@@ -307,7 +311,10 @@ class S3Server:
     S3 policy and an access key is made first, then /moto-api/reset-auth 0
     turns the checks on for every later request, which must carry a SigV4
     signature (recomputed by moto over its SignedHeaders with the user's
-    secret) of that key.
+    secret) of that key.  auth=False leaves the checks off (moto fails an
+    unsigned request, such as STS AssumeRoleWithWebIdentity, while they
+    are on).  The user may read S3 and assume roles (STS AssumeRole);
+    moto's STS and IAM answer on the same endpoint.
 
     endpoint: "http://127.0.0.1:PORT"; region; access_key, secret_key;
     env(): AWS_* variables for them; make_bucket(), upload_dir(), put()."""
@@ -329,8 +336,9 @@ class S3Server:
             return "moto does not import in %s: %s" % (VENV, r.stdout[-300:])
         return None
 
-    def __init__(self, dir):
+    def __init__(self, dir, auth=True):
         self.dir = dir
+        self.auth = auth
         os.makedirs(dir, exist_ok=True)
         self.port = fflib.free_port()
         self.host = "127.0.0.1"
@@ -364,7 +372,8 @@ class S3Server:
                                                       "bootstrap"))
         self.access_key = out["access_key"]
         self.secret_key = out["secret_key"]
-        self._post("/moto-api/reset-auth", b"0")
+        if self.auth:
+            self._post("/moto-api/reset-auth", b"0")
         return self
 
     def stop(self):
@@ -418,6 +427,29 @@ class S3Server:
         return self._admin({"op": "put", "bucket": bucket, "key": key,
                             "path": os.path.abspath(path)})["etag"]
 
+    def create_key(self):
+        """A new access key of the user (IAM allows two): (id, secret).
+        The server's own calls go on with it (access_key, secret_key),
+        so that the old one may be deleted."""
+        out = self._admin({"op": "create_key"})
+        self.access_key = out["access_key"]
+        self.secret_key = out["secret_key"]
+        return out["access_key"], out["secret_key"]
+
+    def delete_key(self, key_id):
+        """Delete the user's access key key_id (IAM DeleteAccessKey)."""
+        self._admin({"op": "delete_key", "key_id": key_id})
+
+    def create_role(self, name):
+        """An IAM role the user may assume, which may read S3: its ARN."""
+        return self._admin({"op": "create_role", "name": name})["arn"]
+
+    def assume(self, arn, seconds):
+        """STS AssumeRole of arn for seconds: {AccessKeyId,
+        SecretAccessKey, SessionToken, Expiration (ISO 8601)}."""
+        return self._admin({"op": "assume", "arn": arn,
+                            "seconds": seconds})
+
 
 # The boto3 side of S3Server, run by the venv's python (stdin: a request).
 S3_ADMIN = r'''
@@ -428,17 +460,54 @@ req = json.load(sys.stdin)
 kw = dict(endpoint_url=req["endpoint"], region_name=req["region"],
           aws_access_key_id=req["key"], aws_secret_access_key=req["secret"],
           config=Config(s3={"addressing_style": "path"},
-                        retries={"max_attempts": 2}))
+                        retries={"max_attempts": 2},
+                        # STS of a few seconds (AWS's least is 900)
+                        parameter_validation=False))
 op = req["op"]
 if op == "bootstrap":
     iam = boto3.client("iam", **kw)
     iam.create_user(UserName="feedfs-test")
     iam.put_user_policy(UserName="feedfs-test", PolicyName="s3",
         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+            {"Effect": "Allow", "Action": ["s3:*", "sts:AssumeRole",
+                                            "iam:*"],
+             "Resource": "*"}]}))
     k = iam.create_access_key(UserName="feedfs-test")["AccessKey"]
     print(json.dumps({"access_key": k["AccessKeyId"],
                       "secret_key": k["SecretAccessKey"]}))
+    sys.exit(0)
+if op in ("create_key", "delete_key", "create_role"):
+    iam = boto3.client("iam", **kw)
+    if op == "create_key":
+        k = iam.create_access_key(UserName="feedfs-test")["AccessKey"]
+        print(json.dumps({"access_key": k["AccessKeyId"],
+                          "secret_key": k["SecretAccessKey"]}))
+    elif op == "delete_key":
+        iam.delete_access_key(UserName="feedfs-test",
+                              AccessKeyId=req["key_id"])
+        print("{}")
+    else:
+        me = boto3.client("sts", **kw).get_caller_identity()["Arn"]
+        r = iam.create_role(RoleName=req["name"],
+            AssumeRolePolicyDocument=json.dumps({
+                "Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"AWS": me},
+                    "Action": "sts:AssumeRole"}]}))["Role"]
+        iam.put_role_policy(RoleName=req["name"], PolicyName="s3",
+            PolicyDocument=json.dumps({"Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*",
+                               "Resource": "*"}]}))
+        print(json.dumps({"arn": r["Arn"]}))
+    sys.exit(0)
+if op == "assume":
+    sts = boto3.client("sts", **kw)
+    c = sts.assume_role(RoleArn=req["arn"], RoleSessionName="imds",
+                        DurationSeconds=req["seconds"])["Credentials"]
+    print(json.dumps({"AccessKeyId": c["AccessKeyId"],
+                      "SecretAccessKey": c["SecretAccessKey"],
+                      "SessionToken": c["SessionToken"],
+                      "Expiration": c["Expiration"].strftime(
+                          "%Y-%m-%dT%H:%M:%SZ")}))
     sys.exit(0)
 s3 = boto3.client("s3", **kw)
 if op == "mb":
@@ -459,6 +528,145 @@ elif op == "put_dir":
             etags[key] = r["ETag"]
     print(json.dumps({"etags": etags}))
 '''
+
+
+# ---- an EC2 instance metadata service (IMDSv2) ----------------------------
+
+class ImdsServer:
+    """The instance metadata service's credentials, IMDSv2 only, written
+    to AWS's documentation of it (EC2 User Guide, "Use the Instance
+    Metadata Service to access instance metadata" and "Retrieve security
+    credentials from instance metadata"): no real implementation that
+    checks the session token runs here (moto's answers any request, with
+    fixed credentials; amazon-ec2-metadata-mock is a Go program).
+
+      PUT /latest/api/token   needs X-aws-ec2-metadata-token-ttl-seconds
+                              (1..21600, else 400) and refuses a request
+                              with X-Forwarded-For (403); the token, text
+      GET /latest/meta-data/iam/security-credentials/       the role
+      GET /latest/meta-data/iam/security-credentials/ROLE   its JSON
+
+    Every GET needs X-aws-ec2-metadata-token of a live token, else 401
+    (an instance with HttpTokens=required).  The credentials come from
+    mint() (a dict: AccessKeyId, SecretAccessKey, SessionToken,
+    Expiration as ISO 8601) and are handed out until half their life is
+    left, then minted again (EC2 has new ones at least five minutes
+    before the old expire).  Runs in the test's process (threads) on
+    127.0.0.1; endpoint: its URL (AWS_EC2_METADATA_SERVICE_ENDPOINT);
+    log: (method, path, status) of each request; minted: the credentials
+    handed out so far."""
+
+    ROLE = "feedfs-test-role"
+
+    def __init__(self, dir, mint):
+        import http.server
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+        self.mint = mint
+        self.minted = []
+        self.log = []
+        self.tokens = {}  # token -> its end (monotonic)
+        self.cur = None  # (creds, minted at, expires) as time.time()
+        self.lock = threading.Lock()
+        self.port = fflib.free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        server = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, body, ctype="text/plain"):
+                b = body.encode()
+                with server.lock:  # before the answer: in order
+                    server.log.append((self.command, self.path, code))
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                self.wfile.write(b)
+
+            def do_PUT(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                if self.path != "/latest/api/token":
+                    return self._send(404, "Not Found")
+                if self.headers.get("X-Forwarded-For") is not None:
+                    return self._send(403, "Forbidden")
+                if ttl is None or not ttl.isdigit() or \
+                        not 1 <= int(ttl) <= 21600:
+                    return self._send(400, "Bad Request")
+                tok = os.urandom(24).hex()
+                with server.lock:
+                    server.tokens[tok] = time.monotonic() + int(ttl)
+                self._send(200, tok)
+
+            def do_GET(self):
+                tok = self.headers.get("X-aws-ec2-metadata-token")
+                with server.lock:
+                    ok = tok is not None and \
+                        server.tokens.get(tok, 0) > time.monotonic()
+                if not ok:
+                    return self._send(401, "Unauthorized")
+                base = "/latest/meta-data/iam/security-credentials/"
+                if self.path == base:
+                    return self._send(200, ImdsServer.ROLE)
+                if self.path != base + ImdsServer.ROLE:
+                    return self._send(404, "Not Found")
+                c = server._creds()
+                self._send(200, json.dumps(dict(
+                    Code="Success", LastUpdated=time.strftime(
+                        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    Type="AWS-HMAC", AccessKeyId=c["AccessKeyId"],
+                    SecretAccessKey=c["SecretAccessKey"],
+                    Token=c["SessionToken"], Expiration=c["Expiration"]),
+                    indent=2), "application/json")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1",
+                                                      self.port), H)
+        self.httpd.daemon_threads = True
+        self.thread = None
+
+    def _creds(self):
+        import calendar
+        now = time.time()
+        with self.lock:
+            if self.cur is not None:
+                c, t0, exp = self.cur
+                if now < exp - (exp - t0) / 2:
+                    return c
+            c = self.mint()
+            exp = calendar.timegm(time.strptime(c["Expiration"],
+                                                "%Y-%m-%dT%H:%M:%SZ"))
+            self.cur = (c, now, exp)
+            self.minted.append(c)
+            return c
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+        _live.append(self)
+        return self
+
+    def stop(self):
+        if self.thread is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.thread = None
+        if self in _live:
+            _live.remove(self)
 
 
 # ---- a network namespace with netem --------------------------------------
@@ -696,7 +904,9 @@ class Proxy:
     applies mode to the requests that match (a Range header, none, any;
     path containing SUBSTRING) at most N times (None: every time), the rest
     pass.  stats(): requests, faults, connections, bytes to the client
-    (body and all), bytes from upstream; log: one dict per request."""
+    (body and all), bytes from upstream; log: one dict per request
+    (method, path, range, if_match, status, time; key_id: a SigV4
+    signature's key id, token: whether X-Amz-Security-Token came)."""
 
     def __init__(self, upstream_host, upstream_port, rtt_ms=None):
         self.up = (upstream_host, upstream_port)
@@ -921,10 +1131,16 @@ class Proxy:
                 body = cc.exactly(n) if n else b""
                 method, path = first.split(" ")[:2]
                 mode, p = self._pick(hdrs, path)
+                auth = _get(hdrs, "Authorization") or ""
                 entry = dict(method=method, path=path, mode=mode,
                              range=_get(hdrs, "Range"),
                              if_match=_get(hdrs, "If-Match"), status=None,
-                             body=0)
+                             body=0, time=time.monotonic(),
+                             # SigV4's key id (not a secret), and a token
+                             key_id=auth.partition("Credential=")[2]
+                             .partition("/")[0] or None,
+                             token=_get(hdrs, "X-Amz-Security-Token")
+                             is not None)
                 with self.lock:
                     self.log.append(entry)
                     self.counts["requests"] += 1

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""test_check.py - `feedfs --check CONFIG|DIR` (issue 26).
+"""test_check.py - `feedfs --check CONFIG|DIR` (issue 26): a script test
+(tests/) of the model's check (core/check*.c) run as the program.
 
 (a) A folder of real files (gen-jpegs' JPEGs, a PNG, a WebP) with a JPEG
     cut short, a PNG and a WebP cut short, a .bmp, a text file and an empty
@@ -18,8 +19,16 @@
     hang, exit 1; no file that decodes is reported; every file a mount
     refuses is reported by --check=full, and nothing else.
 (e) A config error is exit status 2, a bad argument too.
+(f) One place knows each format (issue 35): --check asks transforms/'
+    header probes, which the decoders apply too.  A JPEG with a stuffed
+    zero (FF 00) or an empty COM segment before its frame, which libjpeg
+    decodes, is not reported; one with a stray byte right after SOI,
+    which the decoder refuses ("not a JPEG"), is; a WebP named .wbp is
+    named "a WebP image"; a 12-bit JPEG is reported in the words a
+    mount logs for it.
 """
 
+import errno
 import io
 import os
 import re
@@ -250,4 +259,62 @@ r = subprocess.run([fflib.FEEDFS, "--check", data, t.path("mnt")],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 check(r.returncode == 2, "--check with a mountpoint: exit %d" % r.returncode)
 log("(e) a config error, a missing source, a mountpoint: exit 2")
+
+# ---- (f) the probe's grammar is libjpeg's, its words the decoder's ---------
+F = t.path("formats")
+os.makedirs(os.path.join(F, "a"))
+first = sorted(x for x in os.listdir(os.path.join(data, classes[0]))
+               if x.endswith(".jpg"))[0]
+with open(os.path.join(data, classes[0], first), "rb") as f:
+    jpg = f.read()
+i = jpg.index(b"\xff\xc0")  # the frame header of gen-jpegs' baseline
+planted = {
+    "a/ff00.jpg": jpg[:2] + b"\xff\x00" + jpg[2:],
+    "a/com0.jpg": jpg[:2] + b"\xff\xfe\x00\x00" + jpg[2:],
+    "a/after-soi.jpg": jpg[:2] + b"\x00" + jpg[2:],
+    "a/bits12.jpg": jpg[:i + 4] + b"\x0c" + jpg[i + 5:],
+    "a/good.jpg": jpg,
+}
+for p, b in planted.items():
+    with open(os.path.join(F, p), "wb") as f:
+        f.write(b)
+with open(os.path.join(data, classes[1], "good.webp"), "rb") as f:
+    with open(os.path.join(F, "a", "photo.wbp"), "wb") as g:
+        g.write(f.read())
+fc = t.path("f.conf")
+t.config(fc, F, {"train": dict(pipeline=PIPE, dtype="uint8", layout="HWC",
+                               batch_size=1, shuffle="no", epochs=1)},
+         cache_dir=t.path("cache-f"))
+for full in (False, True):
+    rc, out, err = run_check(fc, full=full)
+    got = problems(out)
+    check(rc == 1 and sorted(got) == ["a/after-soi.jpg", "a/bits12.jpg",
+                                      "a/photo.wbp"],
+          "formats: exit %d, %s\n%s%s" % (rc, got, out, err))
+    check(got.get("a/after-soi.jpg", ("",))[0] == "corrupt" and
+          got["a/after-soi.jpg"][1].startswith("not a JPEG"), out)
+    check(got.get("a/photo.wbp", ("", ""))[1].endswith(
+        "not .wbp (a WebP image)"), out)
+    check(got.get("a/bits12.jpg", ("",))[0] == "unsupported", out)
+log("(f) FF 00 and an empty COM: not reported; a byte after SOI: %s; .wbp: "
+    "%s" % (got["a/after-soi.jpg"][1], got["a/photo.wbp"][1]))
+# The mount refuses the 12-bit JPEG in --check's words (samples.tsv is
+# sorted: after-soi, bits12, com0, ff00, good).
+with fflib.Mount(t, fc, t.path("mnt")) as mnt:
+    ok = []
+    for b in range(5):
+        try:
+            with open(os.path.join(t.path("mnt"), "train", "epoch-0000",
+                                   "batch-%06d.npy" % b), "rb") as f:
+                f.read()
+            ok.append(b)
+        except OSError as e:
+            check(e.errno == errno.EIO, "batch %d: %s" % (b, e))
+    text = mnt.log()
+check(ok == [2, 3, 4], "the mount served batches %s, want [2, 3, 4]" % ok)
+why = got["a/bits12.jpg"][1]
+check("bits12.jpg: %s" % why in text,
+      "the mount's log does not say '%s':\n%s" % (why, text))
+log("(f) a 12-bit JPEG: --check and the mount say '%s'" % why)
+
 log("ok")

@@ -11,8 +11,11 @@
  * pool waits for a buffer to come back and does not stay full; a CUDA
  * error left by another call is not taken for the staging's; gpu_init ran
  * the kernel-image check (a device it cannot run on is refused, which
- * needs such a device to see).  Not tested: a sticky error (it needs a
- * kernel that faults, and then this process's context is gone).
+ * needs such a device to see).  Issue 35: gpu/ takes the descriptor's
+ * dtype and layout codes, each checked against xf_convert's for the xf
+ * code of the same meaning, and refuses a value that is none of them.
+ * Not tested: a sticky error (it needs a kernel that faults, and then
+ * this process's context is gone).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -52,31 +55,32 @@ pattern(uint8_t *px, size_t n, unsigned seed)
 	px[1] = 255;
 }
 
-static size_t
-dsize(enum xf_dtype d)
-{
-	return d == XF_UINT8 ? 1 : d == XF_FLOAT16 ? 2 : 4;
-}
-
-/* What the CPU path gives for the batch at src. */
+/*
+ * What the CPU path gives for the batch at src: gpu/ takes the
+ * descriptor's codes, xf_convert its own, named here one by one.
+ */
 static uint8_t *
 expected(const struct gpu_conv *cv, const uint8_t *src, uint32_t n)
 {
-	size_t in = (size_t)cv->w * cv->h * 3, out = in * dsize(cv->dtype);
+	size_t in = (size_t)cv->w * cv->h * 3;
+	size_t out = in * feedfs_cuda_dtype_size(cv->dtype);
+	enum xf_dtype xd = cv->dtype == FEEDFS_CUDA_UINT8 ? XF_UINT8 :
+	    cv->dtype == FEEDFS_CUDA_FLOAT16 ? XF_FLOAT16 : XF_FLOAT32;
+	enum xf_layout xl = cv->layout == FEEDFS_CUDA_NHWC ? XF_HWC : XF_CHW;
 	uint8_t *e = malloc(out * n);
 
 	for (uint32_t s = 0; e && s < n; s++) {
 		struct xf_image img = {
 		    .w = cv->w, .h = cv->h, .px = (uint8_t *)src + s * in};
 
-		xf_convert(&img, cv->normalize, cv->mean, cv->std, cv->dtype,
-		    cv->layout, e + s * out);
+		xf_convert(&img, cv->normalize, cv->mean, cv->std, xd, xl,
+		    e + s * out);
 	}
 	return e;
 }
 
 static struct gpu_conv
-conv(enum xf_dtype d, enum xf_layout l, bool norm)
+conv(enum feedfs_cuda_dtype d, enum feedfs_cuda_layout l, bool norm)
 {
 	struct gpu_conv cv = { W, H, d, l, norm, { 0 }, { 0 } };
 
@@ -241,22 +245,22 @@ check_consumers(struct consumer *c, struct gpu *g, struct gpu_buf *b,
 static void
 check_values(struct gpu *g, const uint8_t *src)
 {
-	static const enum xf_dtype dts[] = { XF_UINT8, XF_FLOAT16,
-		XF_FLOAT32 };
+	static const enum feedfs_cuda_dtype dts[] = { FEEDFS_CUDA_UINT8,
+		FEEDFS_CUDA_FLOAT16, FEEDFS_CUDA_FLOAT32 };
 
 	for (size_t di = 0; di < 3; di++)
 		for (int l = 0; l < 2; l++)
 			for (int norm = 0; norm < 2; norm++) {
-				struct gpu_conv cv = conv(dts[di],
-				    l ? XF_CHW : XF_HWC, norm);
+				struct gpu_conv cv = conv(dts[di], l ?
+				    FEEDFS_CUDA_NCHW : FEEDFS_CUDA_NHWC, norm);
 				size_t len = (size_t)N * W * H * 3 *
-				    dsize(cv.dtype);
+				    feedfs_cuda_dtype_size(cv.dtype);
 				uint8_t *want, *got = malloc(len);
 				struct gpu_buf *b = NULL;
 				char err[512];
 				int r;
 
-				if (cv.dtype == XF_UINT8 && norm)
+				if (cv.dtype == FEEDFS_CUDA_UINT8 && norm)
 					continue; /* refused by config */
 				want = expected(&cv, src, N);
 				r = gpu_stage(g, 0, &cv, src, N, &b, err,
@@ -284,7 +288,7 @@ static void
 check_hold_and_reuse(struct gpu *g, struct consumer *c, const uint8_t *src,
     const uint8_t *src2)
 {
-	struct gpu_conv cv = conv(XF_FLOAT32, XF_CHW, true);
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NCHW, true);
 	size_t len = (size_t)N * W * H * 3 * 4;
 	uint8_t *wa = expected(&cv, src, N), *wb = expected(&cv, src2, N);
 	uint8_t *got = malloc(len);
@@ -327,7 +331,7 @@ out:
 static void
 check_bound(const uint8_t *src)
 {
-	struct gpu_conv cv = conv(XF_FLOAT32, XF_HWC, false);
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NHWC, false);
 	uint64_t pool = 16u << 20, len = (uint64_t)N * W * H * 3 * 4;
 	struct gpu_buf *held[4096];
 	struct gpu_stats st;
@@ -379,7 +383,7 @@ static void
 check_jobs(struct gpu *g, struct consumer *c, const uint8_t *src,
     const uint8_t *src2)
 {
-	struct gpu_conv cv = conv(XF_FLOAT16, XF_CHW, true);
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT16, FEEDFS_CUDA_NCHW, true);
 	uint8_t *wa = expected(&cv, src, N), *wb = expected(&cv, src2, N);
 	struct feedfs_cuda_desc da, db;
 	struct gpu_buf *a = NULL, *b = NULL;
@@ -445,7 +449,7 @@ now_ms(void)
 static void
 check_full(struct gpu *g, const uint8_t *src)
 {
-	struct gpu_conv cv = conv(XF_FLOAT32, XF_HWC, false);
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NHWC, false);
 	static struct gpu_buf *held[4096];
 	struct gpu_buf *x = NULL;
 	struct late_put lp;
@@ -487,7 +491,7 @@ check_full(struct gpu *g, const uint8_t *src)
 static void
 check_stale_error(struct gpu *g, const uint8_t *src)
 {
-	struct gpu_conv cv = conv(XF_FLOAT32, XF_CHW, true);
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NCHW, true);
 	struct feedfs_cuda_desc d;
 	struct gpu_buf *b = NULL;
 	void *base = NULL;
@@ -504,6 +508,34 @@ check_stale_error(struct gpu *g, const uint8_t *src)
 		gpu_put(g, b);
 		b = NULL;
 	}
+}
+
+/*
+ * gpu/ takes the descriptor's codes (feedfs_cuda.h), which the engine
+ * translates from xf's: a value that is none of them is refused, not
+ * taken for float32, and nothing of the pool is held.
+ */
+static void
+check_bad_codes(struct gpu *g, const uint8_t *src)
+{
+	struct gpu_conv cv = conv(FEEDFS_CUDA_FLOAT32, FEEDFS_CUDA_NCHW, false);
+	struct gpu_stats before, after;
+	struct gpu_buf *b = NULL;
+	char err[512] = "";
+
+	gpu_get_stats(g, &before);
+	cv.dtype = (enum feedfs_cuda_dtype)3;
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &b, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(b == NULL && strstr(err, "no such code") != NULL);
+	cv.dtype = FEEDFS_CUDA_FLOAT32;
+	cv.layout = (enum feedfs_cuda_layout)2;
+	CHECK_EQ_INT(gpu_stage(g, 0, &cv, src, N, &b, err, sizeof(err)),
+	    -EINVAL);
+	CHECK(b == NULL);
+	gpu_get_stats(g, &after);
+	CHECK(after.pool_used == before.pool_used &&
+	    after.staged == before.staged);
 }
 
 int
@@ -538,6 +570,7 @@ main(void)
 	check_jobs(g, c, src, src2);
 	check_full(g, src);
 	check_stale_error(g, src);
+	check_bad_codes(g, src);
 	gpu_fini(g);
 	consumers_stop(c);
 	check_bound(src);

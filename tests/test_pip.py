@@ -10,9 +10,9 @@
   on sys.path) and run outside the source tree, imports feedfs from the
   venv, reads a batch of a real mount equal to the file's np.load, and
   runs `python3 -m feedfs.top` against the mount;
-- `make install DESTDIR=...` (the package's part of it) puts the package
-  in a directory of /usr/bin/python3's sys.path, where the same checks
-  pass.
+- `make install DESTDIR=...` (the package's part of it) puts the package,
+  every module of python/feedfs/, in a directory of /usr/bin/python3's
+  sys.path, where the same checks pass.
 
 pip builds in the directory it is given, so it is given a copy of
 python/: the source tree (read-only under distcheck) is left as it was.
@@ -177,9 +177,12 @@ check(len(inits) == 1, "make install put feedfs/__init__.py in %d places: %s"
       % (len(inits), inits))
 pkgdir = os.path.dirname(os.path.dirname(inits[0]))
 installed = "/" + os.path.relpath(pkgdir, dest)
-for f in ("__init__.py", "torch.py", "top.py"):
-    check(os.path.exists(os.path.join(pkgdir, "feedfs", f)),
-          "make install: feedfs/%s missing in %s" % (f, pkgdir))
+# Every module of python/feedfs/ (Makefile.am lists them one by one).
+for f in sorted(os.listdir(os.path.join(fflib.SRCDIR, "python", "feedfs"))):
+    if f.endswith(".py"):
+        check(os.path.exists(os.path.join(pkgdir, "feedfs", f)),
+              "make install: feedfs/%s missing in %s (Makefile.am's "
+              "dist_feedfspy_DATA)" % (f, pkgdir))
 rc, out = run([fflib.PY, "-I", "-c", "import sys; print('\\n'.join(sys.path))"])
 syspath = [os.path.realpath(p) for p in out.split("\n") if p]
 if os.path.realpath(installed) not in syspath:

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """test_read_parts.py - feedfs.read_into reads a large batch in parts, a
-thread each (python/feedfs: _pread_parts), and gets the same bytes:
+thread each (python/feedfs/reader.py: _pread_parts), and gets the same
+bytes:
 
 - on a real mount, every batch of two epochs of a float32 CHW job and of a
   uint8 HWC job, read with the parts made small (4 KiB and up, four
@@ -41,8 +42,9 @@ cfg = t.config(t.path("feedfs.conf"), data, JOBS)
 
 
 def parts(cpus, least):
-    feedfs._cpus = lambda: cpus
-    feedfs._PART_MIN = least
+    # The reader's own module: a name set on the package would not reach it.
+    feedfs.reader._cpus = lambda: cpus
+    feedfs.reader._PART_MIN = least
 
 
 with fflib.Mount(t, cfg, t.path("mnt")) as m:

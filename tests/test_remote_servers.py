@@ -307,7 +307,8 @@ else:
         check(st == 206 and data == BLOB[10:20],
               "S3 signed range GET: rc %d status %s %r" % (rc, st, data[:300]))
         rc, h, st, data = curl(*sig, "--user", "%s:%s" % (
-            s3.access_key, "x" + s3.secret_key[1:]), "-r", "10-19", url)
+            s3.access_key, ("y" if s3.secret_key[0] == "x" else "x")
+            + s3.secret_key[1:]), "-r", "10-19", url)
         check(st == 403 and b"SignatureDoesNotMatch" in data,
               "S3 wrong secret: %s %r" % (st, data[:300]))
         rc, h, st, data = curl("-r", "10-19", url)

@@ -1,9 +1,10 @@
 /*
- * cache-report.c - a program's part (tools/, over cache/ and core/): the
- * reports of feedfs-cache (feedfs-cache.h).  stats: the store's totals,
- * the holder's counters, the mounts that share it, and per prefix and
- * format the entries, the hits and misses, and with -c how much of each
- * job's dataset is cached; ls: the prefixes and the jobs using them.
+ * cache-report.c - a program's part (tools/, over cache/ and the model in
+ * core/): the reports of feedfs-cache (feedfs-cache.h).  stats: the
+ * store's totals, the holder's counters, the mounts that share it, and
+ * per prefix and format the entries, the hits and misses, and with -c how
+ * much of each job's dataset is cached; ls: the prefixes and the jobs
+ * using them.
  */
 #include <sys/stat.h>
 

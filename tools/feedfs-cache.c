@@ -1,7 +1,8 @@
 /*
- * feedfs-cache.c - a program (tools/, over cache/ and core/): inspect and
- * maintain a feedfs cache directory.  main, the access to the store, and
- * verify, evict, clear and compact here; stats and ls in cache-report.c.
+ * feedfs-cache.c - a program (tools/, over cache/ and the model in core/):
+ * inspect and maintain a feedfs cache directory.  main, and verify,
+ * evict, clear and compact here; stats and ls in cache-report.c; the
+ * access to the store that both use in cache-access.c.
  *
  *   feedfs-cache [-c CONFIG] [--cache-dir DIR] COMMAND [ARGS]
  *	stats | ls | verify | evict --prefix TEXT | evict --older-than AGE |
@@ -33,31 +34,6 @@
 #include "core/config.h"
 #include "tools/feedfs-cache.h"
 
-/* --timeout: each request to the holder's control socket, in ms. */
-static int timeout_ms = CACHE_CTL_TIMEOUT_MS;
-bool fc_timed_out;
-
-int
-fc_ctl(
-    const char *dir, const char *who, const char *req, char *reply, size_t len)
-{
-	int r;
-
-	if (fc_timed_out)
-		return -ETIMEDOUT;
-	r = cache_ctl_request(dir, req, reply, len, timeout_ms);
-	if (r == -ETIMEDOUT) {
-		fc_timed_out = true;
-		fprintf(stderr,
-		    "feedfs-cache: %s, and it did not answer '%s' on "
-		    "%s/control.sock within %.1f s: it may be stopped "
-		    "(SIGSTOP, a debugger) or busy; nothing more was asked "
-		    "(--timeout SECONDS gives it longer)\n",
-		    who, req, dir, timeout_ms / 1000.0);
-	}
-	return r;
-}
-
 static void
 usage(FILE *fp)
 {
@@ -80,54 +56,6 @@ usage(FILE *fp)
 	    "cache to answer\n"
 	    "                            each request (default 5)\n"
 	    "\nSee feedfs-cache(8).\n");
-}
-
-bool
-fc_held(const char *dir, char *who, size_t len)
-{
-	return cache_probe_lock(dir, who, len) == -EBUSY;
-}
-
-/*
- * Whether dir may be used at all, before anything is opened in it: the
- * mount's checks, on its descriptor (cache_probe_lock: this user's,
- * writable by nobody else, not a link; LOCK a plain file, never a FIFO
- * that blocks or a link that is followed).  Said when not.
- */
-static bool
-trusted(const char *dir)
-{
-	char why[4500];
-	int r = cache_probe_lock(dir, why, sizeof(why));
-
-	if (r == 0 || r == -EBUSY)
-		return true;
-	fprintf(stderr, "feedfs-cache: %s\n", why);
-	return false;
-}
-
-/* Open for reading; with a feedfs holding dir, ask it to flush first. */
-int
-fc_open_read(const char *dir, struct cache **c)
-{
-	char err[1024], reply[512], who[1024];
-
-	if (!trusted(dir))
-		return -1;
-	if (fc_held(dir, who, sizeof(who)) &&
-	    fc_ctl(dir, who, "flush", reply, sizeof(reply)) != 0) {
-		if (fc_timed_out)
-			return -1;
-		fprintf(stderr,
-		    "feedfs-cache: %s; its control socket does not answer, "
-		    "so entries not yet flushed are not seen\n",
-		    who);
-	}
-	if (cache_open_secondary(dir, c, err, sizeof(err)) != 0) {
-		fprintf(stderr, "feedfs-cache: %s\n", err);
-		return -1;
-	}
-	return 0;
 }
 
 struct verify {
@@ -238,7 +166,11 @@ parse_age(const char *s, char *why, size_t whylen)
 	return v * units[i].secs;
 }
 
-/* Run req on the store dir, which no feedfs holds: the reply in reply. */
+/*
+ * Run req on the store dir, which no feedfs holds: 0 and the reply in
+ * reply, 1 when the store's files were removed instead (clear on a full
+ * disk: said), -1.
+ */
 static int
 run_offline(const char *dir, const char *req, char *reply, size_t len)
 {
@@ -251,8 +183,23 @@ run_offline(const char *dir, const char *req, char *reply, size_t len)
 	}
 	if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err, sizeof(err)) !=
 	    0) {
-		fprintf(stderr, "feedfs-cache: %s\n", err);
-		return -1;
+		uint64_t freed;
+
+		/* A full disk: clear needs no open (cache.h: cache_wipe). */
+		if (strstr(err, "No space left on device") == NULL ||
+		    strcmp(req, "clear") != 0 ||
+		    cache_wipe(dir, &freed, err, sizeof(err)) != 0) {
+			fprintf(stderr, "feedfs-cache: %s%s\n", err,
+			    strstr(err, "No space left on device")
+				? " (opening the store needs about a MiB "
+				  "free; clear needs none)"
+				: "");
+			return -1;
+		}
+		printf("cleared the store's files, %" PRIu64 " bytes: the "
+		       "disk was too full to open it\n",
+		    freed);
+		return 1;
 	}
 	if (cache_note(c))
 		fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
@@ -278,7 +225,7 @@ cmd_write(const char *dir, const char *req)
 		fprintf(stderr, "feedfs-cache: %s: %s\n", req, reply);
 		return EXIT_USAGE;
 	}
-	if (!trusted(dir))
+	if (!fc_trusted(dir))
 		return EXIT_DAMAGE;
 	if (fc_held(dir, who, sizeof(who))) {
 		if ((r = fc_ctl(dir, who, req, reply, sizeof(reply))) != 0) {
@@ -290,8 +237,8 @@ cmd_write(const char *dir, const char *req)
 			    who, dir, strerror(-r));
 			return EXIT_DAMAGE;
 		}
-	} else if (run_offline(dir, req, reply, sizeof(reply)) != 0)
-		return EXIT_DAMAGE;
+	} else if ((r = run_offline(dir, req, reply, sizeof(reply))) != 0)
+		return r > 0 ? 0 : EXIT_DAMAGE;
 	if (strncmp(reply, "ok", 2) != 0) {
 		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
 		    strncmp(reply, "error ", 6) == 0 ? reply + 6 : reply);
@@ -355,7 +302,7 @@ main(int argc, char **argv)
 				    "(more than 0, at most 86400)\n");
 				return EXIT_USAGE;
 			}
-			timeout_ms = sec * 1000 < 1 ? 1 : (int)(sec * 1000);
+			fc_timeout_ms = sec * 1000 < 1 ? 1 : (int)(sec * 1000);
 		} else if (strcmp(a, "-c") == 0 && i + 1 < argc)
 			config = argv[++i];
 		else if (cmd && strcmp(a, "--prefix") == 0 && i + 1 < argc)

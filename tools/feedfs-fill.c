@@ -1,7 +1,8 @@
 /*
- * feedfs-fill.c - a program (tools/, over core/ and cache/): fill the
- * cluster tier with a job's cached prefixes, on a node with no FUSE and no
- * GPU (see feedfs-fill(8)).
+ * feedfs-fill.c - a program (tools/, over the model in core/, the
+ * datasets, cache/ and the engine's allocator setting): fill the cluster
+ * tier with a job's cached prefixes, on a node with no FUSE and no GPU
+ * (see feedfs-fill(8)).
  *
  *	feedfs-fill [-o KEY=VALUE[,...]] CONFIG JOB [--part K/N]
  *	    [--epochs A-B]
@@ -12,9 +13,8 @@
  * (every epoch reads every sample, so that order covers epochs A..B); each
  * goes through sample_fill, which computes the key and the value (in the
  * job's cache_format) exactly as the mount does and skips what the
- * cluster already has, so a killed run restarts
- * where it stood.  Workers take the next sample of the list from one
- * atomic counter.
+ * cluster already has, so a killed run restarts where it stood.  Workers
+ * take the next sample of the list from one atomic counter.
  *
  * Exit status: 0 when the part is in the cluster, 1 when some sample could
  * not be stored (or, with on_error = fail, not read), 2 on usage, config

@@ -1,6 +1,7 @@
 /*
  * decode.c - JPEG to 8-bit RGB with libjpeg(-turbo); PNG goes to png.c,
- * WebP to webp.c.  Layer: transforms (transforms/).
+ * WebP to webp.c.  Layer: transforms/ (pixels).  The JPEG header probe,
+ * whose rules the decoder applies, is beside it in jpeg_probe.c.
  *
  * The decoder settings are libjpeg's defaults (ISLOW IDCT, fancy
  * upsampling), which is what Pillow uses outside draft mode, so that a
@@ -18,6 +19,8 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "transforms/probe.h"
+#include "transforms/probe_int.h"
 #include "transforms/xf.h"
 
 #define STR_(x) #x
@@ -115,26 +118,46 @@ xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 }
 
 /*
- * After jpeg_read_header: refuse an image of more than max_pixels (0: no
- * limit) before libjpeg or we allocate anything of its size, and choose
- * the output colour space: RGB, or CMYK for CMYK and YCCK sources (*cmyk),
- * which cmyk_row_to_rgb converts.  0, or -EFBIG with a message.
+ * Before libjpeg: the JPEG probe's rules on the whole file (max_pixels,
+ * 8-bit samples, the processes libjpeg-turbo decodes), refused in the
+ * probe's words before libjpeg or we allocate anything of the image's
+ * size: -EFBIG over max_pixels, -ENOTSUP for the others.  Damage the
+ * probe finds is left to libjpeg, which names it (*probed false).
  */
 static int
-header_checked(struct jpeg_decompress_struct *cinfo, uint64_t max_pixels,
-    bool *cmyk, char *err, size_t errlen)
+probe_rules(const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+    struct xf_probe *pr, bool *probed, char *err, size_t errlen)
 {
-	if (max_pixels > 0 &&
-	    (uint64_t)cinfo->image_width * cinfo->image_height > max_pixels) {
+	enum xf_verdict v =
+	    probe_mem_as(jpeg_probe, jpeg, len, max_pixels, pr, err, errlen);
+
+	if (v == XF_PROBE_UNSUPPORTED)
+		return pr->too_large ? -EFBIG : -ENOTSUP;
+	*probed = v == XF_PROBE_OK;
+	return 0;
+}
+
+/*
+ * After jpeg_read_header: libjpeg read the frame the probe read (a header
+ * the probe refused, libjpeg refuses too: should it not, the probe's why
+ * in err stands), and the output colour space is chosen from the probe's
+ * components: RGB, or CMYK for the 4 of CMYK and YCCK (*cmyk), which
+ * cmyk_row_to_rgb converts.  0, or -EINVAL.
+ */
+static int
+header_checked(struct jpeg_decompress_struct *cinfo, const struct xf_probe *pr,
+    bool probed, bool *cmyk, char *err, size_t errlen)
+{
+	if (!probed)
+		return -EINVAL;
+	if (pr->w != cinfo->image_width || pr->h != cinfo->image_height ||
+	    pr->components != cinfo->num_components) {
 		snprintf(err, errlen,
-		    "image too large: %ux%u is more than "
-		    "max_pixels (%llu)",
-		    (unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
-		    (unsigned long long)max_pixels);
-		return -EFBIG;
+		    "corrupt data: the frame header does not read the same "
+		    "twice");
+		return -EINVAL;
 	}
-	*cmyk = cinfo->jpeg_color_space == JCS_CMYK ||
-		cinfo->jpeg_color_space == JCS_YCCK;
+	*cmyk = pr->components == 4;
 	/* grayscale, YCbCr and RGB all come out as RGB */
 	cinfo->out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
 	return 0;
@@ -150,7 +173,8 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	uint8_t *volatile px = NULL;
 	uint8_t *volatile row = NULL;
 	volatile int r = -EINVAL;
-	bool cmyk;
+	struct xf_probe pr;
+	bool cmyk, probed;
 	uint32_t w, h;
 
 	/* By magic bytes, not by name: no scaled decode for PNG. */
@@ -158,10 +182,14 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 		return xf_png_decode(jpeg, len, max_pixels, out, err, errlen);
 	if (xf_is_webp(jpeg, len))
 		return xf_webp_decode(jpeg, len, max_pixels, out, err, errlen);
-	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
+	if (!xf_is_jpeg(jpeg, len)) {
 		snprintf(err, errlen, "not a JPEG");
 		return -EINVAL;
 	}
+	if ((r = probe_rules(
+		 jpeg, len, max_pixels, &pr, &probed, err, errlen)) != 0)
+		return r;
+	r = -EINVAL;
 	memset(&cinfo, 0, sizeof(cinfo));
 	cinfo.err = jpeg_std_error(&de.mgr);
 	de.mgr.error_exit = decode_error_exit;
@@ -174,7 +202,7 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	cinfo.progress = &pm;
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
-	if ((r = header_checked(&cinfo, max_pixels, &cmyk, err, errlen)) != 0)
+	if ((r = header_checked(&cinfo, &pr, probed, &cmyk, err, errlen)) != 0)
 		goto out;
 	r = -EINVAL;
 
@@ -392,14 +420,19 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
 	uint8_t *volatile row = NULL;
 	volatile int r = -EINVAL;
 	struct box_region rg;
+	struct xf_probe pr;
 	JDIMENSION xoff;
 	uint32_t iw, ih, W, H, bpp;
-	bool cmyk;
+	bool cmyk, probed;
 
-	if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || jpeg[2] != 0xff) {
+	if (!xf_is_jpeg(jpeg, len)) {
 		snprintf(err, errlen, "not a JPEG");
 		return -EINVAL;
 	}
+	if ((r = probe_rules(
+		 jpeg, len, max_pixels, &pr, &probed, err, errlen)) != 0)
+		return r;
+	r = -EINVAL;
 	memset(&cinfo, 0, sizeof(cinfo));
 	cinfo.err = jpeg_std_error(&de.mgr);
 	de.mgr.error_exit = decode_error_exit;
@@ -414,7 +447,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
 	jpeg_read_header(&cinfo, TRUE);
 	iw = cinfo.image_width;
 	ih = cinfo.image_height;
-	if ((r = header_checked(&cinfo, max_pixels, &cmyk, err, errlen)) != 0)
+	if ((r = header_checked(&cinfo, &pr, probed, &cmyk, err, errlen)) != 0)
 		goto out;
 	r = -EINVAL;
 	if (cw == 0 || ch == 0 || x > iw || cw > iw - x || y > ih ||

@@ -1,8 +1,10 @@
 /*
  * ops.c - crop, shrink, random resized crop parameters (in the frame
  * shrink keeps), and running a pipeline's ops: the deterministic prefix
- * (xf_run_prefix) and the rest (xf_run_suffix).  Layer: transforms
- * (transforms/); the flip is flip.c's.
+ * (xf_run_prefix) and the rest (xf_run_suffix).  Layer: transforms/
+ * (pixels); the flip is flip.c's.  A JPEG's size before decoding (for
+ * the DCT scale and the partial decode) is the JPEG probe's
+ * (xf_jpeg_dims, jpeg_probe.c).
  *
  * Each op does what torchvision 0.14 does on a PIL image, so that feedfs
  * and a torchvision DataLoader give the same tensors for the same boxes.
@@ -431,52 +433,6 @@ xf_prefix_dims(
 	*ow = w;
 	*oh = h;
 	return most;
-}
-
-static uint32_t
-be16(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 8 | p[1];
-}
-
-/*
- * The image size from a JPEG's SOF marker, without decoding.  Returns 0,
- * or -EINVAL when no SOF is found (the decoder then says what is wrong).
- */
-int
-xf_jpeg_dims(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
-{
-	size_t i = 2;
-
-	if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
-		return -EINVAL;
-	while (i + 4 <= len) {
-		uint8_t m;
-
-		if (p[i] != 0xff)
-			return -EINVAL;
-		m = p[i + 1];
-		if (m == 0xff) { /* fill byte */
-			i++;
-			continue;
-		}
-		if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
-			i += 2;
-			continue;
-		}
-		if (m == 0xd9 || m == 0xda)
-			return -EINVAL;
-		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 &&
-		    m != 0xcc) {
-			if (i + 9 > len)
-				return -EINVAL;
-			*h = be16(p + i + 5);
-			*w = be16(p + i + 7);
-			return *w > 0 && *h > 0 ? 0 : -EINVAL;
-		}
-		i += 2 + be16(p + i + 2);
-	}
-	return -EINVAL;
 }
 
 int

@@ -1,6 +1,6 @@
 /*
- * png.c - PNG to 8-bit RGB with libspng.  Layer: transforms
- * (transforms/).
+ * png.c - PNG to 8-bit RGB with libspng, and the PNG header probe (see
+ * probe.h).  Layer: transforms/ (pixels).
  *
  * The conversion is PIL's convert("RGB") for 8-bit images: gray is
  * replicated, a palette is looked up, alpha (an alpha channel or tRNS) is
@@ -19,6 +19,8 @@
 
 #include <spng.h>
 
+#include "transforms/probe.h"
+#include "transforms/probe_int.h"
 #include "transforms/xf.h"
 
 #define STR_(x) #x
@@ -45,6 +47,59 @@ xf_is_png(const uint8_t *buf, size_t len)
 	    0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
 	return len >= sizeof(magic) && memcmp(buf, magic, sizeof(magic)) == 0;
+}
+
+/*
+ * The PNG probe: the signature and the IHDR chunk (33 bytes), its facts
+ * and max_pixels; with XF_PROBE_END, the IEND chunk with its CRC within
+ * the last XF_PROBE_WINDOW bytes (a file cut short has none there).  The
+ * chunks' CRCs and the zlib stream are the decoder's to check.
+ */
+enum xf_verdict
+png_probe(const struct probe_in *in, uint64_t max_pixels, unsigned flags,
+    struct xf_probe *out, char *why, size_t len)
+{
+	static const uint8_t iend[8] = {
+	    'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+	static const uint8_t channels[7] = {1, 0, 3, 3, 2, 0, 4};
+	uint8_t b[33];
+	const uint8_t *p;
+	ssize_t n;
+	bool found;
+	int e;
+
+	out->format = XF_SRC_PNG;
+	if ((n = probe_at(in, 0, sizeof(b), b, &p)) < 0)
+		return probe_unreadable((int)n, why, len);
+	if (n < 33) {
+		snprintf(why, len, "PNG cut in its header (%zd bytes)", n);
+		return XF_PROBE_TRUNCATED;
+	}
+	if (probe_be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) != 0 ||
+	    probe_be32(p + 16) == 0 || probe_be32(p + 20) == 0 ||
+	    probe_be32(p + 16) > INT32_MAX || probe_be32(p + 20) > INT32_MAX) {
+		snprintf(why, len, "corrupt PNG: bad IHDR");
+		return XF_PROBE_CORRUPT;
+	}
+	out->w = probe_be32(p + 16);
+	out->h = probe_be32(p + 20);
+	out->depth = p[24];
+	out->components = p[25] < sizeof(channels) ? channels[p[25]] : 0;
+	out->palette = p[25] == 3;
+	out->progressive = p[28] != 0;
+	if (xf_pixels_allowed(out->w, out->h, max_pixels, why, len) != 0) {
+		out->too_large = true;
+		return XF_PROBE_UNSUPPORTED;
+	}
+	if (!(flags & XF_PROBE_END))
+		return XF_PROBE_OK;
+	if ((e = probe_tail_has(in, 33, iend, sizeof(iend), &found)) != 0)
+		return probe_unreadable(e, why, len);
+	if (!found) {
+		snprintf(why, len, "no IEND chunk at the end: PNG cut short");
+		return XF_PROBE_TRUNCATED;
+	}
+	return XF_PROBE_OK;
 }
 
 /* err <- "corrupt data: why"; returns -EINVAL. */
@@ -115,6 +170,8 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
     struct xf_image *out, char *err, size_t errlen)
 {
 	struct spng_ihdr ihdr;
+	struct xf_probe pr;
+	enum xf_verdict v;
 	spng_ctx *ctx;
 	size_t n = 0;
 	uint16_t *row = NULL;
@@ -125,6 +182,11 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 		snprintf(err, errlen, "not a PNG");
 		return -EINVAL;
 	}
+	/* The probe's rules (max_pixels), before anything of the image's
+	 * size is allocated; damage is libspng's to name. */
+	v = probe_mem_as(png_probe, png, len, max_pixels, &pr, err, errlen);
+	if (v == XF_PROBE_UNSUPPORTED)
+		return pr.too_large ? -EFBIG : -ENOTSUP;
 	if ((ctx = spng_ctx_new(0)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -138,13 +200,12 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 		r = spng_fail(e, err, errlen);
 		goto out;
 	}
-	/* Before anything of the image's size is allocated. */
-	if (max_pixels > 0 && (uint64_t)ihdr.width * ihdr.height > max_pixels) {
-		snprintf(err, errlen,
-		    "image too large: %ux%u is more than max_pixels (%llu)",
-		    (unsigned)ihdr.width, (unsigned)ihdr.height,
-		    (unsigned long long)max_pixels);
-		r = -EFBIG;
+	/* libspng took an IHDR the probe did not: refused all the same (err
+	 * holds the probe's why). */
+	if (v != XF_PROBE_OK)
+		goto out;
+	if (pr.w != ihdr.width || pr.h != ihdr.height) {
+		snprintf(err, errlen, "corrupt PNG: bad IHDR");
 		goto out;
 	}
 	if ((e = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &n)) != 0) {
@@ -153,14 +214,14 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 	}
 	/* The caller's buffers (xf.h): from the thread's arena, counted. */
 	if ((px = xf_alloc(n)) == NULL ||
-	    (ihdr.bit_depth == 16 &&
+	    (pr.depth == 16 &&
 		(row = xf_alloc((size_t)ihdr.width * 8)) == NULL)) {
 		snprintf(err, errlen, "out of memory");
 		r = -ENOMEM;
 		goto out;
 	}
 	/* No SPNG_DECODE_TRNS: alpha from tRNS is dropped, as PIL does. */
-	if (ihdr.bit_depth == 16) {
+	if (pr.depth == 16) {
 		if ((r = decode_rows16(ctx, &ihdr, px, row, err, errlen)) != 0)
 			goto out;
 	} else if ((e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0)) != 0) {

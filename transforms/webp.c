@@ -1,28 +1,36 @@
 /*
- * webp.c - WebP to 8-bit RGB with libwebp (issue 26).  Layer:
- * transforms (transforms/).
+ * webp.c - WebP to 8-bit RGB with libwebp (issue 26), and the WebP header
+ * probe (see probe.h).  Layer: transforms/ (pixels).
  *
  * The conversion is PIL's convert("RGB") of a WebP: PIL decodes a still
  * WebP with libwebp's defaults (fancy upsampling, no dithering) to RGBA or
  * RGBX, and convert("RGB") drops alpha without compositing; libwebp's
  * MODE_RGB output is those same colour bytes with alpha left out, lossy and
- * lossless alike.  The header is read first (WebPGetFeatures), and an image
- * over max_pixels is refused before anything of its size is allocated; the
- * pixels are then decoded straight into a buffer from xf_alloc (the
- * worker's arena), as a JPEG's are.  libwebp is given the whole file
- * (have_all_data): a file cut short is refused ("not enough data"), never
- * served half-decoded.  Animated WebP is refused (PIL would give its
- * first frame composited on the canvas; a training set of stills has
- * none).
+ * lossless alike.  The header is probed first (WebPGetFeatures), and an
+ * image over max_pixels is refused before anything of its size is
+ * allocated; the pixels are then decoded straight into a buffer from
+ * xf_alloc (the worker's arena), as a JPEG's are.  libwebp is given the
+ * whole file (have_all_data): a file cut short is refused ("not enough
+ * data"), never served half-decoded.  Animated WebP is refused (PIL would
+ * give its first frame composited on the canvas; a training set of stills
+ * has none).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <webp/decode.h>
 
+#include "transforms/probe.h"
+#include "transforms/probe_int.h"
 #include "transforms/xf.h"
+
+/* The most the probe reads of a file whose headers lie past its first
+ * window: the mount's bound on a sample (core/sample.c). */
+#define WEBP_PROBE_MAX_FILE (512u << 20)
 
 static char webp_id[32];
 static pthread_once_t webp_id_once = PTHREAD_ONCE_INIT;
@@ -74,32 +82,91 @@ webp_status(VP8StatusCode st)
 	}
 }
 
-int
-xf_webp_info(const uint8_t *buf, size_t len, uint32_t *w, uint32_t *h,
-    char *err, size_t errlen)
+/* The features of the len bytes at buf into out: 0, -EINVAL or -ENOTSUP. */
+static int
+features(const uint8_t *buf, size_t len, struct xf_probe *out, char *why,
+    size_t whylen)
 {
 	WebPBitstreamFeatures f;
 	VP8StatusCode st;
 
-	if (!xf_is_webp(buf, len)) {
-		snprintf(err, errlen, "not a WebP");
-		return -EINVAL;
-	}
 	if ((st = WebPGetFeatures(buf, len, &f)) != VP8_STATUS_OK) {
-		snprintf(err, errlen, "corrupt WebP: %s", webp_status(st));
+		snprintf(why, whylen, "corrupt WebP: %s", webp_status(st));
 		return -EINVAL;
 	}
 	if (f.has_animation) {
-		snprintf(err, errlen, "animated WebP is not supported");
+		snprintf(why, whylen, "animated WebP is not supported");
 		return -ENOTSUP;
 	}
 	if (f.width <= 0 || f.height <= 0) {
-		snprintf(err, errlen, "corrupt WebP: empty image");
+		snprintf(why, whylen, "corrupt WebP: empty image");
 		return -EINVAL;
 	}
-	*w = (uint32_t)f.width;
-	*h = (uint32_t)f.height;
+	out->w = (uint32_t)f.width;
+	out->h = (uint32_t)f.height;
+	out->components = f.has_alpha ? 4 : 3;
+	out->depth = 8;
+	out->lossless = f.format == 2;
 	return 0;
+}
+
+/*
+ * The WebP probe: with XF_PROBE_END the RIFF header's size against the
+ * file's first, then libwebp's WebPGetFeatures on the first
+ * XF_PROBE_WINDOW bytes (or, when the headers lie past them, on the whole
+ * file up to WEBP_PROBE_MAX_FILE), then max_pixels.
+ */
+enum xf_verdict
+webp_probe(const struct probe_in *in, uint64_t max_pixels, unsigned flags,
+    struct xf_probe *out, char *why, size_t len)
+{
+	uint64_t riff = (uint64_t)probe_le32(in->head + 4) + 8;
+	size_t wn =
+	    in->size < XF_PROBE_WINDOW ? (size_t)in->size : XF_PROBE_WINDOW;
+	uint8_t *all;
+	const uint8_t *p;
+	ssize_t n;
+	int e;
+
+	out->format = XF_SRC_WEBP;
+	if ((flags & XF_PROBE_END) && riff > in->size) {
+		snprintf(why, len,
+		    "WebP cut short: its RIFF header says %" PRIu64
+		    " bytes, the file has %" PRIu64,
+		    riff, in->size);
+		return XF_PROBE_TRUNCATED;
+	}
+	if (in->mem != NULL)
+		e = features(in->mem, (size_t)in->size, out, why, len);
+	else {
+		if ((all = malloc(wn)) == NULL)
+			return probe_unreadable(-ENOMEM, why, len);
+		if ((n = probe_at(in, 0, wn, all, &p)) < 0) {
+			free(all);
+			return probe_unreadable((int)n, why, len);
+		}
+		e = features(p, (size_t)n, out, why, len);
+		free(all);
+	}
+	/* Headers past the window (large metadata first): the whole file. */
+	if (e == -EINVAL && in->mem == NULL && wn < in->size &&
+	    in->size <= WEBP_PROBE_MAX_FILE &&
+	    (all = malloc((size_t)in->size)) != NULL) {
+		n = probe_at(in, 0, (size_t)in->size, all, &p);
+		e = n == (ssize_t)in->size
+			? features(p, (size_t)n, out, why, len)
+			: -EIO;
+		free(all);
+	}
+	if (e == -ENOTSUP)
+		return XF_PROBE_UNSUPPORTED;
+	if (e != 0)
+		return XF_PROBE_CORRUPT;
+	if (xf_pixels_allowed(out->w, out->h, max_pixels, why, len) != 0) {
+		out->too_large = true;
+		return XF_PROBE_UNSUPPORTED;
+	}
+	return XF_PROBE_OK;
 }
 
 int
@@ -108,20 +175,25 @@ xf_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels,
 {
 	WebPDecoderConfig cfg;
 	VP8StatusCode st;
+	struct xf_probe pr;
+	enum xf_verdict v;
 	uint8_t *px;
 	uint32_t w, h;
 	size_t n;
-	int r;
 
-	if ((r = xf_webp_info(buf, len, &w, &h, err, errlen)) != 0)
-		return r;
-	/* Before anything of the image's size is allocated. */
-	if (max_pixels > 0 && (uint64_t)w * h > max_pixels) {
-		snprintf(err, errlen,
-		    "image too large: %ux%u is more than max_pixels (%llu)",
-		    (unsigned)w, (unsigned)h, (unsigned long long)max_pixels);
-		return -EFBIG;
+	if (!xf_is_webp(buf, len)) {
+		snprintf(err, errlen, "not a WebP");
+		return -EINVAL;
 	}
+	/* The probe's rules (still images, max_pixels), before anything of
+	 * the image's size is allocated. */
+	v = probe_mem_as(webp_probe, buf, len, max_pixels, &pr, err, errlen);
+	if (v == XF_PROBE_UNSUPPORTED)
+		return pr.too_large ? -EFBIG : -ENOTSUP;
+	if (v != XF_PROBE_OK)
+		return -EINVAL;
+	w = pr.w;
+	h = pr.h;
 	if (!WebPInitDecoderConfig(&cfg)) {
 		snprintf(err, errlen, "libwebp version mismatch");
 		return -EINVAL;
@@ -149,27 +221,4 @@ xf_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels,
 	out->h = h;
 	out->px = px; /* transferred */
 	return 0;
-}
-
-enum xf_src
-xf_src_kind(const uint8_t *buf, size_t len)
-{
-	if (xf_is_png(buf, len))
-		return XF_SRC_PNG;
-	if (xf_is_webp(buf, len))
-		return XF_SRC_WEBP;
-	return XF_SRC_JPEG;
-}
-
-const char *
-xf_src_decoder_id(enum xf_src kind)
-{
-	switch (kind) {
-	case XF_SRC_PNG:
-		return xf_png_decoder_id();
-	case XF_SRC_WEBP:
-		return xf_webp_decoder_id();
-	default:
-		return NULL;
-	}
 }

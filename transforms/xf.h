@@ -1,8 +1,8 @@
 /*
- * xf.h - the preprocessing pipeline: decode (JPEG, PNG, WebP) and the
- * image ops.  Layer: transforms (transforms/), its interface: it
- * includes nothing of ours; core/, the engine, fs/ and tools/ may include
- * it.
+ * xf.h - the preprocessing pipeline: JPEG, PNG and WebP decode and the
+ * image ops.  Layer: transforms/ (pixels); it includes nothing of ours,
+ * and the model (core/), the engine, fs/ and the tools use it.  The
+ * header probes of the formats are in transforms/probe.h.
  *
  * A pipeline is parsed once from its config text and is then immutable and
  * safe to use from any number of threads.  Images are 8-bit RGB, HWC, rows
@@ -178,23 +178,23 @@ int xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
  * dropped); -EFBIG over max_pixels (0: no bound) before anything of the
  * image's size is allocated; -EINVAL ("corrupt WebP: ...", "not a WebP")
  * for a damaged or truncated file; -ENOTSUP for an animated one; -ENOMEM.
- * The pixels come from xf_alloc.  xf_webp_info: the size from the headers
- * only (the same errors but -EFBIG), reading nothing of the image data.
+ * The pixels come from xf_alloc.  The header alone: xf_probe_mem
+ * (transforms/probe.h).
  */
 const char *xf_webp_decoder_id(void);
 bool xf_is_webp(const uint8_t *buf, size_t len);
-int xf_webp_info(const uint8_t *buf, size_t len, uint32_t *w, uint32_t *h,
-    char *err, size_t errlen);
 int xf_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels,
     struct xf_image *out, char *err, size_t errlen);
 
 /*
- * The kinds of source file, by magic bytes, and the id of the decoder
+ * The kinds of source file, by magic bytes (transforms/probe.c, where the
+ * header probes are dispatched), and the id of the decoder
  * that a cache key of such a source names beside the job's text: NULL for
  * JPEG (xf_decoder_id is in every job's text), xf_png_decoder_id,
- * xf_webp_decoder_id.
+ * xf_webp_decoder_id.  (XF_SRC_NONE: none of them, as a probe says;
+ * xf_src_kind takes what is neither PNG nor WebP for a JPEG.)
  */
-enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP };
+enum xf_src { XF_SRC_JPEG, XF_SRC_PNG, XF_SRC_WEBP, XF_SRC_NONE };
 enum xf_src xf_src_kind(const uint8_t *buf, size_t len);
 const char *xf_src_decoder_id(enum xf_src kind);
 
@@ -284,17 +284,24 @@ int xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 uint64_t xf_prefix_dims(const struct xf_pipeline *pl, uint32_t w, uint32_t h,
     uint32_t *ow, uint32_t *oh);
 
-/* The image size from a JPEG's SOF marker, without decoding: 0, or
- * -EINVAL when there is none (the decoder then says what is wrong). */
+/* The image size from a JPEG's frame header, without decoding: the JPEG
+ * probe's (transforms/probe.h), 0; or -EINVAL when the probe does not
+ * accept the headers (the decoder then says what is wrong). */
 int xf_jpeg_dims(const uint8_t *jpeg, size_t len, uint32_t *w, uint32_t *h);
+/* A JPEG's magic bytes as the decoder takes them: SOI and a marker (FF D8
+ * FF); else "not a JPEG" (transforms/jpeg_probe.c). */
+bool xf_is_jpeg(const uint8_t *buf, size_t len);
 
 /* The single ops, exported for tests.  All allocate a new out->px. */
 int xf_decode(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
     struct xf_image *out, char *err, size_t errlen);
 /* xf_decode refusing (-EFBIG, "image too large: ...") more than max_pixels
  * (0: no bound); xf_decode uses XF_DEFAULT_MAX_PIXELS.  Both refuse a file
- * of more than XF_MAX_SCANS scans (-EINVAL, "too many scans").  Both
- * decode a PNG too (xf_png_decode; min_w and min_h do not apply). */
+ * of more than XF_MAX_SCANS scans (-EINVAL, "too many scans"), and what
+ * the JPEG probe finds unsupported (-ENOTSUP, in its words: samples of
+ * other than 8 bits, a lossless or hierarchical process).  Both decode a
+ * PNG or a WebP too (xf_png_decode, xf_webp_decode; min_w and min_h do
+ * not apply). */
 int xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
     uint32_t min_h, uint64_t max_pixels, struct xf_image *out, char *err,
     size_t errlen);

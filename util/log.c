@@ -1,8 +1,9 @@
 /*
- * log.c - see log.h.  The sink is process-wide by nature (one stderr, one
- * syslog, one terminal), so it is the one piece of global state: the
- * syslog settings are written by main before any thread; the ring, the
- * file's and the terminal's fds are under ring_lock.
+ * log.c - the daemon's log (util/, under every other folder; see log.h).
+ * The sink is process-wide by nature (one stderr, one syslog, one
+ * terminal), so it is the one piece of global state: the syslog settings
+ * are written by main before any thread; the ring, the file's and the
+ * terminal's fds are under ring_lock.
  */
 #include <errno.h>
 #include <pthread.h>

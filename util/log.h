@@ -1,13 +1,16 @@
 /*
- * log.h - the daemon's log: stderr in the foreground, syslog once detached
- * (where there is one: log_syslog_present), and always the last
- * LOG_RING_BYTES of lines in memory, which a mount serves as .feedfs/log.
+ * log.h - the daemon's log (util/, which includes nothing of ours and
+ * which every folder but cache/ and gpu/ may use): stderr in the
+ * foreground, syslog once detached (where there is one:
+ * log_syslog_present), and always the last LOG_RING_BYTES of lines in
+ * memory, which a mount serves as .feedfs/log.
  * While a detached daemon still has the terminal that started it
  * (log_set_term), warnings and errors go there too; with -o log=FILE
  * (log_set_file) every line goes to that file as well.
  *
- * Thread safe, except log_init: call it while no other thread logs.  log_first() is true the first time its
- * flag is seen clear, for a per-site "say so once":
+ * Thread safe, except log_init: call it while no other thread logs.
+ * log_first() is true the first time its flag is seen clear, for a
+ * per-site "say so once":
  *
  *	if (log_first(&flag)) log_warn(...);
  */

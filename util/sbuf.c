@@ -1,5 +1,5 @@
 /*
- * sbuf.c - a growing string (see sbuf.h).
+ * sbuf.c - a growing string (util/, under every other folder; see sbuf.h).
  */
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /*
- * sbuf.h - a growing string for the generated text files.
+ * sbuf.h - a growing string for the generated text files (util/, which
+ * includes nothing of ours).
  *
  * An allocation failure is sticky: later appends do nothing and sb_done
  * returns NULL.  Not thread safe (one builder, one thread).

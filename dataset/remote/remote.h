@@ -5,12 +5,12 @@
  *
  *   remote_parse.c  what comes from the config or the wire, parsed with
  *                   no I/O (fuzz/fuzz_remote.c feeds it): URLs, brace
- *                   ranges, a response's header lines and Content-Range,
- *                   the AWS shared credentials file;
+ *                   ranges, a response's header lines and Content-Range;
  *   remote_http.c   one request: an easy handle set up (TLS, SigV4,
  *                   timeouts, bounded headers) and its response checked;
- *                   the credentials; the synchronous requests of the
- *                   index (HEAD, the streaming GET);
+ *                   the synchronous requests of the index (HEAD, the
+ *                   streaming GET);
+ *   cred*.c         the credentials of s3:// shards (cred.h);
  *   remote_fetch.c  the fetcher: range GETs of members in flight over a
  *                   pool of keep-alive connections (curl multi), with
  *                   retries and a breaker;
@@ -119,22 +119,6 @@ const char *remote_bad_name(unsigned kind);
  */
 enum remote_bad remote_range_check(const struct remote_resp *r, uint64_t off,
     uint64_t len, uint64_t total, uint64_t got);
-
-/* Credentials for SigV4. */
-struct remote_creds {
-	char *key_id, *secret, *token; /* token may be NULL */
-};
-
-/*
- * The profile's aws_access_key_id, aws_secret_access_key and
- * aws_session_token from the text of a shared credentials file (INI:
- * [profile], key = value, '#' and ';' comments).  0, -ENOENT (no such
- * profile, or it lacks a key or a secret), -ENOMEM.  Never says the
- * values in err.
- */
-int remote_creds_parse(
-    const char *text, size_t n, const char *profile, struct remote_creds *c);
-void remote_creds_free(struct remote_creds *c);
 
 /* ---- settings (the [dataset] keys) ---- */
 

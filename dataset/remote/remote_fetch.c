@@ -15,7 +15,10 @@
  * counted) are retried after a capped exponential backoff with jitter,
  * c->retries times; then the request fails.  A 412 (the object changed
  * since it was indexed) fails at once, and a 2xx whose ETag is not the
- * indexed one too: bytes of two versions are never mixed.
+ * indexed one too: bytes of two versions are never mixed.  A signed
+ * request refused (401, 403, a 400 for an expired token) asks its
+ * credentials (cred.h) for a re-read and goes once more with them; the
+ * thread reads what is due before it signs (unlocked: STS, IMDS).
  * REMOTE_BREAKER_FAILS failures in a row open the breaker: while it is
  * open every read fails at once; when its time is up one request probes,
  * and a success closes it.  A reader waits at most as long as the
@@ -309,7 +312,7 @@ dispatch(struct remote_fetch *f)
 				    "fail at once until it does)",
 				    r->o->name);
 				rf_list_del(f, r);
-				req_finish(f, r, -EIO, m);
+				req_finish(f, r, -EHOSTDOWN, m);
 				continue;
 			}
 			start(f, r, probe);
@@ -328,7 +331,8 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	struct remote_ctx *c = f->c;
 	const struct remote_resp *rs = &x->rx.resp;
 	enum remote_bad bad = RB_NONE;
-	bool probe = x->probe, retry, changed = false;
+	bool probe = x->probe, retry, changed = false, denied = false, reauth;
+	bool said = false;
 	char m[320];
 	int err = 0;
 
@@ -402,18 +406,40 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 	else if (cc != CURLE_OK)
 		snprintf(
 		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
-	else
+	else if (c->creds != NULL && (rs->status == 401 || rs->status == 403)) {
+		denied = true;
+		snprintf(m, sizeof(m),
+		    "%s: access denied: check the credentials (HTTP %ld)",
+		    x->o->name, rs->status);
+	} else
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
+	/* The source not answering (remote_read's -EHOSTDOWN), or the
+	 * bytes (-EIO). */
 	if (err == 0)
-		err = -EIO;
+		err = bad == RB_SHORT || (bad == RB_NONE &&
+					     remote_retryable(cc, rs->status))
+			  ? -EHOSTDOWN
+			  : -EIO;
 	retry =
 	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
+	/* Refused (or a 400: an expired token): once more, with the
+	 * credentials read again from their source. */
+	reauth = (denied || (c->creds != NULL && cc == CURLE_OK &&
+				rs->status == 400)) &&
+		 cred_src_denied(c->creds, x->rx.cred_gen);
 	if (remote_down(cc, rs->status) || probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
 		struct req *r = x->reqs[i];
 
+		if (reauth && !r->reauthed) {
+			r->reauthed = true;
+			r->state = R_QUEUED;
+			r->not_before = 0;
+			rf_list_add(f, r, r->demand ? 0 : 1);
+			continue;
+		}
 		if (retry && r->tries < c->retries && !f->open) {
 			r->tries++;
 			r->state = R_QUEUED;
@@ -427,6 +453,16 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
 		req_finish(f, r, err, m);
+		said |= denied;
+	}
+	if (said) {
+		char why[600];
+
+		if (cred_src_describe(c->creds, x->rx.cred_gen, why, sizeof(why)))
+			log_warn("remote %s: access denied: check the "
+				 "credentials (HTTP %ld with those of %s): its "
+				 "reads fail until they are accepted",
+			    x->o->name, rs->status, why);
 	}
 out:
 	free(x->rx.buf);
@@ -446,9 +482,17 @@ fetch_thread(void *arg)
 
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
-		uint64_t wait = dispatch(f);
+		uint64_t wait;
 		int running, left;
 		CURLMsg *msg;
+
+		if (f->c->creds != NULL && cred_src_due(f->c->creds)) {
+			/* Read unlocked: the source may be a server. */
+			pthread_mutex_unlock(&f->lock);
+			cred_src_refresh(f->c->creds);
+			pthread_mutex_lock(&f->lock);
+		}
+		wait = dispatch(f);
 
 		pthread_mutex_unlock(&f->lock);
 		curl_multi_poll(f->m, NULL, 0, (int)wait, NULL);

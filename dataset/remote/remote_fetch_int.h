@@ -37,6 +37,7 @@ struct req {
 	unsigned tries;
 	uint64_t not_before, done_ms;
 	bool demand, counted; /* counted: in held */
+	bool reauthed;	      /* asked again after a refusal (a 403) */
 	unsigned waiters;
 	struct req *hnext, *qnext, *qprev;
 	int q; /* which list it is on: -1 none, 0 demand, 1 ahead, 2 done */

@@ -1,9 +1,9 @@
 /*
  * remote_http.c - layer: dataset index, remote shards (see remote.h):
- * one request.  The settings and credentials of a dataset, an easy handle
- * set up for a URL (TLS verified, SigV4, timeouts, bounded headers, no
- * redirect followed), what a failure means (retry, breaker), and the
- * index's HEAD.
+ * one request.  The settings of a dataset, an easy handle set up for a
+ * URL (TLS verified, SigV4 by its credentials (cred.h), timeouts, bounded
+ * headers, no redirect followed), what a failure means (retry, breaker),
+ * and the index's HEAD.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,9 +15,6 @@
 #include <unistd.h>
 
 #include "dataset/remote/remote_int.h"
-
-/* A credentials file larger than this is refused. */
-#define CREDS_FILE_MAX (1u << 20)
 
 uint64_t
 remote_now_ms(void)
@@ -74,80 +71,6 @@ remote_retryable(CURLcode cc, long status)
 	}
 }
 
-/* The credentials file's profile. */
-static int
-creds_file(struct remote_creds *cr, char *err, size_t errlen)
-{
-	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"),
-		   *profile = getenv("AWS_PROFILE"), *home = getenv("HOME");
-	char buf[4096];
-	struct stat st;
-	char *text;
-	FILE *f;
-	size_t n;
-	int r;
-
-	if (profile == NULL || *profile == '\0')
-		profile = "default";
-	if (path == NULL || *path == '\0') {
-		if (home == NULL)
-			home = "/root";
-		snprintf(buf, sizeof(buf), "%s/.aws/credentials", home);
-		path = buf;
-	}
-	if ((f = fopen(path, "re")) == NULL) {
-		snprintf(err, errlen,
-		    "no S3 credentials: AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY are not set, and %s: %s",
-		    path, strerror(errno));
-		return -ENOENT;
-	}
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size > CREDS_FILE_MAX) {
-		fclose(f);
-		snprintf(err, errlen,
-		    "credentials file %s: not a regular file "
-		    "of at most 1 MiB",
-		    path);
-		return -EINVAL;
-	}
-	if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(text, 1, (size_t)st.st_size, f);
-	fclose(f);
-	r = remote_creds_parse(text, n, profile, cr);
-	explicit_bzero(text, n);
-	free(text);
-	if (r == -ENOENT)
-		snprintf(err, errlen,
-		    "credentials file %s: no profile [%s] with "
-		    "aws_access_key_id and aws_secret_access_key",
-		    path, profile);
-	return r;
-}
-
-static int
-creds_load(struct remote_creds *cr, char *err, size_t errlen)
-{
-	const char *k = getenv("AWS_ACCESS_KEY_ID"),
-		   *s = getenv("AWS_SECRET_ACCESS_KEY"),
-		   *t = getenv("AWS_SESSION_TOKEN");
-
-	if (k != NULL && *k && s != NULL && *s) {
-		memset(cr, 0, sizeof(*cr));
-		if ((cr->key_id = strdup(k)) == NULL ||
-		    (cr->secret = strdup(s)) == NULL ||
-		    (t != NULL && *t && (cr->token = strdup(t)) == NULL)) {
-			remote_creds_free(cr);
-			return -ENOMEM;
-		}
-		return 0;
-	}
-	return creds_file(cr, err, errlen);
-}
-
 int
 remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
     char *err, size_t errlen)
@@ -193,23 +116,10 @@ remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
 		c->sigv4 = NULL;
 		goto fail;
 	}
-	struct remote_creds cr;
-	if ((r = creds_load(&cr, err, errlen)) != 0)
-		goto fail_said;
-	if (asprintf(&c->userpwd, "%s:%s", cr.key_id, cr.secret) < 0 ||
-	    (cr.token != NULL &&
-		asprintf(&c->token_hdr, "x-amz-security-token: %s", cr.token) <
-		    0)) {
-		c->userpwd = c->token_hdr = NULL;
-		remote_creds_free(&cr);
-		goto fail;
-	}
-	remote_creds_free(&cr);
 	*out = c;
 	return 0;
 fail:
 	snprintf(err, errlen, "%s", strerror(ENOMEM));
-fail_said:
 	remote_ctx_free(c);
 	return r;
 }
@@ -220,12 +130,7 @@ remote_ctx_free(struct remote_ctx *c)
 	if (c == NULL)
 		return;
 	remote_fetch_free(c->fetch);
-	if (c->userpwd != NULL)
-		explicit_bzero(c->userpwd, strlen(c->userpwd));
-	if (c->token_hdr != NULL)
-		explicit_bzero(c->token_hdr, strlen(c->token_hdr));
-	free(c->userpwd);
-	free(c->token_hdr);
+	cred_src_free(c->creds);
 	free(c->endpoint);
 	free(c->region);
 	free(c->ca_file);
@@ -353,23 +258,12 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 		if ((x->hdrs = curl_slist_append(x->hdrs, h)) == NULL)
 			return -ENOMEM;
 	}
-	if (c->sigv4 != NULL) {
-		struct curl_slist *s;
-
-		/* The payload of a GET: the SHA-256 of nothing. */
-		s = curl_slist_append(x->hdrs,
-		    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427"
-		    "ae41e4649b934ca495991b7852b855");
-		if (s != NULL && c->token_hdr != NULL)
-			s = curl_slist_append(s, c->token_hdr);
-		if (s == NULL) {
-			curl_slist_free_all(x->hdrs);
-			x->hdrs = NULL;
-			return -ENOMEM;
-		}
-		x->hdrs = s;
-		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, c->sigv4);
-		curl_easy_setopt(e, CURLOPT_USERPWD, c->userpwd);
+	if (c->creds != NULL &&
+	    cred_src_sign_s3(c->creds, c->region, head ? "HEAD" : "GET", url,
+		&x->hdrs, &x->cred_gen) != 0) {
+		curl_slist_free_all(x->hdrs);
+		x->hdrs = NULL;
+		return -ENOMEM;
 	}
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -471,11 +365,12 @@ probe(struct remote_ctx *c, CURL *e, const char *url, const char *name,
 		}
 		if (cc == CURLE_OK &&
 		    (x.resp.status == 401 || x.resp.status == 403)) {
-			snprintf(err, errlen, "%s: access denied (%ld)%s", name,
-			    x.resp.status,
-			    c->sigv4 ? ": check the credentials, s3_region "
+			snprintf(err, errlen, "%s: access denied%s (HTTP %ld)",
+			    name,
+			    c->creds ? ": check the credentials, s3_region "
 				       "and s3_endpoint"
-				     : "");
+				     : "",
+			    x.resp.status);
 			return -EACCES;
 		}
 		if (k < c->retries && remote_retryable(cc, x.resp.status)) {

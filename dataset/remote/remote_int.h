@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 
+#include "dataset/remote/cred.h"
 #include "dataset/remote/remote.h"
 
 /* Backoff before retry k (1, 2, ...): 100 ms doubling to this cap. */
@@ -32,9 +33,8 @@ struct remote_ctx {
 	char *region;	 /* s3 */
 	bool path_style; /* s3 */
 	char *ca_file;	 /* NULL: the system's CAs only */
-	char *sigv4;	 /* "aws:amz:REGION:s3", NULL: not signed */
-	char *userpwd;	 /* KEY:SECRET, for SigV4 */
-	char *token_hdr; /* "x-amz-security-token: ..." or NULL */
+	char *sigv4;	 /* "aws:amz:REGION:s3", NULL: not S3 */
+	struct cred_src *creds; /* cred.h: what signs, NULL: not signed */
 	uint64_t timeout_ms, connect_ms;
 	uint32_t retries;
 	atomic_uint_fast64_t window; /* remote_set_window */
@@ -46,11 +46,9 @@ struct remote_ctx {
 };
 
 /*
- * A context for o; with s3 (some shard is s3://), the credentials are
- * loaded: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (+
- * AWS_SESSION_TOKEN), else the profile AWS_PROFILE (default) of
- * AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials).  None found is
- * -ENOENT with err.  remote_ctx_free frees (the fetcher too).
+ * A context for o; with s3 (some shard is s3://), the S3 endpoint and
+ * region; cred_attach (cred.h) gives it the credentials that sign.
+ * remote_ctx_free frees (the fetcher and the credentials too).
  */
 int remote_ctx_new(const struct remote_opts *o, bool s3,
     struct remote_ctx **out, char *err, size_t errlen);
@@ -72,6 +70,7 @@ struct remote_xfer {
 	size_t (*sink)(void *arg, const char *p, size_t n);
 	void *sink_arg;
 	struct curl_slist *hdrs;
+	uint64_t cred_gen; /* the credentials' generation it was signed with */
 };
 
 /*
@@ -122,9 +121,12 @@ struct remote_obj {
 
 /*
  * Read [off, off + len) of o: a prefetched copy, or a request now.  *out
- * (malloc'd).  -EIO with err: the retries spent, the breaker open, the
- * object changed (412), a bad response; -ENOMEM.  Never waits past the
- * retries' time.  Thread-safe; starts the fetcher on first use.
+ * (malloc'd).  With err: -EHOSTDOWN when the source did not answer (its
+ * retries spent on timeouts, resets, bodies cut short, 5xx or 429; the
+ * breaker open; no answer in the retries' time): that may go away when
+ * it answers again; -EIO for what will not (the object changed, another
+ * 4xx, a bad response); -ENOMEM.  Never waits past the retries' time.
+ * Thread-safe; starts the fetcher on first use.
  */
 int remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
     uint64_t len, uint8_t **out, char *err, size_t errlen);

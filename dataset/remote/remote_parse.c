@@ -1,9 +1,10 @@
 /*
  * remote_parse.c - layer: dataset index, remote shards (see remote.h).
  * What comes from the config or the wire, parsed with no I/O: URLs,
- * WebDataset brace ranges, response header lines and Content-Range, the
- * AWS shared credentials file.  Every byte is looked at through a bound
- * that was checked first; fuzz/fuzz_remote.c feeds all of it.
+ * WebDataset brace ranges, response header lines and Content-Range
+ * (the credentials' files and responses: cred_parse.c).  Every byte is
+ * looked at through a bound that was checked first; fuzz/fuzz_remote.c
+ * feeds all of it.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -165,19 +166,24 @@ parse_brace(const char *at, struct brace *b)
 	return 0;
 }
 
-/* Alternative k of b into buf. */
-static void
-brace_alt(const struct brace *b, size_t k, char *buf, size_t len)
+/*
+ * Alternative k of b: *s and its length, whole (a list's, in the
+ * pattern; a range's, formatted into num: at most 18 digits, padded to
+ * a width of at most 18).
+ */
+static size_t
+brace_alt(const struct brace *b, size_t k, char num[24], const char **s)
 {
+	const char *p = b->at + 1;
+
 	if (b->range) {
-		snprintf(buf, len, "%0*llu", b->width, b->lo + k);
-		return;
+		*s = num;
+		return (size_t)snprintf(num, 24, "%0*llu", b->width, b->lo + k);
 	}
-	const char *s = b->at + 1;
 	for (size_t i = 0; i < k; i++)
-		s = strchr(s, ',') + 1;
-	size_t n = strcspn(s, ",}");
-	snprintf(buf, len, "%.*s", (int)n, s);
+		p = strchr(p, ',') + 1;
+	*s = p;
+	return strcspn(p, ",}");
 }
 
 int
@@ -238,13 +244,13 @@ remote_brace_expand(const char *pat, size_t max, char ***out, size_t *n,
 			break;
 		}
 		for (size_t b = 0; b < nb_; b++) {
-			size_t lit = (size_t)(bv[b].at - q);
-			char alt[64];
+			size_t lit = (size_t)(bv[b].at - q), al;
+			const char *alt;
+			char num[24];
 
 			memcpy(v[i] + o, q, lit);
 			o += lit;
-			brace_alt(&bv[b], k[b], alt, sizeof(alt));
-			size_t al = strlen(alt);
+			al = brace_alt(&bv[b], k[b], num, &alt);
 			if (o + al + 1 > cap) {
 				char *g =
 				    realloc(v[i], cap = o + al + plen + 1);
@@ -452,100 +458,4 @@ remote_range_check(const struct remote_resp *r, uint64_t off, uint64_t len,
 	if (got < len)
 		return RB_SHORT;
 	return RB_NONE;
-}
-
-/* ---- credentials ---- */
-
-void
-remote_creds_free(struct remote_creds *c)
-{
-	if (c->secret != NULL)
-		explicit_bzero(c->secret, strlen(c->secret));
-	if (c->token != NULL)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->key_id);
-	free(c->secret);
-	free(c->token);
-	c->key_id = c->secret = c->token = NULL;
-}
-
-int
-remote_creds_parse(
-    const char *text, size_t n, const char *profile, struct remote_creds *c)
-{
-	const char *p = text, *end = text + n;
-	bool in = false;
-	struct remote_creds t = {NULL, NULL, NULL};
-	size_t pl = strlen(profile);
-
-	while (p < end) {
-		const char *le = memchr(p, '\n', (size_t)(end - p)), *a, *b,
-			   *eq;
-		char **dst = NULL;
-
-		if (le == NULL)
-			le = end;
-		a = p;
-		b = le;
-		p = le < end ? le + 1 : end;
-		while (a < b && isspace((unsigned char)*a))
-			a++;
-		while (b > a && isspace((unsigned char)b[-1]))
-			b--;
-		if (a == b || *a == '#' || *a == ';')
-			continue;
-		if (*a == '[') {
-			const char *s = a + 1, *e = b;
-
-			if (e[-1] != ']' || e - 1 <= s) {
-				in = false;
-				continue;
-			}
-			e--;
-			while (s < e && isspace((unsigned char)*s))
-				s++;
-			while (e > s && isspace((unsigned char)e[-1]))
-				e--;
-			if ((size_t)(e - s) > 8 &&
-			    strncmp(s, "profile ", 8) == 0) {
-				s += 8;
-				while (s < e && isspace((unsigned char)*s))
-					s++;
-			}
-			in = (size_t)(e - s) == pl &&
-			     memcmp(s, profile, pl) == 0;
-			continue;
-		}
-		if (!in || (eq = memchr(a, '=', (size_t)(b - a))) == NULL)
-			continue;
-		const char *ke = eq, *v = eq + 1;
-		while (ke > a && isspace((unsigned char)ke[-1]))
-			ke--;
-		while (v < b && isspace((unsigned char)*v))
-			v++;
-		size_t kl = (size_t)(ke - a);
-		if (kl == 17 && memcmp(a, "aws_access_key_id", 17) == 0)
-			dst = &t.key_id;
-		else if (kl == 21 &&
-			 memcmp(a, "aws_secret_access_key", 21) == 0)
-			dst = &t.secret;
-		else if (kl == 17 && memcmp(a, "aws_session_token", 17) == 0)
-			dst = &t.token;
-		if (dst == NULL || v == b)
-			continue;
-		if (*dst != NULL) {
-			explicit_bzero(*dst, strlen(*dst));
-			free(*dst);
-		}
-		if ((*dst = strndup(v, (size_t)(b - v))) == NULL) {
-			remote_creds_free(&t);
-			return -ENOMEM;
-		}
-	}
-	if (t.key_id == NULL || t.secret == NULL) {
-		remote_creds_free(&t);
-		return -ENOENT;
-	}
-	*c = t;
-	return 0;
 }

@@ -164,6 +164,10 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	/* The longest the retries can take, and a margin. */
 	bound = (uint64_t)(c->retries + 1) * (c->timeout_ms + 1000) +
 		(uint64_t)c->retries * REMOTE_BACKOFF_MAX_MS + 5000;
+	/* A refused request's one more try, after a read of the credentials'
+	 * source (STS, IMDS: a request and its retries). */
+	if (c->creds != NULL)
+		bound += (uint64_t)(c->retries + 2) * (c->timeout_ms + 1000);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += (time_t)(bound / 1000);
 	pthread_mutex_lock(&f->lock);
@@ -182,7 +186,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 		    "%s: the server does not answer (reads fail at once "
 		    "until it does)",
 		    o->name);
-		return -EIO;
+		return -EHOSTDOWN;
 	} else if ((r = rf_req_new(f, o, off, len, true)) == NULL) {
 		pthread_mutex_unlock(&f->lock);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -215,7 +219,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	} else {
 		snprintf(err, errlen, "%s: no answer in %" PRIu64 " s", o->name,
 		    bound / 1000);
-		rc = -EIO;
+		rc = -EHOSTDOWN;
 		if (r->waiters == 0 && r->state == R_QUEUED)
 			rf_req_free(f, r);
 	}

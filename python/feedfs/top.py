@@ -7,9 +7,13 @@ the images/s the workers deliver, the cache hit rate, the cluster tier's
 hits, how busy the workers are and the share of the time readers waited
 for batches (at least one of them: however many wait together, never more
 than 100%); and for the mount, memory in use against its budget.  Readers
-that wait about all the time are starved: the input is the bottleneck.  Ctrl-C quits (status 0); so does the mount going away (status
-1, with a message).  On a terminal it redraws in place; otherwise it prints
-one frame after another.  See feedfs-python(7).
+that wait about all the time are starved: the input is the bottleneck.
+Ctrl-C quits (status 0); so does the mount going away (status 1, with a
+message).  On a terminal it redraws in place; otherwise it prints one
+frame after another.  See feedfs-python(7).
+
+Part of the Python package (python/feedfs/), a program over it: it
+imports feedfs (feedfs.stats), and nothing of the package imports it.
 """
 
 import argparse

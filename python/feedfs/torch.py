@@ -11,6 +11,10 @@
 
 No worker processes: the mount decodes.  One background thread reads
 batches b+1 and b+2 while the trainer runs on batch b.
+
+Part of the Python package (python/feedfs/), over the rest of it: it
+imports feedfs (Job, the reader, the rank views) and torch, and feedfs
+imports it only on first use (import feedfs never imports torch).
 """
 
 import logging
