@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "ff_commit.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "engine/feed.h"
@@ -204,7 +205,8 @@ parse_args(int argc, char **argv, struct opts *o)
 			exit(0);
 		} else if (strcmp(a, "-V") == 0 ||
 			   strcmp(a, "--version") == 0) {
-			printf("feedfs %s\n", PACKAGE_VERSION);
+			printf("feedfs %s (commit %s%s)\n", PACKAGE_VERSION,
+			    FEEDFS_COMMIT, FEEDFS_COMMIT_NOTE);
 			exit(0);
 		} else if (strncmp(a, "-o", 2) == 0) {
 			const char *v = a[2] ? a + 2 : argv[++i];
@@ -397,6 +399,29 @@ daemon_done(int *fd, int *term, int status)
 	*fd = -1;
 }
 
+/*
+ * The mount's source as FUSE's fsname= option: source's real path, with
+ * libfuse's option separators escaped (\, and \\); "feedfs" when it has
+ * none.
+ */
+static void
+mount_source(const char *source, char *out, size_t len)
+{
+	char real[PATH_MAX];
+	size_t n = 0;
+
+	if (realpath(source, real) == NULL) {
+		snprintf(out, len, "feedfs");
+		return;
+	}
+	for (const char *s = real; *s && n + 3 < len; s++) {
+		if (*s == ',' || *s == '\\')
+			out[n++] = '\\';
+		out[n++] = *s;
+	}
+	out[n] = '\0';
+}
+
 /* Load the config (or the default one for a dataset dir), apply -o. */
 static int
 load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
@@ -456,7 +481,8 @@ main(int argc, char **argv)
 	struct feed *feed = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
-	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
+	char err[2048], mnt[PATH_MAX], src[2 * PATH_MAX];
+	char fsname[sizeof(src) + 4096];
 	int ret = 1, r, said = -1, term = -1, logfd = -1;
 	size_t hidden;
 	bool state = false;
@@ -538,8 +564,13 @@ main(int argc, char **argv)
 	}
 	state = true;
 
-	/* Read-only, unless a mixture's JOB/mixture is to be written. */
-	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs%s%s%s",
+	/*
+	 * Read-only, unless a mixture's JOB/mixture is to be written.  The
+	 * source is the config's (or dataset's) real path, which mount(8)
+	 * compares with an fstab line's: `mount -a` again is a no-op.
+	 */
+	mount_source(o.source, src, sizeof(src));
+	snprintf(fsname, sizeof(fsname), "fsname=%s,subtype=feedfs%s%s%s", src,
 	    feed_writable(feed) ? "" : ",ro", o.fuse_opts ? "," : "",
 	    o.fuse_opts ? o.fuse_opts : "");
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
