@@ -23,25 +23,71 @@
 
 #include "cache/cache_int.h"
 
-/* mkdir -p of dir's parents: the directories it makes are 0700. */
+/*
+ * mkdir(path, 0700), where slash is the '/' before path's last component
+ * (NULL: none, the parent is the working directory); as root, never in
+ * a directory of another user: /home/alice/.cache made root's 0700 would
+ * break ~/.cache for every program of hers.  0, or -errno with err.
+ */
 static int
-mkdir_parents(const char *dir)
+mkdir_own(char *path, char *slash, char *err, size_t errlen)
 {
-	char buf[4096];
-	size_t len = strlen(dir);
+	struct stat st;
+	int r = 0;
 
-	if (len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, dir, len + 1);
-	for (char *p = buf + 1; *p != '\0'; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
+	if (geteuid() == 0 && access(path, F_OK) != 0) {
+		if (slash == NULL)
+			r = stat(".", &st);
+		else if (slash == path)
+			r = stat("/", &st);
+		else {
+			*slash = '\0';
+			r = stat(path, &st);
+			*slash = '/';
+		}
+		if (r == 0 && st.st_uid != 0) {
+			snprintf(err, errlen,
+			    "%s: its parent belongs to uid %lu, and feedfs, as "
+			    "root, makes no directory in another user's (make "
+			    "it as that user, or mount for them: -o uid=)",
+			    path, (unsigned long)st.st_uid);
+			return -EACCES;
+		}
+	}
+	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
 	}
 	return 0;
+}
+
+/* mkdir -p of dir: the directories it makes are 0700 (mkdir_own). */
+static int
+mkdir_parents(const char *dir, char *err, size_t errlen)
+{
+	char buf[4096], *prev;
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(buf)) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	memcpy(buf, dir, len + 1);
+	prev = buf[0] == '/' ? buf : NULL;
+	for (char *p = buf + 1;; p++) {
+		char c = *p;
+		int r;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		r = mkdir_own(buf, prev, err, errlen);
+		*p = c;
+		if (r != 0 || c == '\0')
+			return r;
+		prev = p;
+	}
 }
 
 /*
@@ -117,17 +163,8 @@ cache_dir_open(const char *dir, bool create, char *err, size_t errlen)
 		snprintf(err, errlen, "no cache directory");
 		return -EINVAL;
 	}
-	if (create) {
-		if ((r = mkdir_parents(dir)) != 0) {
-			snprintf(err, errlen, "%s: %s", dir, strerror(-r));
-			return r;
-		}
-		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-			r = -errno;
-			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-			return r;
-		}
-	}
+	if (create && (r = mkdir_parents(dir, err, errlen)) != 0)
+		return r;
 	if ((fd = open_dir_at(AT_FDCWD, dir, dir, err, errlen)) < 0)
 		return fd;
 	if ((r = check_fd(fd, dir, err, errlen)) != 0) {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +548,29 @@ cfg_job_aug_seed(const struct cfg_job *j)
 	return j->aug_seed_line ? j->aug_seed : j->seed;
 }
 
+char *
+cfg_default_cache_dir(void)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	const struct passwd *pw;
+	char *out;
+
+	if (geteuid() == 0)
+		return strdup(CFG_DEFAULT_CACHE_DIR);
+	/* The XDG Base Directory rule: a relative value is ignored. */
+	if (x != NULL && x[0] == '/')
+		return asprintf(&out, "%s/feedfs", x) < 0 ? NULL : out;
+	if ((home == NULL || home[0] != '/') &&
+	    (pw = getpwuid(geteuid())) != NULL)
+		home = pw->pw_dir;
+	if (home == NULL || home[0] != '/')
+		return strdup(CFG_DEFAULT_CACHE_DIR); /* refused, and said */
+	return asprintf(&out, "%s/.cache/feedfs", strcmp(home, "/") ? home : "") <
+		       0
+		   ? NULL
+		   : out;
+}
+
 int
 cfg_mount_defaults(struct cfg_mount *m)
 {
@@ -556,7 +580,7 @@ cfg_mount_defaults(struct cfg_mount *m)
 	m->memory = 2ull << 30;
 	m->readahead = 4;
 	m->gpu_memory = 1ull << 30;
-	return (m->cache_dir = strdup(CFG_DEFAULT_CACHE_DIR)) ? 0 : -ENOMEM;
+	return (m->cache_dir = cfg_default_cache_dir()) ? 0 : -ENOMEM;
 }
 
 int
