@@ -30,6 +30,7 @@
 #include "util/log.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
+#include "fs/privs.h"
 
 #define EXIT_CONFIG 2
 #define FS_READAHEAD_KB 1024 /* = the largest request, FS_MAX_REQUEST */
@@ -117,12 +118,14 @@ struct opts {
 	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
 			    the default jobs), applied after load */
 	size_t nmount_kv;
+	struct privs privs; /* uid=, gid=, user= */
 };
 
 static int
 add_opts(struct opts *o, const char *list)
 {
 	char *dup = strdup(list), *save = NULL, *tok;
+	int r;
 
 	if (!dup)
 		return -ENOMEM;
@@ -144,6 +147,13 @@ add_opts(struct opts *o, const char *list)
 			}
 			free(*last);
 			*last = s;
+			continue;
+		}
+		if ((r = privs_opt(&o->privs, tok)) != 0) {
+			if (r < 0) {
+				free(dup);
+				return r;
+			}
 			continue;
 		}
 		if (strncmp(tok, "log=", 4) == 0) {
@@ -422,6 +432,21 @@ mount_source(const char *source, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/*
+ * The -o of libfuse for the mount: its source (mount_source's src), its
+ * type, ro unless writable, and the FUSE options of -o.  The source is
+ * the config's (or dataset's) real path, which mount(8) compares with an
+ * fstab line's: `mount -a` again is a no-op.
+ */
+static void
+mount_opts(const struct opts *o, const char *src, bool writable, char *out,
+    size_t len)
+{
+	snprintf(out, len, "fsname=%s,subtype=feedfs%s%s%s", src,
+	    writable ? "" : ",ro", o->fuse_opts ? "," : "",
+	    o->fuse_opts ? o->fuse_opts : "");
+}
+
 /* Load the config (or the default one for a dataset dir), apply -o. */
 static int
 load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
@@ -482,7 +507,7 @@ main(int argc, char **argv)
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
 	char err[2048], mnt[PATH_MAX], src[2 * PATH_MAX];
-	char fsname[sizeof(src) + 4096];
+	char fsname[sizeof(src) + 4096], fsname_rw[sizeof(fsname)];
 	int ret = 1, r, said = -1, term = -1, logfd = -1;
 	size_t hidden;
 	bool state = false;
@@ -496,9 +521,16 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
+	if (privs_resolve(&o.privs, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
 	if (o.check) {
 		/* No mount: a report on stdout, 0 or 1 (2: no dataset). */
-		if (load_config(&o, &c, err, sizeof(err)) != 0 ||
+		if (privs_begin(&o.privs, NULL, NULL, NULL, err, sizeof(err)) !=
+			0 ||
+		    load_config(&o, &c, err, sizeof(err)) != 0 ||
 		    (r = check_run(c, o.check == 2, stdout, err, sizeof(err))) <
 			0) {
 			fprintf(stderr, "feedfs: %s\n", err);
@@ -518,6 +550,19 @@ main(int argc, char **argv)
 		    "unmount it first (fusermount3 -u %s)\n",
 		    mnt, mnt);
 		ret = 1;
+		goto out_opts;
+	}
+	/*
+	 * -o uid=: the user from here on, before the log file, the config
+	 * and the dataset are read (a helper mounts: privs.h).  The mount's
+	 * -o of libfuse are known now, but for ro, which the config says.
+	 */
+	mount_source(o.source, src, sizeof(src));
+	mount_opts(&o, src, false, fsname, sizeof(fsname));
+	mount_opts(&o, src, true, fsname_rw, sizeof(fsname_rw));
+	if (privs_begin(&o.privs, mnt, (const char *const[]){fsname, fsname_rw},
+		raise_readahead, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
 		goto out_opts;
 	}
 	if (o.log_path != NULL) {
@@ -564,18 +609,11 @@ main(int argc, char **argv)
 	}
 	state = true;
 
-	/*
-	 * Read-only, unless a mixture's JOB/mixture is to be written.  The
-	 * source is the config's (or dataset's) real path, which mount(8)
-	 * compares with an fstab line's: `mount -a` again is a no-op.
-	 */
-	mount_source(o.source, src, sizeof(src));
-	snprintf(fsname, sizeof(fsname), "fsname=%s,subtype=feedfs%s%s%s", src,
-	    feed_writable(feed) ? "" : ",ro", o.fuse_opts ? "," : "",
-	    o.fuse_opts ? o.fuse_opts : "");
+	/* Read-only, unless a mixture's JOB/mixture is to be written. */
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
 	    fuse_opt_add_arg(&args, "-o") != 0 ||
-	    fuse_opt_add_arg(&args, fsname) != 0 ||
+	    fuse_opt_add_arg(&args,
+		feed_writable(feed) ? fsname_rw : fsname) != 0 ||
 	    (o.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_state;
@@ -606,7 +644,7 @@ main(int argc, char **argv)
 		    o.log_path
 			? ", and in -o log=FILE"
 			: " (keep it with -o log=FILE, or run feedfs -f)");
-	if (fuse_session_mount(se, mnt) != 0)
+	if (privs_mount(&o.privs, se, mnt, feed_writable(feed)) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
 		goto out_unmount;
@@ -643,6 +681,7 @@ out_unmount:
 	if (!fs_prune_stop(&fs))
 		state = false; /* its thread may still use the state */
 	fuse_session_unmount(se);
+	privs_unmount(&o.privs, se, mnt);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -656,6 +695,7 @@ out_feed:
 	feed_free(feed);
 out_opts:
 	daemon_done(&said, &term, ret != 0 ? ret : 1);
+	privs_free(&o.privs);
 	cfg_free(c);
 	for (size_t i = 0; i < o.nmount_kv; i++)
 		free(o.mount_kv[i]);
