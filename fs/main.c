@@ -30,6 +30,7 @@
 #include "util/log.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
+#include "fs/mountopts.h"
 #include "fs/privs.h"
 
 #define EXIT_CONFIG 2
@@ -115,6 +116,7 @@ struct opts {
 	char *fuse_opts; /* comma separated, for fuse_session_new */
 	const char *log_path; /* -o log=FILE: the log appended there too */
 	char *log_opt;	      /* its token */
+	char *log_level;      /* -o log_level=LEVEL's token */
 	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
 			    the default jobs), applied after load */
 	size_t nmount_kv;
@@ -153,6 +155,14 @@ add_opts(struct opts *o, const char *list)
 			if (r < 0) {
 				free(dup);
 				return r;
+			}
+			continue;
+		}
+		if (strncmp(tok, "log_level=", 10) == 0) {
+			free(o->log_level);
+			if ((o->log_level = strdup(tok)) == NULL) {
+				free(dup);
+				return -ENOMEM;
 			}
 			continue;
 		}
@@ -409,44 +419,6 @@ daemon_done(int *fd, int *term, int status)
 	*fd = -1;
 }
 
-/*
- * The mount's source as FUSE's fsname= option: source's real path, with
- * libfuse's option separators escaped (\, and \\); "feedfs" when it has
- * none.
- */
-static void
-mount_source(const char *source, char *out, size_t len)
-{
-	char real[PATH_MAX];
-	size_t n = 0;
-
-	if (realpath(source, real) == NULL) {
-		snprintf(out, len, "feedfs");
-		return;
-	}
-	for (const char *s = real; *s && n + 3 < len; s++) {
-		if (*s == ',' || *s == '\\')
-			out[n++] = '\\';
-		out[n++] = *s;
-	}
-	out[n] = '\0';
-}
-
-/*
- * The -o of libfuse for the mount: its source (mount_source's src), its
- * type, ro unless writable, and the FUSE options of -o.  The source is
- * the config's (or dataset's) real path, which mount(8) compares with an
- * fstab line's: `mount -a` again is a no-op.
- */
-static void
-mount_opts(const struct opts *o, const char *src, bool writable, char *out,
-    size_t len)
-{
-	snprintf(out, len, "fsname=%s,subtype=feedfs%s%s%s", src,
-	    writable ? "" : ",ro", o->fuse_opts ? "," : "",
-	    o->fuse_opts ? o->fuse_opts : "");
-}
-
 /* Load the config (or the default one for a dataset dir), apply -o. */
 static int
 load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
@@ -506,9 +478,10 @@ main(int argc, char **argv)
 	struct feed *feed = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
-	char err[2048], mnt[PATH_MAX], src[2 * PATH_MAX];
-	char fsname[sizeof(src) + 4096], fsname_rw[sizeof(fsname)];
-	int ret = 1, r, said = -1, term = -1, logfd = -1;
+	char err[2048], mnt[PATH_MAX], fsname[FS_MOUNT_OPTS_MAX];
+	char fsname_rw[FS_MOUNT_OPTS_MAX];
+	int ret = 1, r, said = -1, term = -1;
+	enum log_level lvl;
 	size_t hidden;
 	bool state = false;
 
@@ -521,6 +494,15 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
+	if (o.log_level && log_parse_level(o.log_level + 10, &lvl) != 0) {
+		fprintf(stderr,
+		    "feedfs: -o %s: expected error, warning, info or debug\n",
+		    o.log_level);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	if (o.log_level)
+		log_set_level(lvl);
 	if (privs_resolve(&o.privs, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		ret = EXIT_CONFIG;
@@ -557,27 +539,19 @@ main(int argc, char **argv)
 	 * and the dataset are read (a helper mounts: privs.h).  The mount's
 	 * -o of libfuse are known now, but for ro, which the config says.
 	 */
-	mount_source(o.source, src, sizeof(src));
-	mount_opts(&o, src, false, fsname, sizeof(fsname));
-	mount_opts(&o, src, true, fsname_rw, sizeof(fsname_rw));
+	fs_mount_opts(o.source, o.fuse_opts, false, fsname, sizeof(fsname));
+	fs_mount_opts(o.source, o.fuse_opts, true, fsname_rw, sizeof(fsname));
 	if (privs_begin(&o.privs, mnt, (const char *const[]){fsname, fsname_rw},
 		raise_readahead, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		goto out_opts;
 	}
-	if (o.log_path != NULL) {
-		/* Opened here: a relative name is the caller's, and a bad one
-		 * is said before anything is mounted. */
-		if (o.log_path[0] == '\0' ||
-		    (logfd = open(o.log_path,
-			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			 0600)) < 0) {
-			fprintf(stderr, "feedfs: -o log=%s: %s\n", o.log_path,
-			    o.log_path[0] ? strerror(errno) : "an empty name");
-			ret = EXIT_CONFIG;
-			goto out_opts;
-		}
-		log_set_file(logfd);
+	/* Opened here: a relative name is the caller's, and a bad one is
+	 * said before anything is mounted. */
+	if (o.log_path && log_open_file(o.log_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: -o log=%s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
 	}
 	if (load_config(&o, &c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
@@ -629,7 +603,8 @@ main(int argc, char **argv)
 	/*
 	 * libfuse ends the loop on SIGHUP too: a closed terminal would
 	 * unmount.  Nothing can be reloaded (the config and the dataset
-	 * are read once), so it is ignored.
+	 * are read once), so it is ignored until log_hup_start takes it to
+	 * reopen the log file.
 	 */
 	signal(SIGHUP, SIG_IGN);
 	if ((hidden = dir_entries(mnt)) > 0)
@@ -662,7 +637,10 @@ main(int argc, char **argv)
 		log_set_term(term);
 	}
 
-	/* Threads from here on. */
+	/* Threads from here on, SIGHUP blocked in all: one thread takes it
+	 * and reopens the log file (-o log=FILE). */
+	if ((r = log_hup_start()) != 0)
+		log_warn("SIGHUP will not reopen the log: %s", strerror(-r));
 	if (feed_start(feed) != 0)
 		goto out_unmount;
 	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
@@ -702,9 +680,8 @@ out_opts:
 	free(o.mount_kv);
 	free(o.fuse_opts);
 	free(o.log_opt);
-	if (logfd >= 0) {
-		log_set_file(-1);
-		close(logfd);
-	}
+	free(o.log_level);
+	log_hup_stop();
+	log_close_file();
 	return ret;
 }
