@@ -30,6 +30,7 @@
 #include "util/log.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
+#include "fs/metrics.h"
 #include "fs/mountopts.h"
 #include "fs/privs.h"
 
@@ -117,6 +118,7 @@ struct opts {
 	const char *log_path; /* -o log=FILE: the log appended there too */
 	char *log_opt;	      /* its token */
 	char *log_level;      /* -o log_level=LEVEL's token */
+	char *metrics;	      /* -o metrics=ADDR:PORT's token */
 	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
 			    the default jobs), applied after load */
 	size_t nmount_kv;
@@ -158,9 +160,12 @@ add_opts(struct opts *o, const char *list)
 			}
 			continue;
 		}
-		if (strncmp(tok, "log_level=", 10) == 0) {
-			free(o->log_level);
-			if ((o->log_level = strdup(tok)) == NULL) {
+		if (strncmp(tok, "log_level=", 10) == 0 ||
+		    strncmp(tok, "metrics=", 8) == 0) {
+			char **slot = tok[1] == 'o' ? &o->log_level : &o->metrics;
+
+			free(*slot);
+			if ((*slot = strdup(tok)) == NULL) {
 				free(dup);
 				return -ENOMEM;
 			}
@@ -476,12 +481,12 @@ main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct feedfs fs;
 	struct feed *feed = NULL;
+	struct fs_metrics *mx = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
 	char err[2048], mnt[PATH_MAX], fsname[FS_MOUNT_OPTS_MAX];
 	char fsname_rw[FS_MOUNT_OPTS_MAX];
 	int ret = 1, r, said = -1, term = -1;
-	enum log_level lvl;
 	size_t hidden;
 	bool state = false;
 
@@ -494,15 +499,13 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
-	if (o.log_level && log_parse_level(o.log_level + 10, &lvl) != 0) {
+	if (o.log_level && log_set_level_name(o.log_level + 10) != 0) {
 		fprintf(stderr,
 		    "feedfs: -o %s: expected error, warning, info or debug\n",
 		    o.log_level);
 		ret = EXIT_CONFIG;
 		goto out_opts;
 	}
-	if (o.log_level)
-		log_set_level(lvl);
 	if (privs_resolve(&o.privs, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		ret = EXIT_CONFIG;
@@ -582,6 +585,11 @@ main(int argc, char **argv)
 		goto out_feed;
 	}
 	state = true;
+	if (o.metrics && fs_metrics_open(o.metrics + 8, &mx, err, sizeof(err))) {
+		fprintf(stderr, "feedfs: %s\n", err); /* a port taken */
+		ret = EXIT_CONFIG;
+		goto out_state;
+	}
 
 	/* Read-only, unless a mixture's JOB/mixture is to be written. */
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
@@ -644,6 +652,8 @@ main(int argc, char **argv)
 	if (feed_start(feed) != 0)
 		goto out_unmount;
 	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
+	if (mx && (r = fs_metrics_start(mx, feed, mnt)) != 0)
+		log_warn("-o %s: not served: %s", o.metrics, strerror(-r));
 	log_info("serving %s on %s", o.source, mnt);
 	/* The mount is in place: the command that started it returns. */
 	daemon_done(&said, &term, 0);
@@ -670,6 +680,7 @@ out_state:
 	if (state)
 		fs_fini_state(&fs);
 out_feed:
+	fs_metrics_free(mx); /* it reads feed */
 	feed_free(feed);
 out_opts:
 	daemon_done(&said, &term, ret != 0 ? ret : 1);
@@ -681,6 +692,7 @@ out_opts:
 	free(o.fuse_opts);
 	free(o.log_opt);
 	free(o.log_level);
+	free(o.metrics);
 	log_hup_stop();
 	log_close_file();
 	return ret;

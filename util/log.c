@@ -128,20 +128,14 @@ log_ring_len(void)
 }
 
 int
-log_parse_level(const char *s, enum log_level *out)
+log_set_level_name(const char *s)
 {
 	for (int i = LOG_LVL_ERR; i <= LOG_LVL_DEBUG; i++)
 		if (strcmp(s, name[i]) == 0) {
-			*out = (enum log_level)i;
+			atomic_store(&log_max_level, i);
 			return 0;
 		}
 	return -EINVAL;
-}
-
-void
-log_set_level(enum log_level lvl)
-{
-	atomic_store(&log_max_level, lvl);
 }
 
 int

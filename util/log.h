@@ -50,11 +50,11 @@ void log_close_file(void);
 int log_hup_start(void);
 void log_hup_stop(void);
 /*
- * Lines above lvl are dropped everywhere (default: info, so debug only
- * with log_init's debug); "error", "warning", "info", "debug" parsed.
+ * Lines above the level named s ("error", "warning", "info", "debug")
+ * are dropped everywhere (default: info; debug with log_init's debug).
+ * 0, or -EINVAL for another word.
  */
-void log_set_level(enum log_level lvl);
-int log_parse_level(const char *s, enum log_level *out);
+int log_set_level_name(const char *s);
 /*
  * The newest lines of the ring, whole, into buf (at most len bytes):
  * "2026-11-25T21:30:00Z warning: message\n" each.  Returns the length.
