@@ -70,7 +70,9 @@ usage(FILE *fp)
 	    "            order=strict|relaxed, dtype=T, layout=L, gpu=on|off,\n"
 	    "            max_pixels=N, cache_format=F); log=FILE: the log "
 	    "appended to FILE\n"
-	    "            too (it outlives the mount)\n"
+	    "            too (it outlives the mount; SIGHUP reopens it); "
+	    "log_level=LEVEL;\n            metrics=HOST:PORT (Prometheus); "
+	    "uid=USER[,gid=GROUP]: root mounts for USER\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
 	    "The log: stderr with -f; else syslog (journalctl -t feedfs), and\n"
@@ -537,11 +539,8 @@ main(int argc, char **argv)
 		ret = 1;
 		goto out_opts;
 	}
-	/*
-	 * -o uid=: the user from here on, before the log file, the config
-	 * and the dataset are read (a helper mounts: privs.h).  The mount's
-	 * -o of libfuse are known now, but for ro, which the config says.
-	 */
+	/* -o uid=: the user from here on, before anything is read (a helper
+	 * mounts: privs.h), with the mount's -o, ro or not, fixed now. */
 	fs_mount_opts(o.source, o.fuse_opts, false, fsname, sizeof(fsname));
 	fs_mount_opts(o.source, o.fuse_opts, true, fsname_rw, sizeof(fsname));
 	if (privs_begin(&o.privs, mnt, (const char *const[]){fsname, fsname_rw},
