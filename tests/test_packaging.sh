@@ -87,7 +87,7 @@ ff_log "(b) -V: $v"
 sysconfdir=$(sed -n 's/^sysconfdir = //p' "$FF_BUILDDIR/Makefile")
 prefix=$(sed -n 's/^prefix = //p' "$FF_BUILDDIR/Makefile")
 sysconfdir=${sysconfdir//\$\{prefix\}/$prefix}
-make -s -C "$FF_BUILDDIR" DESTDIR="$T/inst" install-man install-sysconfDATA \
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$FF_BUILDDIR" DESTDIR="$T/inst" install-man install-sysconfDATA \
 	>"$T/install.out" 2>&1 || {
 	cat "$T/install.out"
 	ff_fail "make install-man install-sysconfDATA failed"
