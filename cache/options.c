@@ -252,8 +252,8 @@ node_bound(struct cache *c, int dfd, const char *dir, uint64_t avail,
 	unsigned users, mine;
 	char a[32], pct[16] = "";
 
-	if (cache_registry_count(c->node_registry, dfd, dir, &users, &mine,
-		why, len) != 0)
+	if (cache_registry_count(
+		c->node_registry, dfd, dir, &users, &mine, why, len) != 0)
 		return -1;
 	b = all / users / mine;
 	if (b > avail + used)

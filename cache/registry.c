@@ -40,8 +40,8 @@ mine_alive(int reg, const char *name, unsigned long ino)
 	ssize_t n;
 	int fd;
 
-	if ((fd = openat(reg, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-				  O_NONBLOCK)) < 0)
+	if ((fd = openat(reg, name,
+		 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0)
 		return false;
 	n = read(fd, path, sizeof(path) - 1);
 	close(fd);
@@ -87,11 +87,11 @@ cache_registry_count(const char *reg_path, int dfd, const char *dir,
 		return -errno;
 	}
 	/* This cache's entry, made or touched (a failure: not counted). */
-	snprintf(name, sizeof(name), "%" PRIx64 ".%lu.%lu",
-	    (uint64_t)ds.st_dev, (unsigned long)geteuid(),
-	    (unsigned long)ds.st_ino);
-	if ((fd = openat(reg, name, O_WRONLY | O_CREAT | O_NOFOLLOW |
-					O_CLOEXEC | O_NONBLOCK | O_TRUNC,
+	snprintf(name, sizeof(name), "%" PRIx64 ".%lu.%lu", (uint64_t)ds.st_dev,
+	    (unsigned long)geteuid(), (unsigned long)ds.st_ino);
+	if ((fd = openat(reg, name,
+		 O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+		     O_TRUNC,
 		 0644)) >= 0) {
 		(void)!write(fd, dir, strlen(dir));
 		(void)futimens(fd, NULL);

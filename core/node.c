@@ -26,8 +26,8 @@ trim(char *s)
 
 /* One "key = value" of [node]; 0, or -EINVAL with why. */
 static int
-node_key(struct cfg_node *n, const char *key, const char *val, char *why,
-    size_t len)
+node_key(
+    struct cfg_node *n, const char *key, const char *val, char *why, size_t len)
 {
 	char *end;
 	long pct;
@@ -38,7 +38,8 @@ node_key(struct cfg_node *n, const char *key, const char *val, char *why,
 		if (l > 1 && val[l - 1] == '%') {
 			errno = 0;
 			pct = strtol(val, &end, 10);
-			if (errno || end != val + l - 1 || pct < 1 || pct > 100) {
+			if (errno || end != val + l - 1 || pct < 1 ||
+			    pct > 100) {
 				snprintf(why, len,
 				    "cache_total = %s: a share from 1%% to "
 				    "100%%, or a size",

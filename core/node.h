@@ -23,7 +23,7 @@
 #define CFG_NODE_REGISTRY "/var/lib/feedfs/caches"
 
 struct cfg_node {
-	char path[4096];     /* the file read, "" when there is none */
+	char path[4096];      /* the file read, "" when there is none */
 	uint64_t cache_total; /* bytes; 0: a share, or no bound */
 	unsigned cache_pct;   /* 1..100 of the filesystem; 0: bytes, or none */
 	char registry[4096];

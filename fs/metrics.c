@@ -26,7 +26,7 @@
 #include "util/log.h"
 
 struct mconn {
-	int fd; /* -1: a free slot */
+	int fd;		/* -1: a free slot */
 	uint64_t since; /* accepted, ms of CLOCK_MONOTONIC */
 	char in[FS_METRICS_HEAD_MAX];
 	size_t inlen;
@@ -86,11 +86,11 @@ split(const char *spec, char *host, size_t hlen, const char **port)
 }
 
 int
-fs_metrics_open(const char *spec, struct fs_metrics **out, char *err,
-    size_t errlen)
+fs_metrics_open(
+    const char *spec, struct fs_metrics **out, char *err, size_t errlen)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+			    .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
 			*ai = NULL;
 	struct fs_metrics *m;
 	char host[256], addr[INET6_ADDRSTRLEN + 256];
@@ -105,8 +105,8 @@ fs_metrics_open(const char *spec, struct fs_metrics **out, char *err,
 		return -EINVAL;
 	}
 	if ((r = getaddrinfo(host, port, &hints, &ai)) != 0) {
-		snprintf(err, errlen, "-o metrics=%s: %s", spec,
-		    gai_strerror(r));
+		snprintf(
+		    err, errlen, "-o metrics=%s: %s", spec, gai_strerror(r));
 		return -EINVAL;
 	}
 	if ((m = calloc(1, sizeof(*m))) == NULL) {
@@ -117,8 +117,8 @@ fs_metrics_open(const char *spec, struct fs_metrics **out, char *err,
 	m->wake[0] = m->wake[1] = -1;
 	for (size_t i = 0; i < FS_METRICS_CONNS; i++)
 		m->c[i].fd = -1;
-	m->lfd = socket(ai->ai_family,
-	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	m->lfd = socket(
+	    ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (m->lfd < 0 ||
 	    setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) !=
 		0 ||
@@ -201,8 +201,10 @@ respond(struct fs_metrics *m, struct mconn *c, int status,
     const struct http_req *req)
 {
 	static const char *const reason[] = {[200] = "OK",
-	    [400] = "Bad Request", [404] = "Not Found",
-	    [405] = "Method Not Allowed", [414] = "URI Too Long",
+	    [400] = "Bad Request",
+	    [404] = "Not Found",
+	    [405] = "Method Not Allowed",
+	    [414] = "URI Too Long",
 	    [431] = "Request Header Fields Too Large",
 	    [500] = "Internal Server Error",
 	    [505] = "HTTP Version Not Supported"};
@@ -219,8 +221,8 @@ respond(struct fs_metrics *m, struct mconn *c, int status,
 		else if (strcmp(req->path, "/metrics") != 0 &&
 			 strcmp(req->path, "/") != 0)
 			status = 404;
-		else if (feed_text(m->feed, FT_STATS, 0, &text, &len,
-			     &owned) != 0 ||
+		else if (feed_text(m->feed, FT_STATS, 0, &text, &len, &owned) !=
+			     0 ||
 			 (body = labelled(text, len, m->label, &blen)) == NULL)
 			status = 500;
 		else
@@ -232,8 +234,8 @@ respond(struct fs_metrics *m, struct mconn *c, int status,
 	    "HTTP/1.1 %d %s\r\n%sContent-Length: %zu\r\n"
 	    "Connection: close\r\n\r\n",
 	    status, reason[status],
-	    status == 200 ? "Content-Type: text/plain; version=0.0.4; "
-			    "charset=utf-8\r\n"
+	    status == 200   ? "Content-Type: text/plain; version=0.0.4; "
+			      "charset=utf-8\r\n"
 	    : status == 405 ? "Allow: GET, HEAD\r\n"
 			    : "",
 	    blen);
@@ -305,9 +307,9 @@ on_accept(struct fs_metrics *m, uint64_t now)
 {
 	int fd;
 
-	for (int k = 0; k < FS_METRICS_CONNS &&
-			(fd = accept4(m->lfd, NULL, NULL,
-			     SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
+	for (int k = 0;
+	     k < FS_METRICS_CONNS && (fd = accept4(m->lfd, NULL, NULL,
+					  SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
 	     k++) {
 		struct mconn *slot = NULL;
 

@@ -28,8 +28,8 @@ struct fs_metrics;
  * 127.0.0.1).  Before the mount, so that a port taken is said then.
  * 0, or -errno with err ("-o metrics=SPEC: why").
  */
-int fs_metrics_open(const char *spec, struct fs_metrics **out, char *err,
-    size_t errlen);
+int fs_metrics_open(
+    const char *spec, struct fs_metrics **out, char *err, size_t errlen);
 /* Serve feed's stats, labelled with mnt, from a thread of its own (its
  * address said in the log).  0, or -errno. */
 int fs_metrics_start(struct fs_metrics *m, struct feed *feed, const char *mnt);

@@ -319,8 +319,8 @@ reap(struct privs *p)
 }
 
 int
-privs_mount(struct privs *p, struct fuse_session *se, const char *mnt,
-    bool writable)
+privs_mount(
+    struct privs *p, struct fuse_session *se, const char *mnt, bool writable)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))], path[64];
 	unsigned char w = writable, st = 1;
@@ -371,8 +371,8 @@ privs_unmount(struct privs *p, struct fuse_session *se, const char *mnt)
 	if (pfd.fd < 0 || (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)))
 		return;
 	if ((pid = fork()) == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "-z", "-q", "--", mnt,
-		    (char *)NULL);
+		execlp("fusermount3", "fusermount3", "-u", "-z", "-q", "--",
+		    mnt, (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)

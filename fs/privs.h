@@ -55,14 +55,15 @@ int privs_resolve(struct privs *p, char *err, size_t errlen);
  * mounted (as root).  Without mnt (--check) no helper.  HOME, USER and
  * LOGNAME become the user's; XDG_* are unset.  0, or -errno with err.
  */
-int privs_begin(struct privs *p, const char *mnt, const char *const mount_opts[2],
-    void (*after)(const char *mnt), char *err, size_t errlen);
+int privs_begin(struct privs *p, const char *mnt,
+    const char *const mount_opts[2], void (*after)(const char *mnt), char *err,
+    size_t errlen);
 /*
  * fuse_session_mount(se, mnt), or, after a drop, through the helper with
  * mount_opts[writable].  0, or -1 (said on stderr).
  */
-int privs_mount(struct privs *p, struct fuse_session *se, const char *mnt,
-    bool writable);
+int privs_mount(
+    struct privs *p, struct fuse_session *se, const char *mnt, bool writable);
 /* After the loop, before fuse_session_destroy: a drop's mount detached
  * if it is still there. */
 void privs_unmount(struct privs *p, struct fuse_session *se, const char *mnt);

@@ -73,7 +73,7 @@ request_line(const char *buf, size_t e, struct http_req *req)
 	i++;
 	if (e - i != 8 || memcmp(buf + i, "HTTP/1.", 7) != 0)
 		return e - i >= 5 && memcmp(buf + i, "HTTP/", 5) == 0 ? -505
-								       : -400;
+								      : -400;
 	if (buf[i + 7] != '0' && buf[i + 7] != '1')
 		return -505;
 	req->minor = buf[i + 7] - '0';

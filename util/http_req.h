@@ -14,9 +14,9 @@
 #define HTTP_REQ_PATH_MAX 256
 
 struct http_req {
-	char method[8];			 /* "GET", "HEAD", ... */
-	char path[HTTP_REQ_PATH_MAX];	 /* the target's path, no query */
-	int minor;			 /* HTTP/1.<minor>: 0 or 1 */
+	char method[8];		      /* "GET", "HEAD", ... */
+	char path[HTTP_REQ_PATH_MAX]; /* the target's path, no query */
+	int minor;		      /* HTTP/1.<minor>: 0 or 1 */
 };
 
 /*
@@ -29,7 +29,7 @@ struct http_req {
  *        HTTP/1.0 or 1.1).
  * The method is checked by the caller (405).
  */
-int http_req_parse(const char *buf, size_t len, size_t max,
-    struct http_req *req);
+int http_req_parse(
+    const char *buf, size_t len, size_t max, struct http_req *req);
 
 #endif
