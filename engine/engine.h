@@ -51,6 +51,7 @@
 
 #include "engine/budget.h"
 #include "engine/feed.h"
+#include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
 
@@ -191,6 +192,7 @@ struct feed {
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	struct cfg_node node; /* the node's bound on cache_size = auto */
 	char *mountpoint;     /* feed_set_mountpoint's; NULL: not told */
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
