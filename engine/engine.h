@@ -54,6 +54,7 @@
 #include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
+#include "util/clock.h"
 
 #define FEED_HASH 1024
 
@@ -434,10 +435,7 @@ void feed_unpin(struct feed *f, struct batch *b);
 static inline uint64_t
 feed_mono_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return ff_mono_ns();
 }
 
 /* stage.c: whether a device serves job cj (0 at once for gpu = off),
