@@ -123,6 +123,7 @@ add_sample(struct scan *s, char *path, char *open_path, int64_t label)
 		s->v = v;
 		s->cap = cap;
 	}
+	memset(&s->v[s->n], 0, sizeof(s->v[s->n]));
 	s->v[s->n].path = path;		  /* transferred */
 	s->v[s->n].open_path = open_path; /* transferred */
 	s->v[s->n].label = label;
