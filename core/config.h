@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "transforms/xf.h"
 
@@ -55,6 +56,9 @@ struct cfg_dataset {
 	char *manifest; /* absolute, or NULL for ImageFolder */
 	char *shards;   /* WebDataset tar shards: a glob or a list file */
 	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
+	/* captions: txt | json:KEY | none (NULL: none); its line */
+	char *text;
+	int text_line;
 	/* remote shards (dataset/remote/remote.h) */
 	char *s3_endpoint;    /* scheme://host[:port], NULL: AWS's */
 	char *s3_region;      /* NULL: AWS_REGION, else us-east-1 */
@@ -176,6 +180,13 @@ struct cfg {
 int cfg_classes_parse(const char *text, size_t len, const char *fname,
     char ***names, size_t *n, char *err, size_t errlen);
 void cfg_classes_free(char **names, size_t n);
+
+/* Whether dataset d has captions (text = txt or json:KEY). */
+static inline bool
+cfg_dataset_text(const struct cfg_dataset *d)
+{
+	return d->text != NULL && strcmp(d->text, "none") != 0;
+}
 
 /* Load and check a config file. */
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);

@@ -8,7 +8,9 @@
  *
  * Manifest entries are taken as they are, except that a path must not be
  * absolute or have a ".." component: whether the files exist is found out
- * when they are read.
+ * when they are read.  With text = txt a line has a third column, the
+ * caption (ds_open_meta); an ImageFolder's captions are its sidecars
+ * (ds_sidecar.c).
  */
 #include <sys/stat.h>
 
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "dataset/ds_int.h"
+#include "dataset/ds_text.h"
 #include "dataset/remote/remote.h"
 
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
@@ -31,6 +34,9 @@ struct mline {
 	char *path;
 	int64_t label;
 	size_t line;
+	char *text; /* with text: the caption, or NULL with bad */
+	uint32_t tlen;
+	const char *bad;
 };
 
 static int
@@ -41,15 +47,31 @@ by_mpath(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
-/* Parse "path<TAB>label" in line (changed in place): 0 or an error text. */
+/*
+ * Parse "path<TAB>label" in line (changed in place): 0 or an error text.
+ * With caption set, "path<TAB>label<TAB>caption": the path ends at the
+ * first tab, and *caption is the rest of the line after the second (NULL
+ * when there is none).
+ */
 static const char *
-parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
+parse_line(char *line, char **path, int64_t *label, char **caption,
+    char *why, size_t len)
 {
 	char *tab = strrchr(line, '\t'), *end, *l;
 	long long v;
 
+	if (caption != NULL) {
+		*caption = NULL;
+		if ((tab = strchr(line, '\t')) != NULL &&
+		    (end = strchr(tab + 1, '\t')) != NULL) {
+			*end = '\0';
+			*caption = end + 1;
+		}
+	}
 	if (tab == NULL)
-		return "expected \"relative/path<TAB>label\"";
+		return caption ? "expected \"relative/path<TAB>label<TAB>"
+				 "caption\""
+			       : "expected \"relative/path<TAB>label\"";
 	*tab = '\0';
 	l = tab + 1;
 	if (line[0] == '\0')
@@ -83,9 +105,26 @@ parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
 	return NULL;
 }
 
+/*
+ * The caption of a manifest line (text = txt), its third column: taken as
+ * it is, valid UTF-8 and at most DS_TEXT_MAX bytes, else the sample is
+ * bad, as is a line without one.  0 or -ENOMEM.
+ */
 static int
-read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
-    void *arg, char *err, size_t errlen)
+line_caption(struct mline *m, const struct ds_text *tx, const char *cap,
+    size_t n)
+{
+	if (cap == NULL) {
+		m->bad = "no caption: its manifest line has no third column";
+		return 0;
+	}
+	return ds_text_from(tx, false, cap, n, &m->text, &m->tlen, &m->bad);
+}
+
+static int
+read_manifest(const char *manifest, const struct ds_text *tx,
+    struct dataset *ds, ds_progress_fn progress, void *arg, char *err,
+    size_t errlen)
 {
 	struct mline *m = NULL, *nm;
 	size_t n = 0, cap = 0, lineno = 0, linecap = 0;
@@ -102,7 +141,7 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 	}
 	while ((len = getline(&line, &linecap, f)) >= 0) {
 		const char *msg;
-		char *path;
+		char *path, *caption = NULL;
 		int64_t label;
 
 		lineno++;
@@ -112,8 +151,9 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 		if (len == 0 || line[0] == '#' ||
 		    strspn(line, " \t") == (size_t)len)
 			continue;
-		if ((msg = parse_line(line, &path, &label, why, sizeof(why))) !=
-		    NULL) {
+		if ((msg = parse_line(line, &path, &label,
+			 tx->mode != TXT_NONE ? &caption : NULL, why,
+			 sizeof(why))) != NULL) {
 			snprintf(
 			    err, errlen, "%s:%zu: %s", manifest, lineno, msg);
 			r = -EINVAL;
@@ -127,7 +167,13 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 			}
 			m = nm;
 		}
-		if ((m[n].path = strdup(path)) == NULL) {
+		memset(&m[n], 0, sizeof(m[n]));
+		if ((m[n].path = strdup(path)) == NULL ||
+		    (tx->mode != TXT_NONE &&
+			line_caption(&m[n], tx, caption,
+			    caption ? (size_t)(line + len - caption) : 0) !=
+			    0)) {
+			free(m[n].path);
 			r = -ENOMEM;
 			goto out;
 		}
@@ -178,16 +224,23 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		ds->samples[i].path = m[i].path; /* transferred */
-		ds->samples[i].label = m[i].label;
-		m[i].path = NULL;
+		struct ds_sample *x = &ds->samples[i];
+
+		x->path = m[i].path; /* transferred */
+		x->label = m[i].label;
+		x->text = m[i].text; /* transferred */
+		x->tlen = m[i].tlen;
+		x->bad = m[i].bad;
+		m[i].path = m[i].text = NULL;
 	}
 	ds->n = n;
 out:
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(m[i].path);
+		free(m[i].text);
+	}
 	free(m);
 	free(line);
 	fclose(f);
@@ -199,10 +252,30 @@ ds_open(const char *name, const char *root, const char *manifest,
     ds_progress_fn progress, void *arg, struct dataset **out, char *err,
     size_t errlen)
 {
+	return ds_open_meta(
+	    name, root, manifest, NULL, progress, arg, out, err, errlen);
+}
+
+int
+ds_open_meta(const char *name, const char *root, const char *manifest,
+    const struct ds_meta *meta, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen)
+{
 	struct dataset *ds;
+	struct ds_text tx;
 	struct stat st;
 	int r;
 
+	if ((r = ds_text_parse(meta ? meta->text : NULL, &tx, err, errlen)) !=
+	    0)
+		return r;
+	if (manifest != NULL && tx.mode == TXT_JSON) {
+		snprintf(err, errlen,
+		    "%s: text = json:KEY: a manifest's caption is its third "
+		    "column (text = txt)",
+		    manifest);
+		return -EINVAL;
+	}
 	if ((ds = calloc(1, sizeof(*ds))) == NULL ||
 	    (ds->name = strdup(name ? name : "")) == NULL) {
 		r = -ENOMEM;
@@ -221,10 +294,11 @@ ds_open(const char *name, const char *root, const char *manifest,
 		goto fail;
 	}
 	ds->manifest = manifest != NULL;
+	ds->text = tx.mode != TXT_NONE;
 	if (manifest != NULL)
-		r = read_manifest(manifest, ds, progress, arg, err, errlen);
-	else
-		r = ds_scan(ds, root, progress, arg, err, errlen);
+		r = read_manifest(manifest, &tx, ds, progress, arg, err, errlen);
+	else if ((r = ds_scan(ds, root, progress, arg, err, errlen)) == 0)
+		r = ds_sidecars(ds, &tx, err, errlen);
 	if (r != 0)
 		goto fail;
 	*out = ds;

@@ -80,7 +80,8 @@ struct tar_member {
 	char *name;
 	uint8_t kind;	    /* enum tar_kind */
 	uint64_t off, size; /* the data, inside the shard */
-	/* .cls and .json members of at most 64 KiB: their text (+ NUL) */
+	/* .cls, .json and .txt members of at most 64 KiB: their text (+
+	 * NUL) */
 	bool has_data;
 	char *data;
 	uint32_t dlen;
