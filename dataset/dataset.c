@@ -31,12 +31,8 @@
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
 
 struct mline {
-	char *path;
-	int64_t label;
+	struct ds_mline d; /* path strdup'd */
 	size_t line;
-	char *text; /* with text: the caption, or NULL with bad */
-	uint32_t tlen;
-	const char *bad;
 };
 
 static int
@@ -44,7 +40,7 @@ by_mpath(const void *a, const void *b)
 {
 	const struct mline *x = a, *y = b;
 
-	return strcmp(x->path, y->path);
+	return strcmp(x->d.path, y->d.path);
 }
 
 /*
@@ -105,20 +101,29 @@ parse_line(char *line, char **path, int64_t *label, char **caption,
 	return NULL;
 }
 
-/*
- * The caption of a manifest line (text = txt), its third column: taken as
- * it is, valid UTF-8 and at most DS_TEXT_MAX bytes, else the sample is
- * bad, as is a line without one.  0 or -ENOMEM.
- */
-static int
-line_caption(struct mline *m, const struct ds_text *tx, const char *cap,
-    size_t n)
+/* See ds_text.h. */
+const char *
+ds_manifest_line(char *line, size_t len, const struct ds_text *tx,
+    struct ds_mline *m, bool *nomem, char *why, size_t whylen)
 {
+	char *cap = NULL;
+	const char *msg;
+
+	memset(m, 0, sizeof(*m));
+	*nomem = false;
+	if ((msg = parse_line(line, &m->path, &m->label,
+		 tx->mode != TXT_NONE ? &cap : NULL, why, whylen)) != NULL)
+		return msg;
+	if (tx->mode == TXT_NONE)
+		return NULL;
 	if (cap == NULL) {
 		m->bad = "no caption: its manifest line has no third column";
-		return 0;
+		return NULL;
 	}
-	return ds_text_from(tx, false, cap, n, &m->text, &m->tlen, &m->bad);
+	/* The caption: the rest of the line, as it is (NULs included). */
+	*nomem = ds_text_from(tx, false, cap, (size_t)(line + len - cap),
+		     &m->text, &m->tlen, &m->bad) != 0;
+	return NULL;
 }
 
 static int
@@ -141,8 +146,8 @@ read_manifest(const char *manifest, const struct ds_text *tx,
 	}
 	while ((len = getline(&line, &linecap, f)) >= 0) {
 		const char *msg;
-		char *path, *caption = NULL;
-		int64_t label;
+		struct ds_mline d;
+		bool nomem;
 
 		lineno++;
 		while (
@@ -151,37 +156,36 @@ read_manifest(const char *manifest, const struct ds_text *tx,
 		if (len == 0 || line[0] == '#' ||
 		    strspn(line, " \t") == (size_t)len)
 			continue;
-		if ((msg = parse_line(line, &path, &label,
-			 tx->mode != TXT_NONE ? &caption : NULL, why,
-			 sizeof(why))) != NULL) {
+		if ((msg = ds_manifest_line(line, (size_t)len, tx, &d, &nomem,
+			 why, sizeof(why))) != NULL) {
 			snprintf(
 			    err, errlen, "%s:%zu: %s", manifest, lineno, msg);
 			r = -EINVAL;
 			goto out;
 		}
+		if (nomem) {
+			r = -ENOMEM;
+			goto out;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 4096;
 			if ((nm = realloc(m, cap * sizeof(*m))) == NULL) {
+				free(d.text);
 				r = -ENOMEM;
 				goto out;
 			}
 			m = nm;
 		}
-		memset(&m[n], 0, sizeof(m[n]));
-		if ((m[n].path = strdup(path)) == NULL ||
-		    (tx->mode != TXT_NONE &&
-			line_caption(&m[n], tx, caption,
-			    caption ? (size_t)(line + len - caption) : 0) !=
-			    0)) {
-			free(m[n].path);
+		m[n].d = d;
+		m[n].line = lineno;
+		if ((m[n].d.path = strdup(d.path)) == NULL) {
+			free(d.text);
 			r = -ENOMEM;
 			goto out;
 		}
-		m[n].label = label;
-		m[n].line = lineno;
 		n++;
-		if (label > maxlabel)
-			maxlabel = label;
+		if (d.label > maxlabel)
+			maxlabel = d.label;
 		if (progress != NULL && n % DS_PROGRESS_EVERY == 0)
 			progress(n, arg);
 	}
@@ -197,13 +201,13 @@ read_manifest(const char *manifest, const struct ds_text *tx,
 	}
 	qsort(m, n, sizeof(*m), by_mpath);
 	for (size_t i = 1; i < n; i++) {
-		if (strcmp(m[i - 1].path, m[i].path) != 0)
+		if (strcmp(m[i - 1].d.path, m[i].d.path) != 0)
 			continue;
 		size_t a = m[i - 1].line, b = m[i].line;
 
 		snprintf(err, errlen,
 		    "%s:%zu: duplicate path '%s' (also on line %zu)", manifest,
-		    a > b ? a : b, m[i].path, a > b ? b : a);
+		    a > b ? a : b, m[i].d.path, a > b ? b : a);
 		r = -EINVAL;
 		goto out;
 	}
@@ -226,20 +230,20 @@ read_manifest(const char *manifest, const struct ds_text *tx,
 	for (size_t i = 0; i < n; i++) {
 		struct ds_sample *x = &ds->samples[i];
 
-		x->path = m[i].path; /* transferred */
-		x->label = m[i].label;
-		x->text = m[i].text; /* transferred */
-		x->tlen = m[i].tlen;
-		x->bad = m[i].bad;
-		m[i].path = m[i].text = NULL;
+		x->path = m[i].d.path; /* transferred */
+		x->label = m[i].d.label;
+		x->text = m[i].d.text; /* transferred */
+		x->tlen = m[i].d.tlen;
+		x->bad = m[i].d.bad;
+		m[i].d.path = m[i].d.text = NULL;
 	}
 	ds->n = n;
 out:
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 	for (size_t i = 0; i < n; i++) {
-		free(m[i].path);
-		free(m[i].text);
+		free(m[i].d.path);
+		free(m[i].d.text);
 	}
 	free(m);
 	free(line);

@@ -2,8 +2,9 @@
  * ds_text.h - layer: dataset index.  A sample's caption (text = txt |
  * json:KEY | none): the setting, its text from a tar member's bytes or a
  * sidecar's, the string field of a .json, and an ImageFolder's sidecars
- * (ds_text.c, ds_sidecar.c).  Called by ds_tar.c (members), dataset.c (a
- * manifest's third column, a folder's sidecars); calls ds_common.c,
+ * (ds_text.c, ds_sidecar.c), a manifest's line with its third column
+ * (dataset.c).  Called by ds_tar.c (members), dataset.c (a manifest's
+ * third column, a folder's sidecars); calls ds_common.c,
  * ds_safeopen.c and util/jsonstr.c.  Not for use outside dataset/, the
  * tests and fuzz/.
  */
@@ -75,6 +76,27 @@ int ds_text_of(const struct ds_text *tx, const struct tar_member *m,
  * -ENAMETOOLONG (out of len).
  */
 int ds_sidecar_name(const char *path, const char *ext, char *out, size_t len);
+
+/* A manifest line (dataset.c). */
+struct ds_mline {
+	char *path; /* into the line */
+	int64_t label;
+	char *text; /* with text: the caption (malloc'd), or NULL with bad */
+	uint32_t tlen;
+	const char *bad;
+};
+
+/*
+ * Parse one manifest line of len bytes (a NUL after them; changed in
+ * place): "path<TAB>label", or with text = txt (tx)
+ * "path<TAB>label<TAB>caption", the path ending at the first tab and the
+ * caption the rest of the line as it is (ds_text_from checks it; a line
+ * without a third column makes a bad sample).  NULL with *m set, or the
+ * message of a line that does not parse (the mount stops: a static
+ * string or why).  *nomem when out of memory.
+ */
+const char *ds_manifest_line(char *line, size_t len, const struct ds_text *tx,
+    struct ds_mline *m, bool *nomem, char *why, size_t whylen);
 
 /*
  * The captions of an ImageFolder ds (text = txt or json:KEY): each
