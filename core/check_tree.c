@@ -148,15 +148,27 @@ check_classes(struct run *r, const struct dsres *d)
 		free(bad);
 		return;
 	}
+	if (ds->multi)
+		fprintf(r->out,
+		    "  labels are lists (multi-hot): a sample counts "
+		    "in each of its classes\n");
 	for (size_t i = 0; i < ds->n; i++) {
-		int64_t l = ds->samples[i].label;
+		const uint32_t *lv = ds->multi ? ds->samples[i].labels : NULL;
+		uint32_t nl = ds->multi ? (lv ? lv[0] : 0) : 1;
 
-		if (l < 0 || (uint64_t)l >= ds->nclasses)
+		if (ds->multi && lv == NULL)
 			nolabel++;
-		else if (d->kind[i] == K_OK)
-			ok[l]++;
-		else
-			bad[l]++;
+		for (uint32_t k = 0; k < nl; k++) {
+			int64_t l =
+			    lv ? (int64_t)lv[k + 1] : ds->samples[i].label;
+
+			if (l < 0 || (uint64_t)l >= ds->nclasses)
+				nolabel++;
+			else if (d->kind[i] == K_OK)
+				ok[l]++;
+			else
+				bad[l]++;
+		}
 	}
 	for (size_t c = 0; c < ds->nclasses; c++) {
 		fprintf(r->out, "  class %zu ", c);

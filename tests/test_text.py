@@ -32,6 +32,7 @@ its size at stat time equals the bytes read:
   bytes equal the captioned job's;
 - a listing of a relaxed epoch makes no batch (its text's size would);
 - a remount reads the kept shard index, captions included;
+- feedfs --check names each sample without a caption and why;
 - Python: Job.epoch yields (x, y, text) (and ids after them), a job
   without text (x, y); feedfs.torch.Loader the same, through a resume
   mid-epoch and an elastic resume from 2 ranks to 1.
@@ -40,6 +41,7 @@ its size at stat time equals the bytes read:
 import io
 import json
 import os
+import subprocess
 import sys
 import tarfile
 
@@ -406,6 +408,17 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "elastic resume: text is not the ids' captions")
             n += len(ids)
         check(n > 0, "the elastic resume yielded nothing")
+
+# feedfs --check names every sample without a caption, in every kind of
+# dataset, with the reason a read gives.
+r = subprocess.run([fflib.FEEDFS, "--check", cfg], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, timeout=300)
+out = r.stdout.decode(errors="replace")
+for why in ("no .txt member (text = txt)", "the .txt member is not valid "
+            "UTF-8", "no caption: its .txt sidecar is missing",
+            "its .txt sidecar is a symbolic link (not followed)",
+            "no caption: its manifest line has no third column"):
+    check(why in out, "--check does not say %r:\n%s" % (why, out[-3000:]))
 
 # A remount reads the kept index (FFTARIX2): captions as before.
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
