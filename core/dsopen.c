@@ -134,8 +134,8 @@ ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
 	struct dataset *ds;
 	int r;
 
-	struct ds_meta meta = {d->label, d->text, d->class_names,
-	    d->nclass_names};
+	struct ds_meta meta = {
+	    d->label, d->text, d->class_names, d->nclass_names};
 
 	if (d->shards == NULL)
 		r = ds_open_meta(d->name, d->root, d->manifest, &meta, progress,

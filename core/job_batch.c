@@ -96,8 +96,8 @@ job_label_rows(const struct job *j, const struct xf_mix *m, const int64_t *ids,
 		if (m != NULL)
 			xf_mix_labels(m, lab, len, k, out);
 		else {
-			static const struct xf_mix none = {false, 1.0, 0, 0, 0,
-			    0};
+			static const struct xf_mix none = {
+			    false, 1.0, 0, 0, 0, 0};
 
 			xf_mix_labels(&none, lab, len, k, out);
 		}

@@ -50,8 +50,8 @@ by_mpath(const void *a, const void *b)
  * when there is none).
  */
 static const char *
-parse_line(char *line, char **path, int64_t *label, char **caption,
-    char *why, size_t len)
+parse_line(char *line, char **path, int64_t *label, char **caption, char *why,
+    size_t len)
 {
 	char *tab = strrchr(line, '\t'), *end, *l;
 	long long v;
@@ -300,7 +300,8 @@ ds_open_meta(const char *name, const char *root, const char *manifest,
 	ds->manifest = manifest != NULL;
 	ds->text = tx.mode != TXT_NONE;
 	if (manifest != NULL)
-		r = read_manifest(manifest, &tx, ds, progress, arg, err, errlen);
+		r = read_manifest(
+		    manifest, &tx, ds, progress, arg, err, errlen);
 	else if ((r = ds_scan(ds, root, progress, arg, err, errlen)) == 0)
 		r = ds_sidecars(ds, &tx, err, errlen);
 	if (r != 0)

@@ -10,7 +10,9 @@
  * are skipped), and a directory reached through links is read at most
  * once.  Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
  * = max label + 1; a path that is absolute or has a ".." component is an
- * error.  Immutable after ds_open; safe to read from any thread.
+ * error.  With text (ds_open_meta, ds_open_shards_meta) each sample has
+ * a caption; a shard dataset's labels may be lists (multi).  Immutable
+ * after ds_open; safe to read from any thread.
  */
 #ifndef FEEDFS_DATASET_H
 #define FEEDFS_DATASET_H

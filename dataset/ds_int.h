@@ -3,7 +3,8 @@
  * share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
  * ImageFolder scan, ds_skipped.c: what it left out; ds_tar*.c: tar
  * shards; ds_safeopen.c: ds_sample_open and the open through no symbolic
- * link; ds_common.c, under them all: ds_free and the helpers below).
+ * link; ds_text.c and ds_sidecar.c: captions (ds_text.h); ds_common.c,
+ * under them all: ds_free and the helpers below).
  * Not for use outside dataset/dataset.c and dataset/ds_*.c (and the
  * tests and fuzz targets of the tar reader).
  */

@@ -80,8 +80,7 @@ name_index(const struct ds_names *nm, const char *name, size_t len)
 
 /* One label value (not a list): its index into *v; -ERANGE past max. */
 static int
-one_label(const json_t *val, const struct ds_names *nm, int64_t max,
-    int64_t *v)
+one_label(const json_t *val, const struct ds_names *nm, int64_t max, int64_t *v)
 {
 	int r;
 
@@ -171,7 +170,8 @@ ds_labels_json(const char *s, size_t n, const char *key,
 			qsort(out->v, m, sizeof(uint32_t), by_u32);
 			out->n = 0;
 			for (size_t i = 0; i < m; i++)
-				if (out->n == 0 || out->v[out->n - 1] != out->v[i])
+				if (out->n == 0 ||
+				    out->v[out->n - 1] != out->v[i])
 					out->v[out->n++] = out->v[i];
 		}
 	}

@@ -46,8 +46,8 @@ open_dir(const struct dataset *ds, const char *dir)
 	char path[PATH_MAX], *res;
 	int fd, e;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", rootlen ? ds->root : "",
-		dir) >= sizeof(path)) {
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+		rootlen ? ds->root : "", dir) >= sizeof(path)) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -148,8 +148,8 @@ uncount(struct dataset *ds, const char *ext, size_t n)
 	for (size_t i = 0; i < ds->nskipped_kinds; i++)
 		if (ds->skipped[i].ext[0] == '.' &&
 		    strcasecmp(ds->skipped[i].ext + 1, ext) == 0) {
-			ds->skipped[i].n -= n < ds->skipped[i].n ? n
-								 : ds->skipped[i].n;
+			ds->skipped[i].n -=
+			    n < ds->skipped[i].n ? n : ds->skipped[i].n;
 			return;
 		}
 }
@@ -197,8 +197,8 @@ ds_sidecars(
 			derr = dfd < 0 ? errno : 0;
 			if (dfd < 0 && process_error(derr)) {
 				r = -derr;
-				snprintf(err, errlen, "%s/%s: %s", ds->root, cur,
-				    strerror(derr));
+				snprintf(err, errlen, "%s/%s: %s", ds->root,
+				    cur, strerror(derr));
 				break;
 			}
 		}

@@ -290,9 +290,9 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 
 int
 ds_open_shards_meta(const char *name, const char *shards,
-    const struct ds_meta *meta, const struct remote_opts *ropts,
-    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
-    char *err, size_t errlen)
+    const struct ds_meta *meta, const struct remote_opts *ropts, int index_fd,
+    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
+    size_t errlen)
 {
 	struct dataset *ds;
 	struct carry ca = {.names = NULL};
@@ -302,10 +302,10 @@ ds_open_shards_meta(const char *name, const char *shards,
 	int64_t *lv = NULL;
 	int r;
 
-	if ((r = ds_label_parse(meta ? meta->label : NULL, &ca.lb, err,
-		 errlen)) != 0 ||
-	    (r = ds_text_parse(meta ? meta->text : NULL, &ca.tx, err,
-		 errlen)) != 0)
+	if ((r = ds_label_parse(
+		 meta ? meta->label : NULL, &ca.lb, err, errlen)) != 0 ||
+	    (r = ds_text_parse(
+		 meta ? meta->text : NULL, &ca.tx, err, errlen)) != 0)
 		return r;
 	if ((ds = calloc(1, sizeof(*ds))) == NULL ||
 	    (ds->name = strdup(name ? name : "")) == NULL) {
@@ -315,8 +315,8 @@ ds_open_shards_meta(const char *name, const char *shards,
 	}
 	ds->text = ca.tx.mode != TXT_NONE;
 	if (meta != NULL && meta->class_names != NULL) {
-		if ((r = ds_names_init(&names, meta->class_names,
-			 meta->nclass_names)) != 0)
+		if ((r = ds_names_init(
+			 &names, meta->class_names, meta->nclass_names)) != 0)
 			goto fail;
 		ca.names = &names;
 	}

@@ -167,8 +167,8 @@ ds_text_from(const struct ds_text *tx, bool member, const char *s, size_t n,
 }
 
 int
-ds_text_of(const struct ds_text *tx, const struct tar_member *m,
-    size_t count, char **out, uint32_t *len, const char **bad)
+ds_text_of(const struct ds_text *tx, const struct tar_member *m, size_t count,
+    char **out, uint32_t *len, const char **bad)
 {
 	bool json = tx->mode == TXT_JSON;
 
@@ -180,8 +180,8 @@ ds_text_of(const struct ds_text *tx, const struct tar_member *m,
 		*bad = json ? "no .json member (text = json:KEY)"
 			    : "no .txt member (text = txt)";
 	else if (count > 1)
-		*bad = json ? "duplicate .json members"
-			    : "duplicate .txt members";
+		*bad =
+		    json ? "duplicate .json members" : "duplicate .txt members";
 	else if (m->kind != TM_FILE)
 		*bad = ds_tm_why(m->kind);
 	else if (!m->has_data)

@@ -57,8 +57,8 @@ int ds_text_json(
  * static string naming the file as a member's or a sidecar's: not valid
  * UTF-8, too long, no such key...).  0, or -ENOMEM.
  */
-int ds_text_from(const struct ds_text *tx, bool member, const char *s,
-    size_t n, char **out, uint32_t *len, const char **bad);
+int ds_text_from(const struct ds_text *tx, bool member, const char *s, size_t n,
+    char **out, uint32_t *len, const char **bad);
 
 /*
  * A tar sample's caption: m its member of ds_text_ext's extension (NULL

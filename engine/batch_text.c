@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 
 bool
-feed_text_planned(const struct feed *f, const struct feed_key *k)
+feed_batch_planned(const struct feed *f, const struct feed_key *k)
 {
 	const struct cfg_job *cj = f->jobs[k->job].cfg;
 
@@ -42,8 +42,7 @@ feed_epoch_opened(struct feed *f, const struct feed_key *k)
 
 /* The planned ids of batch k into *ids (malloc'd) and *len.  Not locked. */
 static int
-plan_ids(struct feed *f, const struct feed_key *k, int64_t **ids,
-    uint32_t *len)
+plan_ids(struct feed *f, const struct feed_key *k, int64_t **ids, uint32_t *len)
 {
 	struct job *j = &f->jobs[k->job];
 	uint32_t n = plan_batch_len(&j->plan, k->world, k->batch);
@@ -52,7 +51,8 @@ plan_ids(struct feed *f, const struct feed_key *k, int64_t **ids,
 	struct order *o = NULL;
 
 	if (pos != NULL && v != NULL) {
-		plan_batch_positions(&j->plan, k->rank, k->world, k->batch, pos);
+		plan_batch_positions(
+		    &j->plan, k->rank, k->world, k->batch, pos);
 		pthread_mutex_lock(&f->lock);
 		o = order_get(f, k->job, k->epoch);
 		for (uint32_t s = 0; o && s < n; s++)
@@ -71,8 +71,8 @@ plan_ids(struct feed *f, const struct feed_key *k, int64_t **ids,
 }
 
 int
-feed_text_plan_file(struct feed *f, const struct feed_key *k,
-    struct feed_handle *h)
+feed_text_plan_file(
+    struct feed *f, const struct feed_key *k, struct feed_handle *h)
 {
 	const struct job *j = &f->jobs[k->job];
 	int64_t *ids;
@@ -140,7 +140,7 @@ feed_text_size(struct feed *f, const struct feed_key *k)
 	if (!feed_key_valid(f, k) || !f->jobs[k->job].text)
 		return 0;
 	feed_epoch_opened(f, k);
-	if (feed_text_planned(f, k)) {
+	if (feed_batch_planned(f, k)) {
 		if (plan_ids(f, k, &ids, &n) != 0)
 			return 0;
 		len = job_batch_text_len(&f->jobs[k->job], ids, n);

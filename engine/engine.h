@@ -400,14 +400,15 @@ void relaxed_free_all(struct feed *f);
 void feed_drain(struct feed *f);
 
 /*
- * batch_text.c: whether k's text comes from the plan (strict order,
- * on_error = fail); the planned text into h->data and h->len (not
+ * batch_text.c: whether the plan fixes batch k's content (strict order,
+ * on_error = fail: its labels, ids and text come from the plan); the
+ * planned text into h->data and h->len (not
  * counted: the caller does); the text of h's batch made into h->data by
  * its first read (BK_TEXT with h->b; waits until the batch is ready,
  * -EIO when it failed), counted in h->meta.  Not locked.  A stat's size
  * is feed_text_size's (feed.h).
  */
-bool feed_text_planned(const struct feed *f, const struct feed_key *k);
+bool feed_batch_planned(const struct feed *f, const struct feed_key *k);
 int feed_text_plan_file(
     struct feed *f, const struct feed_key *k, struct feed_handle *h);
 int feed_text_read(struct feed *f, struct feed_handle *h);

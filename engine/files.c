@@ -109,7 +109,7 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	    (kind == BK_TEXT && !f->jobs[k->job].text))
 		return -ENOENT;
 	planned = (kind == BK_LABELS || kind == BK_IDS || kind == BK_TEXT) &&
-		  feed_text_planned(f, k);
+		  feed_batch_planned(f, k);
 	/* The handle and its planned file are metadata: counted, capped (a
 	 * text's once made). */
 	meta = sizeof(*h) +

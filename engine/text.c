@@ -81,7 +81,8 @@ make_readme(struct feed *f, size_t *len)
 			sb_printf(&sb,
 			    "      labels: float32 soft labels, shape (B, "
 			    "%" PRIu32 ")%s\n",
-			    j->nclasses, j->multi ? ", from multi-hot rows" : "");
+			    j->nclasses,
+			    j->multi ? ", from multi-hot rows" : "");
 		else if (j->multi)
 			sb_printf(&sb,
 			    "      labels: float32 multi-hot rows, shape (B, "
@@ -262,7 +263,8 @@ meta_json(const struct job *j, struct sbuf *sb)
 {
 	sb_printf(sb, ",\n  \"text\": %s", j->text ? "true" : "false");
 	if (j->text)
-		sb_printf(sb, ",\n  \"text_file\": \"batch-NNNNNN.text.jsonl\"");
+		sb_printf(
+		    sb, ",\n  \"text_file\": \"batch-NNNNNN.text.jsonl\"");
 	sb_printf(sb, ",\n  \"multi_label\": %s", j->multi ? "true" : "false");
 	if (j->multi)
 		sb_printf(sb, ",\n  \"num_classes_from\": \"%s\"",
@@ -361,8 +363,8 @@ make_samples_tsv(struct feed *f, size_t ji, size_t *len)
 			/* Multi-label: its classes, by commas ("" for none). */
 			sb_printf(&sb, "\t");
 			for (uint32_t k = 1; k <= l[0]; k++)
-				sb_printf(&sb, "%s%" PRIu32, k > 1 ? "," : "",
-				    l[k]);
+				sb_printf(
+				    &sb, "%s%" PRIu32, k > 1 ? "," : "", l[k]);
 		}
 		if (job_is_mixture(j)) {
 			while (src + 1 < j->nsrc && j->src[src + 1].start <= i)

@@ -110,7 +110,8 @@ labels(const char *d, size_t size)
 		if (!out.list && out.n != 1)
 			abort();
 		for (uint32_t i = 0; i < out.n; i++)
-			if (out.v[i] > max || (i > 0 && out.v[i] <= out.v[i - 1]))
+			if (out.v[i] > max ||
+			    (i > 0 && out.v[i] <= out.v[i - 1]))
 				abort();
 		free(out.v);
 	} else if (out.v != NULL ||
