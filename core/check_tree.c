@@ -42,14 +42,25 @@ scanned_name(const char *name)
 	return false;
 }
 
+/* Whether name is a caption's sidecar (.txt or .json; text =). */
+static bool
+sidecar_name(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+
+	return dot != NULL && dot != name &&
+	       (strcasecmp(dot, ".txt") == 0 || strcasecmp(dot, ".json") == 0);
+}
+
 /*
  * The files below directory dfd (rel: its path from the root) that the
  * scan skips: an image of another format is a problem (unsupported),
- * anything else is listed as skipped.  Links are not followed; depth and
- * the entries read are bounded by the tree.
+ * anything else is listed as skipped, but with text (sidecars set) the
+ * captions' sidecars.  Links are not followed; depth and the entries
+ * read are bounded by the tree.
  */
 static void
-walk_skipped(struct run *r, int dfd, const char *rel, int depth)
+walk_skipped(struct run *r, int dfd, const char *rel, int depth, bool sidecars)
 {
 	DIR *dir;
 	struct dirent *e;
@@ -79,10 +90,11 @@ walk_skipped(struct run *r, int dfd, const char *rel, int depth)
 			    (fd = openat(dirfd(dir), e->d_name,
 				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 				     O_CLOEXEC)) >= 0)
-				walk_skipped(r, fd, path, depth + 1);
+				walk_skipped(r, fd, path, depth + 1, sidecars);
 			continue;
 		}
-		if (!S_ISREG(st.st_mode) || scanned_name(e->d_name))
+		if (!S_ISREG(st.st_mode) || scanned_name(e->d_name) ||
+		    (sidecars && sidecar_name(e->d_name)))
 			continue;
 		n = 0;
 		if ((fd = openat(dirfd(dir), e->d_name,
@@ -123,7 +135,7 @@ check_skipped(struct run *r, const struct dataset *ds)
 		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (fd >= 0)
-			walk_skipped(r, fd, ds->classes[c], 1);
+			walk_skipped(r, fd, ds->classes[c], 1, ds->text);
 	}
 	close(rfd);
 	if (r->skipped - before > CHK_SKIP_SHOWN)

@@ -32,7 +32,8 @@ its size at stat time equals the bytes read:
   bytes equal the captioned job's;
 - a listing of a relaxed epoch makes no batch (its text's size would);
 - a remount reads the kept shard index, captions included;
-- feedfs --check names each sample without a caption and why;
+- feedfs --check names each sample without a caption and why, and does
+  not list the sidecars as skipped files;
 - Python: Job.epoch yields (x, y, text) (and ids after them), a job
   without text (x, y); feedfs.torch.Loader the same, through a resume
   mid-epoch and an elastic resume from 2 ranks to 1.
@@ -419,6 +420,8 @@ for why in ("no .txt member (text = txt)", "the .txt member is not valid "
             "its .txt sidecar is a symbolic link (not followed)",
             "no caption: its manifest line has no third column"):
     check(why in out, "--check does not say %r:\n%s" % (why, out[-3000:]))
+check("not .txt" not in out, "--check lists the folder's sidecars as "
+      "skipped files:\n%s" % out[-3000:])
 
 # A remount reads the kept index (FFTARIX2): captions as before.
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
