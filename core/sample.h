@@ -88,8 +88,9 @@ void sample_cache_key(const uint8_t digest[32], const char *text,
  * the job's cache_format (what a mount's miss stores there).  1 when
  * it was already there (whole; nothing decoded), 0 when decoded and
  * stored.  Else err says why: -EIO the file cannot be read or decoded,
- * -EFBIG the value is over CLUSTER_MAX_VALUE, -ECOMM a server did not
- * take it, -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
+ * -EHOSTDOWN a remote source did not answer (it may, later), -EFBIG the
+ * value is over CLUSTER_MAX_VALUE, -ECOMM a server did not take it,
+ * -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
  */
 int sample_fill(struct job *j, uint32_t id, char *err, size_t errlen);
 

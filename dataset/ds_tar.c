@@ -1,12 +1,11 @@
 /*
- * ds_tar.c - layer: dataset index, tar shard backend, its top (called by
- * dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
- * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).
- * WebDataset tar shards read in place (see dataset.h): ds_open_shards
- * finds the shards, indexes each (the kept index, else a walk of its
- * headers), groups its members into samples by key and labels them;
- * ds_member_read reads a member's bytes with pread, after checking that
- * the shard did not change.
+ * ds_tar.c - layer: dataset/ (the datasets), tar shard backend, its top
+ * (called by dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
+ * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).  WebDataset
+ * tar shards read in place (see dataset.h): ds_open_shards finds the shards,
+ * indexes each (the kept index, else a walk of its headers), groups its
+ * members into samples by key and labels them; ds_member_read reads a
+ * member's bytes with pread, after checking that the shard did not change.
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -68,6 +67,8 @@ struct carry {
 	struct ds_label lb;
 	struct ds_text tx;
 	const struct ds_names *names; /* NULL: no classes = FILE */
+	bool autolabel;	  /* label = auto: cls, or none if no .cls at all */
+	size_t nlabelled; /* samples seen with a label member */
 };
 
 /*
@@ -76,7 +77,7 @@ struct carry {
  * cannot be served, comes first.  0 or -ENOMEM.
  */
 static int
-sample_meta(const struct carry *ca, struct ds_sample *s,
+sample_meta(struct carry *ca, struct ds_sample *s,
     const struct tar_member *lm, size_t nlm, const struct tar_member *tm,
     size_t ntm, const char *bad)
 {
@@ -92,8 +93,16 @@ sample_meta(const struct carry *ca, struct ds_sample *s,
 		free(labs.v);
 		return r;
 	}
+	ca->nlabelled += nlm > 0;
+	/* label = auto: a sample without a .cls member keeps its caption,
+	 * for the dataset may turn out to have no labels at all (then it is
+	 * served); its caption's fault comes first. */
+	if (ca->autolabel && lbad != NULL && strcmp(lbad, DS_NO_CLS) == 0 &&
+	    tbad != NULL)
+		lbad = NULL;
 	s->bad = bad ? bad : lbad ? lbad : tbad;
-	if (s->bad != NULL) {
+	if (s->bad != NULL &&
+	    !(ca->autolabel && strcmp(s->bad, DS_NO_CLS) == 0)) {
 		free(s->text);
 		s->text = NULL;
 	} else if (labs.list) {
@@ -114,7 +123,7 @@ sample_meta(const struct carry *ca, struct ds_sample *s,
 /* Samples of one shard's index appended to *v. */
 static int
 shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
-    const struct carry *ca, struct ds_sample **v, size_t *n, size_t *cap)
+    struct carry *ca, struct ds_sample **v, size_t *n, size_t *cap)
 {
 	const char *want = ds_label_ext(&ca->lb), *twant = ds_text_ext(&ca->tx);
 	struct mref *g;
@@ -314,6 +323,8 @@ ds_open_shards_meta(const char *name, const char *shards,
 		return -ENOMEM;
 	}
 	ds->text = ca.tx.mode != TXT_NONE;
+	ca.autolabel = meta != NULL && meta->label != NULL &&
+		       strcmp(meta->label, "auto") == 0;
 	if (meta != NULL && meta->class_names != NULL) {
 		if ((r = ds_names_init(
 			 &names, meta->class_names, meta->nclass_names)) != 0)
@@ -374,6 +385,21 @@ ds_open_shards_meta(const char *name, const char *shards,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
+	/* label = auto: cls, or none when no sample has a .cls member. */
+	if (ca.autolabel && ca.nlabelled == 0)
+		ca.lb.mode = LBL_NONE;
+	for (size_t i = 0; ca.autolabel && i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
+
+		if (x->bad == NULL || strcmp(x->bad, DS_NO_CLS) != 0)
+			continue;
+		if (ca.lb.mode == LBL_NONE)
+			x->bad = NULL; /* its caption was kept */
+		else {
+			free(x->text);
+			x->text = NULL;
+		}
+	}
 	for (size_t i = 0; i < ds->n && !ds->multi; i++)
 		ds->multi = ds->samples[i].labels != NULL;
 	if (ds->multi) {
@@ -434,9 +460,7 @@ fail:
 	free(specs);
 	/* Objects prepared past the shards counted: ds_free frees those. */
 	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
-		free(ds->robjs[i].url);
-		free(ds->robjs[i].name);
-		ds->robjs[i].url = ds->robjs[i].name = NULL;
+		remote_obj_free(&ds->robjs[i]);
 	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
