@@ -244,8 +244,8 @@ int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
 /*
  * A [dataset] key given with -o (issue 36): cfg_is_dataset_key says
  * whether the len bytes at key are one.  cfg_set_dataset_opt sets label
- * on the tar shards of a dataset path's default config (cfg_default);
- * every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
+ * on the tar shards of a dataset path's default config (cfg_default), and
+ * text (captions, issue 39) on each of its datasets; every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
  * ..."): the [dataset NAME] section of the config, or, for a dataset
  * path, a config (a key of remote shards does nothing on local disk).
  * -ENOENT: not a [dataset] key.
