@@ -141,17 +141,47 @@ read_sidecar(int dfd, const char *base, bool json, char *buf, const char **bad)
 	return (ssize_t)got;
 }
 
-/* n sidecars of extension ext were used: not counted as skipped. */
-static void
-uncount(struct dataset *ds, const char *ext, size_t n)
+static int
+by_str(const void *a, const void *b)
 {
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The n sidecars named by used[] (paths relative to root, as the scan
+ * met them) were read: they are no files left out.  Their count comes
+ * off the scan's (by reason and by extension ext), and their entries
+ * off ds->left, so that the mount and --check list only what is not
+ * served.  used is sorted here.
+ */
+static void
+uncount(struct dataset *ds, const char *ext, char **used, size_t n)
+{
+	size_t k = 0;
+
+	ds->nleft_by[DS_LEFT_NAME] -=
+	    n < ds->nleft_by[DS_LEFT_NAME] ? n : ds->nleft_by[DS_LEFT_NAME];
 	for (size_t i = 0; i < ds->nskipped_kinds; i++)
 		if (ds->skipped[i].ext[0] == '.' &&
 		    strcasecmp(ds->skipped[i].ext + 1, ext) == 0) {
 			ds->skipped[i].n -=
 			    n < ds->skipped[i].n ? n : ds->skipped[i].n;
-			return;
+			break;
 		}
+	qsort(used, n, sizeof(*used), by_str);
+	for (size_t i = 0; i < ds->nleft; i++) {
+		struct ds_left *e = &ds->left[i];
+
+		if (e->why == DS_LEFT_NAME &&
+		    bsearch(&e->path, used, n, sizeof(*used), by_str) !=
+			NULL) {
+			free(e->path);
+			free(e->target);
+			continue;
+		}
+		ds->left[k++] = *e;
+	}
+	ds->nleft = k;
 }
 
 int
@@ -160,14 +190,18 @@ ds_sidecars(
 {
 	const char *ext = ds_text_ext(tx);
 	bool json = tx->mode == TXT_JSON;
-	char rel[PATH_MAX], cur[PATH_MAX] = "", *buf;
+	char rel[PATH_MAX], cur[PATH_MAX] = "", *buf, **usedv;
 	size_t used = 0;
 	bool have = false; /* cur was opened: dfd, or derr why not */
 	int dfd = -1, derr = 0, r = 0;
 
 	if (ext == NULL)
 		return 0;
-	if ((buf = malloc(DS_TEXT_MAX + 1)) == NULL) {
+	buf = malloc(DS_TEXT_MAX + 1);
+	usedv = calloc(ds->n ? ds->n : 1, sizeof(*usedv));
+	if (buf == NULL || usedv == NULL) {
+		free(buf);
+		free(usedv);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
@@ -216,6 +250,13 @@ ds_sidecars(
 			s->bad = bad;
 			continue;
 		}
+		if (asprintf(&usedv[used], "%s%s%s", cur, cur[0] ? "/" : "",
+			base) < 0) {
+			usedv[used] = NULL;
+			r = -ENOMEM;
+			snprintf(err, errlen, "%s", strerror(ENOMEM));
+			break;
+		}
 		used++;
 		if ((r = ds_text_from(tx, false, buf, (size_t)n, &s->text,
 			 &s->tlen, &bad)) != 0) {
@@ -228,6 +269,9 @@ ds_sidecars(
 		close(dfd);
 	free(buf);
 	if (r == 0)
-		uncount(ds, ext, used);
+		uncount(ds, ext, usedv, used);
+	for (size_t i = 0; i < ds->n && usedv[i] != NULL; i++)
+		free(usedv[i]);
+	free(usedv);
 	return r;
 }
