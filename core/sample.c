@@ -63,6 +63,17 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
+	if (id < j->ds->n && j->ds->samples[id].bad != NULL) {
+		/*
+		 * Known bad at the index (a member that cannot be served, no
+		 * label, no caption): it fails before any cache is asked, so
+		 * that a prefix cached under the same image (another job,
+		 * another dataset) does not serve it without what it lacks.
+		 */
+		snprintf(err, errlen, "%s: %s", path, j->ds->samples[id].bad);
+		r = -EIO;
+		goto out;
+	}
 	if (j->prefix[0] == '\0') {
 		/*
 		 * No cache op: nothing to store, so the whole pipeline runs

@@ -28,6 +28,7 @@
 
 #include "dataset/ds_remote.h"
 #include "dataset/ds_tar_int.h"
+#include "dataset/ds_text.h"
 #include "dataset/remote/remote_int.h"
 #include "util/log.h"
 
@@ -61,12 +62,70 @@ is_image_ext(const char *ext)
 	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
 }
 
+/* What a shard's samples carry: label, text, class names (ds_meta). */
+struct carry {
+	struct ds_label lb;
+	struct ds_text tx;
+	const struct ds_names *names; /* NULL: no classes = FILE */
+	bool autolabel;	  /* label = auto: cls, or none if no .cls at all */
+	size_t nlabelled; /* samples seen with a label member */
+};
+
+/*
+ * Sample s's label and caption from its members lm (nlm of the label's
+ * extension) and tm (ntm of the caption's); bad, when the image itself
+ * cannot be served, comes first.  0 or -ENOMEM.
+ */
+static int
+sample_meta(struct carry *ca, struct ds_sample *s,
+    const struct tar_member *lm, size_t nlm, const struct tar_member *tm,
+    size_t ntm, const char *bad)
+{
+	struct ds_labels labs;
+	const char *lbad, *tbad;
+	int r;
+
+	s->label = -1;
+	if ((r = ds_labels_of(&ca->lb, lm, nlm, ca->names, &labs, &lbad)) !=
+		0 ||
+	    (r = ds_text_of(&ca->tx, tm, ntm, &s->text, &s->tlen, &tbad)) !=
+		0) {
+		free(labs.v);
+		return r;
+	}
+	ca->nlabelled += nlm > 0;
+	/* label = auto: a sample without a .cls member keeps its caption,
+	 * for the dataset may turn out to have no labels at all (then it is
+	 * served); its caption's fault comes first. */
+	if (ca->autolabel && lbad != NULL && strcmp(lbad, DS_NO_CLS) == 0 &&
+	    tbad != NULL)
+		lbad = NULL;
+	s->bad = bad ? bad : lbad ? lbad : tbad;
+	if (s->bad != NULL &&
+	    !(ca->autolabel && strcmp(s->bad, DS_NO_CLS) == 0)) {
+		free(s->text);
+		s->text = NULL;
+	} else if (labs.list) {
+		/* A list (multi-label): its count first. */
+		if ((s->labels = malloc((labs.n + 1) * sizeof(uint32_t))) ==
+		    NULL) {
+			free(labs.v);
+			return -ENOMEM;
+		}
+		s->labels[0] = labs.n;
+		memcpy(s->labels + 1, labs.v, labs.n * sizeof(uint32_t));
+	} else if (labs.n == 1)
+		s->label = labs.v[0];
+	free(labs.v);
+	return 0;
+}
+
 /* Samples of one shard's index appended to *v. */
 static int
 shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
-    const struct ds_label *lb, struct ds_sample **v, size_t *n, size_t *cap)
+    struct carry *ca, struct ds_sample **v, size_t *n, size_t *cap)
 {
-	const char *want = ds_label_ext(lb);
+	const char *want = ds_label_ext(&ca->lb), *twant = ds_text_ext(&ca->tx);
 	struct mref *g;
 	size_t k = 0;
 	int r = 0;
@@ -88,10 +147,9 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 	}
 	qsort(g, k, sizeof(*g), by_key);
 	for (size_t a = 0, b; a < k; a = b) {
-		const struct tar_member *img = NULL, *lm = NULL;
-		size_t nimg = 0, nlm = 0;
-		const char *bad;
-		int64_t label;
+		const struct tar_member *img = NULL, *lm = NULL, *tm = NULL;
+		size_t nimg = 0, nlm = 0, ntm = 0;
+		const char *bad = NULL;
 		struct ds_sample *s;
 
 		for (b = a + 1;
@@ -104,16 +162,19 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 				if (img == NULL)
 					img = g[i].m;
 				nimg++;
-			} else if (want != NULL &&
-				   strcmp(g[i].ext, want) == 0) {
+				continue;
+			}
+			if (want != NULL && strcmp(g[i].ext, want) == 0) {
 				lm = g[i].m;
 				nlm++;
+			}
+			if (twant != NULL && strcmp(g[i].ext, twant) == 0) {
+				tm = g[i].m;
+				ntm++;
 			}
 		}
 		if (img == NULL)
 			continue; /* no image: not a sample */
-		if ((r = ds_label_of(lb, lm, nlm, &label, &bad)) != 0)
-			break;
 		if (img->kind != TM_FILE)
 			bad = ds_tm_why(img->kind);
 		else if (nimg > 1)
@@ -132,15 +193,16 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 		s = &(*v)[*n];
 		memset(s, 0, sizeof(*s));
 		if (asprintf(&s->path, "%s:%s", rel, img->name) < 0) {
+			s->path = NULL;
 			r = -ENOMEM;
 			break;
 		}
 		(*n)++;
-		s->label = bad ? -1 : label;
 		s->shard = shard;
 		s->off = img->off;
 		s->size = img->size;
-		s->bad = bad;
+		if ((r = sample_meta(ca, s, lm, nlm, tm, ntm, bad)) != 0)
+			break;
 	}
 	free(g);
 	return r;
@@ -229,20 +291,45 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
     const struct remote_opts *ropts, int index_fd, ds_progress_fn progress,
     void *arg, struct dataset **out, char *err, size_t errlen)
 {
+	struct ds_meta meta = {label, NULL, NULL, 0};
+
+	return ds_open_shards_meta(name, shards, &meta, ropts, index_fd,
+	    progress, arg, out, err, errlen);
+}
+
+int
+ds_open_shards_meta(const char *name, const char *shards,
+    const struct ds_meta *meta, const struct remote_opts *ropts, int index_fd,
+    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
+    size_t errlen)
+{
 	struct dataset *ds;
-	struct ds_label lb;
+	struct carry ca = {.names = NULL};
+	struct ds_names names = {NULL, 0, NULL};
 	char **paths = NULL, **specs = NULL;
 	size_t np = 0, cap = 0, rootlen;
 	int64_t *lv = NULL;
 	int r;
 
-	if ((r = ds_label_parse(label, &lb, err, errlen)) != 0)
+	if ((r = ds_label_parse(
+		 meta ? meta->label : NULL, &ca.lb, err, errlen)) != 0 ||
+	    (r = ds_text_parse(
+		 meta ? meta->text : NULL, &ca.tx, err, errlen)) != 0)
 		return r;
 	if ((ds = calloc(1, sizeof(*ds))) == NULL ||
 	    (ds->name = strdup(name ? name : "")) == NULL) {
 		free(ds);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
+	}
+	ds->text = ca.tx.mode != TXT_NONE;
+	ca.autolabel = meta != NULL && meta->label != NULL &&
+		       strcmp(meta->label, "auto") == 0;
+	if (meta != NULL && meta->class_names != NULL) {
+		if ((r = ds_names_init(
+			 &names, meta->class_names, meta->nclass_names)) != 0)
+			goto fail;
+		ca.names = &names;
 	}
 	if ((r = ds_shard_paths(shards, &paths, &np, err, errlen)) != 0)
 		goto fail;
@@ -281,7 +368,7 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 			 &scanned, err, errlen)) != 0)
 			goto fail;
 		log_shard(sh->path, &ix);
-		r = shard_samples(&ix, (uint32_t)i, sh->path + rootlen, &lb,
+		r = shard_samples(&ix, (uint32_t)i, sh->path + rootlen, &ca,
 		    &ds->samples, &ds->n, &cap);
 		ds_tar_index_free(&ix);
 		if (r != 0)
@@ -299,24 +386,32 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
 	/* label = auto: cls, or none when no sample has a .cls member. */
-	if (label != NULL && strcmp(label, "auto") == 0) {
-		size_t nocls = 0;
+	if (ca.autolabel && ca.nlabelled == 0)
+		ca.lb.mode = LBL_NONE;
+	for (size_t i = 0; ca.autolabel && i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
 
-		for (size_t i = 0; i < ds->n; i++)
-			nocls += ds->samples[i].bad != NULL &&
-				 strcmp(ds->samples[i].bad, DS_NO_CLS) == 0;
-		if (nocls == ds->n) {
-			lb.mode = LBL_NONE;
-			for (size_t i = 0; i < ds->n; i++)
-				ds->samples[i].bad = NULL;
+		if (x->bad == NULL || strcmp(x->bad, DS_NO_CLS) != 0)
+			continue;
+		if (ca.lb.mode == LBL_NONE)
+			x->bad = NULL; /* its caption was kept */
+		else {
+			free(x->text);
+			x->text = NULL;
 		}
 	}
-	/*
-	 * The classes: the distinct labels, in increasing order, named by
-	 * their number; a sample's label becomes its class's index (labels
-	 * 0, 1, 3, 7 are classes 0..3, as every dataset's label is).
-	 */
-	if (lb.mode != LBL_NONE) {
+	for (size_t i = 0; i < ds->n && !ds->multi; i++)
+		ds->multi = ds->samples[i].labels != NULL;
+	if (ds->multi) {
+		if ((r = ds_multi_classes(ds)) != 0)
+			goto fail;
+	} else if (ca.lb.mode != LBL_NONE) {
+		/*
+		 * The classes: the distinct labels, in increasing order, named
+		 * by their number; a sample's label becomes its class's index
+		 * (labels 0, 1, 3, 7 are classes 0..3, as every dataset's
+		 * label is).
+		 */
 		size_t k = 0;
 
 		if ((lv = malloc(ds->n * sizeof(*lv))) == NULL) {
@@ -356,6 +451,7 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 	for (size_t i = 0; specs != NULL && i < np; i++)
 		free(specs[i]);
 	free(specs);
+	ds_names_fini(&names);
 	*out = ds;
 	return 0;
 fail:
@@ -372,6 +468,7 @@ fail:
 		free(paths[i]);
 	free(paths);
 	free(lv);
+	ds_names_fini(&names);
 	ds_free(ds);
 	return r;
 }

@@ -23,7 +23,9 @@
 
 #include "dataset/ds_tar_int.h"
 
-#define IDX_MAGIC "FFTARIX1"
+/* 2: .txt members' text is kept too (captions); an index of 1 lacks it,
+ * and is made again. */
+#define IDX_MAGIC "FFTARIX2"
 
 /* A growing buffer for the index file. */
 struct wbuf {
