@@ -218,7 +218,7 @@ open_cluster(struct feed *f)
 	const struct cfg_mount *m = &f->cfg->mount;
 	/* A handle per worker: none of them waits for one. */
 	struct cluster_opts o = {.auth_file = m->cluster_auth,
-	    .secret_file = m->cluster_secret, .pool = cfg_threads(m)};
+	    .secret_file = m->cluster_secret, .pool = cfg_threads(m) + 1};
 	char msg[1024];
 
 	if (m->cluster == NULL)
@@ -275,6 +275,8 @@ feed_start(struct feed *f)
 
 	open_cache(f);
 	open_cluster(f);
+	if ((r = tier_start(f)) != 0)
+		return r;
 	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
 		if (!f->jobs[i].cfg->gpu)
 			continue;
@@ -294,6 +296,7 @@ feed_start(struct feed *f)
 void
 feed_drain(struct feed *f)
 {
+	tier_stop(f); /* before the batches it looks at go */
 	sched_stop(f);
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = 0; i < FEED_HASH; i++)
@@ -316,6 +319,7 @@ feed_free(struct feed *f)
 	cache_ctl_stop(f->ctl);
 	if (f->cache)
 		cache_close(f->cache);
+	tier_free(f);
 	cluster_close(f->cluster);
 	gpu_fini(f->gpu);
 	feed_text_fini(f);
