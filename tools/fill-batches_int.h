@@ -17,7 +17,7 @@
 
 #define PROG "feedfs-fill"
 #define DEPTH 2	    /* batches in flight */
-#define CLAIM_TTL 5 /* seconds; renewed every RENEW_NS */
+#define CLAIM_TTL 3 /* seconds; renewed every RENEW_NS */
 #define RENEW_NS 1000000000ull
 #define BLOB_TTL 900		    /* a stored batch, seconds */
 #define POLL_NS 200000000ull	    /* the positions, read again */
