@@ -18,9 +18,11 @@
  *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
- *	tier.c     finished batches from the cluster tier (batch workers):
- *	           lookups, waits on workers' claims; tier_pos.c the
- *	           readers' positions it publishes
+ *	tier_look.c  the cluster tier's thread: finished batches of batch
+ *	           workers looked up, fetched, waited for (issue 37)
+ *	tier.c     the batch table's and the workers' side of it (tier_take,
+ *	           a fetched batch's slots); tier_pos.c the readers'
+ *	           positions it publishes
  *	text.c     README, info.json, samples.tsv, owned texts;
  *	stats.c    .feedfs/stats
  *
@@ -39,9 +41,10 @@
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
  * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
- * then sched.c (readahead, workers), batch.c, relaxed.c,
- * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
- * the bottom; text.c and stats.c below feed.c, jobs.c below them all.
+ * then tier_look.c, sched.c (readahead, workers), batch.c, tier.c,
+ * relaxed.c, relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and
+ * budget.c at the bottom; text.c and stats.c below feed.c, tier_pos.c
+ * below files.c and tier_look.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -412,10 +415,10 @@ void feed_unpin(struct feed *f, struct batch *b);
 uint64_t feed_mono_ns(void);
 
 /*
- * tier.c: the cluster tier's finished batches (cluster_batches).
+ * The cluster tier's finished batches (cluster_batches).  tier_look.c:
  * tier_start opens it after the cluster (feed_start; NULL-safe: off
  * without a cluster) and starts its thread; tier_stop joins it (before
- * the workers stop); tier_free frees it.  Locked: tier_take (fill hands
+ * the workers stop).  tier.c: tier_free frees it.  Locked: tier_take (fill hands
  * b over before queueing its slots: false, make it here), tier_opened
  * (a reader opened k: its position), tier_drop (b loses its data),
  * tier_done (every slot of b is made).  Unlocked: tier_slot makes slot s

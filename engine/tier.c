@@ -1,53 +1,34 @@
 /*
  * tier.c - the engine (engine/): finished batches from the cluster tier,
- * made by batch workers anywhere (feedfs-fill --batches; issue 37).
- * Layer: the engine, below batch.c (fill hands a batch over) and
- * sched.c (the workers convert a fetched batch's slots); calls
- * cache/cluster_blob.h and core/batch_tier.h, and tier_pos.c.
+ * made by batch workers anywhere (feedfs-fill --batches; issue 37): what
+ * the batch table and the workers call.  Layer: the engine, below
+ * batch.c (fill hands a batch over, drop_data gives one back) and
+ * sched.c (the workers convert a fetched batch's slots); above budget.c.
+ * A fetched batch's samples are malloc'd, not kept by bufpool.c: its few
+ * places are the batches' buffers' (were they taken by these, every
+ * batch's buffer would be fresh pages, cleared by the kernel: a fifth of
+ * a fetched batch's cost here), and glibc keeps freed blocks below its
+ * mmap threshold (feed_keep_freed_memory) for the next one.  The tier's thread, which looks batches up, is
+ * tier_look.c's; the readers' positions, tier_pos.c's.
  *
  * With cluster and cluster_batches, a batch of a strict job (not
- * gpu = on) that gets data is looked up in the tier by the tier thread
- * before its slots are queued:
- *
- *   there: fetched (its samples before the output conversion, and their
- *     ids), checked (the blob's tag, its length, every id), and its slots
- *     queued to be converted from those samples by the workers (the
- *     output conversion, random_erasing's box, then the batch op as any
- *     batch: tier_slot), at a tenth of the cost of making them;
- *   absent and free: claimed for this mount (add, expiring after three
- *     times the measured time to make a batch here), so that no worker
- *     makes it too, and made here;
- *   held by a worker: looked at again every POLL_DEMAND_MS (a reader
- *     waits for it) or POLL_AHEAD_MS (readahead), until it is there, the
- *     claim is gone (its worker died: it expires within seconds) or the
- *     wait bound (cluster_batch_wait, by default twice the measured time
- *     to make a batch here) runs out: then made here;
- *   refused (a bad tag, another length, an id out of range) or a server
- *     failed: made here.
- *
- * A tier that is down, slow or full costs the speed of making batches
- * here, never a failed read.  Batches made here are not stored in the
- * tier: the workers make what the tier holds.
+ * gpu = on) that gets data goes to the tier queue (tier_take) instead of
+ * the workers' queues, and tier_look.c's thread decides: fetched from
+ * the tier, its slots are then converted here from the worker's samples
+ * (tier_slot: the output conversion and random_erasing's box, then the
+ * batch op as for any batch), at a fraction of the cost of making them;
+ * else its slots are queued to be made here.  Batches made here are not
+ * stored in the tier: the workers make what the tier holds.
  */
-#include <sys/random.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "cache/cluster.h"
-#include "cache/cluster_blob.h"
-#include "core/mix.h"
 #include "engine/tier_int.h"
-#include "util/log.h"
 #include "util/sbuf.h"
 
-#define POLL_DEMAND_MS 20
-#define POLL_AHEAD_MS 100
 /* The wait bound when nothing was measured yet, and its bounds. */
 #define WAIT_UNKNOWN_NS 5000000000ull
 #define WAIT_MIN_NS 500000000ull
@@ -62,8 +43,8 @@
  * The time this mount takes to make a batch of len samples of j, from
  * its workers' measured time per sample (0: nothing measured yet).
  */
-static uint64_t
-batch_ns(struct feed *f, struct job *j, uint32_t len)
+uint64_t
+tier_batch_ns(struct feed *f, struct job *j, uint32_t len)
 {
 	uint64_t n = atomic_load(&j->st.samples);
 	uint64_t busy = atomic_load(&j->st.busy_ns);
@@ -75,14 +56,14 @@ batch_ns(struct feed *f, struct job *j, uint32_t len)
 }
 
 /* How long a batch a worker holds is waited for. */
-static uint64_t
-wait_bound(struct feed *f, struct job *j, uint32_t len)
+uint64_t
+tier_wait_bound(struct feed *f, struct job *j, uint32_t len)
 {
 	uint64_t w = f->cfg->mount.cluster_batch_wait, est;
 
 	if (w != CFG_COUNT_AUTO)
 		return w * 1000000000ull;
-	if ((est = batch_ns(f, j, len)) == 0)
+	if ((est = tier_batch_ns(f, j, len)) == 0)
 		return WAIT_UNKNOWN_NS;
 	w = 2 * est;
 	return w < WAIT_MIN_NS	 ? WAIT_MIN_NS
@@ -90,10 +71,10 @@ wait_bound(struct feed *f, struct job *j, uint32_t len)
 				 : w;
 }
 
-static unsigned
-claim_ttl(struct feed *f, struct job *j, uint32_t len)
+unsigned
+tier_claim_ttl(struct feed *f, struct job *j, uint32_t len)
 {
-	uint64_t s = 3 * batch_ns(f, j, len) / 1000000000ull + 1;
+	uint64_t s = 3 * tier_batch_ns(f, j, len) / 1000000000ull + 1;
 
 	return s < CLAIM_MIN_S	 ? CLAIM_MIN_S
 	       : s > CLAIM_MAX_S ? CLAIM_MAX_S
@@ -102,8 +83,8 @@ claim_ttl(struct feed *f, struct job *j, uint32_t len)
 
 /* ---- the queue (locked) ----------------------------------------------- */
 
-static void
-q_remove(struct tier *t, struct batch *b)
+void
+tier_q_remove(struct tier *t, struct batch *b)
 {
 	struct batch **pp = &t->head, *prev = NULL;
 
@@ -119,8 +100,8 @@ q_remove(struct tier *t, struct batch *b)
 	}
 }
 
-static void
-q_push(struct tier *t, struct batch *b)
+void
+tier_q_push(struct tier *t, struct batch *b)
 {
 	b->t.next = NULL;
 	if (t->tail)
@@ -129,30 +110,6 @@ q_push(struct tier *t, struct batch *b)
 		t->head = b;
 	t->tail = b;
 	b->t.queued = true;
-}
-
-/*
- * The batch to look at now: the first one a reader waits for, else the
- * first one; of those due (poll <= now).  *next: when one is due next.
- */
-static struct batch *
-pick(struct tier *t, uint64_t now, uint64_t *next)
-{
-	struct batch *first = NULL;
-
-	*next = UINT64_MAX;
-	for (struct batch *b = t->head; b; b = b->t.next) {
-		if (b->t.poll > now) {
-			if (b->t.poll < *next)
-				*next = b->t.poll;
-			continue;
-		}
-		if (b->demanded)
-			return b;
-		if (first == NULL)
-			first = b;
-	}
-	return first;
 }
 
 /* ---- the engine's calls (locked) -------------------------------------- */
@@ -166,7 +123,7 @@ tier_take(struct feed *f, struct batch *b)
 		return false;
 	b->t.poll = 0;
 	b->t.since = 0;
-	q_push(t, b);
+	tier_q_push(t, b);
 	pthread_cond_signal(&t->cv);
 	return true;
 }
@@ -178,7 +135,7 @@ raw_free(struct feed *f, struct batch *b)
 	if (b->t.raw == NULL)
 		return;
 	budget_sub(&f->budget, b->t.raw_len);
-	bufpool_put(f, b->t.raw, b->t.raw_len);
+	free(b->t.raw);
 	b->t.raw = NULL;
 	b->t.raw_len = 0;
 }
@@ -187,7 +144,7 @@ void
 tier_drop(struct feed *f, struct batch *b)
 {
 	if (f->tier != NULL && b->t.queued)
-		q_remove(f->tier, b);
+		tier_q_remove(f->tier, b);
 	raw_free(f, b);
 	b->t.since = 0;
 }
@@ -223,261 +180,6 @@ tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id)
 		xf_run_op_output(pl, i, key, j->cfg->dtype, j->cfg->layout,
 		    pl->out_w, pl->out_h, dst);
 	return 0;
-}
-
-/* ---- the thread -------------------------------------------------------- */
-
-/* What a look at the tier found. */
-enum look { L_HIT, L_LOCAL, L_WAIT };
-
-/*
- * Ask the tier about b (its key computed, raw room for its samples, ids
- * room for its ids): fetched (L_HIT), made here (L_LOCAL: claimed for
- * this mount, or the tier failed or refused), or held by a worker
- * (L_WAIT).  Unlocked.
- */
-static enum look
-ask(struct tier *t, struct batch *b, const struct tier_job *tj, uint8_t *raw,
-    uint64_t rawlen, uint8_t *ids, uint64_t idlen, unsigned ttl, bool *refused)
-{
-	struct iovec iov[2] = {{raw, rawlen}, {ids, idlen}};
-	char who[CLUSTER_WHO_MAX + 1];
-	int r;
-
-	(void)tj;
-	r = cluster_blob_get(t->cl, b->t.key, iov, 2);
-	if (r == 0)
-		return L_HIT;
-	if (r == -EACCES || r == -EBADMSG) {
-		*refused = true;
-		return L_LOCAL;
-	}
-	if (r != -ENOENT) {
-		tier_failed(t, r);
-		return L_LOCAL;
-	}
-	if ((r = cluster_claim(t->cl, b->t.key, t->who, ttl)) == 0)
-		return L_LOCAL;
-	if (r != -EEXIST) {
-		tier_failed(t, r);
-		return L_LOCAL;
-	}
-	/* Ours (the batch made here before, then given back)? */
-	r = cluster_claim_held(t->cl, b->t.key, who);
-	if (r < 0)
-		tier_failed(t, r);
-	if (r == 1 && strcmp(who, t->who) == 0)
-		return L_LOCAL;
-	return r == 0 ? L_WAIT : r == 1 ? L_WAIT : L_LOCAL;
-}
-
-/* b's planned samples, into ids (len); false: not fixed. Locked. */
-static bool
-planned(const struct batch *b, uint32_t *ids)
-{
-	const struct job *j = b->job;
-
-	if (b->order == NULL || b->pos == NULL || j->plan.n == 0)
-		return false;
-	for (uint32_t s = 0; s < b->g.len; s++)
-		ids[s] = b->order->ids[b->pos[s] % j->plan.n];
-	return true;
-}
-
-/*
- * Look at b (taken out of the queue): its key the first time, then the
- * tier.  Locked; unlocks around the calls.
- */
-static void
-look(struct tier *t, struct batch *b)
-{
-	struct feed *f = t->f;
-	struct job *j = b->job;
-	struct tier_job *tj = &t->jobs[b->key.job];
-	uint32_t len = b->g.len, *plan = NULL;
-	uint64_t w[MIX_MAX_SOURCES], rawlen, idlen, now;
-	size_t nw = 0;
-	unsigned ttl = claim_ttl(f, j, len);
-	uint8_t *raw = NULL, *ids = NULL;
-	bool refused = false;
-	enum look l = L_LOCAL;
-
-	q_remove(t, b);
-	b->t.busy = true;
-	tier_layout(j, b->key.epoch, len, &rawlen, &idlen);
-	if (!b->t.key_ok && (plan = malloc((len ? len : 1) * 4)) != NULL) {
-		if (!planned(b, plan)) {
-			free(plan);
-			plan = NULL;
-		} else if (job_is_mixture(j)) {
-			nw = j->nsrc;
-			memcpy(
-			    w, job_weights(j, b->key.epoch), nw * sizeof(*w));
-		}
-	}
-	if ((raw = bufpool_get(f, rawlen)) != NULL)
-		budget_add(&f->budget, rawlen);
-	ids = malloc(idlen ? idlen : 1);
-	pthread_mutex_unlock(&f->lock);
-
-	if (plan != NULL)
-		b->t.key_ok = tier_batch_key(j, tj->print, b->key.epoch,
-				  b->key.rank, b->key.world, b->key.batch, plan,
-				  len, w, nw, b->t.key) == 0;
-	if (b->t.key_ok && raw != NULL && ids != NULL)
-		l = ask(t, b, tj, raw, rawlen, ids, idlen, ttl, &refused);
-
-	pthread_mutex_lock(&f->lock);
-	b->t.busy = false;
-	now = tier_now_ns();
-	if (l == L_HIT &&
-	    tier_ids_check(j, ids, len,
-		(int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS])) != 0) {
-		l = L_LOCAL;
-		refused = true;
-	}
-	if (refused)
-		atomic_fetch_add(&tj->refused, 1);
-	if (l == L_WAIT) {
-		if (b->t.since == 0) {
-			b->t.since = now;
-			atomic_fetch_add(&tj->waits, 1);
-		}
-		if (now - b->t.since < wait_bound(f, j, len) && !t->stop) {
-			b->t.poll = now + (b->demanded ? POLL_DEMAND_MS
-						       : POLL_AHEAD_MS) *
-					      1000000ull;
-			q_push(t, b);
-			goto out;
-		}
-		atomic_fetch_add(&tj->timeouts, 1);
-		l = L_LOCAL;
-	}
-	if (b->t.since != 0) {
-		atomic_fetch_add(&tj->wait_ns, now - b->t.since);
-		b->t.since = 0;
-	}
-	if (l == L_HIT) {
-		b->t.raw = raw; /* transferred, still counted */
-		b->t.raw_len = rawlen;
-		raw = NULL;
-		atomic_fetch_add(&tj->batches, 1);
-		atomic_fetch_add(&tj->bytes, rawlen + idlen);
-	} else
-		atomic_fetch_add(&tj->local, 1);
-	sched_enqueue(f, b);
-out:
-	if (raw != NULL) {
-		budget_sub(&f->budget, rawlen);
-		bufpool_put(f, raw, rawlen);
-	}
-	free(ids);
-	free(plan);
-}
-
-static void *
-tier_main(void *arg)
-{
-	struct tier *t = arg;
-	struct feed *f = t->f;
-
-	pthread_mutex_lock(&f->lock);
-	while (!t->stop) {
-		uint64_t now = tier_now_ns(), next, due;
-		struct batch *b;
-
-		if (tier_pos_publish(t))
-			continue;
-		if ((b = pick(t, now, &next)) != NULL) {
-			look(t, b);
-			continue;
-		}
-		if ((due = tier_pos_due(t)) < next)
-			next = due;
-		if (next == UINT64_MAX || next - now > 1000000000ull)
-			next = now + 1000000000ull;
-		struct timespec ts = {(time_t)(next / 1000000000ull),
-		    (long)(next % 1000000000ull)};
-		pthread_cond_timedwait(&t->cv, &f->lock, &ts);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-/* ---- start and stop ----------------------------------------------------- */
-
-int
-tier_start(struct feed *f)
-{
-	const struct cfg_mount *m = &f->cfg->mount;
-	pthread_condattr_t ca;
-	struct tier *t;
-	char host[64] = "";
-	size_t on = 0;
-	int r;
-
-	if (f->cluster == NULL || !m->cluster_batches)
-		return 0;
-	if ((t = calloc(1, sizeof(*t))) == NULL ||
-	    (t->jobs = calloc(f->njobs, sizeof(*t->jobs))) == NULL) {
-		free(t);
-		return -ENOMEM;
-	}
-	t->f = f;
-	t->cl = f->cluster;
-	for (size_t i = 0; i < f->njobs; i++) {
-		const struct cfg_job *cj = f->jobs[i].cfg;
-
-		if (cj->order != CFG_ORDER_STRICT || cj->gpu)
-			continue;
-		if (tier_job_print(&f->jobs[i], t->jobs[i].print) == 0) {
-			t->jobs[i].on = true;
-			on++;
-		}
-	}
-	for (size_t i = 0; i < TIER_VIEWS; i++)
-		t->views[i].slot = -1;
-	if (getrandom(&t->mount, sizeof(t->mount), 0) != sizeof(t->mount))
-		t->mount = (uint64_t)tier_now_ns() ^ (uint64_t)getpid();
-	gethostname(host, sizeof(host) - 1);
-	snprintf(
-	    t->who, sizeof(t->who), "mount %s pid %ld", host, (long)getpid());
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	f->tier = t;
-	if (on == 0)
-		return 0;
-	if ((r = pthread_create(&t->thread, NULL, tier_main, t)) != 0) {
-		log_warn("cluster: cannot start the tier's thread (%s): "
-			 "batches are made here",
-		    strerror(r));
-		for (size_t i = 0; i < f->njobs; i++)
-			t->jobs[i].on = false;
-		return 0;
-	}
-	t->started = true;
-	log_info("cluster: finished batches from the tier for %zu job%s "
-		 "(cluster_batches = yes)",
-	    on, on == 1 ? "" : "s");
-	return 0;
-}
-
-void
-tier_stop(struct feed *f)
-{
-	struct tier *t = f->tier;
-
-	if (t == NULL)
-		return;
-	pthread_mutex_lock(&f->lock);
-	t->stop = true;
-	pthread_cond_signal(&t->cv);
-	pthread_mutex_unlock(&f->lock);
-	if (t->started)
-		pthread_join(t->thread, NULL);
-	t->started = false;
 }
 
 void
@@ -562,7 +264,7 @@ tier_stats(struct feed *f, struct sbuf *sb)
 			    "s\"}"
 			    " %.3f\n",
 			    f->jobs[i].name,
-			    (double)wait_bound(f, &f->jobs[i],
+			    (double)tier_wait_bound(f, &f->jobs[i],
 				(uint32_t)f->jobs[i].plan.batch_size) /
 				1e9);
 }

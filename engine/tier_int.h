@@ -65,6 +65,16 @@ struct tier {
 	atomic_bool warned;
 };
 
+/* tier.c: the tier queue (locked): in, out. */
+void tier_q_push(struct tier *t, struct batch *b);
+void tier_q_remove(struct tier *t, struct batch *b);
+/* tier.c: the time this mount takes to make a batch of len samples of j
+ * (its workers' measured time per sample; 0: nothing measured yet); how
+ * long a batch a worker holds is waited for (cluster_batch_wait); how
+ * long this mount's claim of one it makes lasts (seconds). */
+uint64_t tier_batch_ns(struct feed *f, struct job *j, uint32_t len);
+uint64_t tier_wait_bound(struct feed *f, struct job *j, uint32_t len);
+unsigned tier_claim_ttl(struct feed *f, struct job *j, uint32_t len);
 /* tier_pos.c: publish the positions due (unlocks around the calls);
  * whether any was.  Locked; returns locked. */
 bool tier_pos_publish(struct tier *t);

@@ -24,6 +24,8 @@
 #define NOTE_AGE 600		    /* older positions are readers gone */
 #define SEEN 4096		    /* candidates remembered */
 #define HELD_AGAIN_NS 1000000000ull /* a held batch, asked again */
+/* Following: a reader's batches looked at, at most, per --window. */
+#define FOLLOW_FAR 4
 #define ORDERS 4		    /* epochs' orders kept */
 #define TTY_NS 250000000ull
 #define PLAIN_NS 5000000000ull

@@ -363,27 +363,33 @@ read_positions(struct fb *fb)
 }
 
 /*
- * Follow: the nearest batch within --window of a reader's position that
- * the tier lacks and nobody holds, of any view, taken (1); none now (0);
- * -ENOMEM.
+ * Follow: the nearest batch of any view that the tier lacks and nobody
+ * holds, among the --window nearest ahead of each reader's position that
+ * no mount holds (the batches a mount makes for itself do not count: a
+ * mount's readahead runs ahead of the workers' as it needs), taken (1);
+ * none now (0); -ENOMEM.
  */
 int
 fb_next_follow(struct fb *fb)
 {
-	uint32_t epochs = (uint32_t)fb->cj->epochs;
+	uint32_t epochs = (uint32_t)fb->cj->epochs, left[TIER_SLOTS];
+	uint32_t far = fb->o->window * FOLLOW_FAR;
 	int r;
 
 	if (fb_now_ns() - fb->positions_at >= POLL_NS)
 		read_positions(fb);
-	for (uint32_t d = 1; d <= fb->o->window; d++)
+	for (size_t i = 0; i < fb->npos; i++)
+		left[i] = fb->o->window;
+	for (uint32_t d = 1; d <= far; d++)
 		for (size_t i = 0; i < fb->npos; i++) {
 			const struct tier_pos *p = &fb->pos[i];
 			uint64_t nb =
 			    plan_nbatches(&fb->jobs[0].plan, p->world);
 			uint64_t at = (uint64_t)p->epoch * nb + p->batch + d;
+			struct seen *s;
 			struct cand c;
 
-			if (nb == 0 || at / nb >= epochs)
+			if (left[i] == 0 || nb == 0 || at / nb >= epochs)
 				continue;
 			c.epoch = (uint32_t)(at / nb);
 			c.batch = at % nb;
@@ -394,6 +400,9 @@ fb_next_follow(struct fb *fb)
 			for (c.view = 0; c.view < fb->nviews; c.view++)
 				if ((r = take(fb, &c)) != 0)
 					return r;
+			c.view = 0;
+			if ((s = seen_find(fb, &c)) == NULL || s->state != S_MOUNT)
+				left[i]--;
 		}
 	return 0;
 }
