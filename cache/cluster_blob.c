@@ -86,12 +86,15 @@ mac_key(struct cluster *c, uint8_t key[32], const uint8_t **mackey)
 /*
  * Fetch the h->nchunks chunks of the head hkey (hlen bytes) into dst at
  * their offsets: 0, -ENOENT (one missing), -EBADMSG (a chunk of the wrong
- * name or length), -EIO, -ENOMEM.
+ * name or length), -EIO, -ENOMEM.  While they come in order, each goes
+ * through tag as it is copied, while its bytes are in the cache: *tagged
+ * then says that tag saw them all.
  */
 static int
 get_chunks(struct cluster *c, memcached_st *m,
     const uint8_t key[CLUSTER_KEY_LEN], const char *hkey, size_t hlen,
-    const struct cluster_blob_head *h, const struct iovec *dst, int n)
+    const struct cluster_blob_head *h, const struct iovec *dst, int n,
+    struct cluster_blob_tagger *tag, bool *tagged)
 {
 	char(*keys)[CLUSTER_BLOB_MKEY_MAX] = NULL;
 	const char **kp = NULL;
@@ -99,7 +102,7 @@ get_chunks(struct cluster *c, memcached_st *m,
 	uint8_t *seen = NULL;
 	memcached_result_st resbuf, *res = NULL;
 	memcached_return_t rc;
-	uint32_t idx, got = 0, nc = h->nchunks;
+	uint32_t idx, got = 0, nc = h->nchunks, next = 1;
 	int r;
 
 	keys = calloc(nc, sizeof(*keys));
@@ -147,6 +150,12 @@ get_chunks(struct cluster *c, memcached_st *m,
 		}
 		cluster_blob_scatter(
 		    dst, n, off, memcached_result_value(res), vlen);
+		if (idx == next &&
+		    cluster_blob_tag_update(
+			tag, memcached_result_value(res), vlen) == 0)
+			next++;
+		else
+			next = 0; /* out of order: tagged over dst after */
 		seen[idx - 1] = 1;
 		got++;
 	}
@@ -155,6 +164,7 @@ get_chunks(struct cluster *c, memcached_st *m,
 			r = failed(c, m);
 	} else if (r == 0 && got != nc)
 		r = -ENOENT;
+	*tagged = r == 0 && next == nc + 1;
 out:
 	if (res != NULL)
 		memcached_result_free(res);
@@ -173,11 +183,13 @@ cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	uint8_t mk[32], tag[CLUSTER_BLOB_TAG];
 	const uint8_t *mackey;
 	struct cluster_blob_head h;
+	struct cluster_blob_tagger tagger;
 	memcached_return_t rc = MEMCACHED_SUCCESS;
 	memcached_st *m;
 	uint8_t *val;
 	size_t hlen, vlen = 0;
 	uint32_t flags;
+	bool begun = false, tagged = false;
 	int r = 0;
 
 	if ((m = take(c, &r)) == NULL)
@@ -198,15 +210,29 @@ cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 		r = -EACCES;
 		goto out;
 	}
-	if (h.nchunks > 0 &&
-	    (r = get_chunks(c, m, key, hkey, hlen, &h, dst, n)) != 0)
-		goto out;
 	if ((r = mac_key(c, mk, &mackey)) != 0 ||
-	    (r = cluster_blob_tag(mackey, val, dst, n, tag)) != 0)
+	    (r = cluster_blob_tag_begin(&tagger, mackey, val)) != 0)
+		goto out;
+	begun = true;
+	if (h.nchunks > 0 && (r = get_chunks(c, m, key, hkey, hlen, &h, dst,
+				  n, &tagger, &tagged)) != 0)
+		goto out;
+	if (h.nchunks == 0)
+		tagged = true;
+	begun = false;
+	if (tagged)
+		r = cluster_blob_tag_final(&tagger, tag);
+	else {
+		cluster_blob_tag_free(&tagger);
+		r = cluster_blob_tag(mackey, val, dst, n, tag);
+	}
+	if (r != 0)
 		goto out;
 	if (CRYPTO_memcmp(tag, h.tag, CLUSTER_BLOB_TAG) != 0)
 		r = mackey != NULL ? -EACCES : -EBADMSG;
 out:
+	if (begun)
+		cluster_blob_tag_free(&tagger);
 	give(c, m);
 	free(val);
 	OPENSSL_cleanse(mk, sizeof(mk));

@@ -162,56 +162,96 @@ cluster_blob_mac_key(const EVP_MAC_CTX *hmac, uint8_t out[32])
 	return ok ? 0 : -ENOMEM;
 }
 
-static int
-gmac(const uint8_t *mackey, const uint8_t head[CLUSTER_BLOB_HEAD],
-    const struct iovec *src, int n, uint8_t out[CLUSTER_BLOB_TAG])
+int
+cluster_blob_tag_begin(struct cluster_blob_tagger *t, const uint8_t *mackey,
+    const uint8_t head[CLUSTER_BLOB_HEAD])
 {
 	OSSL_PARAM params[3];
-	EVP_MAC *mac;
-	EVP_MAC_CTX *ctx = NULL;
-	size_t outl = 0;
 	int ok;
 
-	if ((mac = EVP_MAC_fetch(NULL, "GMAC", NULL)) == NULL)
-		return -ENOMEM;
+	memset(t, 0, sizeof(*t));
+	if (mackey == NULL) {
+		if ((t->xx = XXH3_createState()) == NULL)
+			return -ENOMEM;
+		XXH3_128bits_reset(t->xx);
+		XXH3_128bits_update(t->xx, head, CLUSTER_BLOB_TAGGED);
+		return 0;
+	}
 	params[0] = OSSL_PARAM_construct_utf8_string(
 	    OSSL_MAC_PARAM_CIPHER, (char *)"AES-256-GCM", 0);
 	params[1] = OSSL_PARAM_construct_octet_string(
 	    OSSL_MAC_PARAM_IV, (void *)(head + 24), CLUSTER_BLOB_NONCE);
 	params[2] = OSSL_PARAM_construct_end();
-	ok = (ctx = EVP_MAC_CTX_new(mac)) != NULL &&
-	     EVP_MAC_init(ctx, mackey, 32, params) &&
-	     EVP_MAC_update(ctx, head, CLUSTER_BLOB_TAGGED);
-	for (int i = 0; ok && i < n; i++)
-		ok = src[i].iov_len == 0 ||
-		     EVP_MAC_update(ctx, src[i].iov_base, src[i].iov_len);
-	ok = ok && EVP_MAC_final(ctx, out, &outl, CLUSTER_BLOB_TAG) &&
-	     outl == CLUSTER_BLOB_TAG;
-	EVP_MAC_CTX_free(ctx);
-	EVP_MAC_free(mac);
-	return ok ? 0 : -ENOMEM;
+	ok = (t->m = EVP_MAC_fetch(NULL, "GMAC", NULL)) != NULL &&
+	     (t->mac = EVP_MAC_CTX_new(t->m)) != NULL &&
+	     EVP_MAC_init(t->mac, mackey, 32, params) &&
+	     EVP_MAC_update(t->mac, head, CLUSTER_BLOB_TAGGED);
+	if (!ok) {
+		cluster_blob_tag_free(t);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int
-cluster_blob_tag(const uint8_t *mackey, const uint8_t head[CLUSTER_BLOB_HEAD],
-    const struct iovec *src, int n, uint8_t out[CLUSTER_BLOB_TAG])
+cluster_blob_tag_update(
+    struct cluster_blob_tagger *t, const void *p, size_t n)
 {
-	XXH3_state_t *st;
-	XXH128_hash_t h;
+	if (n == 0)
+		return 0;
+	if (t->xx != NULL) {
+		XXH3_128bits_update(t->xx, p, n);
+		return 0;
+	}
+	return EVP_MAC_update(t->mac, p, n) ? 0 : -ENOMEM;
+}
 
-	if (mackey != NULL)
-		return gmac(mackey, head, src, n, out);
-	if ((st = XXH3_createState()) == NULL)
-		return -ENOMEM;
-	XXH3_128bits_reset(st);
-	XXH3_128bits_update(st, head, CLUSTER_BLOB_TAGGED);
-	for (int i = 0; i < n; i++)
-		XXH3_128bits_update(st, src[i].iov_base, src[i].iov_len);
-	h = XXH3_128bits_digest(st);
-	XXH3_freeState(st);
-	codec_put_le64(out, h.low64);
-	codec_put_le64(out + 8, h.high64);
-	return 0;
+int
+cluster_blob_tag_final(
+    struct cluster_blob_tagger *t, uint8_t out[CLUSTER_BLOB_TAG])
+{
+	size_t outl = 0;
+	int r = 0;
+
+	if (t->xx != NULL) {
+		XXH128_hash_t h = XXH3_128bits_digest(t->xx);
+
+		codec_put_le64(out, h.low64);
+		codec_put_le64(out + 8, h.high64);
+	} else if (!EVP_MAC_final(t->mac, out, &outl, CLUSTER_BLOB_TAG) ||
+		   outl != CLUSTER_BLOB_TAG)
+		r = -ENOMEM;
+	cluster_blob_tag_free(t);
+	return r;
+}
+
+void
+cluster_blob_tag_free(struct cluster_blob_tagger *t)
+{
+	if (t->xx != NULL)
+		XXH3_freeState(t->xx);
+	EVP_MAC_CTX_free(t->mac);
+	EVP_MAC_free(t->m);
+	memset(t, 0, sizeof(*t));
+}
+
+int
+cluster_blob_tag(const uint8_t *mackey,
+    const uint8_t head[CLUSTER_BLOB_HEAD], const struct iovec *src, int n,
+    uint8_t out[CLUSTER_BLOB_TAG])
+{
+	struct cluster_blob_tagger t;
+	int r;
+
+	if ((r = cluster_blob_tag_begin(&t, mackey, head)) != 0)
+		return r;
+	for (int i = 0; i < n && r == 0; i++)
+		r = cluster_blob_tag_update(&t, src[i].iov_base, src[i].iov_len);
+	if (r != 0) {
+		cluster_blob_tag_free(&t);
+		return r;
+	}
+	return cluster_blob_tag_final(&t, out);
 }
 
 uint64_t

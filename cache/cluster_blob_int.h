@@ -106,6 +106,23 @@ int cluster_blob_tag(const uint8_t *mackey,
     uint8_t out[CLUSTER_BLOB_TAG]);
 
 /*
+ * The same tag in steps: begin (with the head), the payload's bytes in
+ * order, final (which frees; free alone after a failure).  0 or -ENOMEM.
+ */
+struct cluster_blob_tagger {
+	struct XXH3_state_s *xx; /* without a MAC */
+	EVP_MAC *m;
+	EVP_MAC_CTX *mac;        /* with one */
+};
+int cluster_blob_tag_begin(struct cluster_blob_tagger *t, const uint8_t *mackey,
+    const uint8_t head[CLUSTER_BLOB_HEAD]);
+int cluster_blob_tag_update(
+    struct cluster_blob_tagger *t, const void *p, size_t n);
+int cluster_blob_tag_final(
+    struct cluster_blob_tagger *t, uint8_t out[CLUSTER_BLOB_TAG]);
+void cluster_blob_tag_free(struct cluster_blob_tagger *t);
+
+/*
  * Copy len bytes of src to the offset off of the concatenation of
  * dst[0..n), or from it into out (cluster_blob_gather); the range is
  * within their sum (the caller checked).

@@ -99,6 +99,7 @@ struct batch_tier {
 	uint8_t *raw;        /* fetched samples (uint8 HWC), until converted */
 	uint64_t raw_len;    /* their bytes, counted in the budget */
 	uint64_t since;      /* ns: its wait on a worker's claim began; 0 */
+	uint64_t dsince;     /* ns: a reader began to wait for it; 0 */
 	uint64_t poll;       /* ns: the tier thread looks again then */
 	bool queued, busy;   /* in the tier queue; the tier thread has it */
 	bool key_ok;         /* key computed */

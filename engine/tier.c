@@ -122,7 +122,7 @@ tier_take(struct feed *f, struct batch *b)
 	if (t == NULL || !t->jobs[b->key.job].on || b->r.rv != NULL || t->stop)
 		return false;
 	b->t.poll = 0;
-	b->t.since = 0;
+	b->t.since = b->t.dsince = 0;
 	tier_q_push(t, b);
 	pthread_cond_signal(&t->cv);
 	return true;
@@ -146,7 +146,7 @@ tier_drop(struct feed *f, struct batch *b)
 	if (f->tier != NULL && b->t.queued)
 		tier_q_remove(f->tier, b);
 	raw_free(f, b);
-	b->t.since = 0;
+	b->t.since = b->t.dsince = 0;
 }
 
 void

@@ -22,6 +22,9 @@
 #include "core/batch_tier.h"
 #include "engine/engine.h"
 
+/* A readahead batch a worker holds is waited for this long at most
+ * while no reader waits for it (then cluster_batch_wait applies). */
+#define TIER_WAIT_AHEAD_NS 30000000000ull
 /* Rank views whose positions a mount publishes, at most. */
 #define TIER_VIEWS 64
 

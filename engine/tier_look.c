@@ -20,8 +20,11 @@
  *   held by a worker: looked at again every POLL_DEMAND_MS (a reader
  *     waits for it) or POLL_AHEAD_MS (readahead), until it is there, the
  *     claim is gone (its worker died: it expires within seconds) or the
- *     wait bound (cluster_batch_wait, by default twice the measured time
- *     to make a batch here) runs out: then made here;
+ *     wait bound runs out: then made here.  The bound
+ *     (cluster_batch_wait, by default twice the measured time to make a
+ *     batch here) runs from when a reader waits for the batch: before,
+ *     the worker has the time the reader takes to reach it (up to
+ *     TIER_WAIT_AHEAD_NS), and this mount's own readahead goes on;
  *   refused (a bad tag, another length, an id out of range) or a server
  *     failed: made here.
  *
@@ -226,7 +229,12 @@ look(struct tier *t, struct batch *b)
 			b->t.since = now;
 			atomic_fetch_add(&tj->waits, 1);
 		}
-		if (now - b->t.since < tier_wait_bound(f, j, len) && !t->stop) {
+		/* The bound runs from when a reader waits for it. */
+		if (b->demanded && b->t.dsince == 0)
+			b->t.dsince = now;
+		if (!t->stop &&
+		    (b->t.dsince ? now - b->t.dsince < tier_wait_bound(f, j, len)
+				 : now - b->t.since < TIER_WAIT_AHEAD_NS)) {
 			b->t.poll = now + (b->demanded ? POLL_DEMAND_MS
 						       : POLL_AHEAD_MS) *
 					      1000000ull;
@@ -238,7 +246,7 @@ look(struct tier *t, struct batch *b)
 	}
 	if (b->t.since != 0) {
 		atomic_fetch_add(&tj->wait_ns, now - b->t.since);
-		b->t.since = 0;
+		b->t.since = b->t.dsince = 0;
 	}
 	if (l == L_HIT) {
 		b->t.raw = raw; /* transferred, still counted */

@@ -213,18 +213,11 @@ finish(struct fb *fb, struct item *it)
 		    fb->cj->name, it->epoch, it->batch, it->rank, it->world,
 		    it->msg);
 		fb->failed++;
-		fb_seen_note(fb, &c, S_HELD, fb_now_ns() + 30 * HELD_AGAIN_NS);
+		fb_seen_note(fb, &c, S_ERROR, fb_now_ns() + 30 * HELD_AGAIN_NS);
 	} else if ((r = cluster_blob_put(fb->cl, it->key, iov, 2, BLOB_TTL)) !=
-		   0) {
-		char msg[256];
-
-		if (fb->put_errors++ == 0) {
-			cluster_last_error(fb->cl, msg, sizeof(msg));
-			log_warn("cluster: a batch was not stored: %s",
-			    r == -EIO && msg[0] ? msg : strerror(-r));
-		}
-		fb_seen_note(fb, &c, S_HELD, fb_now_ns() + HELD_AGAIN_NS);
-	} else {
+		   0)
+		fb_tier_failed(fb, &c, r);
+	else {
 		fb->made++;
 		fb->images += it->len;
 		fb_seen_note(fb, &c, S_THERE, UINT64_MAX);

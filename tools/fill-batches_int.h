@@ -53,8 +53,12 @@ struct cand {
 	uint64_t batch;
 };
 
-/* What was found of a candidate, until when it holds. */
-enum seen_state { S_NONE, S_THERE, S_HELD, S_MOUNT };
+/*
+ * What was found of a candidate, until when it holds: there; held by a
+ * worker; held by a mount (never there); the tier failed on it, or it
+ * could not be made (--epochs: not asked again).
+ */
+enum seen_state { S_NONE, S_THERE, S_HELD, S_MOUNT, S_ERROR };
 struct seen {
 	struct cand c;
 	uint8_t state;
@@ -106,6 +110,8 @@ int fb_next_follow(struct fb *fb);
 bool fb_epochs_done(struct fb *fb);
 void fb_seen_note(
     struct fb *fb, const struct cand *c, uint8_t state, uint64_t until);
+/* The tier failed on c (r): counted as not stored, said once. */
+void fb_tier_failed(struct fb *fb, const struct cand *c, int r);
 const uint32_t *fb_order_get(struct fb *fb, uint32_t epoch);
 void fb_order_put(struct fb *fb, const uint32_t *ids);
 uint64_t fb_now_ns(void);

@@ -9,6 +9,7 @@
  * cache/cluster_blob.h.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +18,7 @@
 #include "cache/cluster_blob.h"
 #include "core/plan.h"
 #include "tools/fill-batches_int.h"
+#include "util/log.h"
 
 uint64_t
 fb_now_ns(void)
@@ -106,6 +108,20 @@ fb_seen_note(struct fb *fb, const struct cand *c, uint8_t state, uint64_t until)
 	s->until = until;
 }
 
+void
+fb_tier_failed(struct fb *fb, const struct cand *c, int r)
+{
+	char msg[256];
+
+	if (fb->put_errors++ == 0) {
+		cluster_last_error(fb->cl, msg, sizeof(msg));
+		log_warn("cluster: %s; the batches it concerns are not stored "
+			 "(the mounts make them)",
+		    r == -EIO && msg[0] ? msg : strerror(-r));
+	}
+	fb_seen_note(fb, c, S_ERROR, fb_now_ns() + HELD_AGAIN_NS);
+}
+
 /*
  * The planned samples of candidate c into ids (len of them), its
  * positions into pos, its key into key.  0, or -errno.
@@ -166,7 +182,9 @@ take(struct fb *fb, const struct cand *c)
 
 	if (len == 0 || in_flight(fb, c) ||
 	    (s != NULL &&
-		(s->state == S_THERE || s->state == S_MOUNT || s->until > now)))
+		(s->state == S_THERE || s->state == S_MOUNT ||
+		    (s->state == S_ERROR && fb->o->have_epochs) ||
+		    s->until > now)))
 		return 0;
 	if ((it = calloc(1, sizeof(*it))) == NULL)
 		return -ENOMEM;
@@ -183,8 +201,10 @@ take(struct fb *fb, const struct cand *c)
 		goto drop;
 	}
 	if ((r = cand_key(fb, c, it->order, it->pos, len, it->key)) != 0) {
-		if (r == -ENOENT) /* a sample gone: the mount says why */
-			fb_seen_note(fb, c, S_HELD, now + 10 * HELD_AGAIN_NS);
+		if (r == -ENOENT) { /* a sample gone: the mount says why */
+			fb->failed++;
+			fb_seen_note(fb, c, S_ERROR, now + 10 * HELD_AGAIN_NS);
+		}
 		r = r == -ENOMEM ? r : 0;
 		goto drop;
 	}
@@ -193,11 +213,16 @@ take(struct fb *fb, const struct cand *c)
 			fb->there++;
 			fb_seen_note(fb, c, S_THERE, UINT64_MAX);
 		} else
-			fb_seen_note(fb, c, S_HELD, now + HELD_AGAIN_NS);
+			fb_tier_failed(fb, c, r);
 		r = 0;
 		goto drop;
 	}
 	r = cluster_claim(fb->cl, it->key, fb->who, CLAIM_TTL);
+	if (r != 0 && r != -EEXIST) {
+		fb_tier_failed(fb, c, r);
+		r = 0;
+		goto drop;
+	}
 	if (r != 0) {
 		bool mount = false;
 
@@ -306,7 +331,7 @@ fb_next_epochs(struct fb *fb)
 	for (size_t i = 0; i < fb->nheld; i++) {
 		struct seen *s = seen_find(fb, &fb->held[i]);
 
-		if (s != NULL && (s->state == S_THERE || s->state == S_MOUNT)) {
+		if (s != NULL && s->state != S_HELD) {
 			fb->held[i--] = fb->held[--fb->nheld];
 			continue;
 		}
