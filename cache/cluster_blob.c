@@ -20,16 +20,39 @@
 #include "cache/cluster_blob_int.h"
 #include "cache/cluster_int.h"
 
-/* A handle of c's pool, or NULL with *r: -EBUSY (none free in time). */
+/*
+ * The namespace of c's blobs, claims and notes (cluster_blob_int.h's NS):
+ * "ffb1:" then what follows "ffc2:" in its prefixes' (the key ID of its
+ * secret, if any).
+ */
+static void
+blob_ns(const struct cluster *c, char ns[CLUSTER_BLOB_NS_MAX])
+{
+	_Static_assert(CLUSTER_NS_MAX - sizeof(CLUSTER_KEY_PREFIX) +
+			       sizeof(CLUSTER_BLOB_PREFIX) <=
+			   CLUSTER_BLOB_NS_MAX,
+	    "CLUSTER_BLOB_NS_MAX");
+	snprintf(ns, CLUSTER_BLOB_NS_MAX, "%s%s", CLUSTER_BLOB_PREFIX,
+	    c->ns + sizeof(CLUSTER_KEY_PREFIX) - 1);
+}
+
+/*
+ * A handle of c's pool, or NULL with *r: -EBUSY (none free in time), -EIO
+ * (the tier is off: no server takes this client's credentials).
+ */
 static memcached_st *
 take(struct cluster *c, int *r)
 {
 	struct timespec wait = {
 	    c->pool_wait_ms / 1000, (long)(c->pool_wait_ms % 1000) * 1000000};
 	memcached_return_t rc = MEMCACHED_SUCCESS;
-	memcached_st *m = memcached_pool_fetch(c->pool, &wait, &rc);
+	memcached_st *m;
 
-	if (m == NULL)
+	if (c->off) {
+		*r = -EIO;
+		return NULL;
+	}
+	if ((m = memcached_pool_fetch(c->pool, &wait, &rc)) == NULL)
 		*r = rc == MEMCACHED_TIMEOUT || rc == MEMCACHED_NOTFOUND ||
 			     rc == MEMCACHED_IN_PROGRESS
 			 ? -EBUSY
@@ -91,7 +114,7 @@ mac_key(struct cluster *c, uint8_t key[32], const uint8_t **mackey)
  * then says that tag saw them all.
  */
 static int
-get_chunks(struct cluster *c, memcached_st *m,
+get_chunks(struct cluster *c, memcached_st *m, const char *ns,
     const uint8_t key[CLUSTER_KEY_LEN], const char *hkey, size_t hlen,
     const struct cluster_blob_head *h, const struct iovec *dst, int n,
     struct cluster_blob_tagger *tag, bool *tagged)
@@ -114,7 +137,7 @@ get_chunks(struct cluster *c, memcached_st *m,
 		goto out;
 	}
 	for (uint32_t i = 0; i < nc; i++) {
-		kl[i] = cluster_blob_mkey(keys[i], key, i + 1, false);
+		kl[i] = cluster_blob_mkey(keys[i], ns, key, i + 1, false);
 		kp[i] = keys[i];
 	}
 	rc = memcached_mget_by_key(m, hkey, hlen, kp, kl, nc);
@@ -179,6 +202,7 @@ int
 cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
     const struct iovec *dst, int n)
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char hkey[CLUSTER_BLOB_MKEY_MAX];
 	uint8_t mk[32], tag[CLUSTER_BLOB_TAG];
 	const uint8_t *mackey;
@@ -194,7 +218,8 @@ cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 
 	if ((m = take(c, &r)) == NULL)
 		return r;
-	hlen = cluster_blob_mkey(hkey, key, 0, false);
+	blob_ns(c, ns);
+	hlen = cluster_blob_mkey(hkey, ns, key, 0, false);
 	val = (uint8_t *)memcached_get(m, hkey, hlen, &vlen, &flags, &rc);
 	if (val == NULL) {
 		r = server_failed(rc) ? failed(c, m) : -ENOENT;
@@ -214,7 +239,7 @@ cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	    (r = cluster_blob_tag_begin(&tagger, mackey, val)) != 0)
 		goto out;
 	begun = true;
-	if (h.nchunks > 0 && (r = get_chunks(c, m, key, hkey, hlen, &h, dst,
+	if (h.nchunks > 0 && (r = get_chunks(c, m, ns, key, hkey, hlen, &h, dst,
 				  n, &tagger, &tagged)) != 0)
 		goto out;
 	if (h.nchunks == 0)
@@ -243,6 +268,7 @@ int
 cluster_blob_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
     const struct iovec *src, int n, unsigned ttl)
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char hkey[CLUSTER_BLOB_MKEY_MAX], ckey[CLUSTER_BLOB_MKEY_MAX];
 	uint8_t head[CLUSTER_BLOB_HEAD], nonce[CLUSTER_BLOB_NONCE] = {0};
 	uint8_t mk[32], *tmp = NULL;
@@ -270,7 +296,8 @@ cluster_blob_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 		return r;
 	if ((m = take(c, &r)) == NULL)
 		return r;
-	hlen = cluster_blob_mkey(hkey, key, 0, false);
+	blob_ns(c, ns);
+	hlen = cluster_blob_mkey(hkey, ns, key, 0, false);
 	nc = (uint32_t)((len + cs - 1) / cs);
 	/* The chunks first, then the head that makes them reachable. */
 	for (uint32_t i = 0; i < nc; i++) {
@@ -293,7 +320,7 @@ cluster_blob_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 			cluster_blob_gather(src, n, off, tmp, k);
 			p = (const char *)tmp;
 		}
-		klen = cluster_blob_mkey(ckey, key, i + 1, false);
+		klen = cluster_blob_mkey(ckey, ns, key, i + 1, false);
 		rc = memcached_set_by_key(
 		    m, hkey, hlen, ckey, klen, p, k, (time_t)ttl, 0);
 		if (memcached_failed(rc)) {
@@ -314,6 +341,7 @@ out:
 int
 cluster_blob_has(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char hkey[CLUSTER_BLOB_MKEY_MAX];
 	memcached_return_t rc = MEMCACHED_SUCCESS;
 	memcached_st *m;
@@ -324,7 +352,8 @@ cluster_blob_has(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 
 	if ((m = take(c, &r)) == NULL)
 		return r;
-	val = memcached_get(m, hkey, cluster_blob_mkey(hkey, key, 0, false),
+	blob_ns(c, ns);
+	val = memcached_get(m, hkey, cluster_blob_mkey(hkey, ns, key, 0, false),
 	    &vlen, &flags, &rc);
 	if (val != NULL)
 		r = 1;
@@ -342,12 +371,14 @@ static int
 claim_store(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
     const char *who, unsigned ttl, bool add)
 {
-	char ck[CLUSTER_BLOB_MKEY_MAX];
-	size_t cl = cluster_blob_mkey(ck, key, 0, true), wl = strlen(who);
+	char ck[CLUSTER_BLOB_MKEY_MAX], ns[CLUSTER_BLOB_NS_MAX];
+	size_t cl, wl = strlen(who);
 	memcached_return_t rc;
 	memcached_st *m;
 	int r = 0;
 
+	blob_ns(c, ns);
+	cl = cluster_blob_mkey(ck, ns, key, 0, true);
 	if (wl > CLUSTER_WHO_MAX)
 		wl = CLUSTER_WHO_MAX;
 	if (ttl < 1 || ttl > 3600)
@@ -381,12 +412,15 @@ cluster_claim_renew(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 int
 cluster_claim_drop(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char ck[CLUSTER_BLOB_MKEY_MAX];
-	size_t cl = cluster_blob_mkey(ck, key, 0, true);
+	size_t cl;
 	memcached_return_t rc;
 	memcached_st *m;
 	int r = 0;
 
+	blob_ns(c, ns);
+	cl = cluster_blob_mkey(ck, ns, key, 0, true);
 	if ((m = take(c, &r)) == NULL)
 		return r;
 	rc = memcached_delete(m, ck, cl, 0);
@@ -400,14 +434,16 @@ int
 cluster_claim_held(
     struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN], char *who)
 {
-	char ck[CLUSTER_BLOB_MKEY_MAX];
-	size_t cl = cluster_blob_mkey(ck, key, 0, true), vlen = 0;
+	char ck[CLUSTER_BLOB_MKEY_MAX], ns[CLUSTER_BLOB_NS_MAX];
+	size_t cl, vlen = 0;
 	memcached_return_t rc = MEMCACHED_SUCCESS;
 	memcached_st *m;
 	uint32_t flags;
 	char *val;
 	int r = 0;
 
+	blob_ns(c, ns);
+	cl = cluster_blob_mkey(ck, ns, key, 0, true);
 	if ((m = take(c, &r)) == NULL)
 		return r;
 	val = memcached_get(m, ck, cl, &vlen, &flags, &rc);
@@ -433,12 +469,15 @@ static int
 note_store(struct cluster *c, const char *name, const void *v, size_t len,
     unsigned ttl, bool add)
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char nk[CLUSTER_BLOB_MKEY_MAX];
-	size_t kl = cluster_blob_note_mkey(nk, name);
+	size_t kl;
 	memcached_return_t rc;
 	memcached_st *m;
 	int r = 0;
 
+	blob_ns(c, ns);
+	kl = cluster_blob_note_mkey(nk, ns, name);
 	if (kl == 0 || len > CLUSTER_NOTE_MAX)
 		return -EINVAL;
 	if ((m = take(c, &r)) == NULL)
@@ -471,6 +510,7 @@ int
 cluster_note_get(struct cluster *c, const char *const *names, size_t n,
     cluster_note_fn found, void *arg)
 {
+	char ns[CLUSTER_BLOB_NS_MAX];
 	char(*keys)[CLUSTER_BLOB_MKEY_MAX] = NULL;
 	const char **kp = NULL;
 	size_t *kl = NULL;
@@ -481,6 +521,7 @@ cluster_note_get(struct cluster *c, const char *const *names, size_t n,
 
 	if (n == 0)
 		return 0;
+	blob_ns(c, ns);
 	keys = calloc(n, sizeof(*keys));
 	kp = calloc(n, sizeof(*kp));
 	kl = calloc(n, sizeof(*kl));
@@ -489,7 +530,7 @@ cluster_note_get(struct cluster *c, const char *const *names, size_t n,
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if ((kl[i] = cluster_blob_note_mkey(keys[i], names[i])) == 0) {
+		if ((kl[i] = cluster_blob_note_mkey(keys[i], ns, names[i])) == 0) {
 			r = -EINVAL;
 			goto out;
 		}

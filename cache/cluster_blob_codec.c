@@ -27,14 +27,14 @@
 static const char hex[] = "0123456789abcdef";
 
 size_t
-cluster_blob_mkey(char buf[CLUSTER_BLOB_MKEY_MAX],
+cluster_blob_mkey(char buf[CLUSTER_BLOB_MKEY_MAX], const char *ns,
     const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk, bool claim)
 {
 	char digits[10];
-	size_t n = sizeof(CLUSTER_BLOB_PREFIX) - 1;
+	size_t n = strlen(ns);
 	int d = 0;
 
-	memcpy(buf, CLUSTER_BLOB_PREFIX, n);
+	memcpy(buf, ns, n);
 	for (size_t i = 0; i < CLUSTER_KEY_LEN; i++) {
 		buf[n++] = hex[key[i] >> 4];
 		buf[n++] = hex[key[i] & 15];
@@ -54,9 +54,10 @@ cluster_blob_mkey(char buf[CLUSTER_BLOB_MKEY_MAX],
 }
 
 size_t
-cluster_blob_note_mkey(char buf[CLUSTER_BLOB_MKEY_MAX], const char *name)
+cluster_blob_note_mkey(
+    char buf[CLUSTER_BLOB_MKEY_MAX], const char *ns, const char *name)
 {
-	size_t n = sizeof(CLUSTER_BLOB_PREFIX) - 1, len = strlen(name);
+	size_t n = strlen(ns), len = strlen(name);
 
 	if (len == 0 || len > CLUSTER_NOTE_NAME_MAX)
 		return 0;
@@ -68,7 +69,8 @@ cluster_blob_note_mkey(char buf[CLUSTER_BLOB_MKEY_MAX], const char *name)
 			ch == ':' || ch == '/' || ch == '-'))
 			return 0;
 	}
-	memcpy(buf, CLUSTER_BLOB_PREFIX "n:", n + 2);
+	memcpy(buf, ns, n);
+	memcpy(buf + n, "n:", 2);
 	memcpy(buf + n + 2, name, len + 1);
 	return n + 2 + len;
 }

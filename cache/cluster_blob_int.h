@@ -22,7 +22,8 @@
  *
  * Chunk item "ffb1:HEX#I" (I = 1..count): payload bytes (I - 1) * size
  * .. I * size, the last one shorter.  Claim "ffb1:HEX:c"; note
- * "ffb1:n:NAME".
+ * "ffb1:n:NAME".  With a secret, "ffb1:kID:" instead of "ffb1:" (NS
+ * below).
  */
 #ifndef FEEDFS_CLUSTER_BLOB_INT_H
 #define FEEDFS_CLUSTER_BLOB_INT_H
@@ -46,9 +47,17 @@
 #define CLUSTER_BLOB_TAG 16
 #define CLUSTER_BLOB_NONCE 12
 #define CLUSTER_BLOB_LABEL "feedfs cluster blob key v1"
-/* "ffb1:" + 64 hex + "#" or ":" + up to 10 digits + NUL; or a note. */
+/*
+ * The namespace of a client's blobs, claims and notes, as its prefixes'
+ * (cluster_int.h): "ffb1:" without a secret, "ffb1:kID:" with one (the
+ * ID of the prefixes' namespace), so that the nodes of one secret never
+ * read nor overwrite another's.  At most CLUSTER_BLOB_NS_MAX bytes with
+ * its NUL.
+ */
+#define CLUSTER_BLOB_NS_MAX 24
+/* NS + 64 hex + "#" or ":" + up to 10 digits + NUL; or a note. */
 #define CLUSTER_BLOB_MKEY_MAX                                                  \
-	(sizeof(CLUSTER_BLOB_PREFIX) + 2 * CLUSTER_KEY_LEN + 12 +              \
+	(CLUSTER_BLOB_NS_MAX + 2 * CLUSTER_KEY_LEN + 12 +                      \
 	    CLUSTER_NOTE_NAME_MAX)
 
 /* A head, parsed. */
@@ -61,16 +70,16 @@ struct cluster_blob_head {
 
 /*
  * The memcached key of key's head (chunk 0), chunk I, or claim (claim
- * set: chunk ignored) into buf; its length.
+ * set: chunk ignored) in the namespace ns (NS above) into buf; its length.
  */
-size_t cluster_blob_mkey(char buf[CLUSTER_BLOB_MKEY_MAX],
+size_t cluster_blob_mkey(char buf[CLUSTER_BLOB_MKEY_MAX], const char *ns,
     const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk, bool claim);
 /*
- * A note's memcached key into buf: its length, or 0 for a name that is
- * empty, too long or has a byte outside [A-Za-z0-9._:/-].
+ * A note's memcached key in ns into buf: its length, or 0 for a name that
+ * is empty, too long or has a byte outside [A-Za-z0-9._:/-].
  */
 size_t cluster_blob_note_mkey(
-    char buf[CLUSTER_BLOB_MKEY_MAX], const char *name);
+    char buf[CLUSTER_BLOB_MKEY_MAX], const char *ns, const char *name);
 
 /*
  * Write a head (its tag zeroed: cluster_blob_tag fills it).  The chunk

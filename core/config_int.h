@@ -2,7 +2,9 @@
  * config_int.h - the model (core/): what the files of the config share,
  * private to them: config.c (the grammar, the sections, cfg_load),
  * config_keys.c (the key table and the values), config_job.c (the checks
- * of a job) and config_classes.c (class lists).
+ * of a job), config_classes.c (class lists), config_layout.c (the
+ * config of a dataset path: cfg_default) and config_opts.c (-o's
+ * [dataset] keys and the words of -o's keys).
  */
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
@@ -96,6 +98,12 @@ const struct key *cfg_find_key(int sec, const char *name, size_t len);
 unsigned cfg_key_index(const struct key *k);
 /* "a, b or c": the keys of sec. */
 void cfg_list_keys(int sec, char *buf, size_t len);
+/* "a, b or c" of n words; the k-th key of sec (NULL past the last); the
+ * [job] keys -o takes for the default jobs (NULL-terminated). */
+void cfg_list_words(const char *const *words, size_t n, char *buf,
+    size_t len);
+const struct key *cfg_key_at(int sec, size_t k);
+const char *const *cfg_job_opt_names(void);
 /*
  * Set the field of key k in the section struct at base from val; dir
  * resolves a relative path (NULL: the working directory).  -EINVAL with
@@ -106,6 +114,8 @@ int cfg_set_key(const struct key *k, void *base, const char *dir,
 /* dir/path unless path is absolute; dir NULL: the working directory. */
 char *cfg_join_path(const char *dir, const char *path);
 void cfg_job_defaults(struct cfg_job *j);
+/* A cfg named path with the [mount] defaults and nothing else (config.c). */
+struct cfg *cfg_new(const char *path);
 int cfg_mount_defaults(struct cfg_mount *m);
 
 #endif

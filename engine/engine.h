@@ -53,6 +53,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine/budget.h"
 #include "engine/feed.h"
@@ -137,13 +138,15 @@ struct batch {
 	bool ready;                /* all slots done, or failed */
 	bool converting;           /* gpu = on: images being made from raw */
 	bool mixq;                 /* complete, in the mix queue (a batch op) */
-	int err;                   /* first failure */
+	int err;                   /* first failure (of this build) */
 	char errmsg[512];
 	unsigned refs;             /* open handles */
 	unsigned active;           /* reads in progress: data pinned */
 	bool queued, demanded;     /* in a queue; read by a reader */
 	bool consumed;             /* read to its end */
 	uint64_t used;             /* last use (feed.tick) */
+	uint64_t read_ns;          /* when its last read ended (feed_unpin,
+				      feed_mono_ns); 0: never read */
 	pthread_cond_t cv;         /* ready, converted */
 	struct batch *hnext;       /* hash chain */
 	struct batch *qnext;       /* queue link */
@@ -182,6 +185,8 @@ struct rchosen {
 struct rview {
 	uint32_t job, rank, world, epoch;
 	uint64_t npos, started; /* elements of the view's list; started */
+	uint64_t ahead;		/* remote shards: elements below this were
+				   asked for ahead (relaxed_start) */
 	uint64_t *owed;		/* started, given back: started again first */
 	uint32_t nowed, cowed;
 	struct rchosen *chosen; /* by batch, sorted */
@@ -268,6 +273,10 @@ struct feed {
 	 * sched_start to sched_stop; remote: some dataset has them. */
 	uint64_t remote_reserved;
 	bool remote;
+	/* Reads refused for want of room that nothing else would free
+	 * (batch.c's wait_room): the batch and the metadata held, over
+	 * the budget. */
+	uint64_t room_refused;
 };
 
 /* An open batch file. */
@@ -306,12 +315,27 @@ struct batch *batch_find(struct feed *f, const struct feed_key *k);
  */
 struct batch *batch_get(struct feed *f, const struct feed_key *k,
     enum batch_need need);
+/*
+ * The most bytes a read of job's batches needs at once: its largest
+ * batch over the epochs (world 1, batch 0), with its slot positions, its
+ * epoch's order, and with gpu = on the images made from the raw samples;
+ * *epoch: the first epoch that needs them.  Geometry only: unlocked.
+ */
+uint64_t batch_need_max(const struct feed *f, size_t job, uint32_t *epoch);
 /* Make the images of a ready gpu = on batch from its raw samples (an
  * active reader holds b).  Locked; may unlock while converting. */
 int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);
+/*
+ * If b failed because a source was unavailable (sample_unavailable: a
+ * server that did not answer, a dataset root gone) and no read is in
+ * progress, give back its data (its struct stays) so that the next
+ * batch_get makes it again: such a failure lasts no longer than the
+ * source's outage.  Whether it did.  Locked.
+ */
+bool batch_renew(struct feed *f, struct batch *b);
 
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:
@@ -360,11 +384,30 @@ void sched_ready(struct feed *f, struct batch *b);
  * makes it ready (sched.c).  Locked. */
 void sched_complete(struct feed *f, struct batch *b);
 
+/*
+ * Remote shards: the samples a worker asks for ahead of its slot (in
+ * sched.c's strict order, relaxed.c's view order), at most
+ * REMOTE_AHEAD_MAX a take, in bytes within the fetchers' windows
+ * (ds_remote_room), only while sample_ahead_worth (else a mark would
+ * move past samples never asked for).  Then, unlocked:
+ * sample_prefetch_remote of each, which passes over a sample the local
+ * cache holds.
+ */
+#define REMOTE_AHEAD_MAX 64
+struct ahead {
+	struct job *j;
+	uint32_t id;
+};
+
 /* sched.c: queue the batches after k within the budget (readahead).
  * Locked. */
 void sched_readahead(struct feed *f, const struct feed_key *k);
 int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
+/* What sched_start counts in the budget from the start: the workers'
+ * scratch arenas (an eighth of it at most) and the remote datasets'
+ * windows. */
+uint64_t sched_fixed_bytes(const struct feed *f);
 
 /* relaxed.c */
 /* Metadata of rv: counted in rv->mem and the budget (relaxed.c and
@@ -412,8 +455,17 @@ char *feed_stats(struct feed *f, size_t *len);
  * with gpu = on its images), and unpin it.  Locked. */
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);
-/* pin.c: CLOCK_MONOTONIC in ns, the clock of the readers' waits (starved). */
-uint64_t feed_mono_ns(void);
+/* CLOCK_MONOTONIC in ns: the clock of the readers' waits (starved) and
+ * of their pauses (batch.c's reading()).  Here, not in pin.c, so that
+ * batch.c, below pin.c, calls nothing above it. */
+static inline uint64_t
+feed_mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /*
  * The cluster tier's finished batches (cluster_batches).  tier_look.c:

@@ -1,7 +1,8 @@
 /*
  * pin.c - a reader's hold on a batch.  Layer: the engine (engine/),
  * below files.c and stage.c; calls batch.c.  feed_pin gets the batch its
- * data (being built or ready), and with whole waits until its samples
+ * data (being built or ready; made again when it failed for a source's
+ * availability: batch_renew), and with whole waits until its samples
  * are made (counting the wait in the job's stats) and, with gpu = on,
  * its images; feed_unpin lets it go, making room when it was the last
  * reader.  Locked (engine.h).
@@ -11,15 +12,6 @@
 #include <time.h>
 
 #include "engine/engine.h"
-
-uint64_t
-feed_mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* A reader begins or ends a wait: the spans with one waiting at least. */
 static void
@@ -67,6 +59,12 @@ feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 	struct batch *b = h->b;
 	int r = 0;
 
+	/*
+	 * A failure of a source's availability found at a read is older
+	 * than the read: the batch is made again, and the read waits for
+	 * that (a failure of its bytes stays).
+	 */
+	batch_renew(f, b);
 	if (batch_get(f, &b->key, BN_READ) != b)
 		return -ENOMEM;
 	b->active++;
@@ -86,6 +84,7 @@ void
 feed_unpin(struct feed *f, struct batch *b)
 {
 	if (--b->active == 0) {
+		b->read_ns = feed_mono_ns(); /* batch.c: a reader in it */
 		budget_wake(&f->budget);
 		if (b->refs == 0 || budget_over(&f->budget))
 			budget_make_room(&f->budget, 0, 0, 0);

@@ -301,6 +301,7 @@ int
 tier_start(struct feed *f)
 {
 	const struct cfg_mount *m = &f->cfg->mount;
+	struct cluster_stats cs;
 	pthread_condattr_t ca;
 	struct tier *t;
 	char host[64] = "";
@@ -308,6 +309,9 @@ tier_start(struct feed *f)
 	int r;
 
 	if (f->cluster == NULL || !m->cluster_batches)
+		return 0;
+	cluster_get_stats(f->cluster, &cs);
+	if (cs.off) /* no server takes this node's credentials: said */
 		return 0;
 	if ((t = calloc(1, sizeof(*t))) == NULL ||
 	    (t->jobs = calloc(f->njobs, sizeof(*t->jobs))) == NULL) {

@@ -100,10 +100,10 @@ chunk_key(const uint8_t *d, size_t n)
 	if ((k = malloc(klen ? klen : 1)) == NULL)
 		return;
 	memcpy(k, d, klen);
-	hlen = cluster_blob_mkey(hkey, key, 0, false);
+	hlen = cluster_blob_mkey(hkey, "ffb1:k0123456789abcdef:", key, 0, false);
 	if (cluster_chunk_index(k, klen, hkey, hlen, count, &idx) == 0 &&
 	    (idx < 1 || idx > count ||
-		cluster_blob_mkey(want, key, idx, false) != klen ||
+		cluster_blob_mkey(want, "ffb1:k0123456789abcdef:", key, idx, false) != klen ||
 		memcmp(want, k, klen) != 0))
 		abort();
 	free(k);
@@ -133,7 +133,7 @@ note_name(const uint8_t *d, size_t n)
 
 	memcpy(name, d, len);
 	name[len] = '\0';
-	kl = cluster_blob_note_mkey(buf, name);
+	kl = cluster_blob_note_mkey(buf, CLUSTER_BLOB_PREFIX, name);
 	if (kl == 0)
 		return;
 	if (kl != strlen(CLUSTER_BLOB_PREFIX "n:") + strlen(name) ||

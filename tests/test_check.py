@@ -234,17 +234,26 @@ for full in (False, True):
     rc, out, err = run_check(hc, full=full)
     check(rc == 1, "hostile: exit %d, want 1\n%s%s" % (rc, out, err))
     got = problems(out)
-    wrong = sorted(p for p in got if want.get(p) != "bad")
+    # An image's name the scan cannot serve (a dangling link, a loop) is
+    # not a sample, and is reported as unreadable (issue 36).
+    links = sorted(p for p, e in want.items() if e == "absent" and
+                   p.startswith("d_links/") and p.endswith(".jpg"))
+    wrong = sorted(p for p in got if want.get(p) != "bad" and not (
+        p in links and got[p][0] == "unreadable" and
+        "symbolic link" in got[p][1]))
     check(not wrong, "reported but not broken: %s" % [
         (p, got[p]) for p in wrong])
+    check(all(p in got for p in links), "links not listed: %s" % [
+        p for p in links if p not in got])
     if full:
         missed = sorted(p for p, e in want.items()
                         if e == "bad" and p not in got)
         check(not missed, "--check=full missed %s" % missed)
-    log("(d) --check%s: %d of %d broken files reported, none of the %d "
-        "good ones" % ("=full" if full else "", len(got),
-                       sum(e == "bad" for e in want.values()),
-                       sum(e == "ok" for e in want.values())))
+    log("(d) --check%s: %d of %d broken files reported, %d links that "
+        "lead nowhere, none of the %d good ones" % (
+            "=full" if full else "", len(got) - len(links),
+            sum(e == "bad" for e in want.values()), len(links),
+            sum(e == "ok" for e in want.values())))
 
 # ---- (e) errors ----------------------------------------------------------------
 with open(t.path("bad.conf"), "w") as f:

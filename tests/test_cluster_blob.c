@@ -34,6 +34,7 @@
 #include "cache/cluster.h"
 #include "cache/cluster_blob.h"
 #include "cache/cluster_blob_int.h"
+#include "cache/cluster_int.h"
 #include "tests/testlib.h"
 
 #define MEMCACHED "/usr/bin/memcached"
@@ -255,7 +256,7 @@ test_damage(struct cluster *c)
 	key_of(101, other);
 	CHECK_EQ_INT(cluster_blob_put(c, key, &in, 1, 60), 0);
 	/* One byte of chunk 2 flipped. */
-	klen = cluster_blob_mkey(k, key, 2, false);
+	klen = cluster_blob_mkey(k, "ffb1:", key, 2, false);
 	v = memcached_get(m, k, klen, &vlen, &flags, &rc);
 	CHECK(v != NULL && vlen == CHUNK);
 	if (v != NULL) {
@@ -270,12 +271,12 @@ test_damage(struct cluster *c)
 		free(v);
 	}
 	/* A chunk gone (evicted): a miss. */
-	klen = cluster_blob_mkey(k, key, 6, false);
+	klen = cluster_blob_mkey(k, "ffb1:", key, 6, false);
 	memcached_delete(m, k, klen, 0);
 	CHECK_EQ_INT(cluster_blob_get(c, key, &out, 1), -ENOENT);
 	/* Another key's head (and chunks) under this key: refused. */
 	CHECK_EQ_INT(cluster_blob_put(c, other, &in, 1, 60), 0);
-	klen = cluster_blob_mkey(k, other, 0, false);
+	klen = cluster_blob_mkey(k, "ffb1:", other, 0, false);
 	v = memcached_get(m, k, klen, &vlen, &flags, &rc);
 	CHECK(v != NULL);
 	if (v != NULL) {
@@ -283,15 +284,15 @@ test_damage(struct cluster *c)
 			char *cv;
 			size_t cl;
 
-			cluster_blob_mkey(k2, other, i, false);
+			cluster_blob_mkey(k2, "ffb1:", other, i, false);
 			cv = memcached_get(
 			    m, k2, strlen(k2), &cl, &flags, &rc);
-			cluster_blob_mkey(k2, key, i, false);
+			cluster_blob_mkey(k2, "ffb1:", key, i, false);
 			if (cv != NULL)
 				memcached_set(m, k2, strlen(k2), cv, cl, 0, 0);
 			free(cv);
 		}
-		cluster_blob_mkey(k2, key, 0, false);
+		cluster_blob_mkey(k2, "ffb1:", key, 0, false);
 		memcached_set(m, k2, strlen(k2), v, vlen, 0, 0);
 		CHECK_EQ_INT(cluster_blob_get(c, key, &out, 1), -EBADMSG);
 		free(v);
@@ -301,7 +302,33 @@ test_damage(struct cluster *c)
 	free(dst);
 }
 
-/* A secret's MAC: the same secret reads; another, or none, refuses. */
+/* Copy the items of key's blob from namespace from to namespace to. */
+static void
+copy_blob(const char *from, const char *to, const uint8_t *key, uint32_t n)
+{
+	memcached_st *m = raw_client();
+	char k1[CLUSTER_BLOB_MKEY_MAX], k2[CLUSTER_BLOB_MKEY_MAX];
+	memcached_return_t rc;
+	uint32_t flags;
+	size_t len;
+	char *v;
+
+	for (uint32_t i = 0; i <= n; i++) {
+		cluster_blob_mkey(k1, from, key, i, false);
+		cluster_blob_mkey(k2, to, key, i, false);
+		if ((v = memcached_get(m, k1, strlen(k1), &len, &flags, &rc)) !=
+		    NULL)
+			memcached_set(m, k2, strlen(k2), v, len, 0, 0);
+		free(v);
+	}
+	memcached_free(m);
+}
+
+/*
+ * A secret's MAC: the same secret reads; another secret, or none, sees
+ * nothing (another namespace); in the secret's namespace, a blob without
+ * a MAC or with a wrong one is refused.
+ */
 static void
 test_secret(struct cluster *plain)
 {
@@ -311,6 +338,7 @@ test_secret(struct cluster *plain)
 	uint8_t key[CLUSTER_KEY_LEN], key2[CLUSTER_KEY_LEN];
 	uint8_t *src = malloc(n), *dst = malloc(n);
 	struct iovec in = {src, n}, out = {dst, n};
+	char nsa[64], nsb[64];
 	FILE *fp;
 
 	snprintf(s1, sizeof(s1), "%s/secret1", tmp);
@@ -334,11 +362,21 @@ test_secret(struct cluster *plain)
 	CHECK_EQ_INT(cluster_blob_put(a, key, &in, 1, 60), 0);
 	CHECK_EQ_INT(cluster_blob_get(a2, key, &out, 1), 0);
 	CHECK(memcmp(src, dst, n) == 0);
-	CHECK_EQ_INT(cluster_blob_get(b, key, &out, 1), -EACCES);
-	CHECK_EQ_INT(cluster_blob_get(plain, key, &out, 1), -EACCES);
-	/* A blob without a MAC is no blob for a secret. */
-	CHECK_EQ_INT(cluster_blob_put(plain, key2, &in, 1, 60), 0);
+	CHECK_EQ_INT(cluster_blob_get(b, key, &out, 1), -ENOENT);
+	CHECK_EQ_INT(cluster_blob_get(plain, key, &out, 1), -ENOENT);
+	snprintf(nsa, sizeof(nsa), "ffb1:%s", a->ns + strlen("ffc2:"));
+	snprintf(nsb, sizeof(nsb), "ffb1:%s", b->ns + strlen("ffc2:"));
+	CHECK(strcmp(nsa, nsb) != 0 && strcmp(nsa, "ffb1:") != 0);
+	/* Another secret's blob, or one without a MAC, put in its place. */
+	CHECK_EQ_INT(cluster_blob_put(b, key2, &in, 1, 60), 0);
+	copy_blob(nsb, nsa, key2, 4);
 	CHECK_EQ_INT(cluster_blob_get(a, key2, &out, 1), -EACCES);
+	CHECK_EQ_INT(cluster_blob_put(plain, key2, &in, 1, 60), 0);
+	copy_blob("ffb1:", nsa, key2, 4);
+	CHECK_EQ_INT(cluster_blob_get(a, key2, &out, 1), -EACCES);
+	/* And the MAC'd blob of a, in the plain namespace: not for plain. */
+	copy_blob(nsa, "ffb1:", key, 4);
+	CHECK_EQ_INT(cluster_blob_get(plain, key, &out, 1), -EACCES);
 	cluster_close(a);
 	cluster_close(a2);
 	cluster_close(b);

@@ -25,6 +25,7 @@
 #include "cache/cache.h"
 #include "dataset/dataset.h"
 #include "dataset/ds_int.h"
+#include "dataset/ds_tar_int.h"
 #include "tests/testlib.h"
 
 static char tmp[64];
@@ -143,6 +144,23 @@ test_folder(void)
 		else
 			CHECK(ds->samples[i].open_path == NULL);
 	}
+	/* What it left out, each counted (issue 36); the root's .git is a
+	 * tool's, not counted. */
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_NAME], 3);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_ROOT], 1);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_HIDDEN], 2);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_DANGLING], 1);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_LOOP], 2);
+	CHECK_EQ_INT(ds_skipped_total(ds), 9);
+	CHECK_EQ_INT(ds->nleft, 9);
+	ds_skipped_text(ds, path, sizeof(path));
+	/* (the extensions in the order the scan met them) */
+	CHECK(strstr(path, "1 .bak") != NULL);
+	CHECK(strstr(path, "1 without an extension") != NULL);
+	CHECK(strstr(path, ", 1 directly under the root, not in a class "
+			   "folder, 2 hidden (names starting with '.'), 1 "
+			   "dangling symbolic link, 2 symbolic link loops") !=
+	      NULL);
 	ds_free(ds);
 
 	/* A relative root comes back absolute. */
@@ -377,16 +395,20 @@ open_sample(const struct dataset *ds, const char *path, char *text, size_t len,
 }
 
 /*
- * Issue 12 item 9: links are followed only inside the root, and
- * ds_sample_open follows none, whatever replaced a file after the scan.
- * Run with openat2 and with the fallback (noopenat2).
+ * Issue 12 item 9, issue 36: links are followed inside the root and out
+ * of it (as torchvision's ImageFolder follows them), and ds_sample_open
+ * follows none, whatever replaced a file after the scan.  Run with
+ * openat2 and with the fallback (noopenat2).
  */
 static void
 test_links(bool noopenat2)
 {
-	static const char *want[] = {
-	    "c/dirlink/x.jpg", "c/in.jpg", "c/link-in.jpg", "d/x.jpg"};
-	static const char *open_want[] = {"d/x.jpg", NULL, "c/in.jpg", NULL};
+	static const char *want[] = {"c/dirlink/x.jpg", "c/in.jpg",
+	    "c/link-in.jpg", "c/link-out.jpg", "c/outdir/x.jpg", "d/x.jpg",
+	    "e/x.jpg"};
+	/* "/" + ...: out of the root, absolute (tmp's) */
+	static const char *open_want[] = {"d/x.jpg", NULL, "c/in.jpg",
+	    "/outside.jpg", "/outdir/x.jpg", NULL, "/outdir/x.jpg"};
 	struct dataset *ds = NULL, *mds = NULL;
 	char err[512], text[64], path[512], want_err[600];
 	char sub[16];
@@ -408,7 +430,8 @@ test_links(bool noopenat2)
 	link_to("in.jpg", path);
 	snprintf(path, sizeof(path), "%s/c/dirlink", sub);
 	link_to("../d", path);
-	/* Out of the root: a file, a directory, a class; all skipped. */
+	/* Out of the root: a file, a directory, a class; all followed (the
+	 * class e reads outdir again: once a class). */
 	snprintf(path, sizeof(path), "%s/c/link-out.jpg", sub);
 	link_to("../../outside.jpg", path);
 	snprintf(path, sizeof(path), "%s/c/outdir", sub);
@@ -423,15 +446,27 @@ test_links(bool noopenat2)
 		fprintf(stderr, "ds_open: %s\n", err);
 		return;
 	}
-	CHECK_EQ_INT(ds->nclasses, 2);
-	CHECK_EQ_INT(ds->n, 4);
-	for (size_t i = 0; i < ds->n && i < 4; i++) {
+	CHECK_EQ_INT(ds->nclasses, 3);
+	CHECK_EQ_INT(ds->n, 7);
+	for (size_t i = 0; i < ds->n && i < 7; i++) {
 		CHECK_EQ_STR(ds->samples[i].path, want[i]);
-		if (open_want[i] != NULL)
+		if (open_want[i] != NULL && open_want[i][0] == '/') {
+			snprintf(want_err, sizeof(want_err), "%s%s", tmp,
+			    open_want[i]);
+			CHECK_EQ_STR(ds->samples[i].open_path, want_err);
+		} else if (open_want[i] != NULL)
 			CHECK_EQ_STR(ds->samples[i].open_path, open_want[i]);
 		else
 			CHECK(ds->samples[i].open_path == NULL);
 	}
+	CHECK_EQ_INT(open_sample(ds, "c/link-out.jpg", text, sizeof(text), err,
+			 sizeof(err)),
+	    0);
+	CHECK_EQ_STR(text, "out");
+	CHECK_EQ_INT(
+	    open_sample(ds, "e/x.jpg", text, sizeof(text), err, sizeof(err)), 0);
+	CHECK_EQ_STR(text, "outdir");
+	CHECK_EQ_INT(ds_skipped_total(ds), 0);
 	CHECK_EQ_INT(
 	    open_sample(ds, "c/in.jpg", text, sizeof(text), err, sizeof(err)),
 	    0);
@@ -605,8 +640,9 @@ test_shards(void)
 	CHECK_EQ_INT((int)ds->nshards, 1);
 	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
 	CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.png");
-	CHECK_EQ_INT((int)ds->samples[0].label, 7);
-	CHECK_EQ_INT((int)ds->samples[1].label, 2);
+	/* .cls 7 and 2: the classes "2" and "7", labels their indexes */
+	CHECK_EQ_INT((int)ds->samples[0].label, 1);
+	CHECK_EQ_INT((int)ds->samples[1].label, 0);
 	CHECK_EQ_INT((int)ds->nclasses, 2);
 	CHECK_EQ_STR(ds->classes[0], "2");
 	CHECK_EQ_STR(ds->classes[1], "7");
@@ -789,7 +825,8 @@ test_shard_sparse(void)
 	if (r == 0) {
 		CHECK_EQ_INT((int)ds->n, 1);
 		CHECK_EQ_STR(ds->samples[0].path, "sp.tar:z.jpg");
-		CHECK_EQ_INT((int)ds->samples[0].label, 3);
+		CHECK_EQ_INT((int)ds->samples[0].label, 0); /* class "3" */
+		CHECK_EQ_STR(ds->classes[0], "3");
 		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
 				 err, sizeof(err)),
 		    0);
@@ -1096,6 +1133,36 @@ test_shard_read_error(void)
 	free(tar);
 }
 
+/*
+ * Brace alternatives of any length (issue 34): two of 100 bytes that
+ * share their first 99 are two shards, each named whole, with a range
+ * after them (a 64-byte buffer cut them to one name nobody wrote, and
+ * the two names to one shard).
+ */
+static void
+test_shard_brace_long(void)
+{
+	char a[101], b[101], spec[512], want[4][256], err[512], **v = NULL;
+	size_t n = 0;
+
+	memset(a, 'x', 100);
+	a[100] = '\0';
+	memcpy(b, a, sizeof(b));
+	b[99] = 'y';
+	snprintf(spec, sizeof(spec), "https://h/d/{%s,%s}-{8..9}.tar", a, b);
+	CHECK_EQ_INT(ds_shard_paths(spec, &v, &n, err, sizeof(err)), 0);
+	CHECK_EQ_INT((int)n, 4);
+	snprintf(want[0], sizeof(want[0]), "https://h/d/%s-8.tar", a);
+	snprintf(want[1], sizeof(want[1]), "https://h/d/%s-9.tar", a);
+	snprintf(want[2], sizeof(want[2]), "https://h/d/%s-8.tar", b);
+	snprintf(want[3], sizeof(want[3]), "https://h/d/%s-9.tar", b);
+	for (size_t i = 0; i < n && i < 4; i++) {
+		CHECK_EQ_STR(v[i], want[i]);
+		free(v[i]);
+	}
+	free(v);
+}
+
 int
 main(void)
 {
@@ -1115,6 +1182,7 @@ main(void)
 	test_shard_sparse();
 	test_shard_rewritten();
 	test_shard_read_error();
+	test_shard_brace_long();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();

@@ -14,7 +14,8 @@ S3 again) whose credentials are a profile of a shared credentials file
   (403) and the new one answered;
 - a key deleted while the file still names it: the next read fails (EIO)
   and the log says "access denied: check the credentials"; once the file
-  names a live key, a later batch reads, without a remount;
+  names a live key, a later batch reads, and so does the batch that
+  failed (a refusal heals as an outage does), without a remount;
 - none of the three secrets appears in the mount's output, .feedfs/log,
   .feedfs/stats or any text file the mount serves, nor in a core dump of
   the daemon (gdb's gcore, which honours MADV_DONTDUMP as the kernel does;
@@ -146,7 +147,15 @@ with rs.S3Server(t.path("s3")) as s3, \
             time.sleep(2.5)  # CRED_REREAD_MIN_MS: a re-read is allowed
             got = read(m, 5, 2, px)
             check(len(got) > 0, "no bytes after the fix")
-            log("the file fixed: a later batch reads, no remount")
+            # the batch refused above is made again, not kept failed
+            try:
+                got = fflib.read_file(batch(m, 4, 5))
+            except OSError as e:
+                fflib.fail("the file fixed: the batch refused before "
+                           "still fails (%s)" % e)
+            check(len(got) > 0, "no bytes of the batch refused before")
+            log("the file fixed: a later batch reads, and the batch "
+                "refused before, no remount")
 
             secrets = (s1, s2, s3_)
             credcheck.secrets_absent(m, secrets)

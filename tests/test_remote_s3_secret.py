@@ -52,15 +52,20 @@ def refused(cfg, env, secrets, what):
     none of secrets in what it says; returns its last line."""
     mnt = t.path("mnt-" + what.replace(" ", "-"))
     os.makedirs(mnt)
+    p = subprocess.Popen([fflib.FEEDFS, "-f", cfg, mnt], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        r = subprocess.run([fflib.FEEDFS, "-f", cfg, mnt], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=120)
+        out, _ = p.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         fflib._force_umount(mnt)
-        fflib.fail("%s: the mount did not stop in 120 s" % what)
-    out = r.stdout.decode(errors="replace")
-    check(r.returncode != 0, "%s: mounted:\n%s" % (what, out))
+        p.kill()
+        out, _ = p.communicate()
+        fflib.fail("%s: the mount did not stop in 120 s:\n%s\n---- moto:\n%s"
+                   % (what, out.decode(errors="replace")[-2000:],
+                      open(os.path.join(t.path("s3"), "moto.log"),
+                           errors="replace").read()[-2000:]))
+    out = out.decode(errors="replace")
+    check(p.returncode != 0, "%s: mounted:\n%s" % (what, out))
     check(cfg + ":" in out, "%s: no FILE:LINE in:\n%s" % (what, out))
     for s in secrets:
         check(s not in out, "%s: the message shows a credential:\n%s"

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""test_torchvision_val.py - the default jobs of `feedfs DATASET_DIR MNT` give
-what torchvision gives: val epoch 0 compared sample by sample with
-ImageFolder + Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet)
-on PIL images (mean absolute difference per sample under 2/255, labels and
-order exactly ImageFolder's); train's first batch equals feedfs-ref's."""
+"""test_torchvision_val.py - the default jobs of `feedfs ROOT MNT`, ROOT
+with train/ and val/ (torchvision's ImageNet layout), give what torchvision
+gives: val epoch 0 compared sample by sample with ImageFolder(ROOT/val) +
+Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet) on PIL images
+(mean absolute difference per sample under 2/255, labels and order exactly
+ImageFolder's); train's first batch equals feedfs-ref's."""
 
 import json
 import os
@@ -27,13 +28,16 @@ MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 t = fflib.Test()
-data = t.gen(t.path("data"), n=N, classes=3, seed=21, big=True)
+root = t.path("root")
+os.makedirs(root)
+data = t.gen(os.path.join(root, "val"), n=N, classes=3, seed=21, big=True)
+t.gen(os.path.join(root, "train"), n=N, classes=3, seed=22, big=True)
 tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
                 T.Normalize(MEAN.tolist(), STD.tolist())])
 ds = torchvision.datasets.ImageFolder(data, transform=tf)
 check(len(ds) == N, "ImageFolder found %d images" % len(ds))
 
-with fflib.Mount(t, data, t.path("mnt"), "-o",
+with fflib.Mount(t, root, t.path("mnt"), "-o",
                  "cache_dir=%s" % t.path("cache")) as m:
     check(sorted(os.listdir(m.mnt)) == [".feedfs", "README", "train", "val"],
           "ls: %s" % os.listdir(m.mnt))
@@ -84,8 +88,8 @@ with fflib.Mount(t, data, t.path("mnt"), "-o",
         check(mean < 2.0, "sample %d (%s): mean |diff| %.3f >= 2/255"
               % (i, paths[i], mean))
 
-    # The train job of the default config equals feedfs-ref over the dir.
-    ref = t.ref(data, "train", 0, t.path("ref-train"))
+    # The train job of the default config equals feedfs-ref over ROOT.
+    ref = t.ref(root, "train", 0, t.path("ref-train"))
     for name in ("batch-000000.npy", "batch-000000.ids.npy",
                  "batch-000000.labels.npy"):
         with open(os.path.join(ref, name), "rb") as f:

@@ -295,7 +295,7 @@ def test_errors(good):
         "garbage.jpg": (b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8,
                         "corrupt data"),
         "text.jpg": (b"this is not a jpeg\n", "not a JPEG"),
-        "empty.jpg": (b"", "not a JPEG"),
+        "empty.jpg": (b"", "empty file"),
     }
     for fname, (blob, msg) in cases.items():
         p = os.path.join(TMP, fname)

@@ -468,6 +468,11 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	uint32_t w, h, tw = 0, th = 0, min_w = 0, min_h = 0;
 	int r;
 
+	if (len == 0) {
+		snprintf(err, errlen, XF_EMPTY_FILE);
+		return -EINVAL;
+	}
+
 	/*
 	 * DCT scaling when a resize follows decode.  A scaled decode is not
 	 * Pillow's full decode followed by the resize, so scale only while
@@ -595,6 +600,10 @@ xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	struct xf_image img;
 	int r;
 
+	if (len == 0) {
+		snprintf(err, errlen, XF_EMPTY_FILE);
+		return -EINVAL;
+	}
 	r = run_rrc_partial(pl, jpeg, len, rngkey, dtype, layout, dst, err,
 	    errlen);
 	if (r <= 0)

@@ -210,13 +210,15 @@ size_t xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype);
  * and normalize, which xf_run_suffix does).  DCT scaling is used where the
  * op after decode is a resize or a crop that shrinks the image enough.
  * On success *out holds a new image.  -EINVAL/-ENOMEM with a message on
- * error ("not a JPEG", "corrupt data: ...", "too many scans (501 > 500)"),
+ * error (XF_EMPTY_FILE for no bytes at all, as xf_run says it too; "not a
+ * JPEG", "corrupt data: ...", "too many scans (501 > 500)"),
  * -EFBIG for an image over the pipeline's max_pixels: the source image,
  * and every image an op would make, checked before it is allocated
  * ("resize(256): output 256x16768000 exceeds max_pixels (100000000)";
  * "intermediate" for the horizontal pass of a resize, its output width x
  * the rows it reads).
  */
+#define XF_EMPTY_FILE "empty file" /* the reason, everywhere (--check) */
 int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
     size_t len, struct xf_image *out, char *err, size_t errlen);
 

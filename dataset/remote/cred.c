@@ -1,5 +1,5 @@
 /*
- * cred.c - layer: dataset index, remote shards (see cred.h): a set of
+ * cred.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): a set of
  * credentials, the chain of providers, and the cache in front of it.
  *
  * The cache keeps what the chain gave (one generation, counted up on each

@@ -1,9 +1,8 @@
 /*
- * cred.h - layer: dataset index, remote shards: the AWS credentials of
- * s3:// shards, as the AWS SDKs find them (aws-c-auth's design: a chain
- * of small providers, each with one get, the chain trying them in order,
- * a cache in front that keeps what the chain gave until shortly before
- * it expires).
+ * cred.h - layer: dataset/remote/ (the HTTP/S3 client): the AWS credentials
+ * of s3:// shards, as the AWS SDKs find them (aws-c-auth's design: a chain of
+ * small providers, each with one get, the chain trying them in order, a cache
+ * in front that keeps what the chain gave until shortly before it expires).
  *
  *   cred_secret.c  the arena that holds every secret: mmap'd pages
  *                  marked MADV_DONTDUMP, wiped on free; libcurl's and

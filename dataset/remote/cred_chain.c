@@ -1,7 +1,7 @@
 /*
- * cred_chain.c - layer: dataset index, remote shards (see cred.h): the
- * default chain of credential providers, in the order of aws-c-auth's
- * default chain (the AWS SDKs' order):
+ * cred_chain.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
+ * default chain of credential providers, in the order of aws-c-auth's default
+ * chain (the AWS SDKs' order):
  *
  *   1. the environment (cred_env.c);
  *   2. a profile of the shared credentials and config files, with its

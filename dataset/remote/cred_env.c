@@ -1,10 +1,10 @@
 /*
- * cred_env.c - layer: dataset index, remote shards (see cred.h): the
+ * cred_env.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
  * provider of the environment's credentials, first in the chain:
  * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN for
- * temporary ones and AWS_CREDENTIAL_EXPIRATION (ISO 8601) for their end.
- * The process's environment block holds them as the user gave them: a
- * core dump of the process holds them too (the other sources do not).
+ * temporary ones and AWS_CREDENTIAL_EXPIRATION (ISO 8601) for their end.  The
+ * process's environment block holds them as the user gave them: a core dump
+ * of the process holds them too (the other sources do not).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,15 +1,15 @@
 /*
- * cred_http.c - layer: dataset index, remote shards (see cred.h): the I/O
- * of credential sources.  A file, read straight into the arena.  One
- * request of a credential source (STS, IMDS), made as every remote
- * request is (remote_easy_setup: TLS verified, no redirect followed,
- * connect and total timeouts, headers bounded; retried as remote_retryable
- * says, c->retries times), with a body of its own: the response's, of
- * any status, kept up to CRED_RESP_MAX bytes in the arena.  Each request
- * has an easy handle of its own, cleaned up at once, so that libcurl's
- * copies of what it sent and received are freed (and so zeroed, see
- * cred_secret.c) before the call returns, and over HTTPS its TLS
- * cleanses the plaintext it decrypted into its buffers.
+ * cred_http.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
+ * I/O of credential sources.  A file, read straight into the arena.  One
+ * request of a credential source (STS, IMDS), made as every remote request is
+ * (remote_easy_setup: TLS verified, no redirect followed, connect and total
+ * timeouts, headers bounded; retried as remote_retryable says, c->retries
+ * times), with a body of its own: the response's, of any status, kept up to
+ * CRED_RESP_MAX bytes in the arena.  Each request has an easy handle of its
+ * own, cleaned up at once, so that libcurl's copies of what it sent and
+ * received are freed (and so zeroed, see cred_secret.c) before the call
+ * returns, and over HTTPS its TLS cleanses the plaintext it decrypted into
+ * its buffers.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -79,8 +79,9 @@ cred_http(struct remote_ctx *c, const struct cred_req *q, long *status,
 		/* A Content-Length over the bound is refused at the headers. */
 		x.buf = (uint8_t *)b.buf;
 		x.cap = CRED_RESP_MAX - 1;
-		if (e == NULL || remote_easy_setup(c, e, q->url, NULL, NULL,
-				     false, c->timeout_ms, &x) != 0) {
+		if (e == NULL ||
+		    remote_easy_setup(c, e, q->url, NULL, c->timeout_ms, &x) !=
+			0) {
 			curl_easy_cleanup(e);
 			snprintf(err, errlen, "%s", strerror(ENOMEM));
 			r = -ENOMEM;

@@ -1,8 +1,8 @@
 /*
- * cred_imds.c - layer: dataset index, remote shards (see cred.h): the
+ * cred_imds.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
  * provider of an EC2 instance's role, last in the chain: the instance
- * metadata service, IMDSv2 (a session token first, then every request
- * carries it):
+ * metadata service, IMDSv2 (a session token first, then every request carries
+ * it):
  *
  *   PUT /latest/api/token X-aws-ec2-metadata-token-ttl-seconds GET
  * /latest/meta-data/iam/security-credentials/       the role's name GET

@@ -1,11 +1,10 @@
 /*
- * cred_parse.c - layer: dataset index, remote shards (see cred.h): what
- * credential sources give, parsed with no I/O: a profile's key in the
- * AWS shared credentials and config files, an element of STS's XML
- * responses, an ISO 8601 time, IMDS's JSON (jansson, its allocations in
- * the arena).  Every byte is looked at within the length given, never
- * past it; no message holds a byte of a value.  fuzz/fuzz_cred.c feeds
- * all of it.
+ * cred_parse.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h):
+ * what credential sources give, parsed with no I/O: a profile's key in the
+ * AWS shared credentials and config files, an element of STS's XML responses,
+ * an ISO 8601 time, IMDS's JSON (jansson, its allocations in the arena).
+ * Every byte is looked at within the length given, never past it; no message
+ * holds a byte of a value.  fuzz/fuzz_cred.c feeds all of it.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
- * cred_profile.c - layer: dataset index, remote shards (see cred.h): the
- * provider of a profile of the AWS shared credentials and config files,
+ * cred_profile.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h):
+ * the provider of a profile of the AWS shared credentials and config files,
  * read again at every refresh (a rotated key is seen without a remount).
  *
  * The profile: AWS_PROFILE, else AWS_DEFAULT_PROFILE, else "default".

@@ -1,13 +1,14 @@
 /*
- * cred_secret.c - layer: dataset index, remote shards (see cred.h): where
- * secrets live.  One mapping of CRED_ARENA_BYTES, reserved (MAP_NORESERVE:
- * pages are made as they are touched) and marked MADV_DONTDUMP, so that a
- * core dump (the kernel's, or gdb's gcore, which reads the same flag from
- * /proc/PID/smaps) never holds a byte of it; blocks handed out first-fit
- * and zeroed when freed.  Secrets also pass through libcurl (a response's
- * bytes before they reach us) and jansson (IMDS's JSON): libcurl's memory
- * is zeroed whenever it frees it, and jansson's allocations go to the
- * arena while a thread parses a secret (cred_json_secret).
+ * cred_secret.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h):
+ * where secrets live.  One mapping of CRED_ARENA_BYTES, reserved
+ * (MAP_NORESERVE: pages are made as they are touched) and marked
+ * MADV_DONTDUMP, so that a core dump (the kernel's, or gdb's gcore, which
+ * reads the same flag from /proc/PID/smaps) never holds a byte of it; blocks
+ * handed out first-fit and zeroed when freed.  Secrets also pass through
+ * libcurl (a response's bytes before they reach us) and jansson (IMDS's
+ * JSON): libcurl's memory is zeroed whenever it frees it, and jansson's
+ * allocations go to the arena while a thread parses a secret
+ * (cred_json_secret).
  *
  * Not MADV_WIPEONFORK or MADV_DONTFORK: the mount reads its credentials
  * before fuse_daemonize forks the daemon, which must keep them.

@@ -1,11 +1,11 @@
 /*
- * cred_sigv4.c - layer: dataset index, remote shards (see cred.h): AWS
- * Signature Version 4 of a request, computed here rather than by
- * libcurl's CURLOPT_AWS_SIGV4, which needs the secret as a user password:
- * libcurl keeps its own copies of it (the option's string, "AWS4" + the
- * secret for the first HMAC) in memory it never wipes, where a core dump
- * finds them.  Here the secret and every key derived from it stay in the
- * arena; OpenSSL's HMAC cleanses its own copy of a key when it is done.
+ * cred_sigv4.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): AWS
+ * Signature Version 4 of a request, computed here rather than by libcurl's
+ * CURLOPT_AWS_SIGV4, which needs the secret as a user password: libcurl keeps
+ * its own copies of it (the option's string, "AWS4" + the secret for the
+ * first HMAC) in memory it never wipes, where a core dump finds them.  Here
+ * the secret and every key derived from it stay in the arena; OpenSSL's HMAC
+ * cleanses its own copy of a key when it is done.
  *
  * Signed: host, x-amz-date, the session token, and the headers the caller
  * names (S3: x-amz-content-sha256; STS: content-type).  A URL with a query

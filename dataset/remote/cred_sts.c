@@ -1,6 +1,6 @@
 /*
- * cred_sts.c - layer: dataset index, remote shards (see cred.h): the AWS
- * Security Token Service's two calls that give a role's temporary
+ * cred_sts.c - layer: dataset/remote/ (the HTTP/S3 client; see cred.h): the
+ * AWS Security Token Service's two calls that give a role's temporary
  * credentials (the Query API, a form POSTed, XML back):
  *
  *   AssumeRole                 signed (SigV4, service "sts") with the
