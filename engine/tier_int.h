@@ -65,7 +65,6 @@ struct tier {
 	uint64_t mount; /* random: this mount in its position notes */
 	char who[96];	/* this mount in its claims */
 	atomic_uint_fast64_t errors; /* calls a server failed */
-	atomic_bool warned;
 };
 
 /* tier.c: the tier queue (locked): in, out. */

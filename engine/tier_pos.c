@@ -46,13 +46,13 @@ tier_failed(struct tier *t, int r)
 	if (r != -EIO)
 		return;
 	atomic_fetch_add(&t->errors, 1);
-	if (log_first(&t->warned)) {
-		cluster_last_error(t->cl, msg, sizeof(msg));
-		log_warn("cluster: finished batches: %s; batches are made here "
-			 "until the tier answers (counted in "
+	/* Once per client, whether its prefixes or its batches met it. */
+	if (cluster_error_once(t->cl, msg, sizeof(msg)))
+		log_warn("cluster: %s; the batches and values on that server "
+			 "are made here until it answers (counted in "
+			 "feedfs_cluster_errors_total and "
 			 "feedfs_cluster_batch_errors_total)",
 		    msg[0] ? msg : "a server failed");
-	}
 }
 
 /* The place of (epoch, batch) in a rank view's reading order. */
