@@ -37,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -184,6 +185,22 @@ def files(m, job, epoch, rank=None):
     return d, sorted(os.listdir(d))
 
 
+def read_bounded(path, bound):
+    """The bytes of path; no read may take bound seconds (a read still
+    blocked after 6 x bound fails the test rather than hang it)."""
+    out = []
+    th = threading.Thread(target=lambda: out.append(fflib.read_file(path)),
+                          daemon=True)
+    t0 = time.monotonic()
+    th.start()
+    th.join(6 * bound)
+    check(not th.is_alive(), "%s: still blocked after %d s" % (path,
+                                                             6 * bound))
+    check(time.monotonic() - t0 < bound, "%s took %.1f s"
+          % (path, time.monotonic() - t0))
+    return out[0]
+
+
 def read_all(m, job, epoch, rank=None, between=None, bound=None):
     """{name: bytes} of every file of (job, epoch[, rank of 2]); between(i)
     runs before the i-th file; bound: no read takes that long."""
@@ -192,11 +209,9 @@ def read_all(m, job, epoch, rank=None, between=None, bound=None):
     for i, n in enumerate(names):
         if between:
             between(i)
-        t0 = time.monotonic()
-        got[n] = fflib.read_file(os.path.join(d, n))
-        if bound is not None:
-            check(time.monotonic() - t0 < bound, "%s/%s took %.1f s"
-                  % (d, n, time.monotonic() - t0))
+        p = os.path.join(d, n)
+        got[n] = fflib.read_file(p) if bound is None else \
+            read_bounded(p, bound)
     return got
 
 
