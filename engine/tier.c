@@ -4,12 +4,14 @@
  * the batch table and the workers call.  Layer: the engine, below
  * batch.c (fill hands a batch over, drop_data gives one back) and
  * sched.c (the workers convert a fetched batch's slots); above budget.c.
+ * The tier's thread, which looks batches up, is tier_look.c's; the
+ * readers' positions, tier_pos.c's.
+ *
  * A fetched batch's samples are malloc'd, not kept by bufpool.c: its few
  * places are the batches' buffers' (were they taken by these, every
  * batch's buffer would be fresh pages, cleared by the kernel: a fifth of
  * a fetched batch's cost here), and glibc keeps freed blocks below its
- * mmap threshold (feed_keep_freed_memory) for the next one.  The tier's thread, which looks batches up, is
- * tier_look.c's; the readers' positions, tier_pos.c's.
+ * mmap threshold (feed_keep_freed_memory) for the next one.
  *
  * With cluster and cluster_batches, a batch of a strict job (not
  * gpu = on) that gets data goes to the tier queue (tier_take) instead of
