@@ -49,8 +49,15 @@ struct key {
 	const char *what;         /* the expected value, for messages */
 };
 
+/*
+ * The default jobs (issue 36): train's crops are torchvision's
+ * RandomResizedCrop's of the source (shrink keeps up to 512 on the short
+ * side, Lanczos, and the crop's box is drawn in the source's pixels; the
+ * DCT-scaled decode only for sources of 2048 and more), val is exactly
+ * torchvision's Resize(256) CenterCrop(224) (Pillow's full decode).
+ */
 #define DEFAULT_TRAIN_PIPELINE                                                 \
-	"decode resize(256) cache random_resized_crop(224) flip(0.5) "         \
+	"decode(scaled) shrink(512) cache random_resized_crop(224) flip(0.5) " \
 	"normalize(imagenet)"
 #define DEFAULT_VAL_PIPELINE                                                   \
 	"decode resize(256) center_crop(224) cache normalize(imagenet)"

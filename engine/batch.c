@@ -551,8 +551,9 @@ batch_images(struct feed *f, struct batch *b)
 	pthread_mutex_unlock(&f->lock);
 	job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
 	for (uint32_t s = 0; s < b->g.len; s++) {
-		struct xf_image im = {geo->pl->out_w, geo->pl->out_h,
-		    b->raw + (size_t)s * geo->raw_bytes};
+		struct xf_image im = {.w = geo->pl->out_w,
+		    .h = geo->pl->out_h,
+		    .px = b->raw + (size_t)s * geo->raw_bytes};
 
 		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
 		    j->cfg->dtype, j->cfg->layout,

@@ -185,7 +185,7 @@ test_full(void)
 	CHECK_EQ_INT(j->dtype, XF_FLOAT32);
 	CHECK_EQ_INT(j->layout, XF_CHW);
 	CHECK_EQ_INT(j->on_error, CFG_ON_ERROR_FAIL);
-	CHECK_EQ_STR(j->pipeline, "decode resize(256) cache "
+	CHECK_EQ_STR(j->pipeline, "decode(scaled) shrink(512) cache "
 				  "random_resized_crop(224) flip(0.5) "
 				  "normalize(imagenet)");
 	cfg_free(c);
