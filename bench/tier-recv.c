@@ -101,7 +101,7 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < nu; i++)
 		u8[i] = (uint8_t)(i * 2654435761u >> 13);
 	for (unsigned s = 0; s < batch; s++) {
-		struct xf_image im = {size, size, u8 + s * px};
+		struct xf_image im = {.w = size, .h = size, .px = u8 + s * px};
 
 		xf_convert(&im, true, mean, sd, XF_FLOAT32, XF_CHW,
 		    f32 + s * px);
@@ -124,7 +124,8 @@ main(int argc, char **argv)
 		e2 = cluster_blob_get(c, ku, &vu, 1);
 		t2 = cpu_now();
 		for (unsigned s = 0; s < batch; s++) {
-			struct xf_image im = {size, size, uin + s * px};
+			struct xf_image im = {
+			    .w = size, .h = size, .px = uin + s * px};
 
 			xf_convert(&im, true, mean, sd, XF_FLOAT32, XF_CHW,
 			    fin + s * px);

@@ -167,8 +167,9 @@ tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id)
 	const struct xf_pipeline *pl = geo->pl;
 	const int64_t *ids =
 	    (const int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]);
-	struct xf_image im = {
-	    pl->out_w, pl->out_h, b->t.raw + (size_t)s * geo->raw_bytes};
+	struct xf_image im = {.w = pl->out_w,
+	    .h = pl->out_h,
+	    .px = b->t.raw + (size_t)s * geo->raw_bytes};
 	uint8_t *dst = sched_slot(b, s);
 	uint64_t key;
 

@@ -85,6 +85,5 @@ uint64_t tier_pos_due(const struct tier *t);
 /* tier_pos.c: count and say once a failed call of the tier; the clock
  * (CLOCK_MONOTONIC, ns) of the waits and the positions. */
 void tier_failed(struct tier *t, int r);
-uint64_t tier_now_ns(void);
 
 #endif

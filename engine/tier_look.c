@@ -46,6 +46,7 @@
 #include "cache/cluster_blob.h"
 #include "core/mix.h"
 #include "engine/tier_int.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define POLL_DEMAND_MS 20
@@ -213,7 +214,7 @@ look(struct tier *t, struct batch *b)
 
 	pthread_mutex_lock(&f->lock);
 	b->t.busy = false;
-	now = tier_now_ns();
+	now = ff_mono_ns();
 	if (l == L_HIT &&
 	    tier_ids_check(j, ids, len,
 		(int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS])) != 0) {
@@ -274,7 +275,7 @@ tier_main(void *arg)
 
 	pthread_mutex_lock(&f->lock);
 	while (!t->stop) {
-		uint64_t now = tier_now_ns(), next, due;
+		uint64_t now = ff_mono_ns(), next, due;
 		struct batch *b;
 
 		if (tier_pos_publish(t))
@@ -333,7 +334,7 @@ tier_start(struct feed *f)
 	for (size_t i = 0; i < TIER_VIEWS; i++)
 		t->views[i].slot = -1;
 	if (getrandom(&t->mount, sizeof(t->mount), 0) != sizeof(t->mount))
-		t->mount = (uint64_t)tier_now_ns() ^ (uint64_t)getpid();
+		t->mount = (uint64_t)ff_mono_ns() ^ (uint64_t)getpid();
 	gethostname(host, sizeof(host) - 1);
 	snprintf(
 	    t->who, sizeof(t->who), "mount %s pid %ld", host, (long)getpid());

@@ -22,21 +22,13 @@
 #include "cache/cluster.h"
 #include "cache/cluster_blob.h"
 #include "engine/tier_int.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define REFRESH_NS 30000000000ull
 #define NOTE_TTL 600
 /* A reader this far behind its last position started over. */
 #define BACK_BATCHES 64
-
-uint64_t
-tier_now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 void
 tier_failed(struct tier *t, int r)
@@ -188,7 +180,7 @@ bool
 tier_pos_publish(struct tier *t)
 {
 	struct feed *f = t->f;
-	uint64_t now = tier_now_ns();
+	uint64_t now = ff_mono_ns();
 	struct tier_view *v = NULL, copy;
 	struct tier_pos p;
 	uint8_t val[TIER_POS_LEN];

@@ -48,6 +48,7 @@
 #include "core/plan.h"
 #include "core/sample.h"
 #include "tools/fill-batches_int.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 static volatile sig_atomic_t stopping;
@@ -213,7 +214,8 @@ finish(struct fb *fb, struct item *it)
 		    fb->cj->name, it->epoch, it->batch, it->rank, it->world,
 		    it->msg);
 		fb->failed++;
-		fb_seen_note(fb, &c, S_ERROR, fb_now_ns() + 30 * HELD_AGAIN_NS);
+		fb_seen_note(
+		    fb, &c, S_ERROR, ff_mono_ns() + 30 * HELD_AGAIN_NS);
 	} else if ((r = cluster_blob_put(fb->cl, it->key, iov, 2, BLOB_TTL)) !=
 		   0)
 		fb_tier_failed(fb, &c, r);
@@ -234,7 +236,7 @@ finish(struct fb *fb, struct item *it)
 static void
 renew(struct fb *fb)
 {
-	uint64_t now = fb_now_ns();
+	uint64_t now = ff_mono_ns();
 
 	for (struct item *it = fb->head; it; it = it->next_item)
 		if (now - it->renewed >= RENEW_NS) {
@@ -267,7 +269,7 @@ take_done(struct fb *fb)
 static void
 progress(struct fb *fb, uint64_t t0, bool tty, bool last)
 {
-	double s = (double)(fb_now_ns() - t0) / 1e9;
+	double s = (double)(ff_mono_ns() - t0) / 1e9;
 
 	fprintf(stderr,
 	    "%s" PROG ": %" PRIu64 " batches made (%.1f img/s), %" PRIu64
@@ -321,9 +323,9 @@ run(struct fb *fb, uint64_t t0, bool tty)
 		if (fb->o->have_epochs && fb->nitems == 0 && fb_epochs_done(fb))
 			break;
 		wait_some(fb);
-		if (fb_now_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
+		if (ff_mono_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
 			progress(fb, t0, tty, false);
-			last = fb_now_ns();
+			last = ff_mono_ns();
 		}
 	}
 	return r;
@@ -442,12 +444,12 @@ fill_batches(struct cfg *c, const struct cfg_job *cj, const struct fb_opts *o)
 			 "%" PRIu64 "/%" PRIu64 "), %u views, %u threads, "
 			 "until killed\n",
 		    cj->name, o->window, o->part, o->parts, fb.nviews, nth);
-	t0 = fb_now_ns();
+	t0 = ff_mono_ns();
 	r = run(&fb, t0, tty);
 	stop_all(&fb, th, nth);
 	if (tty)
 		progress(&fb, t0, true, true);
-	double secs = (double)(fb_now_ns() - t0) / 1e9;
+	double secs = (double)(ff_mono_ns() - t0) / 1e9;
 	printf(PROG ": job %s: batches: %" PRIu64 " made, %" PRIu64
 		    " already there, %" PRIu64 " held by others, %" PRIu64
 		    " failed, %" PRIu64 " not stored, %.1f s, %.1f img/s\n",

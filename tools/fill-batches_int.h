@@ -114,6 +114,5 @@ void fb_seen_note(
 void fb_tier_failed(struct fb *fb, const struct cand *c, int r);
 const uint32_t *fb_order_get(struct fb *fb, uint32_t epoch);
 void fb_order_put(struct fb *fb, const uint32_t *ids);
-uint64_t fb_now_ns(void);
 
 #endif

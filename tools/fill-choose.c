@@ -18,16 +18,8 @@
 #include "cache/cluster_blob.h"
 #include "core/plan.h"
 #include "tools/fill-batches_int.h"
+#include "util/clock.h"
 #include "util/log.h"
-
-uint64_t
-fb_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- orders ------------------------------------------------------------ */
 
@@ -119,7 +111,7 @@ fb_tier_failed(struct fb *fb, const struct cand *c, int r)
 			 "(the mounts make them)",
 		    r == -EIO && msg[0] ? msg : strerror(-r));
 	}
-	fb_seen_note(fb, c, S_ERROR, fb_now_ns() + HELD_AGAIN_NS);
+	fb_seen_note(fb, c, S_ERROR, ff_mono_ns() + HELD_AGAIN_NS);
 }
 
 /*
@@ -176,7 +168,7 @@ take(struct fb *fb, const struct cand *c)
 	uint32_t len = plan_batch_len(&j->plan, c->world, c->batch);
 	char who[CLUSTER_WHO_MAX + 1];
 	struct item *it;
-	uint64_t idlen, now = fb_now_ns();
+	uint64_t idlen, now = ff_mono_ns();
 	struct seen *s = seen_find(fb, c);
 	int r;
 
@@ -384,7 +376,7 @@ read_positions(struct fb *fb)
 	}
 	if ((r = cluster_note_get(fb->cl, np, TIER_SLOTS, pos_found, fb)) < 0)
 		fb->npos = 0;
-	fb->positions_at = fb_now_ns();
+	fb->positions_at = ff_mono_ns();
 }
 
 /*
@@ -401,7 +393,7 @@ fb_next_follow(struct fb *fb)
 	uint32_t far = fb->o->window * FOLLOW_FAR;
 	int r;
 
-	if (fb_now_ns() - fb->positions_at >= POLL_NS)
+	if (ff_mono_ns() - fb->positions_at >= POLL_NS)
 		read_positions(fb);
 	for (size_t i = 0; i < fb->npos; i++)
 		left[i] = fb->o->window;
