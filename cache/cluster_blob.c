@@ -447,15 +447,11 @@ cluster_claim_held(
 	if ((m = take(c, &r)) == NULL)
 		return r;
 	val = memcached_get(m, ck, cl, &vlen, &flags, &rc);
-	if (val != NULL) {
+	/* An empty value is held too: libmemcached hands it as NULL. */
+	if (val != NULL || rc == MEMCACHED_SUCCESS) {
 		r = 1;
-		if (who != NULL) {
-			size_t k =
-			    vlen < CLUSTER_WHO_MAX ? vlen : CLUSTER_WHO_MAX;
-
-			memcpy(who, val, k);
-			who[k] = '\0';
-		}
+		if (who != NULL)
+			cluster_claim_who(val != NULL ? val : "", vlen, who);
 	} else
 		r = server_failed(rc) ? failed(c, m) : 0;
 	give(c, m);

@@ -303,3 +303,14 @@ cluster_blob_gather(
 {
 	move(src, n, off, out, len, false);
 }
+
+size_t
+cluster_claim_who(const char *v, size_t vlen, char who[CLUSTER_WHO_MAX + 1])
+{
+	size_t k = 0;
+
+	for (; k < vlen && k < CLUSTER_WHO_MAX && v[k] != '\0'; k++)
+		who[k] = v[k] >= 0x20 && v[k] < 0x7f ? v[k] : '?';
+	who[k] = '\0';
+	return k;
+}

@@ -82,6 +82,15 @@ size_t cluster_blob_note_mkey(
     char buf[CLUSTER_BLOB_MKEY_MAX], const char *ns, const char *name);
 
 /*
+ * A claim item's value v (vlen bytes, any: whoever can write to a server
+ * wrote it) as its holder's text into who: up to the first NUL, at most
+ * CLUSTER_WHO_MAX bytes, each byte outside printable ASCII made '?', then
+ * a NUL.  Its length.
+ */
+size_t cluster_claim_who(
+    const char *v, size_t vlen, char who[CLUSTER_WHO_MAX + 1]);
+
+/*
  * Write a head (its tag zeroed: cluster_blob_tag fills it).  The chunk
  * count follows from len and csize.
  */

@@ -3,8 +3,9 @@
  * write to it) hands a mount or a batch worker about finished batches
  * (issue 37): a blob's head (cache/cluster_blob_codec.c: its parse, then
  * its tag over the bytes after it, without and with a secret's GMAC), a
- * chunk key's parse against a blob's head key, a reader's position note
- * (core/batch_tier.c: tier_pos_decode) and a note's name.
+ * chunk key's parse against a blob's head key, a claim's holder text
+ * (cluster_claim_who), a reader's position note (core/batch_tier.c:
+ * tier_pos_decode) and a note's name.
  *
  * Input: a mode byte, then the bytes.  Mode bit 0: chunks of 1 KiB or
  * CLUSTER_CHUNK; bit 1: the first CLUSTER_BLOB_HEAD bytes are made a
@@ -14,9 +15,10 @@
  * secret).  Invariants (abort on a breach): a parsed head names the key
  * asked for, this client's chunk size, a count that fits its length
  * within CLUSTER_BLOB_MAX; a head written with the right tag is
- * accepted; a decoded position has 1 <= world <= 1024 and rank < world
- * and encodes back to the same bytes; a note name taken is made of the
- * allowed bytes.
+ * accepted; a holder's text is at most CLUSTER_WHO_MAX printable bytes,
+ * the value's own where they were printable; a decoded position has
+ * 1 <= world <= 1024 and rank < world and encodes back to the same bytes;
+ * a note name taken is made of the allowed bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -110,6 +112,22 @@ chunk_key(const uint8_t *d, size_t n)
 }
 
 static void
+claim_who(const uint8_t *d, size_t n)
+{
+	char who[CLUSTER_WHO_MAX + 1];
+	size_t k = cluster_claim_who((const char *)d, n, who);
+
+	if (k > CLUSTER_WHO_MAX || k > n || strlen(who) != k)
+		abort();
+	for (size_t i = 0; i < k; i++)
+		if (d[i] == 0 || who[i] < 0x20 || who[i] >= 0x7f ||
+		    (d[i] >= 0x20 && d[i] < 0x7f && who[i] != (char)d[i]))
+			abort();
+	if (k < n && k < CLUSTER_WHO_MAX && d[k] != 0)
+		abort();
+}
+
+static void
 position(const uint8_t *d, size_t n)
 {
 	struct tier_pos p;
@@ -153,6 +171,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	head(data + 1, size - 1, data[0]);
 	chunk_key(data + 1, size - 1);
+	claim_who(data + 1, size - 1);
 	position(data + 1, size - 1);
 	note_name(data + 1, size - 1);
 	return 0;

@@ -7,8 +7,10 @@
  * of another length; a head copied to another key; the MAC of a secret
  * (the same secret reads, another or none refuses, a blob without a MAC
  * is refused by a secret); claims (add, held, its holder, renewal,
- * expiry, drop); notes (set, add, get of many, bad names); a server
- * stopped: errors within the client's timeouts, never a hang.
+ * expiry, drop; a holder's text planted with control bytes, a NUL or
+ * too long comes back printable and bounded); notes (set, add, get of
+ * many, bad names); a server stopped: errors within the client's
+ * timeouts, never a hang.
  *
  * Exits 77 when /usr/bin/memcached is missing.
  */
@@ -385,6 +387,39 @@ test_secret(struct cluster *plain)
 }
 
 /* Claims: one holder at a time, renewed, expired, dropped. */
+/*
+ * A claim's holder as whoever can write to the server left it: control
+ * bytes, a NUL, more than CLUSTER_WHO_MAX bytes.  The holder's text comes
+ * back printable, cut at the NUL, within its bound.
+ */
+static void
+test_claim_text(struct cluster *c)
+{
+	static const char planted[] = "worker\n\x1b[2J\xff\0hidden";
+	memcached_st *m = raw_client();
+	char ck[CLUSTER_BLOB_MKEY_MAX], who[CLUSTER_WHO_MAX + 1];
+	char big[3 * CLUSTER_WHO_MAX];
+	uint8_t key[CLUSTER_KEY_LEN];
+
+	key_of(301, key);
+	cluster_blob_mkey(ck, CLUSTER_BLOB_PREFIX, key, 0, true);
+	CHECK(memcached_set(m, ck, strlen(ck), planted, sizeof(planted) - 1, 5,
+		  0) == MEMCACHED_SUCCESS);
+	CHECK_EQ_INT(cluster_claim_held(c, key, who), 1);
+	CHECK_EQ_STR(who, "worker??[2J?");
+	memset(big, 'w', sizeof(big));
+	CHECK(memcached_set(m, ck, strlen(ck), big, sizeof(big), 5, 0) ==
+	      MEMCACHED_SUCCESS);
+	CHECK_EQ_INT(cluster_claim_held(c, key, who), 1);
+	CHECK_EQ_INT((int)strlen(who), CLUSTER_WHO_MAX);
+	/* A claim of nothing is held by nobody named. */
+	CHECK(
+	    memcached_set(m, ck, strlen(ck), "", 0, 5, 0) == MEMCACHED_SUCCESS);
+	CHECK_EQ_INT(cluster_claim_held(c, key, who), 1);
+	CHECK_EQ_STR(who, "");
+	memcached_free(m);
+}
+
 static void
 test_claims(struct cluster *c)
 {
@@ -412,6 +447,7 @@ test_claims(struct cluster *c)
 	CHECK_EQ_INT(r, 0);
 	CHECK(now() - t0 < 3.5);
 	CHECK_EQ_INT(cluster_claim(c, key, "x", 0), -EINVAL);
+	test_claim_text(c);
 }
 
 struct got {
