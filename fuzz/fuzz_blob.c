@@ -4,8 +4,9 @@
  * (issue 37): a blob's head (cache/cluster_blob_codec.c: its parse, then
  * its tag over the bytes after it, without and with a secret's GMAC), a
  * chunk key's parse against a blob's head key, a claim's holder text
- * (cluster_claim_who), a reader's position note (core/batch_tier.c:
- * tier_pos_decode) and a note's name.
+ * (cluster_claim_who), a batch's sample ids (core/batch_tier.c:
+ * tier_ids_check), a reader's position note (tier_pos_decode) and a
+ * note's name.
  *
  * Input: a mode byte, then the bytes.  Mode bit 0: chunks of 1 KiB or
  * CLUSTER_CHUNK; bit 1: the first CLUSTER_BLOB_HEAD bytes are made a
@@ -16,11 +17,13 @@
  * asked for, this client's chunk size, a count that fits its length
  * within CLUSTER_BLOB_MAX; a head written with the right tag is
  * accepted; a holder's text is at most CLUSTER_WHO_MAX printable bytes,
- * the value's own where they were printable; a decoded position has
- * 1 <= world <= 1024 and rank < world and encodes back to the same bytes;
- * a note name taken is made of the allowed bytes.
+ * the value's own where they were printable; ids taken are each below
+ * the plan's count, and ids refused have one that is not; a decoded
+ * position has 1 <= world <= 1024 and rank < world and encodes back to
+ * the same bytes; a note name taken is made of the allowed bytes.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +35,7 @@
 #include "cache/cluster_int.h"
 #include "cache/codec.h"
 #include "core/batch_tier.h"
+#include "core/job.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -69,7 +73,8 @@ head(const uint8_t *d, size_t n, unsigned mode)
 		abort();
 	/* The head alone: exactly CLUSTER_BLOB_HEAD bytes, or not a head. */
 	r = cluster_blob_head_parse(item,
-	    n > CLUSTER_BLOB_HEAD ? CLUSTER_BLOB_HEAD : n, key, chunk, &h, NULL);
+	    n > CLUSTER_BLOB_HEAD ? CLUSTER_BLOB_HEAD : n, key, chunk, &h,
+	    NULL);
 	if (r == 0) {
 		if (h.csize != chunk || h.len > CLUSTER_BLOB_MAX ||
 		    (uint64_t)h.nchunks * h.csize < h.len ||
@@ -78,13 +83,13 @@ head(const uint8_t *d, size_t n, unsigned mode)
 		    memcmp(item + 40, key, CLUSTER_KEY_LEN) != 0 ||
 		    h.tag != item + CLUSTER_BLOB_TAGGED)
 			abort();
-		if (cluster_blob_tag((h.flags & CLUSTER_BLOB_MAC) ? mackey
-								  : NULL,
-			item, &rest, 1, tag) != 0)
+		if (cluster_blob_tag(
+			(h.flags & CLUSTER_BLOB_MAC) ? mackey : NULL, item,
+			&rest, 1, tag) != 0)
 			abort();
 		/* Written with its right tag: the tag checks out. */
-		if ((mode & 6) == 6 && ((h.flags & CLUSTER_BLOB_MAC) != 0) ==
-					   (mk != NULL) &&
+		if ((mode & 6) == 6 &&
+		    ((h.flags & CLUSTER_BLOB_MAC) != 0) == (mk != NULL) &&
 		    memcmp(tag, h.tag, CLUSTER_BLOB_TAG) != 0)
 			abort();
 	} else if (r != -EBADMSG)
@@ -102,10 +107,12 @@ chunk_key(const uint8_t *d, size_t n)
 	if ((k = malloc(klen ? klen : 1)) == NULL)
 		return;
 	memcpy(k, d, klen);
-	hlen = cluster_blob_mkey(hkey, "ffb1:k0123456789abcdef:", key, 0, false);
+	hlen =
+	    cluster_blob_mkey(hkey, "ffb1:k0123456789abcdef:", key, 0, false);
 	if (cluster_chunk_index(k, klen, hkey, hlen, count, &idx) == 0 &&
 	    (idx < 1 || idx > count ||
-		cluster_blob_mkey(want, "ffb1:k0123456789abcdef:", key, idx, false) != klen ||
+		cluster_blob_mkey(
+		    want, "ffb1:k0123456789abcdef:", key, idx, false) != klen ||
 		memcmp(want, k, klen) != 0))
 		abort();
 	free(k);
@@ -125,6 +132,28 @@ claim_who(const uint8_t *d, size_t n)
 			abort();
 	if (k < n && k < CLUSTER_WHO_MAX && d[k] != 0)
 		abort();
+}
+
+/* The ids of a batch of n / 8 samples, checked against a plan of 1 + d[0]. */
+static void
+ids(const uint8_t *d, size_t n)
+{
+	static struct job j; /* tier_ids_check reads only plan.n */
+	int64_t out[1024];
+	uint32_t len = n / 8 < 1024 ? (uint32_t)(n / 8) : 1024;
+	bool over = false;
+	int r;
+
+	j.plan.n = 1 + (n > 0 ? d[0] : 0);
+	for (uint32_t s = 0; s < len; s++)
+		over |= codec_get_le64(d + (size_t)s * 8) >= j.plan.n;
+	r = tier_ids_check(&j, d, len, out);
+	if (r != (over ? -EBADMSG : 0))
+		abort();
+	for (uint32_t s = 0; r == 0 && s < len; s++)
+		if (out[s] < 0 || (uint64_t)out[s] >= j.plan.n ||
+		    (uint64_t)out[s] != codec_get_le64(d + (size_t)s * 8))
+			abort();
 }
 
 static void
@@ -158,8 +187,9 @@ note_name(const uint8_t *d, size_t n)
 	    strlen(name) > CLUSTER_NOTE_NAME_MAX)
 		abort();
 	for (const char *s = name; *s; s++)
-		if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			   "0123456789._:/-",
+		if (strchr(
+			"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			"0123456789._:/-",
 			*s) == NULL)
 			abort();
 }
@@ -172,6 +202,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	head(data + 1, size - 1, data[0]);
 	chunk_key(data + 1, size - 1);
 	claim_who(data + 1, size - 1);
+	ids(data + 1, size - 1);
 	position(data + 1, size - 1);
 	note_name(data + 1, size - 1);
 	return 0;
