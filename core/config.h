@@ -27,6 +27,8 @@
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
 /* A size key's value `auto` (cache_size): UINT64_MAX, as no size parses. */
 #define CFG_SIZE_AUTO UINT64_MAX
+/* A count key's value `auto` (cluster_batch_wait). */
+#define CFG_COUNT_AUTO UINT64_MAX
 /* The longest job or dataset name (they are directory names). */
 #define CFG_MAX_NAME 128
 
@@ -47,6 +49,10 @@ struct cfg_mount {
 	char *cluster;       /* memcached servers "H:P,...", or NULL */
 	char *cluster_auth;  /* absolute: SASL user and password, or NULL */
 	char *cluster_secret; /* absolute: the tier's HMAC key, or NULL */
+	bool cluster_batches; /* with cluster: finished batches from the tier
+				 (batch workers: engine/tier.c) */
+	uint64_t cluster_batch_wait; /* seconds a batch a worker holds is
+					waited for; CFG_COUNT_AUTO: derived */
 	uint64_t cache_stale; /* seconds unused before an entry may go for a
 				 new one (0: any entry may) */
 };

@@ -24,7 +24,8 @@ enum ktype {
 	K_STR,   /* char * */
 	K_SIZE,  /* uint64_t bytes, cfg_parse_size; lo = least nonzero; hi:
 		    K_SIZE_ZERO allows 0, K_SIZE_AUTO `auto` (CFG_SIZE_AUTO) */
-	K_COUNT, /* uint64_t in [lo, hi] */
+	K_COUNT, /* uint64_t in [lo, hi]; with names, names[0] ("auto")
+		    sets CFG_COUNT_AUTO */
 	K_BOOL,  /* bool */
 	K_ENUM,  /* an enum (int): index into names */
 	K_SERVERS, /* char *, a memcached server list (cluster_check_servers);

@@ -32,6 +32,8 @@ static const char *const layout_names[] = {"HWC", "CHW", NULL};
 static const char *const order_names[] = {"strict", "relaxed", NULL};
 static const char *const on_error_names[] = {"fail", "substitute", NULL};
 static const char *const path_style_names[] = {"auto", "no", "yes", NULL};
+/* A K_COUNT with names: that word sets CFG_COUNT_AUTO. */
+static const char *const auto_word[] = {"auto", NULL};
 
 #define M(f) offsetof(struct cfg_mount, f)
 #define D(f) offsetof(struct cfg_dataset, f)
@@ -59,6 +61,10 @@ static const struct key keys[] = {
 	"a file"},
     {SEC_MOUNT, "cluster_secret", K_PATH, M(cluster_secret), -1, 0, 0, NULL,
 	"a file"},
+    {SEC_MOUNT, "cluster_batches", K_BOOL, M(cluster_batches), -1, 0, 0, NULL,
+	"yes or no"},
+    {SEC_MOUNT, "cluster_batch_wait", K_COUNT, M(cluster_batch_wait), -1, 0,
+	3600, auto_word, "auto or a count of seconds from 0 to 3600"},
     {SEC_DATASET, "root", K_PATH, D(root), -1, 0, 0, NULL, "a directory"},
     {SEC_DATASET, "manifest", K_PATH, D(manifest), -1, 0, 0, NULL, "a file"},
     {SEC_DATASET, "shards", K_PATH, D(shards), -1, 0, 0, NULL,
@@ -378,6 +384,10 @@ cfg_set_key(const struct key *k, void *base, const char *dir, const char *val,
 		*(uint64_t *)field = v;
 		return 0;
 	case K_COUNT:
+		if (k->names != NULL && strcmp(val, k->names[0]) == 0) {
+			*(uint64_t *)field = CFG_COUNT_AUTO;
+			return 0;
+		}
 		if (parse_uint(val, k->lo, k->hi, &v) != 0) {
 			snprintf(msg, len, "%s: '%s' is not %s", k->name, val,
 			    k->what);
@@ -479,6 +489,8 @@ cfg_mount_defaults(struct cfg_mount *m)
 	m->memory = CFG_MEMORY_DEFAULT_MAX; /* until cfg_fit */
 	m->readahead = 4;
 	m->gpu_memory = 1ull << 30;
+	m->cluster_batches = true;
+	m->cluster_batch_wait = CFG_COUNT_AUTO;
 	return (m->cache_dir = cfg_default_cache_dir()) ? 0 : -ENOMEM;
 }
 

@@ -111,6 +111,7 @@ drop_data(struct feed *f, struct batch *b)
 	if (b->empty)
 		return;
 	sched_dequeue(f, b);
+	tier_drop(f, b);
 	if (b->r.rv)
 		relaxed_detach(f, b);
 	order_put(b->order);
@@ -378,7 +379,9 @@ fill(struct feed *f, struct batch *b)
 		if (b->r.quota == 0)
 			return 0; /* filled from the ready list */
 	}
-	sched_enqueue(f, b);
+	/* The cluster tier's finished batches first (tier.c). */
+	if (!tier_take(f, b))
+		sched_enqueue(f, b);
 	return 0;
 }
 

@@ -18,6 +18,11 @@
  *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
  *	stage.c    .cuda files: staging a batch on the device
+ *	tier_look.c  the cluster tier's thread: finished batches of batch
+ *	           workers looked up, fetched, waited for (issue 37)
+ *	tier.c     the batch table's and the workers' side of it (tier_take,
+ *	           a fetched batch's slots); tier_pos.c the readers'
+ *	           positions it publishes
  *	text.c     README, info.json, samples.tsv, owned texts;
  *	stats.c    .feedfs/stats
  *	batch_text.c  a batch's .text.jsonl: its size, open and reads
@@ -37,10 +42,11 @@
  * bufpool_budget, order_budget, relaxed_budget), which the budget asks
  * in a fixed order when room is needed; the budget calls nothing else of
  * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
- * then sched.c (readahead, workers), batch.c, relaxed.c,
- * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
- * the bottom; text.c and stats.c below feed.c, batch_text.c below
- * files.c and ns.c (over pin.c), jobs.c below them all.
+ * then tier_look.c, sched.c (readahead, workers), batch.c, tier.c,
+ * relaxed.c, relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and
+ * budget.c at the bottom; text.c and stats.c below feed.c, batch_text.c
+ * below files.c and ns.c (over pin.c), tier_pos.c below files.c and
+ * tier_look.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -63,6 +69,7 @@
 struct cache;
 struct cache_ctl;
 struct cluster;
+struct tier;
 struct gpu;
 struct gpu_buf;
 struct rforgot;
@@ -85,6 +92,25 @@ struct rpart {
 	const uint32_t *fixed; /* chosen before (rebuilt): its ids */
 	struct batch *rnext;  /* next batch waiting for samples */
 	uint64_t reserved;    /* metadata counted for its choice, until made */
+};
+
+/*
+ * A batch's state with the cluster tier's finished batches (tier.c):
+ * looked up there before its slots are queued, waited for while a worker
+ * holds it, and once fetched its slots converted from the worker's
+ * samples (raw) instead of made.
+ */
+struct batch_tier {
+	uint8_t *raw;        /* fetched samples (uint8 HWC), until converted */
+	uint64_t raw_len;    /* their bytes, counted in the budget */
+	uint64_t since;      /* ns: its wait on a worker's claim began; 0 */
+	uint64_t dsince;     /* ns: a reader began to wait for it; 0 */
+	uint64_t poll;       /* ns: the tier thread looks again then */
+	bool queued, busy;   /* in the tier queue; the tier thread has it */
+	bool key_ok;         /* key computed */
+	bool looked;         /* looked up once (not again when made here) */
+	uint8_t key[32];     /* core/batch_tier.h's */
+	struct batch *next;  /* the tier queue */
 };
 
 /*
@@ -129,6 +155,8 @@ struct batch {
 	struct batch *hnext;       /* hash chain */
 	struct batch *qnext;       /* queue link */
 	struct rpart r;            /* order = relaxed only */
+	/* The cluster tier's finished batches (tier.c), under feed.lock. */
+	struct batch_tier t;
 };
 
 struct queue {
@@ -192,6 +220,7 @@ struct feed {
 	size_t nshown; /* the config's jobs: jobs[0..nshown) (feed_njobs) */
 	struct cache *cache; /* NULL: serve without */
 	struct cluster *cluster; /* the cluster tier; NULL: none */
+	struct tier *tier;       /* its finished batches (tier.c); NULL: off */
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
@@ -458,6 +487,28 @@ feed_mono_ns(void)
 {
 	return ff_mono_ns();
 }
+
+/*
+ * The cluster tier's finished batches (cluster_batches).  tier_look.c:
+ * tier_start opens it after the cluster (feed_start; NULL-safe: off
+ * without a cluster) and starts its thread; tier_stop joins it (before
+ * the workers stop).  tier.c: tier_free frees it.  Locked: tier_take (fill hands
+ * b over before queueing its slots: false, make it here), tier_opened
+ * (a reader opened k: its position), tier_drop (b loses its data),
+ * tier_done (every slot of b is made).  Unlocked: tier_slot makes slot s
+ * of a fetched batch from its raw samples (*id its sample).
+ */
+int tier_start(struct feed *f);
+void tier_stop(struct feed *f);
+void tier_free(struct feed *f);
+bool tier_take(struct feed *f, struct batch *b);
+void tier_opened(struct feed *f, const struct feed_key *k);
+void tier_drop(struct feed *f, struct batch *b);
+void tier_done(struct feed *f, struct batch *b);
+int tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id);
+/* stats.c's part of tier.c: the tier's counters. */
+struct sbuf;
+void tier_stats(struct feed *f, struct sbuf *sb);
 
 /* stage.c: whether a device serves job cj (0 at once for gpu = off),
  * asked in a child process (gpu_probe) before anything is mounted; else

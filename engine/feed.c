@@ -395,7 +395,7 @@ open_cluster(struct feed *f)
 	/* A handle per worker: none of them waits for one. */
 	struct cluster_opts o = {.auth_file = m->cluster_auth,
 	    .secret_file = m->cluster_secret,
-	    .pool = cfg_threads(m),
+	    .pool = cfg_threads(m) + 1, /* and the tier's thread */
 	    .probe = true};
 	char msg[1024];
 
@@ -456,6 +456,8 @@ feed_start(struct feed *f)
 	open_cache(f);
 	say_cache_fit(f);
 	open_cluster(f);
+	if ((r = tier_start(f)) != 0)
+		return r;
 	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
 		if (!f->jobs[i].cfg->gpu)
 			continue;
@@ -475,6 +477,7 @@ feed_start(struct feed *f)
 void
 feed_drain(struct feed *f)
 {
+	tier_stop(f); /* before the batches it looks at go */
 	sched_stop(f);
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = 0; i < FEED_HASH; i++)
@@ -497,6 +500,7 @@ feed_free(struct feed *f)
 	cache_ctl_stop(f->ctl);
 	if (f->cache)
 		cache_close(f->cache);
+	tier_free(f);
 	cluster_close(f->cluster);
 	gpu_fini(f->gpu);
 	feed_text_fini(f);

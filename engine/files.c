@@ -163,8 +163,10 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	}
 	if (h->b) {
 		h->b->refs++;
-		if (kind == BK_IMAGES || kind == BK_CUDA)
+		if (kind == BK_IMAGES || kind == BK_CUDA) {
+			tier_opened(f, k); /* the reader's position */
 			sched_readahead(f, k);
+		}
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!h->b) {

@@ -71,8 +71,10 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 			    j->ds->samples[id].label;
 		((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = id;
 	}
-	if (b->next == b->g.len && b->inflight == 0)
+	if (b->next == b->g.len && b->inflight == 0) {
+		tier_done(f, b);
 		sched_complete(f, b);
+	}
 }
 
 /* Make slot s of b (unlocked). */
@@ -83,6 +85,8 @@ make_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id, char *msg,
 	struct job *j = b->job;
 	bool raw = j->cfg->gpu;
 
+	if (b->t.raw) /* fetched from the cluster tier: converted */
+		return tier_slot(f, b, s, id);
 	if (b->r.fixed) /* a relaxed batch rebuilt: its chosen ids */
 		return sample_make(j, f->cache, b->key.epoch,
 		    *id = b->r.fixed[s], raw, sched_slot(b, s), msg, msglen);

@@ -601,6 +601,7 @@ feed_stats(struct feed *f, size_t *len)
 	stats_starved(f, &sb);
 	stats_cache(f, &sb);
 	stats_cluster(f, &sb);
+	tier_stats(f, &sb);
 	stats_remote(f, &sb);
 	stats_build(&sb);
 	return sb_done(&sb, len);

@@ -760,22 +760,25 @@ class Netem:
     """A network namespace joined to the root one by a veth pair whose two
     ends each delay their packets by rtt_ms / 2 (tc netem), so a round trip
     between root_ip (the root namespace's end) and server_ip (the
-    namespace's) takes rtt_ms more.  Servers run in the namespace
-    (ns_cmd(cmd)); feedfs, in the root namespace, reaches them at
-    server_ip.  Removed on exit (deleting the namespace deletes the pair)."""
+    namespace's) takes rtt_ms more; with rtt_ms 0, no qdisc: the plain
+    pair, a NIC's path through the kernel without netem.  Servers run in
+    the namespace (ns_cmd(cmd)); feedfs, in the root namespace, reaches
+    them at server_ip.  Removed on exit (deleting the namespace deletes
+    the pair)."""
 
     _n = 0
 
     @staticmethod
-    def unavailable():
-        """Why netns + veth + netem cannot run here, or None; probed by
-        making them (a kernel without sch_netem, no root, no iproute2)."""
+    def unavailable(rtt_ms=1):
+        """Why netns + veth (+ netem, rtt_ms > 0) cannot run here, or
+        None; probed by making them (a kernel without sch_netem, no root,
+        no iproute2)."""
         if os.geteuid() != 0:
             return "network namespaces need root"
         for b in ("ip", "tc"):
             if shutil.which(b) is None:
                 return "%s (iproute2) is not installed" % b
-        probe = Netem(1, probe=True)
+        probe = Netem(rtt_ms, probe=True)
         try:
             probe.start()
         except RuntimeError as e:
@@ -830,6 +833,8 @@ class Netem:
                  self.dev_ns, ns=True)
         self._ip("ip", "link", "set", self.dev_ns, "up", ns=True)
         self._ip("ip", "link", "set", "lo", "up", ns=True)
+        if self.rtt_ms == 0:
+            return self
         half = "%.3fms" % (self.rtt_ms / 2.0)
         try:
             self._ip("tc", "qdisc", "add", "dev", self.dev_root, "root",

@@ -2,7 +2,8 @@
 # test_fuzz_replay.sh - a script test (tests/, over fuzz/): the fuzz
 # targets of what crosses a process boundary into the cache
 # (fuzz/fuzz_wire.c: the data socket's frames, both ends;
-# fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
+# fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_blob.c: its
+# finished batches' heads and the readers' positions; fuzz/fuzz_cacheval.c: the
 # value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;
 # fuzz/fuzz_text.c: captions (a .json's field, a .txt, a sidecar's name,
@@ -29,6 +30,7 @@ secs=${FF_FUZZ_SECONDS:-10}
 half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_wire" "$secs" "$FF_SRCDIR/fuzz/corpus/wire"
 "$FF_BUILDDIR/fuzz/replay_cluster" "$half" "$FF_SRCDIR/fuzz/corpus/cluster"
+"$FF_BUILDDIR/fuzz/replay_blob" "$half" "$FF_SRCDIR/fuzz/corpus/blob"
 "$FF_BUILDDIR/fuzz/replay_cacheval" "$half" "$FF_SRCDIR/fuzz/corpus/cacheval"
 "$FF_BUILDDIR/fuzz/replay_tar" "$half" "$FF_SRCDIR/fuzz/corpus/tar"
 "$FF_BUILDDIR/fuzz/replay_label" "$half" "$FF_SRCDIR/fuzz/corpus/label"

@@ -1,11 +1,14 @@
 /*
  * feedfs-fill.c - a program (tools/, over the model in core/, the
  * datasets, cache/ and the engine's allocator setting): fill the cluster
- * tier with a job's cached prefixes, on a node with no FUSE and no GPU
- * (see feedfs-fill(8)).
+ * tier with a job's cached prefixes, or with --batches its finished
+ * batches (a batch worker: fill-batches.c), on a node with no FUSE and
+ * no GPU (see feedfs-fill(8)).
  *
  *	feedfs-fill [-o KEY=VALUE[,...]] CONFIG JOB [--part K/N]
  *	    [--epochs A-B]
+ *	feedfs-fill --batches [-o KEY=VALUE[,...]] CONFIG JOB [--part K/N]
+ *	    [--epochs A-B [--world W]] [--window N]
  *
  * Part K of N is the samples whose id is K modulo N: stable across runs
  * while the dataset is unchanged, and every part spread over the whole
@@ -46,6 +49,7 @@
 #include "util/log.h"
 #include "core/plan.h"
 #include "core/sample.h"
+#include "tools/fill-batches.h"
 
 #define PROG "feedfs-fill"
 /* Progress: a terminal line this often, else a plain line this often. */
@@ -71,7 +75,10 @@ usage(void)
 {
 	fprintf(stderr,
 	    "usage: " PROG " [-o KEY=VALUE[,KEY=VALUE...]] CONFIG JOB "
-	    "[--part K/N] [--epochs A-B]\n");
+	    "[--part K/N] [--epochs A-B]\n"
+	    "       " PROG " --batches [-o KEY=VALUE[,KEY=VALUE...]] CONFIG "
+	    "JOB [--part K/N]\n"
+	    "           [--epochs A-B [--world W]] [--window N]\n");
 	exit(2);
 }
 
@@ -237,6 +244,9 @@ struct args {
 	uint64_t part, parts; /* --part K/N */
 	uint64_t ea, eb;      /* --epochs A-B */
 	bool have_epochs;
+	bool batches;         /* --batches: a batch worker */
+	uint64_t world;       /* --world W */
+	uint64_t window;      /* --window N */
 };
 
 /* What main sets up and tears down, in reverse order. */
@@ -255,6 +265,8 @@ parse_args(int argc, char **argv, struct args *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->parts = 1;
+	a->world = 1;
+	a->window = FB_WINDOW_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
 
@@ -282,6 +294,26 @@ parse_args(int argc, char **argv, struct args *a)
 				return 2;
 			}
 			a->have_epochs = true;
+		} else if (strcmp(s, "--batches") == 0)
+			a->batches = true;
+		else if ((strcmp(s, "--world") == 0 ||
+			     strcmp(s, "--window") == 0) &&
+			 i + 1 < argc) {
+			bool world = s[4] == 'r';
+			uint64_t v, max = world ? 1024 : FB_WINDOW_MAX;
+			char *end;
+
+			errno = 0;
+			v = strtoull(argv[++i], &end, 10);
+			if (argv[i][0] < '0' || argv[i][0] > '9' ||
+			    *end != '\0' || errno != 0 || v < 1 || v > max) {
+				fprintf(stderr,
+				    PROG ": %s %s: expected a count from 1 to "
+					 "%" PRIu64 "\n",
+				    s, argv[i], max);
+				return 2;
+			}
+			*(world ? &a->world : &a->window) = v;
 		} else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0)
 			usage();
 		else if (s[0] == '-')
@@ -295,6 +327,16 @@ parse_args(int argc, char **argv, struct args *a)
 	}
 	if (a->config == NULL || a->jobname == NULL)
 		usage();
+	if (!a->batches && (a->world != 1 || a->window != FB_WINDOW_DEFAULT)) {
+		fprintf(stderr, PROG ": --world and --window go with --batches\n");
+		return 2;
+	}
+	if (a->world != 1 && !a->have_epochs) {
+		fprintf(stderr,
+		    PROG ": --world goes with --epochs (without, the readers' "
+			 "rank views are followed)\n");
+		return 2;
+	}
 	return 0;
 }
 
@@ -517,7 +559,16 @@ main(int argc, char **argv)
 	log_init(PROG, false, false);
 	signal(SIGPIPE, SIG_IGN);
 
-	if ((ret = load_config(&a, &rn)) != 0 || (ret = open_job(&rn)) != 0 ||
+	if ((ret = load_config(&a, &rn)) != 0)
+		goto out;
+	if (a.batches) {
+		struct fb_opts fo = {a.part, a.parts, a.ea, a.eb,
+		    a.have_epochs, (uint32_t)a.world, (uint32_t)a.window};
+
+		ret = fill_batches(rn.c, rn.cj, &fo);
+		goto out;
+	}
+	if ((ret = open_job(&rn)) != 0 ||
 	    (ret = select_part(&a, &rn, &fl)) != 0)
 		goto out;
 	nth = thread_count(rn.c, &fl);

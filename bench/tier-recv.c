@@ -1,0 +1,165 @@
+/*
+ * tier-recv - what a trainer's CPU pays for a finished batch that comes
+ * from the cluster tier (issue 37), in process, against a memcached the
+ * caller started:
+ *
+ *   tier-recv SERVERS [-b BATCH] [-s SIZE] [-r ROUNDS] [-k SECRET_FILE]
+ *
+ * One batch of BATCH (256) images of SIZE x SIZE (224) is stored twice
+ * through the tier's blobs (cache/cluster_blob.h): as float32 CHW (what
+ * the .npy holds) and as uint8 HWC (what workers store: the samples
+ * before the output conversion).  Then ROUNDS (5) times, on one thread:
+ *
+ *   float32   cluster_blob_get of the float32 batch
+ *   uint8     cluster_blob_get of the uint8 batch
+ *   convert   xf_convert of each uint8 sample to float32 CHW, normalized
+ *             (imagenet), into a batch buffer: what the mount's workers do
+ *             to a fetched batch
+ *   mix       xf_mix_images (mixup) of the converted batch: a batch op,
+ *             paid wherever the batch is made
+ *
+ * Times are the thread's CPU (CLOCK_THREAD_CPUTIME_ID), the kernel's
+ * receive work done in its context included; the best round of each, in
+ * microseconds per image, and the bytes per image.  With -k the blobs
+ * carry cluster_secret's GMAC (and are checked).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cluster.h"
+#include "cache/cluster_blob.h"
+#include "transforms/xf.h"
+
+static double
+cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: tier-recv SERVERS [-b BATCH] [-s SIZE] "
+			"[-r ROUNDS] [-k SECRET_FILE]\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const float mean[3] = {0.485f, 0.456f, 0.406f};
+	static const float sd[3] = {0.229f, 0.224f, 0.225f};
+	struct cluster_opts o = {0};
+	struct cluster *c = NULL;
+	unsigned batch = 256, size = 224, rounds = 5;
+	uint8_t kf[32] = {1}, ku[32] = {2};
+	double best[4] = {1e9, 1e9, 1e9, 1e9};
+	char err[512];
+	int opt;
+
+	while ((opt = getopt(argc, argv, "b:s:r:k:")) != -1) {
+		switch (opt) {
+		case 'b':
+			batch = (unsigned)atoi(optarg);
+			break;
+		case 's':
+			size = (unsigned)atoi(optarg);
+			break;
+		case 'r':
+			rounds = (unsigned)atoi(optarg);
+			break;
+		case 'k':
+			o.secret_file = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind + 1 != argc || batch == 0 || size == 0 || rounds == 0)
+		usage();
+	if (cluster_open(argv[optind], &o, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tier-recv: %s\n", err);
+		return 1;
+	}
+	size_t px = (size_t)size * size * 3, nu = px * batch, nf = nu * 4;
+	uint8_t *u8 = malloc(nu), *uin = malloc(nu);
+	float *f32 = malloc(nf), *fin = malloc(nf), *tmp = malloc(px * 4);
+	struct iovec vf = {fin, nf}, vu = {uin, nu};
+	struct xf_mix mix = {false, 0.7, 0, 0, 0, 0};
+
+	if (!u8 || !uin || !f32 || !fin || !tmp) {
+		fprintf(stderr, "tier-recv: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nu; i++)
+		u8[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (unsigned s = 0; s < batch; s++) {
+		struct xf_image im = {.w = size, .h = size, .px = u8 + s * px};
+
+		xf_convert(&im, true, mean, sd, XF_FLOAT32, XF_CHW,
+		    f32 + s * px);
+	}
+	struct iovec pf = {f32, nf}, pu = {u8, nu};
+	if (cluster_blob_put(c, kf, &pf, 1, 600) != 0 ||
+	    cluster_blob_put(c, ku, &pu, 1, 600) != 0) {
+		cluster_last_error(c, err, sizeof(err));
+		fprintf(stderr, "tier-recv: cannot store the batches: %s "
+				"(memcached -m too small?)\n",
+		    err);
+		return 1;
+	}
+	for (unsigned r = 0; r < rounds; r++) {
+		double t0 = cpu_now(), t1, t2, t3, t4;
+		int e1, e2;
+
+		e1 = cluster_blob_get(c, kf, &vf, 1);
+		t1 = cpu_now();
+		e2 = cluster_blob_get(c, ku, &vu, 1);
+		t2 = cpu_now();
+		for (unsigned s = 0; s < batch; s++) {
+			struct xf_image im = {
+			    .w = size, .h = size, .px = uin + s * px};
+
+			xf_convert(&im, true, mean, sd, XF_FLOAT32, XF_CHW,
+			    fin + s * px);
+		}
+		t3 = cpu_now();
+		xf_mix_images(&mix, fin, batch, size, size, XF_FLOAT32, XF_CHW,
+		    tmp);
+		t4 = cpu_now();
+		if (e1 != 0 || e2 != 0) {
+			fprintf(stderr, "tier-recv: get: %s\n",
+			    strerror(-(e1 ? e1 : e2)));
+			return 1;
+		}
+		double d[4] = {t1 - t0, t2 - t1, t3 - t2, t4 - t3};
+		for (int k = 0; k < 4; k++)
+			if (d[k] < best[k])
+				best[k] = d[k];
+	}
+	printf("tier-recv: %u images of %ux%u, %s, best of %u rounds "
+	       "(thread CPU, us/image)\n",
+	    batch, size, size, o.secret_file ? "GMAC" : "XXH3-128", rounds);
+	printf("  float32 from the tier  %8.1f us  (%zu bytes/image)\n",
+	    best[0] * 1e6 / batch, nf / batch);
+	printf("  uint8 from the tier    %8.1f us  (%zu bytes/image)\n",
+	    best[1] * 1e6 / batch, nu / batch);
+	printf("  convert uint8->float32 %8.1f us\n", best[2] * 1e6 / batch);
+	printf("  uint8 + convert        %8.1f us\n",
+	    (best[1] + best[2]) * 1e6 / batch);
+	printf("  mixup (either way)     %8.1f us\n", best[3] * 1e6 / batch);
+	free(u8);
+	free(uin);
+	free(f32);
+	free(fin);
+	free(tmp);
+	cluster_close(c);
+	return 0;
+}
