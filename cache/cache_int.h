@@ -202,8 +202,9 @@ struct cache {
 
 /* What cache.h's functions do on a handle of cache_open_shared. */
 struct cache_ops {
+	/* pinned: cache_get_pinned's contract, else cache_get's */
 	int (*get)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-	    struct cache_val *v);
+	    struct cache_val *v, bool pinned);
 	int (*holds)(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 	void (*put)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    const struct cache_val *v);

@@ -268,7 +268,8 @@ count(struct cache_share *sh, bool hit)
 }
 
 static int
-h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v,
+    bool pinned)
 {
 	struct cache_share *sh = c->share;
 	struct cache *l = local_of(c);
@@ -283,8 +284,10 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 		try_takeover(sh);
 		l = local_of(c);
 		e = -ENOENT;
-	}
-	if (l != NULL && (e = cache_get(l, key, v)) == 0)
+	} else if (e == 0)
+		v->pin = NULL; /* malloc'd by client_get */
+	if (l != NULL && (e = pinned ? cache_get_pinned(l, key, v)
+				     : cache_get(l, key, v)) == 0)
 		atomic_fetch_add(&sh->bytes_read, v->len);
 	count(sh, e == 0);
 	return e == 0 ? 0 : -ENOENT;
