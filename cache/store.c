@@ -142,12 +142,8 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	rocksdb_free(t);
 }
 
-/*
- * cache_get of a store of this process: pinned, v->data points into the
- * slice read (v->pin); else it is copied into a malloc'd buffer.
- */
-static int
-get_local(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+int
+cache_get_local(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     struct cache_val *v, bool pinned)
 {
 	rocksdb_pinnableslice_t *ps;
@@ -210,7 +206,7 @@ cache_get(
 		return -ENOENT;
 	if (c->ops != NULL) /* a shared handle: handle.c */
 		return c->ops->get(c, key, v, false);
-	return get_local(c, key, v, false);
+	return cache_get_local(c, key, v, false);
 }
 
 int
@@ -221,7 +217,7 @@ cache_get_pinned(
 		return -ENOENT;
 	if (c->ops != NULL) /* a shared handle: handle.c */
 		return c->ops->get(c, key, v, true);
-	return get_local(c, key, v, true);
+	return cache_get_local(c, key, v, true);
 }
 
 void
