@@ -53,7 +53,11 @@ struct cache;
 /* A cached value: an array of shape h x w x c of dtype (0 = uint8). */
 struct cache_val {
 	uint32_t w, h, c, dtype;
-	void *data; /* malloc'd by cache_get; the caller frees */
+	/*
+	 * malloc'd by cache_get, the caller frees it; from cache_get_pinned,
+	 * it may point into pin instead: cache_val_release frees either.
+	 */
+	void *data;
 	size_t len;
 	const char *prefix; /* cache_put: the prefix text, kept for ls */
 	/*
@@ -68,6 +72,8 @@ struct cache_val {
 	 * 0 0 for none, else at least w x h.
 	 */
 	uint32_t src_w, src_h;
+	/* cache_get_pinned: what holds data (RocksDB's pinned slice), or NULL */
+	void *pin;
 };
 
 struct cache_stats {
@@ -400,6 +406,17 @@ bool cache_memo_trusted(const struct stat *before, const struct stat *after,
 /* 0 and *v filled on a hit (checksum verified); -ENOENT on a miss. */
 int cache_get(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
+/*
+ * cache_get without the copy: on a hit of a store of this process,
+ * v->data points into the value RocksDB read (v->pin holds it, read
+ * only); from another process's store (a shared handle) it is malloc'd
+ * and v->pin is NULL.  Either way the caller gives v back with
+ * cache_val_release, on any thread.
+ */
+int cache_get_pinned(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v);
+/* Free what cache_get or cache_get_pinned gave v; v->data is then NULL. */
+void cache_val_release(struct cache_val *v);
 /*
  * Whether key has an entry (its index record; the value is not read).  A
  * store of this process only: false on a cache_open_shared handle.

@@ -202,8 +202,9 @@ struct cache {
 
 /* What cache.h's functions do on a handle of cache_open_shared. */
 struct cache_ops {
+	/* pinned: cache_get_pinned's contract, else cache_get's */
 	int (*get)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
-	    struct cache_val *v);
+	    struct cache_val *v, bool pinned);
 	int (*holds)(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 	void (*put)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    const struct cache_val *v);
@@ -264,6 +265,12 @@ void cache_dir_format_write(int dfd);
 int cache_private_dir(const char *dir, char *err, size_t errlen);
 
 /* store.c */
+/*
+ * cache_get (pinned: cache_get_pinned) of a store of this process, c's
+ * ops not asked: what handle.c calls on the store it owns.
+ */
+int cache_get_local(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    struct cache_val *v, bool pinned);
 /* The seq that the 'K' entry of key points at: 0 or -ENOENT. */
 int cache_lookup_seq(
     struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t *seq);

@@ -409,6 +409,7 @@ client_get(
 	}
 	memmove(buf, buf + CODEC_ENV_HDR, got.len);
 	got.data = buf;
+	got.pin = NULL; /* malloc'd: cache_get_pinned's contract too */
 	*v = got;
 	atomic_fetch_add(&cl->bytes_read, got.len);
 	return 0;

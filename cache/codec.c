@@ -10,8 +10,13 @@
 #include <errno.h>
 #include <string.h>
 
+#include "config.h"
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
+#if defined(HAVE_XXH_X86DISPATCH_H) && defined(HAVE_XXH3_64BITS_UPDATE_DISPATCH)
+/* XXH3_64bits* become the library's dispatching versions: same values. */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "cache/codec.h"
 #include "cache/format.h"

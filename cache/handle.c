@@ -31,10 +31,9 @@
 #define RETRY_BUSY_MS 50     /* another process is taking the store */
 #define RETRY_FAILED_MS 1000 /* the store could not be opened */
 /*
- * At open, a store held by a feedfs whose mount is gone (it was unmounted
- * and is closing the store: a memtable to flush) is waited for this long,
- * so that a remount right after fusermount3 -u owns the cache instead of
- * missing until the old daemon has exited.
+ * At open, a store held by a feedfs whose mount is gone (unmounted, it is
+ * closing the store: a memtable to flush) is waited for this long, so that
+ * a remount right after fusermount3 -u owns the cache rather than missing.
  */
 #define HANDOVER_WAIT_MS 10000
 
@@ -268,7 +267,8 @@ count(struct cache_share *sh, bool hit)
 }
 
 static int
-h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v,
+    bool pinned)
 {
 	struct cache_share *sh = c->share;
 	struct cache *l = local_of(c);
@@ -284,7 +284,7 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 		l = local_of(c);
 		e = -ENOENT;
 	}
-	if (l != NULL && (e = cache_get(l, key, v)) == 0)
+	if (l != NULL && (e = cache_get_local(l, key, v, pinned)) == 0)
 		atomic_fetch_add(&sh->bytes_read, v->len);
 	count(sh, e == 0);
 	return e == 0 ? 0 : -ENOENT;

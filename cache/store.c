@@ -143,8 +143,8 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 }
 
 int
-cache_get(
-    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+cache_get_local(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
+    struct cache_val *v, bool pinned)
 {
 	rocksdb_pinnableslice_t *ps;
 	struct cache_val tmp;
@@ -154,10 +154,6 @@ cache_get(
 	char *e = NULL;
 	size_t vlen;
 
-	if (c == NULL)
-		return -ENOENT;
-	if (c->ops != NULL) /* a shared handle: handle.c */
-		return c->ops->get(c, key, v);
 	if (atomic_load(&c->disabled) || cache_is_zero(key, CACHE_KEY_LEN) ||
 	    cache_lookup_seq(c, key, &seq) != 0)
 		goto miss;
@@ -180,12 +176,18 @@ cache_get(
 		drop_entry(c, key, seq);
 		goto miss;
 	}
-	if ((tmp.data = malloc(tmp.len ? tmp.len : 1)) == NULL) {
+	if (pinned) {
+		tmp.data = (void *)(data + CODEC_ENV_HDR);
+		tmp.pin = ps; /* transferred */
+	} else {
+		if ((tmp.data = malloc(tmp.len ? tmp.len : 1)) == NULL) {
+			rocksdb_pinnableslice_destroy(ps);
+			goto miss;
+		}
+		memcpy(tmp.data, data + CODEC_ENV_HDR, tmp.len);
 		rocksdb_pinnableslice_destroy(ps);
-		goto miss;
+		tmp.pin = NULL;
 	}
-	memcpy(tmp.data, data + CODEC_ENV_HDR, tmp.len);
-	rocksdb_pinnableslice_destroy(ps);
 	maybe_refresh(c, key, seq, &tmp);
 	atomic_fetch_add(&c->hits, 1);
 	atomic_fetch_add(&c->bytes_read, vlen);
@@ -194,6 +196,39 @@ cache_get(
 miss:
 	atomic_fetch_add(&c->misses, 1);
 	return -ENOENT;
+}
+
+int
+cache_get(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+{
+	if (c == NULL)
+		return -ENOENT;
+	if (c->ops != NULL) /* a shared handle: handle.c */
+		return c->ops->get(c, key, v, false);
+	return cache_get_local(c, key, v, false);
+}
+
+int
+cache_get_pinned(
+    struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
+{
+	if (c == NULL)
+		return -ENOENT;
+	if (c->ops != NULL) /* a shared handle: handle.c */
+		return c->ops->get(c, key, v, true);
+	return cache_get_local(c, key, v, true);
+}
+
+void
+cache_val_release(struct cache_val *v)
+{
+	if (v->pin != NULL)
+		rocksdb_pinnableslice_destroy(v->pin);
+	else
+		free(v->data);
+	v->pin = NULL;
+	v->data = NULL;
 }
 
 uint64_t

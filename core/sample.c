@@ -57,6 +57,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 {
 	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
 	struct xf_image img = {0};
+	struct cache_val held = {0};
 	char path[4096];
 	uint64_t t0 = ff_mono_ns();
 	int r;
@@ -84,10 +85,12 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		    raw, dst, err, errlen);
 		goto out;
 	}
-	if ((r = sample_prefix(j, c, epoch, id, path, &img, err, errlen)) != 0)
+	if ((r = sample_prefix(
+		 j, c, epoch, id, path, &img, &held, err, errlen)) != 0)
 		goto out;
 	r = xf_run_suffix(pl, &img, job_sample_key(j, epoch, id),
 	    raw ? XF_UINT8 : j->cfg->dtype, raw ? XF_HWC : j->cfg->layout, dst);
+	cache_val_release(&held); /* what img read in place */
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(-r));
 		r = -EIO;

@@ -323,23 +323,31 @@ memo_put(struct cache *c, const char *name, const struct stat *st,
  * tier; a value from the cluster is kept locally too, as the tier holds
  * it (the job's cache_format: the same bytes, so a later local hit serves
  * what the tier hit did).  0 with img filled on a hit (counted); -ENOENT
- * on a miss of both (counted by the caller once the sample is made).
+ * on a miss of both (counted by the caller once the sample is made).  A
+ * raw local hit is read in place: img is borrowed from *held, which the
+ * caller gives back (cache_val_release) once img is consumed; else
+ * held->data and held->pin are NULL.
  */
 static int
 lookup(struct job *j, struct cache *c, uint32_t epoch,
-    const uint8_t key[CACHE_KEY_LEN], struct xf_image *img)
+    const uint8_t key[CACHE_KEY_LEN], struct xf_image *img,
+    struct cache_val *held)
 {
 	struct cache_val v;
 
-	if (c != NULL && cache_get(c, key, &v) == 0) {
+	if (c != NULL && cache_get_pinned(c, key, &v) == 0) {
 		if (val_pixels(j, &v, img) == 0) {
-			val_done(&v, img);
+			if (img->px == v.data) {
+				img->borrowed = true;
+				*held = v; /* transferred */
+			} else
+				cache_val_release(&v);
 			atomic_fetch_add(&j->st.cache_hits, 1);
 			epoch_count(j, epoch, true);
 			cache_note_use(c, j->cache_text, true);
 			return 0;
 		}
-		val_done(&v, NULL);
+		cache_val_release(&v);
 	}
 	if (j->cluster == NULL || tier_get(j, key, &v, img) != 0)
 		return -ENOENT;
@@ -354,7 +362,8 @@ lookup(struct job *j, struct cache *c, uint32_t epoch,
 
 int
 sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
-    const char *path, struct xf_image *img, char *err, size_t errlen)
+    const char *path, struct xf_image *img, struct cache_val *held, char *err,
+    size_t errlen)
 {
 	uint8_t digest[32], key[CACHE_KEY_LEN];
 	struct cache_val ev;
@@ -372,7 +381,7 @@ sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	    sample_memo_get(c, path, &st, digest, &kind)) {
 		have_digest = true;
 		sample_cache_key(digest, j->key_text, kind, key);
-		if (lookup(j, c, epoch, key, img) == 0) {
+		if (lookup(j, c, epoch, key, img, held) == 0) {
 			uint32_t local;
 			const struct dataset *ds =
 			    job_source_of(j, id, &local)->ds;
@@ -394,7 +403,7 @@ sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		if (c != NULL && steady)
 			memo_put(c, path, &st, digest, kind);
 		sample_cache_key(digest, j->key_text, kind, key);
-		if (lookup(j, c, epoch, key, img) == 0) {
+		if (lookup(j, c, epoch, key, img, held) == 0) {
 			xf_free(src);
 			return 0;
 		}

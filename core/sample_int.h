@@ -44,9 +44,14 @@ int sample_path(const struct job *j, uint32_t id, char *path, size_t len,
 /*
  * The prefix image of sample id (path: sample_path's): from the local
  * cache c (may be NULL) or the cluster tier when one holds it, else
- * decoded (and stored in both).  Errors name the file.
+ * decoded (and stored in both).  Errors name the file.  *held (zeroed by
+ * the caller) gets the cached value that a borrowed img (xf.h) reads in
+ * place: the caller gives it back with cache_val_release after img is
+ * consumed (xf_run_suffix).
  */
+struct cache_val;
 int sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
-    const char *path, struct xf_image *img, char *err, size_t errlen);
+    const char *path, struct xf_image *img, struct cache_val *held, char *err,
+    size_t errlen);
 
 #endif

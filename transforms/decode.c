@@ -265,6 +265,7 @@ xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w, uint32_t min_h,
 	out->w = w;
 	out->h = h;
 	out->px = px; /* transferred */
+	out->borrowed = false;
 	px = NULL;
 	r = 0;
 out:
@@ -479,6 +480,7 @@ xf_decode_box(const uint8_t *jpeg, size_t len, uint64_t max_pixels, uint32_t x,
 	out->w = rg.rw;
 	out->h = rg.rh;
 	out->px = px; /* transferred */
+	out->borrowed = false;
 	px = NULL;
 	box_in_region(&rg, box);
 	r = 0;

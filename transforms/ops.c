@@ -50,6 +50,7 @@ xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w, uint32_t h,
 	out->w = w;
 	out->h = h;
 	out->px = px;
+	out->borrowed = false;
 	return 0;
 }
 
@@ -253,8 +254,29 @@ bound(const struct xf_pipeline *pl, const struct xf_op *op, const char *what,
 static int
 replace(struct xf_image *img, struct xf_image *n)
 {
-	xf_free(img->px);
+	if (!img->borrowed)
+		xf_free(img->px);
 	*img = (struct xf_image){.w = n->w, .h = n->h, .px = n->px};
+	return 0;
+}
+
+/*
+ * Make a borrowed img its own (xf_image): a copy for an op that works in
+ * place.  0, or -ENOMEM with img unchanged.
+ */
+static int
+own(struct xf_image *img)
+{
+	size_t n = (size_t)img->w * img->h * 3;
+	uint8_t *p;
+
+	if (!img->borrowed)
+		return 0;
+	if ((p = xf_alloc(n)) == NULL)
+		return -ENOMEM;
+	memcpy(p, img->px, n);
+	img->px = p;
+	img->borrowed = false;
 	return 0;
 }
 
@@ -333,10 +355,15 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		return replace(img, &n);
 	}
 	case XF_OP_FLIP:
-		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
+		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p) {
+			if ((r = own(img)) != 0)
+				break;
 			xf_flip(img);
+		}
 		return 0;
 	case XF_OP_GAUSSIAN_BLUR:
+		if ((r = own(img)) != 0)
+			break;
 		r = xf_gaussian_blur(img, op->ksize,
 		    xf_blur_sigma(op, rngkey, (uint64_t)i << 32));
 		if (r != 0)
@@ -352,7 +379,7 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		/* draws from counters (i << 32) + k, as the crop and flip */
 		if ((r = xf_aug_params(pl, i, rngkey, img->w, img->h, &ap)) !=
 			0 ||
-		    (r = xf_aug_apply(&ap, img)) != 0)
+		    (r = own(img)) != 0 || (r = xf_aug_apply(&ap, img)) != 0)
 			break;
 		return 0;
 	}
@@ -517,7 +544,8 @@ run_from(const struct xf_pipeline *pl, size_t start, struct xf_image *img,
 	for (size_t i = start; i < pl->nops && r == 0; i++)
 		xf_run_op_output(
 		    pl, i, rngkey, dtype, layout, img->w, img->h, dst);
-	xf_free(img->px);
+	if (!img->borrowed)
+		xf_free(img->px);
 	img->px = NULL;
 	return r;
 }

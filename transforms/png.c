@@ -237,6 +237,7 @@ xf_png_decode(const uint8_t *png, size_t len, uint64_t max_pixels,
 	out->w = ihdr.width;
 	out->h = ihdr.height;
 	out->px = px; /* transferred */
+	out->borrowed = false;
 	px = NULL;
 	r = 0;
 out:

@@ -220,5 +220,6 @@ xf_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels,
 	out->w = w;
 	out->h = h;
 	out->px = px; /* transferred */
+	out->borrowed = false;
 	return 0;
 }

@@ -27,11 +27,16 @@ enum xf_layout { XF_HWC, XF_CHW };
  * random_resized_crop then draws its box (a cached prefix keeps it beside
  * the pixels).  0 x 0: none, the image is its own frame.  Every op that
  * makes a new image leaves it 0 x 0; flip keeps it.
+ *
+ * borrowed: px is the caller's, read only, and neither written nor freed
+ * here (a cached value read in place, xf_run_suffix): an op that makes a
+ * new image reads it, one that works in place copies it first.
  */
 struct xf_image {
 	uint32_t w, h;
 	uint8_t *px; /* w * h * 3 bytes, HWC */
 	uint32_t src_w, src_h;
+	bool borrowed;
 };
 
 enum xf_opkind {
@@ -237,7 +242,8 @@ int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
     size_t len, struct xf_image *out, char *err, size_t errlen);
 
 /*
- * Run the ops after `cache` on img (consumed: freed or replaced), drawing
+ * Run the ops after `cache` on img (consumed: freed or replaced; a
+ * borrowed img's px is only read, and stays the caller's), drawing
  * random numbers from stream rngkey only, then convert to dtype and layout
  * (normalizing if asked) into dst, which holds xf_sample_bytes() bytes.
  * Every image an op would make is bounded by max_pixels as in
