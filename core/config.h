@@ -47,6 +47,8 @@ struct cfg_mount {
 	char *cluster_secret; /* absolute: the tier's HMAC key, or NULL */
 	uint64_t cache_stale; /* seconds unused before an entry may go for a
 				 new one (0: any entry may) */
+	uint64_t idle_trim;   /* seconds without a read before the engine
+				 gives back what only speed needs (0: never) */
 };
 
 struct cfg_dataset {

@@ -14,6 +14,7 @@
  *	bufpool.c  large batch buffers kept for reuse
  *	sched.c    readahead and the worker threads
  *	sched_queue.c  the work queues, a batch's slots done
+ *	idle.c     an idle mount gives back what only speed needs
  *	relaxed.c  order = relaxed: batches filled as samples finish
  *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
@@ -239,6 +240,14 @@ struct feed {
 	 * sched_start to sched_stop; remote: some dataset has them. */
 	uint64_t remote_reserved;
 	bool remote;
+	/* idle.c: the last open or read (CLOCK_MONOTONIC ns), the workers
+	 * waiting for work, whether the mount was trimmed since that read,
+	 * the trims' generation (each worker trims its arena once per
+	 * generation), how many and the bytes they gave back. */
+	uint64_t idle_used_ns;
+	unsigned idle_waiting;
+	bool idle_trimmed;
+	uint64_t idle_gen, idle_trims, idle_bytes;
 };
 
 /* An open batch file. */
@@ -330,6 +339,20 @@ void sched_ready(struct feed *f, struct batch *b);
  * failure) into the mix queue, where a worker mixes it unlocked and then
  * makes it ready (sched.c).  Locked. */
 void sched_complete(struct feed *f, struct batch *b);
+
+/*
+ * idle.c: an idle mount gives back what only speed needs.  idle_touch: a
+ * file was opened or read now.  idle_wait: a worker without work waits
+ * (instead of on feed.work alone), and, the last to wait once the mount
+ * was idle for idle_trim seconds, gives back the engine's memory; it
+ * returns what the worker must trim then, unlocked, with idle_scratch:
+ * its arena (IDLE_SCRATCH), and the heap too (IDLE_HEAP).  gen: the
+ * worker's, 0 at its start.  Locked, but idle_scratch.
+ */
+enum { IDLE_NOTHING, IDLE_SCRATCH, IDLE_HEAP };
+void idle_touch(struct feed *f);
+int idle_wait(struct feed *f, uint64_t *gen);
+void idle_scratch(struct xf_arena *a, int what);
 
 /* sched.c: queue the batches after k within the budget (readahead).
  * Locked. */

@@ -356,9 +356,17 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "feedfs_scratch_reused_total %" PRIu64 "\n"
 	    "# HELP feedfs_scratch_mapped_total Sample buffers mapped anew.\n"
 	    "# TYPE feedfs_scratch_mapped_total counter\n"
-	    "feedfs_scratch_mapped_total %" PRIu64 "\n",
+	    "feedfs_scratch_mapped_total %" PRIu64 "\n"
+	    "# HELP feedfs_idle_trims_total Times the mount, idle for "
+	    "idle_trim seconds, gave back batches and buffers.\n"
+	    "# TYPE feedfs_idle_trims_total counter\n"
+	    "feedfs_idle_trims_total %" PRIu64 "\n"
+	    "# HELP feedfs_idle_trimmed_bytes_total Bytes of the budget "
+	    "those trims gave back.\n"
+	    "# TYPE feedfs_idle_trimmed_bytes_total counter\n"
+	    "feedfs_idle_trimmed_bytes_total %" PRIu64 "\n",
 	    f->pool_reused, f->pool_allocated, f->scratch_bytes,
-	    f->scratch_reused, f->scratch_fresh);
+	    f->scratch_reused, f->scratch_fresh, f->idle_trims, f->idle_bytes);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -434,6 +434,10 @@ void xf_arena_use(struct xf_arena *a);
 void xf_arena_count(struct xf_arena *a,
     void (*count)(void *arg, size_t n, bool held), void *arg);
 size_t xf_arena_bytes(const struct xf_arena *a);
+/* Unmap the blocks a keeps that are not handed out (an idle worker's:
+ * its next samples map fresh ones); the bytes unmapped.  On the arena's
+ * thread, as every call but xf_arena_free. */
+size_t xf_arena_trim(struct xf_arena *a);
 /* Requests served by a block kept, and blocks mapped (fresh pages). */
 void xf_arena_counts(const struct xf_arena *a, uint64_t *reused,
     uint64_t *fresh);
