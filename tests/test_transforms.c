@@ -1702,6 +1702,17 @@ test_arena(void)
 	xf_free(q);
 	xf_free(NULL);
 	CHECK(xf_arena_bytes(a) <= (64u << 20));
+	/* Trimmed (an idle worker, issue 36): nothing kept; the next
+	 * sample maps its blocks afresh and gives the same bytes. */
+	CHECK(xf_arena_trim(a) > 0);
+	CHECK_EQ_INT(xf_arena_bytes(a), 0);
+	CHECK_EQ_INT(xf_arena_trim(a), 0);
+	CHECK_EQ_INT(xf_run(pl, j[1], len[1], 7, XF_UINT8, XF_HWC, got, err,
+			 sizeof(err)),
+	    0);
+	CHECK(memcmp(got, want[1], sizeof(got)) == 0);
+	xf_arena_counts(a, &reused, &fresh1);
+	CHECK(fresh1 > fresh && xf_arena_bytes(a) > 0);
 	xf_arena_use(NULL);
 	xf_arena_free(a);
 	/* Without one: malloc and free. */
