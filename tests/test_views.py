@@ -261,7 +261,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "Job.epoch(1, views=True) batch %d view %d" % (b, v))
     for reuse in (False, True):
         loader = feedfs.torch.Loader(job, epochs=[1, 0], views=True,
-                                     reuse_buffers=reuse)
+                                     reuse_buffers=reuse, device=None)
         for e in (1, 0):
             loader.set_epoch(e)
             for b, (xs, y) in enumerate(loader):
@@ -269,7 +269,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                 check(len(xs) == V and all(
                     np.array_equal(x.numpy(), w) for x, w in zip(xs, want)),
                     "Loader views=True epoch %d batch %d" % (e, b))
-        for x, y in feedfs.torch.Loader(job, epochs=[0]):
+        for x, y in feedfs.torch.Loader(job, epochs=[0], device=None):
             check(isinstance(x, torch.Tensor) and x.shape[2] == 64,
                   "Loader without views= yields view 0")
     log("Job.epoch and Loader hand over every view")
