@@ -234,7 +234,8 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 			    f->jobs[i].name, f->jobs[i].src_names[s],
 			    (uint64_t)atomic_load(&f->jobs[i].src[s].samples));
 	sb_printf(sb, "# HELP feedfs_images_per_second Samples prepared per "
-		      "second, over the last 10 s.\n"
+		      "second, over the last 10 s (from the first of them "
+		      "that made one).\n"
 		      "# TYPE feedfs_images_per_second gauge\n");
 	for (size_t i = 0; i < f->njobs; i++)
 		sb_printf(sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
