@@ -13,7 +13,8 @@ left alone:
   scratch, the text files), no batch keeps its data (only the struct of
   the one held open stays), the workers keep no scratch, and
   the daemon's RSS fell by at least half of the bytes given back, to at
-  most 256 MiB;
+  most 256 MiB (not checked under AddressSanitizer, whose quarantine
+  keeps what was freed);
 - the next read is a cold start of the readahead, nothing worse: the
   half-read batch reads on from its open descriptor, every file of both
   epochs equals feedfs-ref's, the batches after a read are queued again,
@@ -59,6 +60,13 @@ def rss(m):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     fail("no VmRSS")
+
+
+def sanitized(m):
+    """Whether the daemon runs under AddressSanitizer (CI's second pass):
+    its shadow and quarantine hold what was freed, so RSS is ASan's."""
+    with open("/proc/%d/maps" % m.proc.pid) as f:
+        return "libasan" in f.read()
 
 
 def wait_trims(m, n):
@@ -133,11 +141,15 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
           % st["feedfs_batches_in_memory"])
     check(st["feedfs_scratch_bytes"] == 0,
           "workers keep %d bytes of scratch" % st["feedfs_scratch_bytes"])
-    check(rss_before - rss_after >= gave / 2,
-          "RSS fell by %d bytes, the budget by %d"
-          % (rss_before - rss_after, gave))
-    check(rss_after <= 256 << 20, "RSS %d MiB > 256 MiB after the trim"
-          % (rss_after >> 20))
+    if sanitized(m):
+        log("AddressSanitizer build: RSS bounds not checked (the counted "
+            "bytes above are)")
+    else:
+        check(rss_before - rss_after >= gave / 2,
+              "RSS fell by %d bytes, the budget by %d"
+              % (rss_before - rss_after, gave))
+        check(rss_after <= 256 << 20, "RSS %d MiB > 256 MiB after the trim"
+              % (rss_after >> 20))
     check("gave back" in m.log(), "the log does not say: %s" % m.log())
 
     # The next reads: a cold start of the readahead, the same bytes.
