@@ -83,16 +83,18 @@ idle_wait(struct feed *f, uint64_t *gen)
 
 			pthread_cond_timedwait(&f->work, &f->lock, &ts);
 		}
-		/* Past the deadline: the last worker to wait trims; the
-		 * others wait for it (or for work). */
-		if (feed_mono_ns() >= f->idle_used_ns + span &&
-		    !f->idle_trimmed && !f->stopping &&
-		    f->idle_waiting == f->nthreads && f->demand.head == NULL &&
-		    f->ahead.head == NULL && f->mix.head == NULL) {
+		/* Past the deadline (no read came meanwhile): the last
+		 * worker to wait trims; the others wait for it, or for
+		 * work. */
+		bool idle = feed_mono_ns() >= f->idle_used_ns + span &&
+			    !f->idle_trimmed && !f->stopping;
+
+		if (idle && f->idle_waiting == f->nthreads &&
+		    f->demand.head == NULL && f->ahead.head == NULL &&
+		    f->mix.head == NULL) {
 			trim(f);
 			what = IDLE_HEAP;
-		} else if (feed_mono_ns() >= f->idle_used_ns + span &&
-			   !f->idle_trimmed && !f->stopping) {
+		} else if (idle) {
 			pthread_cond_wait(&f->work, &f->lock);
 		}
 	}
