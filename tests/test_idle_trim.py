@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""test_idle_trim.py - an idle mount gives back what only speed needs
-(issue 36, section 3; engine/idle.c), counted, not timed.
+"""test_idle_trim.py - a script test (tests/) of the engine's idle trim
+(engine/idle.c, issue 36, section 3), through a real mount: an idle
+mount gives back what only speed needs, counted, not timed.
 
 A mount with idle_trim = 2 is read part of the way through an epoch of a
 strict job (one batch left open, half read) and of a relaxed one, then

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""test_ssl_recipes - the self-supervised recipes of the README (DINO's
+"""test_ssl_recipes - a script test (tests/) of the transforms layer
+(p=P and solarize, transforms/pipeline*.c and ops.c, through
+tests/augrun): the self-supervised recipes of the README (DINO's
 DataAugmentationDINO, BYOL's and SimCLR's views; issue 36) against the
-torchvision code that writes them, with p=P and solarize.
+torchvision code that writes them.
 
 The three [job ...] configs are read from README.md, so that the README
 says what is tested.  Each view's ops after cache (its pipeline's tail,
