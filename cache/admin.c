@@ -1,16 +1,32 @@
 /*
- * admin.c - layer: store (its administration; calls store.c and codec.c,
- * and is called by ctl.c, open.c and feedfs-cache).  Check, evict, clear,
- * compact and flush, and the one executor of control requests that both
- * the control socket and feedfs-cache (on a store no feedfs holds) run.
+ * admin.c - cache/ (the store), layer store: its administration (calls
+ * store.c, room.c and codec.c, and is called by ctl.c, open.c and
+ * feedfs-cache).  Check, evict, clear, compact and flush, and the one
+ * executor of control requests that both the control socket and
+ * feedfs-cache (on a store no feedfs holds) run.
+ *
+ * On a full disk: clear and evict --older-than first drop the files that
+ * hold only what they delete (RocksDB's DeleteFilesInRange: no write, so
+ * space comes back at once), then wait, outside the admin lock, up to
+ * NOSPACE_WAIT_MS for RocksDB to take writes again (it stops them after a
+ * write found no space, and starts them again by itself, every 5 s, once
+ * there is room) before their deletes are written; cache_wipe drops a
+ * store no process can open for want of space.
  */
+#include <sys/stat.h>
+
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
@@ -81,12 +97,155 @@ batch_drop(
 	rocksdb_writebatch_delete_cf(b, c->vcf, (const char *)sk, sizeof(sk));
 }
 
+#define NOSPACE_WAIT_MS 12000
+
+/*
+ * Wait up to NOSPACE_WAIT_MS for the store to take writes again after a
+ * write found no space (a rewrite of its format marker, every 100 ms):
+ * whether it does.  Not holding c->admin (puts wait for it).
+ */
+static bool
+wait_writable(struct cache *c)
+{
+	char want[16], *e = NULL;
+
+	snprintf(want, sizeof(want), "%d", CACHE_FORMAT_VERSION);
+	for (int waited = 0;; waited += 100) {
+		struct timespec ts = {0, 100 * 1000000};
+
+		rocksdb_put(c->db, c->wopts, CACHE_FORMAT_KEY,
+		    strlen(CACHE_FORMAT_KEY), want, strlen(want), &e);
+		if (e == NULL)
+			return true;
+		if (!cache_is_nospace(e) || waited >= NOSPACE_WAIT_MS) {
+			rocksdb_free(e);
+			return false;
+		}
+		rocksdb_free(e);
+		e = NULL;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Write b holding c->admin exclusive (and c->memo when memo): when the
+ * store stopped writes for want of space, let go of the locks, wait for
+ * it (wait_writable), take them again and write once more.  *e on
+ * failure.
+ */
+static void
+write_admin(struct cache *c, rocksdb_writebatch_t *b, bool memo, char **e)
+{
+	rocksdb_write(c->db, c->wopts, b, e);
+	if (*e == NULL || !cache_is_nospace(*e))
+		return;
+	rocksdb_free(*e);
+	*e = NULL;
+	if (memo)
+		pthread_mutex_unlock(&c->memo);
+	pthread_rwlock_unlock(&c->admin);
+	(void)wait_writable(c);
+	pthread_rwlock_wrlock(&c->admin);
+	if (memo)
+		pthread_mutex_lock(&c->memo);
+	rocksdb_write(c->db, c->wopts, b, e);
+}
+
+/*
+ * Drop the files of cf that hold only keys of kind (one byte) of seq 0
+ * to last: no write, so that space comes back on a full disk too.  What
+ * they held may be in a memtable as well; the deletes written after
+ * cover it.
+ */
+static void
+drop_files(struct cache *c, rocksdb_column_family_handle_t *cf, char kind,
+    uint64_t last)
+{
+	uint8_t lo[CODEC_SEQ_KEY], hi[CODEC_SEQ_KEY];
+	char *e = NULL;
+
+	codec_seq_key(kind, 0, lo);
+	codec_seq_key(kind, last, hi);
+	rocksdb_delete_file_in_range_cf(c->db, cf, (const char *)lo, sizeof(lo),
+	    (const char *)hi, sizeof(hi), &e);
+	rocksdb_free(e);
+}
+
+/*
+ * The number of the oldest table file of level 0 (the smallest) in
+ * family name, its name in *out: 0 when none.
+ */
+static uint64_t
+oldest_l0(const rocksdb_livefiles_t *lf, const char *cf, const char **out)
+{
+	uint64_t best = 0;
+
+	for (int i = 0; i < rocksdb_livefiles_count(lf); i++) {
+		const char *name = rocksdb_livefiles_name(lf, i), *p;
+		uint64_t num;
+
+		if (rocksdb_livefiles_level(lf, i) != 0 ||
+		    strcmp(rocksdb_livefiles_column_family_name(lf, i), cf) !=
+			0)
+			continue;
+		p = strrchr(name, '/');
+		num = strtoull(p != NULL ? p + 1 : name, NULL, 10);
+		if (best == 0 || num < best) {
+			best = num;
+			*out = name;
+		}
+	}
+	return best;
+}
+
+/*
+ * Drop every table file of the store without a write, so that space
+ * comes back on a full disk too: those of levels 1 and up whole
+ * (DeleteFilesInRange), then those of level 0, the oldest first (RocksDB
+ * deletes a file of level 0 only when it is the oldest, and the levels
+ * under it are empty).  What the memtables hold stays: the deletes
+ * written after cover it.
+ */
+static void
+drop_all_files(struct cache *c)
+{
+	static const char *const names[2] = {"default", "values"};
+	const char lo[1] = {0}, hi[2] = {(char)0xff, (char)0xff};
+	char *e = NULL;
+
+	for (int i = 0; i < 2; i++) {
+		rocksdb_delete_file_in_range_cf(
+		    c->db, c->cf[i], lo, 0, hi, sizeof(hi), &e);
+		rocksdb_free(e);
+		e = NULL;
+		for (uint64_t was = 0, num;; was = num) {
+			const rocksdb_livefiles_t *lf =
+			    rocksdb_livefiles(c->db);
+			const char *name = NULL;
+
+			if (lf == NULL)
+				break;
+			/* Stop at none left, or at one RocksDB kept. */
+			if ((num = oldest_l0(lf, names[i], &name)) != 0 &&
+			    num != was)
+				rocksdb_delete_file(c->db, name);
+			rocksdb_livefiles_destroy(lf);
+			if (num == 0 || num == was)
+				break;
+		}
+	}
+}
+
 struct evict_ctx {
 	struct cache *c;
 	const char *prefix;
 	uint64_t before;
 	rocksdb_writebatch_t *b;
 	uint64_t n, bytes;
+	/* The entries up to seq run_end, all of them evicted: a run from the
+	 * oldest (run: none left out yet). */
+	uint64_t run_end;
+	bool run;
 };
 
 static int
@@ -94,12 +253,15 @@ evict_one(const struct cache_entry *ent, void *arg)
 {
 	struct evict_ctx *x = arg;
 
-	if (x->prefix != NULL &&
-	    (ent->prefix_len != strlen(x->prefix) ||
-		memcmp(ent->prefix, x->prefix, ent->prefix_len) != 0))
+	if ((x->prefix != NULL &&
+		(ent->prefix_len != strlen(x->prefix) ||
+		    memcmp(ent->prefix, x->prefix, ent->prefix_len) != 0)) ||
+	    (x->before != 0 && ent->time >= x->before)) {
+		x->run = false;
 		return 0;
-	if (x->before != 0 && ent->time >= x->before)
-		return 0;
+	}
+	if (x->run)
+		x->run_end = ent->seq;
 	batch_drop(x->c, x->b, ent);
 	x->n++;
 	x->bytes += ent->bytes;
@@ -122,7 +284,7 @@ int
 cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
     uint64_t *n, uint64_t *bytes, char *err, size_t errlen)
 {
-	struct evict_ctx x = {c, prefix, before, NULL, 0, 0};
+	struct evict_ctx x = {c, prefix, before, NULL, 0, 0, 0, true};
 	char *e = NULL;
 	int r;
 
@@ -133,15 +295,21 @@ cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
 	 */
 	pthread_rwlock_wrlock(&c->admin);
 	r = cache_scan(c, evict_one, &x, err, errlen);
+	if (r == 0 && x.n > 0 && x.run_end > 0) {
+		/* The oldest entries, all evicted: their values' files go
+		 * whole, before any write (a full disk). */
+		drop_files(c, c->vcf, 'V', x.run_end);
+		drop_files(c, c->cf[0], 'T', x.run_end);
+	}
 	if (r == 0 && x.n > 0) {
-		rocksdb_write(c->db, c->wopts, x.b, &e);
+		write_admin(c, x.b, false, &e);
 		if (e != NULL) {
 			snprintf(err, errlen, "%s", e);
 			rocksdb_free(e);
 			r = -EIO;
 		}
 	}
-	if (r == 0 && x.n > 0)
+	if (x.n > 0) /* files may have gone, the write failing or not */
 		cache_load_totals(c);
 	pthread_rwlock_unlock(&c->admin);
 	rocksdb_writebatch_destroy(x.b);
@@ -181,16 +349,19 @@ cache_clear(
 		rocksdb_writebatch_delete_range_cf(
 		    b, kinds[i] == 'V' ? c->vcf : c->cf[0], lo, 1, hi, 1);
 	}
-	/* What is counted is what is deleted: no put in between. */
+	/*
+	 * What is counted is what is deleted: no put in between (but while
+	 * write_admin waits for room, whose puts are deleted uncounted).
+	 */
 	pthread_rwlock_wrlock(&c->admin);
 	pthread_mutex_lock(&c->memo);
 	r = cache_scan(c, count_one, nb, err, errlen);
-	rocksdb_write(c->db, c->wopts, b, &e);
+	drop_all_files(c); /* before any write: space back on a full disk */
+	write_admin(c, b, true, &e);
 	rocksdb_writebatch_destroy(b);
-	if (e == NULL) {
-		cache_load_totals(c);
-		cache_load_memos(c, false);
-	}
+	/* The files went, the write failing or not. */
+	cache_load_totals(c);
+	cache_load_memos(c, false);
 	pthread_mutex_unlock(&c->memo);
 	pthread_rwlock_unlock(&c->admin);
 	if (e != NULL) {
@@ -202,6 +373,62 @@ cache_clear(
 	*n = nb[0];
 	*bytes = nb[1];
 	return r == -EIO ? 0 : r; /* a damaged index is cleared too */
+}
+
+/* RocksDB's files in a store's directory (what cache_wipe removes). */
+static bool
+rocksdb_file(const char *name)
+{
+	static const char *const pats[] = {"CURRENT", "IDENTITY", "LOG",
+	    "LOG.old.*", "MANIFEST-*", "OPTIONS-*", "*.sst", "*.log", "*.blob",
+	    "*.dbtmp", "*.ldb"};
+
+	for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++)
+		if (fnmatch(pats[i], name, 0) == 0)
+			return true;
+	return false;
+}
+
+int
+cache_wipe(const char *dir, uint64_t *bytes, char *err, size_t errlen)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	struct dirent *de;
+	struct stat st;
+	uint64_t freed = 0;
+	int dfd, lk, fd;
+	DIR *d;
+
+	if ((dfd = cache_dir_open(dir, false, err, errlen)) < 0)
+		return dfd;
+	/* RocksDB's own lock: no process opens the store meanwhile. */
+	if ((lk = cache_dir_openat(dfd, "LOCK", O_RDWR | O_CREAT, 0600)) < 0 ||
+	    fstat(lk, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    fcntl(lk, F_SETLK, &fl) != 0) {
+		snprintf(err, errlen,
+		    "%s is in use, or its LOCK cannot be taken", dir);
+		if (lk >= 0)
+			close(lk);
+		close(dfd);
+		return -EBUSY;
+	}
+	if ((fd = dup(dfd)) >= 0 && (d = fdopendir(fd)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (!rocksdb_file(de->d_name) ||
+			    fstatat(dfd, de->d_name, &st,
+				AT_SYMLINK_NOFOLLOW) != 0 ||
+			    !S_ISREG(st.st_mode))
+				continue;
+			if (unlinkat(dfd, de->d_name, 0) == 0)
+				freed += (uint64_t)st.st_blocks * 512;
+		}
+		closedir(d);
+	} else if (fd >= 0)
+		close(fd);
+	close(lk); /* the lock with it */
+	close(dfd);
+	*bytes = freed;
+	return 0;
 }
 
 int

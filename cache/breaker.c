@@ -1,6 +1,7 @@
 /*
- * breaker.c - layer: client (under client.c; calls owner.c and wire.c).
- * What a client makes of a failed request, and its breaker.
+ * breaker.c - cache/ (the store), layer client (under client.c; calls
+ * owner.c and wire.c).  What a client makes of a failed request, and its
+ * breaker.
  *
  * When a request fails, the lease tells what happened:
  *   - nobody holds the store: -ENOTCONN, the handle may take it over;

@@ -1,5 +1,6 @@
 /*
- * cache.h - the store of preprocessed results, in RocksDB.
+ * cache.h - cache/ (the store): its public interface, the store of
+ * preprocessed results in RocksDB, shared by the mounts of a machine.
  *
  * Values are the output of a job's pipeline prefix for one source image,
  * keyed by cache_key(content digest, prefix text).  Source digests are kept
@@ -11,9 +12,11 @@
  * (cache_dir_open, below).
  *
  * Thread safety: every function may be called from any thread at once.
- * A cache that fails (disk full, read-only, corrupt) is never fatal to a
- * read: cache_get returns a miss and cache_put drops the value; the first
- * failure is logged once and counted (cache_stats).
+ * A cache that fails (read-only, corrupt) is never fatal to a read:
+ * cache_get returns a miss and cache_put drops the value; the first
+ * failure is logged once and counted (cache_stats).  A full disk is not
+ * such a failure: it costs inserts, never hits (cache_opts' say tells
+ * when inserts stop and when they resume).
  */
 #ifndef FEEDFS_CACHE_H
 #define FEEDFS_CACHE_H
@@ -31,8 +34,16 @@
  * 5: the values live in a column family of their own; 6: values are
  * envelopes (codec.h): key, shape and payload under one checksum, the
  * same bytes in the store, on the socket and in the cluster tier.
+ *
+ * CACHE_FORMAT_TEST_NEXT: a build of the next format, only for the tests
+ * (tests/format-peer: a newer feedfs on the same cache_dir).
  */
-#define CACHE_FORMAT_VERSION 6
+#define CACHE_FORMAT_CURRENT 6
+#ifdef CACHE_FORMAT_TEST_NEXT
+#define CACHE_FORMAT_VERSION (CACHE_FORMAT_CURRENT + 1)
+#else
+#define CACHE_FORMAT_VERSION CACHE_FORMAT_CURRENT
+#endif
 #define CACHE_KEY_LEN 32
 
 struct cache;
@@ -85,6 +96,21 @@ struct cache_stats {
 	 */
 	uint64_t share_peak;
 	bool disabled; /* the cache failed and feedfs serves without it */
+	/*
+	 * The store's filesystem (the owner's; 0 on a client): full, no
+	 * room for inserts (hits go on); nospace: the puts refused for it
+	 * (in insert_failures too).  size_bound: the bound in force (the
+	 * owner's, in either role); size_clamped: cache_size was more than
+	 * the filesystem holds, and was clamped (the owner's).
+	 */
+	bool full, size_clamped;
+	uint64_t nospace, size_bound;
+	/*
+	 * The cache format cache_dir holds, as last seen (its format file):
+	 * this build's, another one's (newer: the cache_dir is left alone,
+	 * and disabled is set), 0 when not known.
+	 */
+	uint32_t dir_format;
 };
 
 /*
@@ -106,7 +132,16 @@ struct cache_stats {
  * owns dir or group or others can write it, -EBUSY when another process
  * holds it, -EINVAL for a store of a newer format version, -EIO otherwise.
  * A damaged store, or one of an older format, is moved aside and replaced
- * (see cache_note).
+ * (see cache_note).  Once open, the store's format is written to
+ * dir/format too (cache_dir_format).
+ *
+ * A size_bound above the size of dir's filesystem is clamped to what
+ * CACHE_SIZE_AUTO would choose there, and said (cache_opts' say, a
+ * warning; cache_stats' size_clamped).  The store leaves a floor of free
+ * space on its filesystem (4 RocksDB write buffers, at most an eighth of
+ * the filesystem, at least 1 MiB): below it, and after a write that found
+ * no space, inserts stop and hits go on; they resume once twice the
+ * floor is free again (cache/room.c).
  */
 int cache_open(const char *dir, uint64_t size_bound, uint64_t mem_bound,
     struct cache **out, char *err, size_t errlen);
@@ -250,10 +285,15 @@ int cache_probe_lock(const char *dir, char *err, size_t len);
  * cache_dir_open: dir (made 0700 with the parents it lacks, when create)
  * opened as a directory without following a link in its last component,
  * and checked on the descriptor: this user's, writable by nobody else
- * (one that others may only read or enter is made 0700).  The fd
+ * (one that others may only read or enter is made 0700).  Its path is
+ * walked from "/" on descriptors first, every directory on the way
+ * checked before the next is opened under it: root's or this user's,
+ * writable by nobody else unless sticky (as /tmp); a symbolic link on
+ * the way is followed only where root or this user owns it.  The fd
  * (O_CLOEXEC; the caller closes it), or -errno and why in err: -EACCES
- * for another user's or a group- or world-writable one, -ELOOP for a
- * symbolic link, -ENOENT for a missing one without create.
+ * for another user's or a group- or world-writable one, or one under
+ * such a directory or link, -ELOOP for a symbolic link, -ENOENT for a
+ * missing one without create.
  *
  * cache_dir_openat: openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK |
  * O_CLOEXEC | O_NOCTTY, mode): the fd or -errno.  A FIFO does not block
@@ -271,6 +311,20 @@ int cache_probe_lock(const char *dir, char *err, size_t len);
  */
 #define CACHE_INDEX_DIR "shard-index"
 int cache_dir_open(const char *dir, bool create, char *err, size_t errlen);
+/*
+ * The format file, dir/format: the decimal CACHE_FORMAT_VERSION of the
+ * store in dir, written by whoever opens it (cache_open), so that a
+ * feedfs of another format can tell before it opens or asks anything:
+ * cache_open_shared leaves a dir of a newer format alone (every get a
+ * miss, every put dropped, cache_error says why, cache_stats' disabled
+ * and dir_format say so), and a client never uses an owner of another
+ * format (a newer: as above; an older: misses until that owner goes, then
+ * the takeover moves the old store aside).  cache_dir_format: the
+ * version there, or 0 (no file: an empty dir, or a store of a feedfs
+ * before the file).
+ */
+#define CACHE_FORMAT_FILE "format"
+int cache_dir_format(const char *dir);
 int cache_dir_openat(int dfd, const char *name, int flags, mode_t mode);
 int cache_dir_entries_ok(int dfd, const char *dir, char *err, size_t errlen);
 int cache_index_open(const char *dir, bool create, char *err, size_t errlen);
@@ -334,6 +388,12 @@ int cache_get(
  * store of this process only: false on a cache_open_shared handle.
  */
 bool cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
+/*
+ * The same on any handle: 1 key has an entry, 0 it has none, -1 c
+ * cannot tell without reading the value (a cache_open_shared handle
+ * whose store another process holds).  Thread safe.
+ */
+int cache_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 /* Store v (v->data is not taken).  Failures are counted, not returned. */
 void cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v);
@@ -381,9 +441,10 @@ size_t cache_get_prefix_stats(
 
 /*
  * NULL while the cache works; once it has failed (and feedfs serves without
- * it) the reason, e.g. "write failed: IO error: No space left on device".
+ * it) the reason, e.g. "write failed: IO error: Read-only file system".
  * After the first failure puts are dropped and gets miss for good.  Stays
- * valid until cache_close.
+ * valid until cache_close.  A full disk is not a failure (cache_stats'
+ * full).
  */
 const char *cache_error(struct cache *c);
 
@@ -427,9 +488,24 @@ int cache_check_entry(
  */
 int cache_evict_match(struct cache *c, const char *prefix, uint64_t before,
     uint64_t *n, uint64_t *bytes, char *err, size_t errlen);
-/* Delete every entry and digest memo (the store stays, empty). */
+/*
+ * Delete every entry and digest memo (the store stays, empty).  On a full
+ * disk the store's files go first, without a write, and the deletes wait
+ * (up to 12 s) for the store to take writes again; evict_match (below)
+ * does the same for the oldest entries it deletes, all of them from the
+ * oldest on (evict --older-than).
+ */
 int cache_clear(
     struct cache *c, uint64_t *n, uint64_t *bytes, char *err, size_t errlen);
+/*
+ * Remove the store in dir that no process holds (RocksDB's files: its
+ * tables, logs, MANIFEST, CURRENT...; not the shard index, nor feedfs's
+ * sockets and files), taking its lock first: for clear where the store
+ * cannot be opened for want of space.  The next cache_open makes a new
+ * one.  0 and *bytes freed, -EBUSY when it is held, or what
+ * cache_dir_open says.
+ */
+int cache_wipe(const char *dir, uint64_t *bytes, char *err, size_t errlen);
 /* Compact the whole store: deleted entries give their space back. */
 int cache_compact(struct cache *c);
 /* Write the memtables out (the store skips the WAL). */

@@ -1,6 +1,6 @@
 /*
- * cache_int.h - what the files of cache/ share; nothing outside cache/
- * includes it.
+ * cache_int.h - cache/ (the store), every layer: what the files of cache/
+ * share; nothing outside cache/ includes it.
  *
  * One RocksDB database, default column family, keys told apart by their
  * first byte (the bytes of each record: codec.h):
@@ -29,8 +29,9 @@
  * Files, each opening with a comment saying its layer (the layers read
  * one way: store <- owner <- server/client <- handle; share_int.h).  The
  * store's files, each calling only those before it: codec.c (the
- * records' bytes), err.c (a store's first failure), dir.c (the
- * directory's checks, on its descriptor), memo.c (the memos' records:
+ * records' bytes), room.c (the room on the store's filesystem: a full
+ * disk), err.c (a store's first failure), dir.c (the directory's checks,
+ * on its descriptor, and the format file), memo.c (the memos' records:
  * their share, room, eviction), index.c (the scan of the index, the
  * totals loaded from it), store.c (get, put, eviction), stats.c (a
  * store's figures), digest.c (hashes, digest memos), options.c (RocksDB's
@@ -106,11 +107,31 @@ struct cache {
 
 	uint64_t size_bound;
 	uint64_t check_every; /* bytes put between checks of the size */
-	/* cache_size = auto: open_store chose the bound; auto_note says from
-	 * what (handle.c says it, after cache_keep_bound). */
-	uint64_t mem_bound;
-	bool size_auto;
+	/*
+	 * cache_size = auto, or a cache_size above the filesystem's size
+	 * (size_clamped): open_store chose the bound; auto_note says from
+	 * what (handle.c says it, after cache_keep_bound).
+	 */
+	uint64_t mem_bound, wbuf; /* wbuf: RocksDB's write buffer size */
+	bool size_auto, size_clamped;
 	char auto_from[4096 + 256], auto_note[4096 + 512];
+
+	/*
+	 * The room on the store's filesystem (room.c): dirfd is the store's
+	 * directory (-1 for a secondary instance), floor the bytes the store
+	 * leaves free there.  full: inserts stop (hits go on), set by a
+	 * check that found less than floor free, or by a write that found
+	 * no space; cleared by a check that finds twice floor free (a write
+	 * that fails again sets it again).  room_at: the next check
+	 * (CLOCK_MONOTONIC ns).  said_full: the lack of room was said, and
+	 * no write has succeeded since.  nospace: puts refused while full.
+	 */
+	int dirfd;
+	uint64_t floor;
+	atomic_bool full, said_full;
+	atomic_uint_least64_t room_at, nospace;
+	cache_log_fn say;
+	char dir[4096];
 
 	atomic_uint_least64_t seq; /* next value's sequence number */
 	atomic_uint_least64_t since_check;
@@ -178,6 +199,7 @@ struct cache {
 struct cache_ops {
 	int (*get)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    struct cache_val *v);
+	int (*holds)(struct cache *c, const uint8_t key[CACHE_KEY_LEN]);
 	void (*put)(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	    const struct cache_val *v);
 	int (*get_digest)(struct cache *c, const char *path,
@@ -192,9 +214,32 @@ struct cache_ops {
 	void (*close)(struct cache *c);
 };
 
-/* err.c: record the first failure (what failed: msg); from then on the
- * cache is off. */
+/*
+ * err.c: record the first failure (what failed: msg); from then on the
+ * cache is off.  A failure for want of space (RocksDB's "No space left on
+ * device") is not one: it goes to cache_room_nospace, and the cache goes
+ * on serving hits.
+ */
 void cache_fail(struct cache *c, const char *what, const char *msg);
+
+/*
+ * room.c: the room on the store's filesystem.  cache_room_init: at open,
+ * dfd is the store's directory (dup'ed and kept for fstatvfs), the floor
+ * chosen from the filesystem's size and RocksDB's write buffer.
+ * cache_room_ok: whether a put may write now (not full); checks the
+ * filesystem at most once a second.
+ * cache_room_nospace: a write found no space (msg: RocksDB's): full, said
+ * once.  cache_room_wrote: a write succeeded: room is back, if it was
+ * said to be gone.  cache_room_free: close dirfd.
+ */
+#define CACHE_ROOM_CHECK_NS 1000000000u
+void cache_room_init(struct cache *c, int dfd);
+bool cache_room_ok(struct cache *c);
+void cache_room_nospace(struct cache *c, const char *msg);
+void cache_room_wrote(struct cache *c);
+void cache_room_free(struct cache *c);
+/* Whether msg is RocksDB's error for a full disk. */
+bool cache_is_nospace(const char *msg);
 
 /* Whether n bytes at p are all zero (an unknown digest or key). */
 static inline bool
@@ -205,6 +250,9 @@ cache_is_zero(const uint8_t *p, size_t n)
 			return false;
 	return true;
 }
+
+/* dir.c: write dir/format for the store just opened in dfd (best effort). */
+void cache_dir_format_write(int dfd);
 
 /* open.c: the checks of a cache directory in every role (cache_open):
  * cache_dir_open's, the descriptor then closed. */
@@ -294,10 +342,16 @@ void cache_set_options(
 /* cache_size = auto: the bound from dfd's filesystem (dir: its name). */
 void cache_choose_bound(struct cache *c, int dfd, const char *dir);
 /*
- * cache_size = auto: what the bound was chosen from (NULL for a set
- * bound); a takeover keeps at least the old owner's bound (was).
+ * A set bound above the size of dfd's filesystem: clamped to what
+ * cache_size = auto would choose there (size_clamped set), else left.
  */
-const char *cache_auto_note(struct cache *c);
+void cache_clamp_bound(struct cache *c, int dfd, const char *dir);
+/*
+ * cache_size = auto or clamped: what the bound was chosen from (NULL for
+ * a set bound that fits; *warn: it was clamped); a takeover keeps at
+ * least the old owner's bound (was).
+ */
+const char *cache_size_note(struct cache *c, bool *warn);
 void cache_keep_bound(struct cache *c, uint64_t was);
 
 /* open.c: flush both column families' memtables (the WAL is off); *e on

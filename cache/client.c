@@ -1,7 +1,7 @@
 /*
- * client.c - layer: client (above breaker.c, owner.c and wire.c; under
- * handle.c).  A mount's connections to the owner of a shared cache
- * directory.
+ * client.c - cache/ (the store), layer client (above breaker.c, owner.c
+ * and wire.c; under handle.c).  A mount's connections to the owner of a
+ * shared cache directory.
  *
  * A new connection is made only to the process that holds the store's
  * lease (owner_lease), of our user (owner_connect checks SO_PEERCRED, and
@@ -52,6 +52,39 @@ conn_drop(struct client *cl, int fd)
 }
 
 /*
+ * The owner's format, as dir/format says (cache.h): an owner of another
+ * format than this build's is not used: 0, or -ENOENT (a miss) and
+ * cache_error says why, from the first time it is seen.
+ */
+static int
+format_ok(struct client *cl)
+{
+	int v = cache_dir_format(cl->dir);
+
+	if (v == 0 || v == CACHE_FORMAT_VERSION) {
+		atomic_store(&cl->dir_format, 0);
+		return 0;
+	}
+	pthread_mutex_lock(&cl->lock);
+	if (atomic_load(&cl->dir_format) != (unsigned)v) {
+		snprintf(cl->err, sizeof(cl->err),
+		    "the cache's owner is a feedfs of cache format %d, %s "
+		    "than this one's (%d): reads miss the cache%s",
+		    v, v > CACHE_FORMAT_VERSION ? "newer" : "older",
+		    CACHE_FORMAT_VERSION,
+		    v > CACHE_FORMAT_VERSION
+			? "; use the newer feedfs, or another cache_dir for "
+			  "this one"
+			: " until it goes (this feedfs then takes the cache "
+			  "over and moves the old store aside)");
+		atomic_store(&cl->failed, true);
+		atomic_store(&cl->dir_format, (unsigned)v);
+	}
+	pthread_mutex_unlock(&cl->lock);
+	return -ENOENT;
+}
+
+/*
  * A new connection, HELLO done: the fd, or -errno (as a request's;
  * -EBUSY: the owner runs and is at its cap).  probe: the breaker's probe.
  */
@@ -95,6 +128,8 @@ conn_new(struct client *cl, bool probe)
 	case HOLDER_UNSEEN:
 		break;
 	}
+	if ((e = format_ok(cl)) != 0)
+		return e;
 	if ((fd = owner_connect(cl->dir, DATA_NAME, pid, deadline)) < 0) {
 		/*
 		 * A holder that runs but has no socket yet (it is taking
@@ -503,6 +538,12 @@ client_attach(struct client *cl)
 		return fd;
 	conn_put(cl, fd);
 	return 0;
+}
+
+uint32_t
+client_dir_format(struct client *cl)
+{
+	return atomic_load(&cl->dir_format);
 }
 
 const char *

@@ -1,7 +1,7 @@
 /*
- * client_int.h - layer: client.  What a client's two files share, and
- * nothing else includes: client.c (connections, requests) and breaker.c
- * (what a failed request means, the breaker).
+ * client_int.h - cache/ (the store), layer client.  What a client's two
+ * files share, and nothing else includes: client.c (connections, requests)
+ * and breaker.c (what a failed request means, the breaker).
  */
 #ifndef FEEDFS_CLIENT_INT_H
 #define FEEDFS_CLIENT_INT_H
@@ -37,8 +37,13 @@ struct client {
 	atomic_uint_least64_t bytes_read, bytes_written, insert_failures;
 	atomic_uint_least64_t invalid, dropped;
 
-	/* The owner's cache_error, once it said its store is off. */
+	/*
+	 * The owner's cache_error, once it said its store is off, or the
+	 * format of dir/format when it is not this build's (dir_format, 0
+	 * otherwise): that owner is not used.
+	 */
 	atomic_bool failed;
+	atomic_uint dir_format;
 	char err[256]; /* written under lock, before failed is set */
 };
 

@@ -1,10 +1,11 @@
 /*
- * cluster.c - the cluster cache tier: preprocessed values in memcached,
- * through libmemcached (see cluster.h for the layout and the contract).
- * Opening and closing, the counters and the error text; the server list
+ * cluster.c - cache/ (the store), the cluster tier, its top: preprocessed
+ * values in memcached, through libmemcached (see cluster.h for the layout
+ * and the contract).  Opening (the secret's key id, the probe of every
+ * server) and closing, the counters and the error text; the server list
  * and the auth and secret files are in cluster_conf.c, the items' bytes in
- * cluster_codec.c, get and put in cluster_io.c.  The top of the tier:
- * calls cluster_conf.c; cluster_io.c and cluster_codec.c are beside it.
+ * cluster_codec.c, get and put in cluster_io.c.  Calls cluster_conf.c and
+ * cluster_codec.c; cluster_io.c is beside it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,37 @@
 #define FAILURE_LIMIT 1
 
 /* ---- open and close --------------------------------------------------- */
+
+/*
+ * The namespace of the items of the secret mac is keyed with (NS in
+ * cluster_int.h): "ffc2:k" and the key id in hex, ":".  0, or -ENOMEM.
+ */
+static int
+secret_ns(const EVP_MAC_CTX *mac, char ns[CLUSTER_NS_MAX])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t id[32];
+	EVP_MAC_CTX *ctx;
+	size_t outl = 0, n;
+	int ok;
+
+	if ((ctx = EVP_MAC_CTX_dup(mac)) == NULL)
+		return -ENOMEM;
+	ok = EVP_MAC_update(ctx, (const uint8_t *)CLUSTER_KEYID_LABEL,
+		 strlen(CLUSTER_KEYID_LABEL)) &&
+	     EVP_MAC_final(ctx, id, &outl, sizeof(id)) && outl == sizeof(id);
+	EVP_MAC_CTX_free(ctx);
+	if (!ok)
+		return -ENOMEM;
+	n = (size_t)snprintf(ns, CLUSTER_NS_MAX, "%sk", CLUSTER_KEY_PREFIX);
+	for (size_t i = 0; i < CLUSTER_KEYID_LEN; i++) {
+		ns[n++] = hex[id[i] >> 4];
+		ns[n++] = hex[id[i] & 15];
+	}
+	ns[n++] = ':';
+	ns[n] = '\0';
+	return 0;
+}
 
 /*
  * The MAC's context, keyed with the secret of path: 0 and *out, or -errno
@@ -96,6 +128,101 @@ set_behaviors(memcached_st *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- the probe at open ------------------------------------------------ */
+
+/* The key a probe deletes: nobody stores it. */
+#define PROBE_KEY CLUSTER_KEY_PREFIX "probe"
+
+/*
+ * Ask server sv once, with the credentials user and pass (user NULL:
+ * none): 0 it answered and took them, 1 it refused them (or wants some),
+ * why said, -1 it did not answer (down: a miss later, said then).  A
+ * delete of a key nobody stores: memcached -S refuses it without
+ * authentication, where a get would only miss.
+ */
+static int
+probe_one(const struct server *sv, const char *user, const char *pass,
+    char *why, size_t len)
+{
+	memcached_st *m = memcached_create(NULL);
+	memcached_return_t rc;
+	int r = -1;
+
+	if (m == NULL || set_behaviors(m, NULL, 0) != 0 ||
+	    memcached_failed(memcached_server_add(m, sv->host, sv->port)) ||
+	    (user != NULL &&
+		memcached_failed(memcached_set_sasl_auth_data(m, user, pass))))
+		goto out;
+	rc = memcached_delete(m, PROBE_KEY, strlen(PROBE_KEY), 0);
+	if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_NOTFOUND) {
+		r = 0;
+	} else if (rc == MEMCACHED_AUTH_FAILURE ||
+		   rc == MEMCACHED_AUTH_PROBLEM ||
+		   rc == MEMCACHED_AUTH_CONTINUE) {
+		r = 1;
+		if (user != NULL)
+			snprintf(why, len,
+			    "%s:%u refused cluster_auth's user %s (SASL "
+			    "authentication failed)",
+			    sv->host, sv->port, user);
+		else
+			snprintf(why, len,
+			    "%s:%u wants SASL authentication (memcached -S), "
+			    "and there is no cluster_auth",
+			    sv->host, sv->port);
+	} else if (user != NULL && (rc == MEMCACHED_UNKNOWN_READ_FAILURE ||
+				       rc == MEMCACHED_PROTOCOL_ERROR ||
+				       rc == MEMCACHED_NOT_SUPPORTED)) {
+		r = 1;
+		snprintf(why, len,
+		    "%s:%u did not take SASL authentication (%s): a server "
+		    "without -S, while cluster_auth is set",
+		    sv->host, sv->port, memcached_strerror(m, rc));
+	}
+out:
+	if (m != NULL) {
+		if (user != NULL)
+			memcached_destroy_sasl_auth_data(m);
+		memcached_free(m);
+	}
+	return r;
+}
+
+/*
+ * cluster_opts.probe: every server asked once (probe_one); c->problem
+ * names those that refused, and c->off says that every one that answered
+ * did.
+ */
+static void
+probe_all(struct cluster *c, const struct server *sv, int n, const char *user,
+    const char *pass)
+{
+	size_t used = 0;
+	unsigned ok = 0;
+	char why[512];
+
+	for (int i = 0; i < n; i++) {
+		int r = probe_one(&sv[i], user, pass, why, sizeof(why));
+
+		if (r == 0)
+			ok++;
+		if (r != 1 || used >= sizeof(c->problem) - 1)
+			continue;
+		c->refused++;
+		used += (size_t)snprintf(c->problem + used,
+		    sizeof(c->problem) - used, "%s%s", used ? "; " : "", why);
+	}
+	if (c->refused == 0)
+		return;
+	c->off = ok == 0;
+	if (used < sizeof(c->problem) - 1)
+		snprintf(c->problem + used, sizeof(c->problem) - used, "%s",
+		    c->off ? ": no server of the tier takes this node's "
+			     "credentials, serving without the cluster tier"
+			   : ": the values on it are misses, and puts to it "
+			     "are dropped");
+}
+
 int
 cluster_open(const char *servers, const struct cluster_opts *o,
     struct cluster **out, char *err, size_t errlen)
@@ -104,7 +231,7 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 	struct cluster *c = NULL;
 	struct server *sv = NULL;
 	memcached_return_t rc;
-	char user[256], pass[1024];
+	char user[256] = "", pass[1024] = "";
 	unsigned pool;
 	int i, n, r;
 
@@ -135,9 +262,15 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 	/* Fixed, never read from a server: every client cuts alike. */
 	c->chunk = o->chunk ? o->chunk : CLUSTER_CHUNK;
 	c->pool_wait_ms = o->pool_wait_ms ? o->pool_wait_ms : POOL_WAIT_MS;
+	snprintf(c->ns, sizeof(c->ns), "%s", CLUSTER_KEY_PREFIX);
 	if (o->secret_file != NULL &&
 	    (r = open_mac(o->secret_file, &c->mac, err, errlen)) != 0)
 		goto out;
+	if (c->mac != NULL && secret_ns(c->mac, c->ns) != 0) {
+		r = -ENOMEM;
+		cluster_set_err(err, errlen, "out of memory");
+		goto out;
+	}
 	if ((c->master = memcached_create(NULL)) == NULL) {
 		r = -ENOMEM;
 		cluster_set_err(err, errlen, "libmemcached: out of memory");
@@ -160,7 +293,6 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 			 pass, sizeof(pass), err, errlen)) != 0)
 			goto out;
 		rc = memcached_set_sasl_auth_data(c->master, user, pass);
-		explicit_bzero(pass, sizeof(pass));
 		if (memcached_failed(rc)) {
 			cluster_set_err(err, errlen, "SASL: %s",
 			    memcached_strerror(c->master, rc));
@@ -176,10 +308,13 @@ cluster_open(const char *servers, const struct cluster_opts *o,
 		    err, errlen, "libmemcached: cannot create the pool");
 		goto out;
 	}
+	if (o->probe)
+		probe_all(c, sv, n, o->auth_file != NULL ? user : NULL, pass);
 	*out = c; /* transferred */
 	c = NULL;
 	r = 0;
 out:
+	explicit_bzero(pass, sizeof(pass));
 	cluster_close(c);
 	free(sv);
 	return r;
@@ -223,6 +358,14 @@ cluster_get_stats(struct cluster *c, struct cluster_stats *st)
 	st->missing_chunks = atomic_load(&c->missing_chunks);
 	st->bad_mac = atomic_load(&c->bad_mac);
 	st->pool_waits = atomic_load(&c->pool_waits);
+	st->off = c->off;
+	st->refused = c->refused;
+}
+
+const char *
+cluster_problem(struct cluster *c)
+{
+	return c->problem[0] != '\0' ? c->problem : NULL;
 }
 
 bool

@@ -1,5 +1,6 @@
 /*
- * cluster.h - the cluster cache tier: preprocessed values in memcached.
+ * cluster.h - cache/ (the store), the cluster cache tier: preprocessed
+ * values in memcached.
  *
  * The same 32-byte keys as the local cache (cache_key) name values in a set
  * of memcached servers shared by many nodes.  All distribution is
@@ -12,12 +13,17 @@
  * format and length under one checksum), so a value is checked by
  * codec_env_open against the key that was asked for, as everywhere else.
  *
- * Layout in memcached (items of version 2, named "ffc2:" + the key in hex;
- * "ffc1:" items of earlier builds are never read): the head item holds a
+ * Layout in memcached (items of version 2, named by the client's
+ * namespace + the key in hex: "ffc2:" without a secret, "ffc2:kID:" with
+ * one, ID derived from the secret by HMAC-SHA256 (cluster_int.h), so
+ * that clients of different secrets never see, overwrite or evict each
+ * other's values; "ffc1:" items of earlier builds are never read, nor
+ * the "ffc2:HEX" items of a secret's clients before the namespaces,
+ * which are computed again): the head item holds a
  * 16-byte item header (magic, version, flags, chunk count, chunk size), a
  * 32-byte MAC field, the envelope's 72-byte header and, when it fits in
  * one item, the payload.  A larger payload goes to chunk items
- * "ffc2:HEX#1".."#N" of exactly the chunk size (the last one shorter),
+ * "NSHEX#1".."#N" of exactly the chunk size (the last one shorter),
  * stored before the head and placed on the same server as the head
  * (libmemcached's by-key calls with the head key as the master key), so
  * that losing a server loses whole values, and a get fetches the chunks
@@ -35,14 +41,21 @@
  * its text for the log (cluster_error_once, cluster_last_error).
  *
  * Security: with an auth file, connections authenticate with SASL PLAIN
- * (binary protocol).  Values and the SASL exchange are plaintext on the
- * wire: the servers belong on a private network.  With a secret file,
- * every value carries an HMAC-SHA256 (OpenSSL) under that secret over its
- * item header, its envelope header (which names the key) and its payload;
- * a client with a secret takes only values whose MAC it verifies (others
- * are misses, counted in bad_mac), so nobody without the secret can plant
- * a value, nor replay one under another key.  A client without a secret
- * ignores the MAC field (the envelope's checksum still holds).
+ * (binary protocol).  cluster_opts.probe asks every server once at open
+ * whether it takes this client's credentials (a wrong password, none
+ * where the server wants some, some where it takes none): those that
+ * refuse are named by cluster_problem, and when every server that
+ * answered refused, the tier is off (cluster_stats' off: every get a
+ * miss, every put dropped, no server asked).  Values and the SASL
+ * exchange are plaintext on the wire: the servers belong on a private
+ * network.  With a secret file, every value carries an HMAC-SHA256
+ * (OpenSSL) under that secret over its item header, its envelope header
+ * (which names the key) and its payload, in the namespace of that
+ * secret; a client with a secret takes only values whose MAC it verifies
+ * (others are misses, counted in bad_mac), so nobody without the secret
+ * can plant a value, nor replay one under another key, and a client of
+ * another secret neither reads nor overwrites them.  A client without a
+ * secret ignores the MAC field (the envelope's checksum still holds).
  *
  * Thread safety: cluster_get, cluster_put, cluster_get_stats,
  * cluster_error_once and cluster_last_error may be called from any number
@@ -105,6 +118,9 @@ struct cluster_stats {
 	uint64_t pool_waits;
 	uint64_t puts, put_errors, skipped_large;
 	uint64_t bytes_in, bytes_out;
+	/* The probe at open: servers that refused us; off: all that did. */
+	unsigned refused;
+	bool off;
 };
 
 /* What cluster_open takes besides the servers (all zero: the defaults). */
@@ -127,6 +143,12 @@ struct cluster_opts {
 	 * client of a tier must share (tests set a small one).
 	 */
 	size_t chunk;
+	/*
+	 * Ask every server once at open (a delete of a key nobody stores,
+	 * within the connect and poll timeouts: under a second a server)
+	 * whether it takes this client's credentials: cluster_problem.
+	 */
+	bool probe;
 };
 
 /*
@@ -160,9 +182,9 @@ void cluster_close(struct cluster *c);
  * Otherwise a miss, and v is left alone: -ENOENT when the cluster does not
  * have it (or has lost a chunk of it), -EBADMSG when the stored value is
  * damaged or another key's, -EACCES when it lacks a valid MAC (with a
- * secret), -EIO when a server failed (down, timed out, refused), -EBUSY
- * when no pooled handle was free in time, -ENOMEM.  Callers treat every
- * nonzero return as a miss.
+ * secret) or the tier is off (cluster_problem), -EIO when a server failed
+ * (down, timed out, refused), -EBUSY when no pooled handle was free in
+ * time, -ENOMEM.  Callers treat every nonzero return as a miss.
  */
 int cluster_get(
     struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN], struct cache_val *v);
@@ -172,7 +194,8 @@ int cluster_get(
  * v->data is not taken, v->prefix is not used.  0 when stored; -EFBIG for
  * a payload over CLUSTER_MAX_VALUE (not stored, counted in skipped_large);
  * -EIO when a server failed (counted in put_errors); -EBUSY when no pooled
- * handle was free in time (counted in pool_waits).  Callers may ignore the
+ * handle was free in time (counted in pool_waits); -EACCES when the tier
+ * is off (cluster_problem; not counted).  Callers may ignore the
  * return: a failed put is only a later miss.
  */
 int cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
@@ -198,5 +221,14 @@ uint64_t cluster_last_error(struct cluster *c, char *buf, size_t len);
 
 /* The payload bytes per chunk item this client uses (CLUSTER_CHUNK). */
 size_t cluster_chunk_size(struct cluster *c);
+
+/*
+ * What cluster_opts.probe found, for the log and the stats: NULL when
+ * every server that answered took this client's credentials (or when
+ * there was no probe); else the servers that refused and why, and what
+ * follows ("serving without the cluster tier" when every one that
+ * answered refused: cluster_stats' off).  Valid until cluster_close.
+ */
+const char *cluster_problem(struct cluster *c);
 
 #endif

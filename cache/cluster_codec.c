@@ -1,9 +1,10 @@
 /*
- * cluster_codec.c - the cluster tier, its lowest layer: the bytes of its
- * memcached items (see cluster_int.h for the layout).  Pure functions: no
- * server, no state, no allocation but OpenSSL's MAC context; they take
- * untrusted bytes (a server, whoever wrote to it, the fuzzer) and check
- * every field before they use it.  Calls nothing of cache/ but codec.c.
+ * cluster_codec.c - cache/ (the store), the cluster tier, its lowest
+ * layer: the bytes of its memcached items (see cluster_int.h for the
+ * layout).  Pure functions: no server, no state, no allocation but
+ * OpenSSL's MAC context; they take untrusted bytes (a server, whoever
+ * wrote to it, the fuzzer) and check every field before they use
+ * it.  Calls nothing of cache/ but codec.c.
  */
 #include <errno.h>
 #include <string.h>
@@ -35,16 +36,15 @@ get_le16(const uint8_t *p)
 }
 
 size_t
-cluster_mkey(char buf[CLUSTER_MKEY_MAX], const uint8_t key[CLUSTER_KEY_LEN],
-    uint32_t chunk)
+cluster_mkey(char buf[CLUSTER_MKEY_MAX], const char *ns,
+    const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk)
 {
 	static const char hex[] = "0123456789abcdef";
 	char digits[10];
-	size_t n, i;
+	size_t n = strnlen(ns, CLUSTER_NS_MAX - 1), i;
 	int d = 0;
 
-	memcpy(buf, CLUSTER_KEY_PREFIX, sizeof(CLUSTER_KEY_PREFIX) - 1);
-	n = sizeof(CLUSTER_KEY_PREFIX) - 1;
+	memcpy(buf, ns, n);
 	for (i = 0; i < CLUSTER_KEY_LEN; i++) {
 		buf[n++] = hex[key[i] >> 4];
 		buf[n++] = hex[key[i] & 15];

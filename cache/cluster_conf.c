@@ -1,7 +1,7 @@
 /*
- * cluster_conf.c - the cluster tier's configuration: the server list, the
- * SASL auth file and the MAC's secret file (see cluster.h).  A leaf of the
- * tier: it calls nothing of cache/.
+ * cluster_conf.c - cache/ (the store), the cluster tier, its
+ * configuration: the server list, the SASL auth file and the MAC's secret
+ * file (see cluster.h).  A leaf of the tier: it calls nothing of cache/.
  */
 #include <sys/stat.h>
 

@@ -1,9 +1,9 @@
 /*
- * cluster_int.h - what the files of the cluster tier share (cluster.c:
- * open, close, stats and errors; cluster_conf.c: the server list and the
- * auth and secret files; cluster_codec.c: the items' bytes, pure;
- * cluster_io.c: get and put).  Not for use outside cache/cluster*.c and
- * the fuzz target of the codec.
+ * cluster_int.h - cache/ (the store), the cluster tier: what its files
+ * share (cluster.c: open, close, stats and errors; cluster_conf.c: the
+ * server list and the auth and secret files; cluster_codec.c: the items'
+ * bytes, pure; cluster_io.c: get and put).  Not for use outside
+ * cache/cluster*.c and the fuzz target of the codec.
  */
 #ifndef FEEDFS_CLUSTER_INT_H
 #define FEEDFS_CLUSTER_INT_H
@@ -36,18 +36,29 @@
  *	48	the envelope's header (codec.h, CODEC_ENV_HDR bytes)
  *	120	the payload, when the chunk count is 0
  *
- * Chunk item "ffc2:HEX#I" (I = 1..count in decimal, no leading zero):
+ * Chunk item "NSHEX#I" (I = 1..count in decimal, no leading zero):
  * payload bytes (I - 1) * size .. I * size, the last one shorter.
+ *
+ * NS, the namespace of a client's items: "ffc2:" without a secret,
+ * "ffc2:kID:" with one, ID the first CLUSTER_KEYID_LEN bytes in hex of
+ * HMAC-SHA256(secret, CLUSTER_KEYID_LABEL): a client reads and writes
+ * only the items of its own secret (or of none), so nodes of different
+ * secrets never read each other's values as bad MACs, nor overwrite or
+ * evict them; the ID names the secret without giving it away.
  */
 #define CLUSTER_KEY_PREFIX "ffc2:"
+#define CLUSTER_KEYID_LEN 8
+#define CLUSTER_KEYID_LABEL "feedfs cluster key id"
+/* "ffc2:k" + 16 hex + ":" + NUL */
+#define CLUSTER_NS_MAX (sizeof(CLUSTER_KEY_PREFIX) + 2 + 2 * CLUSTER_KEYID_LEN)
 #define CLUSTER_ITEM_MAGIC "FFCL"
 #define CLUSTER_ITEM_VERSION 2
 #define CLUSTER_FLAG_MAC 1u
 #define CLUSTER_ITEM_HDR 16
 #define CLUSTER_MAC_LEN 32
 #define CLUSTER_HEAD_LEN (CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN + CODEC_ENV_HDR)
-/* "ffc2:" + 64 hex + "#" + up to 10 digits + NUL */
-#define CLUSTER_MKEY_MAX (sizeof(CLUSTER_KEY_PREFIX) + 2 * CLUSTER_KEY_LEN + 12)
+/* NS + 64 hex + "#" + up to 10 digits + NUL */
+#define CLUSTER_MKEY_MAX (CLUSTER_NS_MAX + 2 * CLUSTER_KEY_LEN + 12)
 
 /* A head item, parsed: pointers into the item's bytes. */
 struct cluster_head {
@@ -59,8 +70,11 @@ struct cluster_head {
 	const uint8_t *payload; /* plen bytes when nchunks is 0, else NULL */
 };
 
-/* The memcached key of key's head (chunk 0) or chunk into buf; its length. */
-size_t cluster_mkey(char buf[CLUSTER_MKEY_MAX],
+/*
+ * The memcached key of key's head (chunk 0) or chunk in the namespace ns
+ * (a NUL-terminated NS, shorter than CLUSTER_NS_MAX) into buf; its length.
+ */
+size_t cluster_mkey(char buf[CLUSTER_MKEY_MAX], const char *ns,
     const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk);
 /*
  * Which chunk of the head hkey (hlen bytes) the memcached key k (klen
@@ -113,6 +127,15 @@ struct cluster {
 	size_t chunk;	       /* payload bytes per chunk item */
 	unsigned pool_wait_ms; /* how long a call waits for a handle */
 	EVP_MAC_CTX *mac;      /* keyed with the secret; NULL without one */
+	char ns[CLUSTER_NS_MAX]; /* the items' namespace (NS above) */
+	/*
+	 * What cluster_open's probe found (cluster_problem), "" when
+	 * nothing; off: every server that answered refused this client's
+	 * credentials (or their lack), and no server is asked.  Set at open.
+	 */
+	char problem[1024];
+	bool off;
+	unsigned refused;
 
 	_Atomic uint64_t hits, misses, errors, bytes_in, bytes_out, puts,
 	    put_errors, skipped_large, bad_checksum, bad_mac, missing_chunks,

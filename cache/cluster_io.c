@@ -1,8 +1,8 @@
 /*
- * cluster_io.c - the cluster tier's get and put against memcached (see
- * cluster.h for the contract, cluster_int.h for the items' layout).  Above
- * cluster_codec.c, whose functions check every byte a server returns;
- * this file moves the bytes and counts.
+ * cluster_io.c - cache/ (the store), the cluster tier's get and put
+ * against memcached (see cluster.h for the contract, cluster_int.h for the
+ * items' layout).  Above cluster_codec.c, whose functions check every byte
+ * a server returns; this file moves the bytes and counts.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -106,7 +106,7 @@ get_chunks(struct cluster *c, memcached_st *m,
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		kl[i] = cluster_mkey(keys[i], key, i + 1);
+		kl[i] = cluster_mkey(keys[i], c->ns, key, i + 1);
 		kp[i] = keys[i];
 	}
 	rc = memcached_mget_by_key(m, hkey, hlen, kp, kl, n);
@@ -192,6 +192,10 @@ cluster_get(
 	uint32_t flags;
 	int r;
 
+	if (c->off) { /* its servers refused us at open (cluster.h) */
+		atomic_fetch_add(&c->misses, 1);
+		return -EACCES;
+	}
 	if ((m = pool_get(c, &rc)) == NULL) {
 		r = no_handle(c, rc);
 		atomic_fetch_add(&c->misses, 1);
@@ -199,7 +203,7 @@ cluster_get(
 			atomic_fetch_add(&c->errors, 1);
 		return r;
 	}
-	hlen = cluster_mkey(hkey, key, 0);
+	hlen = cluster_mkey(hkey, c->ns, key, 0);
 	val = (uint8_t *)memcached_get(m, hkey, hlen, &vlen, &flags, &rc);
 	if (val == NULL) {
 		r = is_server_failure(rc) ? -EIO : -ENOENT;
@@ -260,6 +264,8 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	uint32_t nchunks, i;
 	int r;
 
+	if (c->off)
+		return -EACCES;
 	if (len > CLUSTER_MAX_VALUE) {
 		atomic_fetch_add(&c->skipped_large, 1);
 		return -EFBIG;
@@ -291,12 +297,12 @@ cluster_put(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 			atomic_fetch_add(&c->put_errors, 1);
 		return r;
 	}
-	hlen = cluster_mkey(hkey, key, 0);
+	hlen = cluster_mkey(hkey, c->ns, key, 0);
 	/* The chunks first, then the head that makes them reachable. */
 	for (i = 0; i < nchunks; i++) {
 		off = (size_t)i * c->chunk;
 		n = len - off < c->chunk ? len - off : c->chunk;
-		klen = cluster_mkey(ckey, key, i + 1);
+		klen = cluster_mkey(ckey, c->ns, key, i + 1);
 		rc = memcached_set_by_key(
 		    m, hkey, hlen, ckey, klen, (const char *)p + off, n, 0, 0);
 		if (memcached_failed(rc)) {

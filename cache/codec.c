@@ -1,7 +1,8 @@
 /*
- * codec.c - the bytes of values (the envelope, codec.h), index entries
- * and digest memos.  A layer below everything else in cache/: it calls
- * nothing of cache/ but format.h's names.
+ * codec.c - cache/ (the store), layer codec: the bytes of values (the
+ * envelope, codec.h), index entries and digest memos.  A layer below
+ * everything else in cache/: it calls nothing of cache/ but format.h's
+ * names.
  *
  * The envelope carries the key, so a value read under the wrong key (a
  * stale 'K' entry, an item copied in the tier) is never taken for a hit.

@@ -1,5 +1,6 @@
 /*
- * codec.h - the bytes of the cache's records, without RocksDB.
+ * codec.h - cache/ (the store), layer codec: the bytes of the cache's
+ * records, without RocksDB.
  *
  * Keys are told apart by their first byte (see cache_int.h for the whole
  * layout).  This module only turns values and index entries into bytes and

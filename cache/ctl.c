@@ -1,7 +1,7 @@
 /*
- * ctl.c - layer: server (beside srv.c; owner.c makes and checks its
- * socket; calls admin.c's cache_admin_run).  The control socket of a
- * cache that a feedfs holds (see cache.h).
+ * ctl.c - cache/ (the store), layer server (beside srv.c; owner.c makes
+ * and checks its socket; calls admin.c's cache_admin_run).  The control
+ * socket of a cache that a feedfs holds (see cache.h).
  *
  * RocksDB lets one process write a store, so feedfs-cache asks the daemon
  * that holds it to evict, clear, compact or flush: one thread accepts on

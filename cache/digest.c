@@ -1,8 +1,8 @@
 /*
- * digest.c - layer: store (above memo.c and store.c; calls codec.c and
- * err.c).  The hashes (SHA-256 of sources, cache keys) and the digest
- * memos' lookups, which let a hit skip reading its source (their records'
- * share, room and eviction: memo.c).
+ * digest.c - cache/ (the store), layer store (above memo.c and store.c;
+ * calls codec.c and err.c).  The hashes (SHA-256 of sources, cache keys)
+ * and the digest memos' lookups, which let a hit skip reading its source
+ * (their records' share, room and eviction: memo.c).
  *
  * Digest memos are small (~100 bytes a source file) but as many as the
  * source files (or tar members): they count against admit_bytes
@@ -187,7 +187,8 @@ cache_put_digest(struct cache *c, const char *path, const struct stat *st,
 		c->ops->put_digest(c, path, st, digest);
 		return;
 	}
-	if (c == NULL || atomic_load(&c->disabled) || cache_is_zero(digest, 32))
+	if (c == NULL || atomic_load(&c->disabled) ||
+	    cache_is_zero(digest, 32) || !cache_room_ok(c))
 		return;
 	/*
 	 * The caller's read began before now: a stat racy against now is

@@ -1,7 +1,8 @@
 /*
- * err.c - layer: store, its bottom (calls nothing).  A store's first
- * failure, after which the cache is off (cache_fail: every store file
- * calls it), and what it was (cache_error).
+ * err.c - cache/ (the store), layer store, its bottom (calls room.c
+ * only).  A store's first failure, after which the cache is off
+ * (cache_fail: every store file calls it), and what it was
+ * (cache_error).  A full disk is not such a failure: room.c's.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +12,10 @@
 void
 cache_fail(struct cache *c, const char *what, const char *msg)
 {
+	if (cache_is_nospace(msg)) {
+		cache_room_nospace(c, msg); /* hits go on */
+		return;
+	}
 	pthread_mutex_lock(&c->errlock);
 	if (!atomic_load(&c->disabled)) {
 		snprintf(c->err, sizeof(c->err), "%s failed: %s", what, msg);

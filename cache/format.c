@@ -1,6 +1,6 @@
 /*
- * format.c - raw, lossless (row filter + zstd) and jpeg(Q) prefix images
- * (see format.h).
+ * format.c - cache/ (the store), layer codec (beside codec.c): raw,
+ * lossless (row filter + zstd) and jpeg(Q) prefix images (see format.h).
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 /*
- * format.h - how a job's prefix images are stored in the cache
- * (cache_format = raw | lossless | jpeg(Q)).
+ * format.h - cache/ (the store), layer codec (beside codec.h): how a job's
+ * prefix images are stored in the cache (cache_format = raw | lossless |
+ * jpeg(Q)).
  *
  *	raw		the h x w x 3 uint8 pixels as they are
  *	lossless	each row "sub"-filtered (every byte less the byte of

@@ -1,10 +1,10 @@
 /*
- * handle.c - layer: handle (the top: calls owner.c, srv.c, client.c, the
- * control socket and the store).  cache_open_shared's handle: one
- * interface (struct cache_ops, through which cache.h's functions go) over
- * two implementations, this process's own store once it holds it, else
- * the owner's data socket (client.c); the takeover that switches from the
- * second to the first, with the options given at open.
+ * handle.c - cache/ (the store), layer handle (the top: calls owner.c,
+ * srv.c, client.c, the control socket and the store).  cache_open_shared's
+ * handle: one interface (struct cache_ops, through which cache.h's
+ * functions go) over two implementations, this process's own store once it
+ * holds it, else the owner's data socket (client.c); the takeover that
+ * switches from the second to the first, with the options given at open.
  *
  * Takeover: when the client finds that nobody holds the store
  * (-ENOTCONN), one thread of this process tries to take it (owner.c's
@@ -51,6 +51,16 @@ struct cache_share {
 	pthread_mutex_t takeover;	/* one attempt at a time */
 	atomic_uint_least64_t retry_at; /* no takeover before (ns) */
 	atomic_uint_least64_t bytes_read;
+	/*
+	 * The dir holds a newer cache format (its format file at open, or
+	 * the store's marker at a takeover): left alone for good, every get
+	 * a miss.  why and dir_format are written once, before refused is
+	 * set (at open, or under takeover).
+	 */
+	atomic_bool refused;
+	char why[1024];
+	uint32_t dir_format;
+	char failed[1024]; /* the last takeover's failure; under takeover */
 };
 
 static void
@@ -71,6 +81,17 @@ static struct cache *
 local_of(struct cache *c)
 {
 	return atomic_load(&c->share->local);
+}
+
+/* Leave the dir alone for good: why (cache_error) and its format. */
+static void
+refuse(struct cache_share *sh, uint32_t format, const char *why)
+{
+	if (atomic_load(&sh->refused))
+		return;
+	snprintf(sh->why, sizeof(sh->why), "%s", why);
+	sh->dir_format = format;
+	atomic_store(&sh->refused, true);
 }
 
 /*
@@ -143,8 +164,10 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	uint64_t was = client_owner_bound(sh->cl);
 	struct srv_opts so = {sh->o.conns, sh->o.share_mem, {0}};
 	struct cache *c;
+	const char *note;
 	char msg[1024];
 	long holder;
+	bool warn;
 	int e, lk;
 
 	if ((lk = owner_open_lock(sh->dir, wait_ms)) < 0) {
@@ -185,8 +208,8 @@ become_owner(struct cache_share *sh, int wait_ms, char *err, size_t errlen)
 	if (cache_note(c) != NULL)
 		say(sh, true, "%s", cache_note(c));
 	cache_keep_bound(c, was); /* cache_size = auto: never shrinks either */
-	if (cache_auto_note(c) != NULL)
-		say(sh, false, "%s", cache_auto_note(c));
+	if ((note = cache_size_note(c, &warn)) != NULL)
+		say(sh, warn, "%s", note);
 	if (cache_ctl_start(c, sh->dir, &sh->ctl, msg, sizeof(msg)) != 0)
 		say(sh, true, "no control socket for feedfs-cache: %s", msg);
 	/* The token before the socket: whoever reaches us can check it. */
@@ -221,11 +244,17 @@ try_takeover(struct cache_share *sh)
 		    "this feedfs (pid %ld) is the owner of %s now, serving "
 		    "the other mounts on %s/%s",
 		    (long)getpid(), sh->dir, sh->dir, DATA_NAME);
+	} else if (e == -EINVAL) {
+		/* A store of a newer format: never tried again (cache.h). */
+		refuse(sh, (uint32_t)cache_dir_format(sh->dir), err);
 	} else if (e == -EBUSY || e == -ETIMEDOUT) {
 		atomic_store(
 		    &sh->retry_at, now + (uint64_t)RETRY_BUSY_MS * 1000000u);
 	} else {
-		say(sh, true, "cannot take over %s: %s", sh->dir, err);
+		/* Said once, not at every retry (a full disk, say). */
+		if (strcmp(err, sh->failed) != 0)
+			say(sh, true, "cannot take over %s: %s", sh->dir, err);
+		snprintf(sh->failed, sizeof(sh->failed), "%s", err);
 		atomic_store(
 		    &sh->retry_at, now + (uint64_t)RETRY_FAILED_MS * 1000000u);
 	}
@@ -245,6 +274,10 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 	struct cache *l = local_of(c);
 	int e = -ENOENT;
 
+	if (atomic_load(&sh->refused)) {
+		count(sh, false);
+		return -ENOENT;
+	}
 	if (l == NULL && !cache_is_zero(key, CACHE_KEY_LEN) &&
 	    (e = client_get(sh->cl, key, v)) == -ENOTCONN) {
 		try_takeover(sh);
@@ -257,6 +290,13 @@ h_get(struct cache *c, const uint8_t key[CACHE_KEY_LEN], struct cache_val *v)
 	return e == 0 ? 0 : -ENOENT;
 }
 
+/* cache_holds: the store this process holds tells; another's cannot. */
+static int
+h_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	return local_of(c) != NULL ? cache_holds(local_of(c), key) : -1;
+}
+
 static void
 h_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
     const struct cache_val *v)
@@ -264,7 +304,7 @@ h_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	struct cache_share *sh = c->share;
 	struct cache *l = local_of(c);
 
-	if (cache_is_zero(key, CACHE_KEY_LEN))
+	if (cache_is_zero(key, CACHE_KEY_LEN) || atomic_load(&sh->refused))
 		return;
 	if (l == NULL && client_put(sh->cl, key, v) == -ENOTCONN) {
 		try_takeover(sh);
@@ -282,6 +322,8 @@ h_get_digest(struct cache *c, const char *path, const struct stat *st,
 	struct cache *l = local_of(c);
 	int e;
 
+	if (atomic_load(&sh->refused))
+		return -ENOENT;
 	if (l == NULL &&
 	    (e = client_get_digest(sh->cl, path, st, digest)) != -ENOTCONN)
 		return e == 0 ? 0 : -ENOENT;
@@ -299,7 +341,7 @@ h_put_digest(struct cache *c, const char *path, const struct stat *st,
 	struct cache_share *sh = c->share;
 	struct cache *l = local_of(c);
 
-	if (cache_is_zero(digest, 32))
+	if (cache_is_zero(digest, 32) || atomic_load(&sh->refused))
 		return;
 	if (l == NULL &&
 	    client_put_digest(sh->cl, path, st, digest) == -ENOTCONN) {
@@ -320,7 +362,14 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	client_counts(sh->cl, &cs);
-	if (l != NULL) {
+	if (atomic_load(&sh->refused)) {
+		st->disabled = true;
+		st->dir_format = sh->dir_format;
+	} else if (l == NULL &&
+		   (st->dir_format = client_dir_format(sh->cl)) != 0) {
+		/* An owner of another format: not used (cache.h). */
+		st->disabled = true;
+	} else if (l != NULL) {
 		cache_get_stats(l, st);
 		/*
 		 * The clients' puts the owner's queue had no room for (srv
@@ -341,6 +390,8 @@ h_get_stats(struct cache *c, struct cache_stats *st)
 		st->entries = ws.entries;
 		st->used_bytes = ws.used_bytes;
 		st->admit_bytes = ws.admit_bytes;
+		st->size_bound = client_owner_bound(sh->cl);
+		st->dir_format = CACHE_FORMAT_VERSION; /* it answers us */
 	}
 	/* This mount's own lookups and traffic, not the store's. */
 	st->hits = atomic_load(&sh->self.hits);
@@ -374,15 +425,15 @@ h_error(struct cache *c)
 {
 	struct cache *l = local_of(c);
 
+	if (atomic_load(&c->share->refused))
+		return c->share->why;
 	return l != NULL ? cache_error(l) : client_error(c->share->cl);
 }
 
 static const char *
 h_note(struct cache *c)
 {
-	struct cache *l = local_of(c);
-
-	return l != NULL ? cache_note(l) : NULL;
+	return local_of(c) != NULL ? cache_note(local_of(c)) : NULL;
 }
 
 static void
@@ -408,6 +459,7 @@ h_close(struct cache *c)
 
 static const struct cache_ops share_ops = {
     .get = h_get,
+    .holds = h_holds,
     .put = h_put,
     .get_digest = h_get_digest,
     .put_digest = h_put_digest,
@@ -569,11 +621,13 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 {
 	struct cache_share *sh;
 	struct cache *c;
-	int e;
+	char why[sizeof(sh->why)];
+	int e, v;
 
 	/* Every role: the directory must be this user's alone. */
 	if ((e = owner_check_dir(dir, err, errlen)) != 0)
 		return e;
+	v = cache_dir_format(dir);
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
 	    (sh = calloc(1, sizeof(*sh))) == NULL) {
 		free(c);
@@ -598,6 +652,17 @@ cache_open_shared(const char *dir, const struct cache_opts *o,
 		goto fail;
 	}
 
+	if (v > CACHE_FORMAT_VERSION) {
+		/* Neither owned nor asked: its owner (if any) reads it. */
+		snprintf(why, sizeof(why),
+		    "%s holds cache format %d, newer than this feedfs's %d (a "
+		    "newer feedfs made it): left alone; use the newer feedfs, "
+		    "or another cache_dir for this one",
+		    dir, v, CACHE_FORMAT_VERSION);
+		refuse(sh, (uint32_t)v, why);
+		*out = c;
+		return 0;
+	}
 	pthread_mutex_lock(&sh->takeover);
 	e = become_owner(sh, OPEN_LOCK_WAIT_MS, err, errlen);
 	if (e == -EBUSY)

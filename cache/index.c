@@ -1,9 +1,9 @@
 /*
- * index.c - layer: store (under store.c and admin.c; calls codec.c and
- * memo.c).  The 'T' index read whole: cache_scan, and from it, at open
- * and after an admin delete, the next seq and the admission totals
- * (cache_load_seq, cache_load_totals); what an entry counts against
- * admit_bytes (cache_entry_cost).
+ * index.c - cache/ (the store), layer store (under store.c and admin.c;
+ * calls codec.c and memo.c).  The 'T' index read whole: cache_scan, and
+ * from it, at open and after an admin delete, the next seq and the
+ * admission totals (cache_load_seq, cache_load_totals); what an entry
+ * counts against admit_bytes (cache_entry_cost).
  */
 #include <errno.h>
 #include <stdatomic.h>

@@ -1,11 +1,12 @@
 /*
- * memo.c - layer: store (under index.c, store.c, stats.c and digest.c;
- * calls codec.c and err.c).  The digest memos' records below their
- * lookups: the share of admission that values and memos fill
- * (cache_admit_bytes, and the memos' 32nd of it: cache_memo_budget),
- * reading and counting a memo, room for a new one, the eviction of the
- * oldest (their 'M' records, in insertion order), and their counts loaded
- * at open.  digest.c says what memos are for and when one is made.
+ * memo.c - cache/ (the store), layer store (under index.c, store.c,
+ * stats.c and digest.c; calls codec.c and err.c).  The digest memos'
+ * records below their lookups: the share of admission that values and
+ * memos fill (cache_admit_bytes, and the memos' 32nd of it:
+ * cache_memo_budget), reading and counting a memo, room for a new one, the
+ * eviction of the oldest (their 'M' records, in insertion order), and
+ * their counts loaded at open.  digest.c says what memos are for and when
+ * one is made.
  */
 #include <errno.h>
 #include <stdatomic.h>

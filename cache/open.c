@@ -1,11 +1,11 @@
 /*
- * open.c - layer: store (above options.c, index.c, memo.c and store.c;
- * under admin.c; calls nothing of the sharing layer; owner.c uses its
- * checks of the directory).  Opening and closing the store:
- * cache_open_opts (with options.c's RocksDB options and size bound), the
- * directory and its permissions, the format marker, the lock probe, a
- * damaged or old store moved aside, the flush at close, the read-only
- * secondary instance of feedfs-cache.
+ * open.c - cache/ (the store), layer store (above options.c, index.c,
+ * memo.c and store.c; under admin.c; calls nothing of the sharing layer;
+ * owner.c uses its checks of the directory).  Opening and closing the
+ * store: cache_open_opts (with options.c's RocksDB options and size
+ * bound), the directory and its permissions, the format marker, the lock
+ * probe, a damaged or old store moved aside, the flush at close, the
+ * read-only secondary instance of feedfs-cache.
  *
  * Writes skip the WAL: everything here can be recomputed, the WAL would
  * double the bytes written, and a batch is applied atomically to the
@@ -13,6 +13,7 @@
  * wrong data); cache_close flushes so a clean unmount keeps everything.
  */
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -105,6 +106,7 @@ static void
 free_handles(struct cache *c)
 {
 	close_db(c);
+	cache_room_free(c);
 	if (c->ropts != NULL)
 		rocksdb_readoptions_destroy(c->ropts);
 	if (c->vropts != NULL)
@@ -335,6 +337,31 @@ checked_dir(const char *dir, bool create, char *err, size_t errlen)
 	return dfd;
 }
 
+/*
+ * Whether the filesystem of dfd has room to open a store: RocksDB writes a
+ * MANIFEST, an OPTIONS file and its LOG's header at every open, and
+ * Debian's librocksdb (built with assertions) aborts the process when an
+ * append to LOG follows one that failed (options.c).  Less than
+ * CACHE_OPEN_ROOM free: -ENOSPC and why (RocksDB's words for it, which
+ * feedfs-cache looks for).
+ */
+#define CACHE_OPEN_ROOM (1u << 20)
+static int
+open_room(int dfd, const char *dir, char *err, size_t errlen)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (fstatvfs(dfd, &sv) != 0 ||
+	    (avail = (uint64_t)sv.f_bavail * sv.f_frsize) >= CACHE_OPEN_ROOM)
+		return 0;
+	snprintf(err, errlen,
+	    "%s: No space left on device (%" PRIu64 " KiB free on its "
+	    "filesystem; opening the store takes about %u KiB)",
+	    dir, avail >> 10, CACHE_OPEN_ROOM >> 10);
+	return -ENOSPC;
+}
+
 /* One attempt at opening dir: 0, or -EBADMSG when the store is damaged. */
 static int
 open_store(struct cache *c, const char *dir, char *err, size_t errlen)
@@ -344,8 +371,14 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 
 	if ((dfd = checked_dir(dir, true, err, errlen)) < 0)
 		return dfd;
+	if ((r = open_room(dfd, dir, err, errlen)) != 0) {
+		close(dfd);
+		return r;
+	}
 	if (c->size_auto)
 		cache_choose_bound(c, dfd, dir);
+	else
+		cache_clamp_bound(c, dfd, dir);
 	c->db = open_cfs(c, dir, NULL, &e);
 	if (e != NULL) {
 		if (is_lock_error(e)) {
@@ -376,6 +409,9 @@ open_store(struct cache *c, const char *dir, char *err, size_t errlen)
 		return r;
 	}
 	private_files(dfd); /* after the open, which rewrites CURRENT */
+	cache_dir_format_write(dfd);
+	cache_room_free(c); /* a second attempt's */
+	cache_room_init(c, dfd);
 	close(dfd);
 	return 0;
 }
@@ -406,6 +442,9 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 	pthread_mutex_init(&c->errlock, NULL);
 	cache_admin_lock_init(c);
 	atomic_flag_clear(&c->evicting);
+	c->dirfd = -1;
+	c->say = o->say;
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
 	/* cache_size = auto: chosen by open_store, on the checked directory. */
 	c->size_auto = size_bound == CACHE_SIZE_AUTO;
 	cache_set_options(
@@ -519,7 +558,7 @@ cache_open_secondary(
 {
 	char tmpl[] = "/tmp/feedfs-cache.XXXXXX", *e = NULL;
 	struct cache *c;
-	int dfd, r;
+	int dfd, fd, r;
 
 	/* The same checks as the mount's, on the descriptor: made nowhere. */
 	if ((dfd = checked_dir(dir, false, err, errlen)) < 0)
@@ -530,6 +569,16 @@ cache_open_secondary(
 		close(dfd);
 		return r;
 	}
+	/* Its MANIFEST and LOG go to tmpl (the same abort: open_room). */
+	if ((fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		r = open_room(fd, tmpl, err, errlen);
+		close(fd);
+		if (r != 0) {
+			rmdir(tmpl);
+			close(dfd);
+			return r;
+		}
+	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		rmdir(tmpl);
 		close(dfd);
@@ -539,6 +588,8 @@ cache_open_secondary(
 	pthread_mutex_init(&c->errlock, NULL);
 	cache_admin_lock_init(c);
 	atomic_flag_clear(&c->evicting);
+	c->dirfd = -1;
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
 	cache_set_options(c, UINT64_MAX / 2, 16u << 20);
 	rocksdb_options_set_create_if_missing(c->opts, 0);
 	rocksdb_options_set_max_open_files(c->opts, -1); /* secondary needs */

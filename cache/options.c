@@ -1,9 +1,10 @@
 /*
- * options.c - layer: store (under open.c; calls nothing).  The RocksDB
- * options a store is opened with, and its size bound: a set cache_size,
+ * options.c - cache/ (the store), layer store (under open.c; calls
+ * nothing).  The RocksDB options a store is opened with, and its size
+ * bound: a set cache_size (clamped to its filesystem: cache_clamp_bound),
  * or cache_size = auto, chosen from the filesystem before the store is
- * opened (cache_choose_bound) and kept at least the previous owner's on
- * a takeover (cache_keep_bound).
+ * opened (cache_choose_bound) and kept at least the previous owner's on a
+ * takeover (cache_keep_bound).
  */
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -110,6 +111,7 @@ set_bound(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 	rocksdb_options_set_target_file_size_base(c->opts, wb);
 	rocksdb_options_set_max_bytes_for_level_base(c->opts, wb * 8);
 	rocksdb_options_set_max_open_files(c->opts, open_files(size_bound, wb));
+	c->wbuf = wb;
 	c->size_bound = size_bound;
 	c->check_every = clamp64(size_bound / 32, 64u << 10, 64u << 20);
 }
@@ -132,7 +134,22 @@ cache_set_options(struct cache *c, uint64_t size_bound, uint64_t mem_bound)
 	rocksdb_options_set_max_background_jobs(c->opts, 2);
 	rocksdb_options_set_keep_log_file_num(c->opts, 2);
 	rocksdb_options_set_max_log_file_size(c->opts, 1u << 20);
-	rocksdb_options_set_info_log_level(c->opts, 2); /* warnings */
+	/*
+	 * RocksDB's own log (dir/LOG) gets its header at open and nothing
+	 * after.  Debian's librocksdb 7.8 is built with assertions: once an
+	 * append to LOG failed (a full disk), the next one aborts the
+	 * process (WritableFileWriter's "sync_without_flush_called_"), and
+	 * at the level of warnings a full disk is what RocksDB logs.
+	 * Measured on a 8M tmpfs filled by dd: 4 runs of 5 aborted at
+	 * level 2 (a flush's error, or the open of a store on the full
+	 * disk); none in 14 at this level.
+	 */
+	rocksdb_options_set_info_log_level(c->opts, 5); /* header only */
+	/*
+	 * A new MANIFEST at every open, preallocated: 4 MiB by default,
+	 * which a store on a small or full disk cannot spare.
+	 */
+	rocksdb_options_set_manifest_preallocation_size(c->opts, 64u << 10);
 	rocksdb_options_set_create_missing_column_families(c->opts, 1);
 	c->ropts = rocksdb_readoptions_create();
 	/*
@@ -167,51 +184,98 @@ cache_size_auto(uint64_t avail, uint64_t used)
 }
 
 /*
- * cache_size = auto: cache_size_auto of what dfd's filesystem has free for
- * this user and what the store's files (regular files of dfd) take now;
- * before the store is opened with it.
+ * What dfd's filesystem has: *avail free for this user, *total its size,
+ * and *used what the store's files (regular files of dfd) take now.
  */
-void
-cache_choose_bound(struct cache *c, int dfd, const char *dir)
+static void
+measure(int dfd, uint64_t *avail, uint64_t *total, uint64_t *used)
 {
-	uint64_t avail = 0, used = 0, b;
-	char a[32], u[32], h[32];
 	struct statvfs sv;
 	struct dirent *de;
 	struct stat st;
 	DIR *d;
 	int fd;
 
-	if (fstatvfs(dfd, &sv) == 0)
-		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	*avail = *total = *used = 0;
+	if (fstatvfs(dfd, &sv) == 0) {
+		*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+		*total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	}
 	if ((fd = dup(dfd)) >= 0 && (d = fdopendir(fd)) != NULL) {
 		rewinddir(d); /* the offset dfd's earlier reads left */
 		while ((de = readdir(d)) != NULL)
 			if (fstatat(dirfd(d), de->d_name, &st,
 				AT_SYMLINK_NOFOLLOW) == 0 &&
 			    S_ISREG(st.st_mode))
-				used += (uint64_t)st.st_blocks * 512;
+				*used += (uint64_t)st.st_blocks * 512;
 		closedir(d);
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	b = cache_size_auto(avail, used);
+}
+
+/*
+ * cache_size = auto, or a set one clamped: half of what dfd's filesystem
+ * has free for this user and what the store's files take now, at least
+ * min; before the store is opened with it.  The note says from what.
+ */
+static uint64_t
+auto_bound(struct cache *c, uint64_t avail, uint64_t used, const char *dir,
+    uint64_t min)
+{
+	uint64_t b = (avail + used) / 2 < min ? min : (avail + used) / 2;
+	char a[32], u[32];
+
 	set_bound(c, b, c->mem_bound);
-	human(b, h, sizeof(h));
 	human(avail, a, sizeof(a));
 	human(used, u, sizeof(u));
 	snprintf(c->auto_from, sizeof(c->auto_from),
 	    "half of the %s free on %s's filesystem and the %s the cache takes",
 	    a, dir, u);
+	return b;
+}
+
+void
+cache_choose_bound(struct cache *c, int dfd, const char *dir)
+{
+	uint64_t avail, total, used, b;
+	char h[32];
+
+	measure(dfd, &avail, &total, &used);
+	b = auto_bound(c, avail, used, dir, CACHE_SIZE_AUTO_MIN);
+	human(b, h, sizeof(h));
 	snprintf(c->auto_note, sizeof(c->auto_note),
 	    "cache_size = auto: %s (%" PRIu64 " bytes), %s", h, b,
 	    c->auto_from);
 }
 
-const char *
-cache_auto_note(struct cache *c)
+void
+cache_clamp_bound(struct cache *c, int dfd, const char *dir)
 {
-	return c->size_auto ? c->auto_note : NULL;
+	uint64_t avail, total, used, asked = c->size_bound, b;
+	char h[32], t[32], a[32];
+
+	measure(dfd, &avail, &total, &used);
+	if (total == 0 || asked <= total)
+		return;
+	/* Not auto's least, CACHE_SIZE_AUTO_MIN: the filesystem is small. */
+	b = auto_bound(c, avail, used, dir, 1u << 20);
+	c->size_clamped = true;
+	human(asked, a, sizeof(a));
+	human(total, t, sizeof(t));
+	human(b, h, sizeof(h));
+	snprintf(c->auto_note, sizeof(c->auto_note),
+	    "cache_size = %s is more than the %s that %s's filesystem "
+	    "holds: clamped to %s (%" PRIu64 " bytes), as cache_size = auto "
+	    "would choose: %s",
+	    a, t, dir, h, b, c->auto_from);
+}
+
+const char *
+cache_size_note(struct cache *c, bool *warn)
+{
+	*warn = c->size_clamped;
+	return c->size_auto || c->size_clamped ? c->auto_note : NULL;
 }
 
 void

@@ -1,6 +1,7 @@
 /*
- * owner.c - layer: owner (above the store; under srv.c, client.c and
- * handle.c).  Who may own and who may serve a shared cache directory:
+ * owner.c - cache/ (the store), layer owner (above the store; under srv.c,
+ * client.c and handle.c).  Who may own and who may serve a shared cache
+ * directory:
  *
  *   - the directory's checks, the same in every role (cache_private_dir:
  *     owned by this user, writable by nobody else), so a client never

@@ -1,10 +1,11 @@
 /*
- * putq.c - layer: server (under srv.c; calls the store).  The owner's
- * put queue: PUT and PUT_DIGEST bodies queued by the request threads
- * (at most SRV_QUEUE_MAX), done in order by one put thread, their bytes
- * and the bodies being read within srv_opts' share_mem; and the
- * maintenance thread, which alone checks the store's size and evicts
- * while the server runs (srv.c says how the server fits together).
+ * putq.c - cache/ (the store), layer server (under srv.c; calls the
+ * store).  The owner's put queue: PUT and PUT_DIGEST bodies queued by the
+ * request threads (at most SRV_QUEUE_MAX), done in order by one put
+ * thread, their bytes and the bodies being read within srv_opts'
+ * share_mem; and the maintenance thread, which alone checks the store's
+ * size and evicts while the server runs (srv.c says how the server fits
+ * together).
  */
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
 /*
- * share_int.h - what the files of the shared cache share; not for use
- * outside cache/.  Layers, each calling only the ones before it:
+ * share_int.h - cache/ (the store), the layers of the shared cache: what
+ * their files share; not for use outside cache/.  Layers, each calling
+ * only the ones before it:
  *
- *	store	err.c memo.c index.c store.c stats.c digest.c options.c
- *		open.c admin.c (one RocksDB store; cache_int.h)
+ *	store	room.c err.c memo.c index.c store.c stats.c digest.c
+ *		options.c open.c admin.c (one RocksDB store; cache_int.h)
  *	owner	owner.c: the directory's checks in every role, the lease
  *		(open.lock, and RocksDB's lock on dir/LOCK, asked of the
  *		kernel by F_OFD_GETLK) and its token (dir/owner.id), the
@@ -176,5 +177,8 @@ const char *client_error(struct client *cl);
 void client_counts(struct client *cl, struct client_stats *st);
 /* The size bound the owner announced (0: none heard yet). */
 uint64_t client_owner_bound(struct client *cl);
+/* The format of dir/format when not this build's (the owner is not
+ * used), else 0. */
+uint32_t client_dir_format(struct client *cl);
 
 #endif

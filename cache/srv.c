@@ -1,7 +1,8 @@
 /*
- * srv.c - layer: server (above putq.c, owner.c, wire.c and the store;
- * under handle.c).  The owner's side of the shared cache: dir/data.sock;
- * the put queue and the maintenance thread are putq.c's (srv_int.h).
+ * srv.c - cache/ (the store), layer server (above putq.c, owner.c, wire.c
+ * and the store; under handle.c).  The owner's side of the shared cache:
+ * dir/data.sock; the put queue and the maintenance thread are putq.c's
+ * (srv_int.h).
  *
  *   - An accept thread admits peers of this user (owner_peer_ok), at most
  *     srv_opts' conns connections at once: past it, a new one is answered

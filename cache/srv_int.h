@@ -1,8 +1,8 @@
 /*
- * srv_int.h - layer: server.  What the owner's server's two files share,
- * and nothing else includes: srv.c (the socket, the connections and their
- * requests, start and stop) and putq.c (the put queue, the put thread and
- * the maintenance thread, the share_mem bound).
+ * srv_int.h - cache/ (the store), layer server.  What the owner's server's
+ * two files share, and nothing else includes: srv.c (the socket, the
+ * connections and their requests, start and stop) and putq.c (the put
+ * queue, the put thread and the maintenance thread, the share_mem bound).
  */
 #ifndef FEEDFS_SRV_INT_H
 #define FEEDFS_SRV_INT_H

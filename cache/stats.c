@@ -1,7 +1,7 @@
 /*
- * stats.c - layer: store (calls memo.c).  What a store counts: its
- * figures (cache_get_stats), and hits and misses per prefix text
- * (cache_note_use, cache_get_prefix_stats).
+ * stats.c - cache/ (the store), layer store (calls memo.c).  What a store
+ * counts: its figures (cache_get_stats), and hits and misses per prefix
+ * text (cache_note_use, cache_get_prefix_stats).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,6 +43,11 @@ cache_get_stats(struct cache *c, struct cache_stats *st)
 			"rocksdb.total-sst-files-size", &sst) == 0)
 			st->disk_bytes += sst;
 	st->disabled = atomic_load(&c->disabled);
+	st->full = atomic_load(&c->full);
+	st->nospace = atomic_load(&c->nospace);
+	st->size_bound = c->size_bound;
+	st->size_clamped = c->size_clamped;
+	st->dir_format = CACHE_FORMAT_VERSION;
 }
 
 void

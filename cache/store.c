@@ -1,9 +1,9 @@
 /*
- * store.c - layer: store (above err.c, memo.c and index.c, under
- * digest.c, open.c and admin.c; calls codec.c).  cache_get, cache_put,
- * eviction of the oldest values and the check of the store's size
- * (cache_maintain), and the admin lock that keeps the admission totals
- * true (cache_int.h).
+ * store.c - cache/ (the store), layer store (above err.c, memo.c and
+ * index.c, under digest.c, open.c and admin.c; calls codec.c). cache_get,
+ * cache_put, eviction of the oldest values and the check of the store's
+ * size (cache_maintain), and the admin lock that keeps the admission
+ * totals true (cache_int.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -74,6 +74,18 @@ cache_has(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
 	return c != NULL && c->ops == NULL && cache_lookup_seq(c, key, &seq) == 0;
 }
 
+int
+cache_holds(struct cache *c, const uint8_t key[CACHE_KEY_LEN])
+{
+	uint64_t seq;
+
+	if (c == NULL)
+		return 0;
+	if (c->ops != NULL) /* a shared handle: handle.c */
+		return c->ops->holds(c, key);
+	return cache_lookup_seq(c, key, &seq) == 0;
+}
+
 /* Forget a missing or corrupt entry (best effort). */
 static void
 drop_entry(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq)
@@ -109,7 +121,7 @@ maybe_refresh(struct cache *c, const uint8_t key[CACHE_KEY_LEN], uint64_t seq,
 	size_t tl;
 	uint64_t now = (uint64_t)time(NULL);
 
-	if (c->stale == 0 || c->secondary[0] != '\0')
+	if (c->stale == 0 || c->secondary[0] != '\0' || atomic_load(&c->full))
 		return;
 	codec_seq_key('T', seq, tk);
 	t = rocksdb_get(c->db, c->ropts, (const char *)tk, sizeof(tk), &tl, &e);
@@ -537,6 +549,7 @@ put_at(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 		atomic_fetch_add(&c->entries, 1);
 	}
 	atomic_fetch_add(&c->bytes_written, CODEC_ENV_HDR + v->len);
+	cache_room_wrote(c);
 	maybe_evict(c, CODEC_ENV_HDR + v->len);
 	return 0;
 }
@@ -560,6 +573,12 @@ cache_put(struct cache *c, const uint8_t key[CACHE_KEY_LEN],
 	if (v->len + CACHE_VAL_OVERHEAD > c->size_bound / 4) {
 		/* Would evict most of the cache: not worth it. */
 		atomic_fetch_add(&c->oversize, 1);
+		return;
+	}
+	if (!cache_room_ok(c)) {
+		/* A full disk: no insert, counted (room.c). */
+		atomic_fetch_add(&c->nospace, 1);
+		atomic_fetch_add(&c->insert_failures, 1);
 		return;
 	}
 	/*

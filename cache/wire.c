@@ -1,7 +1,8 @@
 /*
- * wire.c - layer: wire (under srv.c and client.c; calls codec.c only).
- * The data socket's frames (see wire.h): encoders, one decoder per
- * message through one bounds-checking cursor, and deadline-bound I/O.
+ * wire.c - cache/ (the store), layer wire (under srv.c and client.c; calls
+ * codec.c only).  The data socket's frames (see wire.h): encoders, one
+ * decoder per message through one bounds-checking cursor, and
+ * deadline-bound I/O.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 /*
- * wire.h - layer: wire (under srv.c and client.c; calls codec.c only).
- * The frames of the shared cache's data socket, dir/data.sock: one encoder
- * and one decoder per message, the size cap of each, and reading and
- * sending a frame against a deadline.
+ * wire.h - cache/ (the store), layer wire (under srv.c and client.c; calls
+ * codec.c only).  The frames of the shared cache's data socket,
+ * dir/data.sock: one encoder and one decoder per message, the size cap of
+ * each, and reading and sending a frame against a deadline.
  *
  * Every field is little-endian; every decoder takes untrusted bytes and
  * checks each field against what remains (a cursor, never a sum of

@@ -32,6 +32,8 @@ class_index(char *const *v, size_t n, const char *name)
  * mapped by name (one not in the list is an error); the integer labels of
  * a manifest or of shards are indexes into the list (a manifest's label
  * past its end is an error, a shard member's makes a sample that fails).
+ * A shard's label comes as the index of its class among the distinct
+ * labels (ds_open_shards), whose name is the integer.
  */
 static int
 apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
@@ -68,6 +70,10 @@ apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
 		for (size_t i = 0; i < ds->n; i++) {
 			struct ds_sample *x = &ds->samples[i];
 
+			if (ds->nshards > 0 && x->label >= 0 &&
+			    (size_t)x->label < ds->nclasses)
+				x->label =
+				    strtoll(ds->classes[x->label], NULL, 10);
 			if (x->label < 0 || (uint64_t)x->label < n ||
 			    x->bad != NULL)
 				continue;

@@ -31,6 +31,8 @@ struct job_stats {
 	/* The cluster tier: local misses it served, and those it lacked. */
 	atomic_uint_fast64_t cluster_hits, cluster_misses;
 	atomic_uint_fast64_t samples, decode_errors, substituted;
+	/* of decode_errors: the source did not answer (-EHOSTDOWN) */
+	atomic_uint_fast64_t unavailable;
 	atomic_uint_fast64_t prefetched; /* sources read ahead (sched.c) */
 	atomic_uint_fast64_t batches, batch_errors;
 	atomic_uint_fast64_t busy_ns;
@@ -72,10 +74,10 @@ starved_ns(const struct starved *s, uint64_t now)
 struct cluster;
 
 /*
- * The samples that failed, newest last: at most JOB_ERRORS_MAX of them
- * (each once, with its first reason, at most 512 bytes), so a job holds
- * at most about 600 KB of them; the oldest go first.  Served as
- * JOB/errors.tsv.  Under its lock.
+ * The samples that failed, the latest failure last: at most
+ * JOB_ERRORS_MAX of them (each once, with its latest reason, at most 512
+ * bytes), so a job holds at most about 600 KB of them; the oldest go
+ * first.  Served as JOB/errors.tsv.  Under its lock.
  */
 #define JOB_ERRORS_MAX 1000
 struct job_error {
@@ -188,6 +190,9 @@ struct job {
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
 	struct job_errlog *errlog; /* JOB/errors.tsv */
 	atomic_bool source_logged; /* a failure of the dataset was logged */
+	/* When a source not answering was last said (CLOCK_MONOTONIC, s):
+	 * at most once a minute, however many samples it fails. */
+	atomic_uint_fast64_t unavail_said;
 	/* Whether the last sample made read its source (a miss, or no cache):
 	 * the scheduler then prefetches the files of the slots ahead
 	 * (sample_prefetch); in a warm epoch they are not read at all. */
@@ -287,7 +292,8 @@ double job_rate_at(struct job_stats *st, unsigned secs, uint64_t sec);
 
 /*
  * A sample of j failed (why: the log's message, naming its file): listed
- * in JOB/errors.tsv, once per sample, the first reason kept.  Thread safe.
+ * in JOB/errors.tsv, once per sample, with its latest reason (a sample
+ * listed already moves to the end).  Thread safe.
  */
 void job_note_error(struct job *j, uint32_t id, const char *why);
 /*

@@ -78,15 +78,26 @@ job_note_error(struct job *j, uint32_t id, const char *why)
 
 	if (l == NULL)
 		return;
-	pthread_mutex_lock(&l->lock);
-	for (size_t i = 0; i < l->n; i++)
-		if (l->v[(l->start + i) % JOB_ERRORS_MAX].id == id) {
-			pthread_mutex_unlock(&l->lock);
-			return; /* listed: its first reason stays */
-		}
-	if ((s = strndup(why, 511)) == NULL) {
-		pthread_mutex_unlock(&l->lock);
+	if ((s = strndup(why, 511)) == NULL)
 		return;
+	pthread_mutex_lock(&l->lock);
+	/*
+	 * Listed already: its old entry goes, and it is listed again at the
+	 * end with this reason (a source that stopped answering, then a
+	 * corrupt member: the reader is told the latest).
+	 */
+	for (size_t i = 0; i < l->n; i++) {
+		struct job_error *old = &l->v[(l->start + i) % JOB_ERRORS_MAX];
+
+		if (old->id != id)
+			continue;
+		free(old->why);
+		for (size_t k = i; k + 1 < l->n; k++)
+			l->v[(l->start + k) % JOB_ERRORS_MAX] =
+			    l->v[(l->start + k + 1) % JOB_ERRORS_MAX];
+		l->n--;
+		l->total--; /* counted again below */
+		break;
 	}
 	if (l->n == JOB_ERRORS_MAX) {
 		free(l->v[l->start].why);

@@ -102,6 +102,13 @@ out:
 }
 
 bool
+sample_ahead_worth(struct job *j)
+{
+	return j->cluster == NULL ||
+	       atomic_load_explicit(&j->reads_source, memory_order_relaxed);
+}
+
+bool
 sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 {
 	char path[PATH_MAX], err[8];
@@ -109,19 +116,20 @@ sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 	enum xf_src kind;
 	struct stat st;
 
-	if (!atomic_load_explicit(&j->reads_source, memory_order_relaxed))
+	if (!sample_ahead_worth(j))
 		return false;
 	/*
 	 * A sample whose digest is remembered and whose value the cache
 	 * holds is a hit: its bytes are not fetched ahead (a miss after
-	 * all reads them on demand).
+	 * all reads them on demand).  Where the cache cannot tell (its
+	 * store is another mount's), the memo alone says it was made.
 	 */
 	if (c != NULL && j->prefix[0] != '\0' &&
 	    sample_path(j, gid, path, sizeof(path), err, sizeof(err)) == 0 &&
 	    sample_stat(j, gid, &st) == 0 &&
 	    sample_memo_get(c, path, &st, digest, &kind)) {
 		sample_cache_key(digest, j->key_text, kind, key);
-		if (cache_has(c, key))
+		if (cache_holds(c, key) != 0)
 			return false;
 	}
 	sample_prefetch_source(j, gid);
@@ -143,6 +151,44 @@ make_retrying(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	}
 }
 
+/* Whether sample id's failure is said for the first time (j->logged). */
+static bool
+first_time(struct job *j, uint32_t id)
+{
+	uint8_t bit = (uint8_t)(1u << (id & 7));
+
+	return !(atomic_fetch_or(&j->logged[id >> 3], bit) & bit);
+}
+
+/*
+ * A source that does not answer (-EHOSTDOWN: a remote shard's server) is
+ * said at most once a minute per job, with what becomes of its samples:
+ * an outage fails thousands of them, and errors.tsv lists each.
+ */
+static void
+say_unavailable(struct job *j, const char *err)
+{
+	struct timespec ts;
+	uint64_t now, last;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec;
+	last = atomic_load(&j->unavail_said);
+	if ((last != 0 && now < last + 60) ||
+	    !atomic_compare_exchange_strong(&j->unavail_said, &last, now))
+		return;
+	log_warn("job %s: %s (the source does not answer: %s; each such "
+		 "sample is counted in feedfs_sample_unavailable_total and "
+		 "listed in errors.tsv; said once a minute)",
+	    j->cfg->name, err,
+	    j->cfg->on_error == CFG_ON_ERROR_FAIL
+		? "its batches fail until it does, and each is made again "
+		  "at its next read"
+		: "its samples are substituted while others can be read; "
+		  "a batch that cannot be filled fails, and is made again "
+		  "at its next read");
+}
+
 int
 sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *order, uint64_t pos, bool raw, void *dst, uint32_t *id_out,
@@ -150,17 +196,28 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 {
 	size_t n = j->plan.n, /* the order's length */
 	    tries = n < SAMPLE_SUBST_MAX ? n : SAMPLE_SUBST_MAX;
-	char last[512] = "";
+	uint32_t planned = n ? order[pos % n] : 0;
+	char first[512] = "", last[512] = "";
+	bool unavailable = false;
 	int r = -EIO;
 
+	/* A failure's slot names the planned sample (relaxed order's ids). */
+	*id_out = planned;
 	for (size_t k = 0; k < tries; k++) {
 		uint32_t id = order[(pos + k) % n];
-		uint8_t bit = (uint8_t)(1u << (id & 7));
 
 		if ((r = make_retrying(
 			 j, c, epoch, id, raw, dst, err, errlen)) == 0) {
-			if (k > 0)
+			if (k > 0) {
 				atomic_fetch_add(&j->st.substituted, 1);
+				/* Said once per sample, once it is done. */
+				if (log && !unavailable &&
+				    first_time(j, planned))
+					log_warn("job %s: sample %" PRIu32
+						 " (%s) substituted by sample "
+						 "%" PRIu32,
+					    j->cfg->name, planned, first, id);
+			}
 			/* Said once per outage: say it ended. */
 			if (log && atomic_load(&j->source_logged) &&
 			    atomic_exchange(&j->source_logged, false))
@@ -171,6 +228,12 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 			return 0;
 		}
 		atomic_fetch_add(&j->st.decode_errors, 1);
+		if (r == -EHOSTDOWN) {
+			atomic_fetch_add(&j->st.unavailable, 1);
+			unavailable = true;
+			if (log)
+				say_unavailable(j, err);
+		}
 		if (log)
 			job_note_error(j, id, err);
 		if (r == -ENODEV || r == -EAGAIN) {
@@ -181,23 +244,23 @@ sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
 				    " (a transient error: not substituted)");
 			if (log && log_first(&j->source_logged))
 				log_err("job %s: %s", j->cfg->name, err);
-			return -EIO;
+			return r;
 		}
 		if (j->cfg->on_error == CFG_ON_ERROR_FAIL) {
-			if (log)
+			if (log && r != -EHOSTDOWN)
 				log_err("%s", err);
 			return r;
 		}
-		if (log && !(atomic_fetch_or(&j->logged[id >> 3], bit) & bit))
-			log_warn(
-			    "%s (substituted by the next good sample)", err);
+		if (k == 0)
+			snprintf(first, sizeof(first), "%s", err);
 		snprintf(last, sizeof(last), "%s", err);
 	}
 	snprintf(err, errlen,
 	    "job %s: %zu samples in a row cannot be read, "
 	    "giving up on this batch (the last: %s)",
 	    j->cfg->name, tries, last);
-	if (log && log_first(&j->source_logged))
+	if (log && !unavailable && log_first(&j->source_logged))
 		log_err("%s", err);
-	return -EIO;
+	/* Another read may fill it once the source answers again. */
+	return unavailable ? -EHOSTDOWN : -EIO;
 }

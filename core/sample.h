@@ -16,6 +16,7 @@
 #ifndef FEEDFS_SAMPLE_H
 #define FEEDFS_SAMPLE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,12 +41,29 @@ int sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
  * The sample that fills a slot whose planned position in the epoch order is
  * pos: the planned one, or with on_error = substitute the next good one of
  * the order.  order is the epoch's order (plan_permutation).  *id_out is
- * the sample used.  Failures are logged (once per sample with substitute)
- * when log is set.
+ * the sample used (after a failure, the planned one).  With log set,
+ * failures are listed in errors.tsv and logged: a substitution once per
+ * sample when it is made, a source that does not answer once a minute.
+ * A failure is -EIO (the sample's bytes: tried again only by a remount)
+ * or, when the source's availability caused it, as sample_unavailable
+ * says: another read may succeed once the source answers.
  */
 int sample_make_slot(struct job *j, struct cache *c, uint32_t epoch,
     const uint32_t *order, uint64_t pos, bool raw, void *dst,
     uint32_t *id_out, bool log, char *err, size_t errlen);
+
+/*
+ * Whether a failure of sample_make or sample_make_slot came from the
+ * source's availability, not from the sample's bytes: a remote shard's
+ * server did not answer (-EHOSTDOWN), the dataset's root is gone
+ * (-ENODEV), the process is out of descriptors or memory (-EAGAIN).  A
+ * batch that failed so is made again at its next read (engine/pin.c).
+ */
+static inline bool
+sample_unavailable(int r)
+{
+	return r == -EHOSTDOWN || r == -ENODEV || r == -EAGAIN;
+}
 
 /*
  * The remembered digest of the source named name (ds_sample_name) with
@@ -70,8 +88,9 @@ void sample_cache_key(const uint8_t digest[32], const char *text,
  * the job's cache_format (what a mount's miss stores there).  1 when
  * it was already there (whole; nothing decoded), 0 when decoded and
  * stored.  Else err says why: -EIO the file cannot be read or decoded,
- * -EFBIG the value is over CLUSTER_MAX_VALUE, -ECOMM a server did not
- * take it, -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
+ * -EHOSTDOWN a remote source did not answer (it may, later), -EFBIG the
+ * value is over CLUSTER_MAX_VALUE, -ECOMM a server did not take it,
+ * -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
  */
 int sample_fill(struct job *j, uint32_t id, char *err, size_t errlen);
 
@@ -104,9 +123,20 @@ void sample_prefetch_source(struct job *j, uint32_t id);
 /*
  * For remote shards (dataset/remote/remote.h): sample_prefetch, but not for a
  * sample that the local cache c (NULL: none) holds already (its digest
- * remembered, its value there), whose bytes a warm read never fetches.
- * Whether it was asked for.
+ * remembered, its value there), whose bytes a warm read never fetches,
+ * and only while sample_ahead_worth.  Whether it was asked for.
  */
 bool sample_prefetch_remote(struct job *j, struct cache *c, uint32_t id);
+
+/*
+ * Whether j's remote samples are worth asking for ahead now: a job
+ * without a cluster tier always is (sample_prefetch_remote tells a local
+ * hit per sample, a warm stretch or the mount's first sample included);
+ * with one, only while its last sample read its source (job.reads_source:
+ * a local miss may be the tier's hit, which fetches nothing).  The
+ * scheduler moves its lookahead's marks only past samples it asked for
+ * while this held, so that none is passed over (sched.c, relaxed.c).
+ */
+bool sample_ahead_worth(struct job *j);
 
 #endif

@@ -435,7 +435,7 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
 	if ((r = sample_read(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
-		return -EIO;
+		return r == -EHOSTDOWN ? r : -EIO;
 	cache_sha256(src, len, digest);
 	/* The mount's key and format: the tier holds what a mount's does. */
 	sample_cache_key(digest, j->key_text, xf_src_kind(src, len), key);

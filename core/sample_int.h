@@ -22,7 +22,8 @@ struct cache;
  * buffer from xf_alloc (freed with xf_free); *st gets its fstat.  The open
  * follows no link and refuses anything but a regular file
  * (ds_sample_open).  -EIO for a broken or missing sample, -EAGAIN for a
- * transient failure, -ENODEV when the dataset's root itself is gone.  With
+ * transient failure, -ENODEV when the dataset's root itself is gone,
+ * -EHOSTDOWN when a remote shard's server did not answer.  With
  * steady: whether a digest memo of what was read may be made
  * (cache_memo_trusted: the fstat after the read agrees with *st, and the
  * file's times are older than the clock before the open by more than

@@ -54,7 +54,10 @@ sample_read(const struct job *j, uint32_t gid, uint8_t **out, size_t *len,
 		    ds, id, SAMPLE_MAX_FILE, out, len, st, err, errlen);
 		if (r == 0 && steady != NULL)
 			*steady = cache_memo_trusted(st, st, &t0);
-		return r == 0 ? 0 : transient(-r) ? -EAGAIN : -EIO;
+		return r == 0		     ? 0
+		       : transient(-r)	     ? -EAGAIN
+		       : r == -EHOSTDOWN ? r /* a remote source down */
+					     : -EIO;
 	}
 	if ((r = ds_sample_open(ds, id, &fd, st, err, errlen)) != 0) {
 		struct stat rs;

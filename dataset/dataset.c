@@ -1,10 +1,10 @@
 /*
- * dataset.c - layer: dataset index, the top (calls its backends ds_scan.c
- * and ds_tar.c, and ds_common.c under them all; none calls back up).  The
- * index of a dataset's samples: an ImageFolder scan (ds_scan.c), a
- * manifest, or tar shards (ds_tar.c), sorted by relative path;
- * ds_safeopen.c opens the samples.  The config's view of a dataset
- * (classes = FILE, the kept shard index) is the model's: core/dsopen.c.
+ * dataset.c - the dataset index's top.  Layer: dataset/ (the datasets); calls
+ * its backends ds_scan.c and ds_tar.c, and ds_common.c under them all; none
+ * calls back up.  The index of a dataset's samples: an ImageFolder scan
+ * (ds_scan.c), a manifest, or tar shards (ds_tar.c), sorted by relative path;
+ * ds_safeopen.c opens the samples.  The config's view of a dataset (classes =
+ * FILE, the kept shard index) is the model's: core/dsopen.c.
  *
  * Manifest entries are taken as they are, except that a path must not be
  * absolute or have a ".." component: whether the files exist is found out

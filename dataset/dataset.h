@@ -1,5 +1,6 @@
 /*
- * dataset.h - the index of a dataset's samples.
+ * dataset.h - the index of a dataset's samples: dataset/'s interface.
+ * Layer: dataset/ (the datasets), over dataset/remote/ and util/.
  *
  * Sample ids are positions in the list of samples sorted by relative path
  * (byte order), so they are stable across mounts.  ImageFolder: classes are
@@ -49,7 +50,9 @@ struct dataset {
 	struct ds_sample *samples;
 	size_t n;
 	/* ImageFolder: class names; manifest: "0", "1", ...; shards with
-	 * label = cls or json:KEY: the distinct labels in increasing order */
+	 * label = cls or json:KEY: the distinct labels in increasing order
+	 * (a sample's label is the index of its class here, as every
+	 * dataset's is: labels 0, 1, 3, 7 are classes 0..3) */
 	char **classes;
 	size_t nclasses;
 	bool
@@ -167,7 +170,9 @@ int ds_sample_stat(const struct dataset *ds, size_t id, struct stat *st);
  * *out (malloc'd) and *len; *st gets the shard's fstat.  Nothing outside
  * [off, off + size) is read.  -EIO with err ("SHARD:MEMBER: why") for a
  * bad member, a changed or short shard; -EFBIG when size > max; -ENOMEM,
- * -EMFILE... (transient) as they come.
+ * -EMFILE... (transient) as they come; a remote shard's -EHOSTDOWN when
+ * its server did not answer (remote_read), which may go away when it
+ * answers again.
  */
 int ds_member_read(const struct dataset *ds, size_t id, size_t max,
     uint8_t **out, size_t *len, struct stat *st, char *err, size_t errlen);

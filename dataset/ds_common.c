@@ -1,9 +1,10 @@
 /*
- * ds_common.c - layer: dataset index, the bottom (under dataset.c and its
- * backends ds_scan.c and the tar shard files ds_tar*.c, ds_shard_list.c,
- * ds_label.c; calls nothing of them).  What they share: freeing a
- * dataset and its samples, the ".." test of a relative path, and a
- * pread of all of a range.
+ * ds_common.c - layer: dataset/ (the datasets), its bottom (under dataset.c
+ * and its backends ds_scan.c and the tar shard files ds_tar*.c,
+ * ds_shard_list.c, ds_label.c; calls nothing of them, only dataset/remote/ to
+ * close a dataset's remote reader).  What they share: freeing a dataset and
+ * its samples, the ".." test of a relative path, and a pread of all of a
+ * range.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -13,7 +14,7 @@
 #include <unistd.h>
 
 #include "dataset/ds_int.h"
-#include "dataset/ds_remote.h"
+#include "dataset/remote/remote_int.h"
 
 void
 ds_free_samples(struct ds_sample *v, size_t n)
@@ -32,7 +33,7 @@ ds_free(struct dataset *ds)
 		return;
 	ds_free_samples(ds->samples, ds->n);
 	if (ds->remote != NULL || ds->robjs != NULL)
-		ds_remote_free(ds->remote, ds->robjs, ds->nshards);
+		remote_close(ds->remote, ds->robjs, ds->nshards);
 	for (size_t i = 0; i < ds->nshards; i++)
 		free(ds->shards[i].path);
 	free(ds->shards);

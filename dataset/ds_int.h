@@ -1,11 +1,11 @@
 /*
- * ds_int.h - layer: dataset index.  What the files of the dataset index
- * share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
- * ImageFolder scan, ds_skipped.c: what it left out; ds_tar*.c: tar
- * shards; ds_safeopen.c: ds_sample_open and the open through no symbolic
- * link; ds_common.c, under them all: ds_free and the helpers below).
- * Not for use outside dataset/dataset.c and dataset/ds_*.c (and the
- * tests and fuzz targets of the tar reader).
+ * ds_int.h - layer: dataset/ (the datasets).  What the files of the dataset
+ * index share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
+ * ImageFolder scan, ds_skipped.c: what it left out; ds_tar*.c: tar shards;
+ * ds_safeopen.c: ds_sample_open and the open through no symbolic link;
+ * ds_common.c, under them all: ds_free and the helpers below).  Not for use
+ * outside dataset/dataset.c and dataset/ds_*.c (and the tests and fuzz
+ * targets of the tar reader).
  */
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H

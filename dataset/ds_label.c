@@ -1,5 +1,5 @@
 /*
- * ds_label.c - layer: dataset index, tar shard backend (calls only
+ * ds_label.c - layer: dataset/ (the datasets), tar shard backend (calls only
  * ds_tar_walk.c's ds_tm_why, and jansson).  A sample's label from its .cls
  * member (integer text) or its .json member (label = json:KEY), or why it
  * has none: the sample then fails when read, and on_error decides.

@@ -1,7 +1,8 @@
 /*
  * ds_safeopen.c - opening a dataset's samples through no symbolic link
  * (ds_sample_open, and ds_sample_prefetch's hint; see dataset.h for the
- * contract).
+ * contract).  Layer: dataset/ (the datasets), under dataset.c and
+ * ds_scan.c.
  */
 #include <sys/stat.h>
 #include <sys/syscall.h>

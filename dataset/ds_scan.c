@@ -1,5 +1,5 @@
 /*
- * ds_scan.c - layer: dataset index, the ImageFolder backend (under
+ * ds_scan.c - layer: dataset/ (the datasets), the ImageFolder backend (under
  * dataset.c; calls ds_safeopen.c, ds_skipped.c and ds_common.c).  The
  * ImageFolder scan of a dataset's root (see dataset.h).
  *

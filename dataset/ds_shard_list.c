@@ -1,5 +1,5 @@
 /*
- * ds_shard_list.c - layer: dataset index, tar shard backend (calls
+ * ds_shard_list.c - layer: dataset/ (the datasets), tar shard backend (calls
  * nothing of the others).  Which shards a dataset's shards = names: a glob
  * (or a path ending in .tar), else a file listing shard paths one a line
  * (relative ones from the file's directory; '#' starts a comment; URLs

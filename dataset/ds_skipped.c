@@ -1,10 +1,10 @@
 /*
- * ds_skipped.c - layer: dataset index, under ds_scan.c (calls nothing of
- * the index).  What an ImageFolder scan left out: files that are not
- * images by their name, counted by extension as the scan meets them
+ * ds_skipped.c - layer: dataset/ (the datasets), under ds_scan.c (calls
+ * nothing of the index).  What an ImageFolder scan left out: files that are
+ * not images by their name, counted by extension as the scan meets them
  * (ds_skipped_count), and their total and text (ds_skipped_total,
- * ds_skipped_text; see dataset.h), which the mount and the scan's "no
- * images" error say.
+ * ds_skipped_text; see dataset.h), which the mount and the scan's "no images"
+ * error say.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,12 +1,11 @@
 /*
- * ds_tar.c - layer: dataset index, tar shard backend, its top (called by
- * dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
- * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).
- * WebDataset tar shards read in place (see dataset.h): ds_open_shards
- * finds the shards, indexes each (the kept index, else a walk of its
- * headers), groups its members into samples by key and labels them;
- * ds_member_read reads a member's bytes with pread, after checking that
- * the shard did not change.
+ * ds_tar.c - layer: dataset/ (the datasets), tar shard backend, its top
+ * (called by dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
+ * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).  WebDataset
+ * tar shards read in place (see dataset.h): ds_open_shards finds the shards,
+ * indexes each (the kept index, else a walk of its headers), groups its
+ * members into samples by key and labels them; ds_member_read reads a
+ * member's bytes with pread, after checking that the shard did not change.
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -299,7 +298,11 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
-	/* The classes: the distinct labels, in increasing order. */
+	/*
+	 * The classes: the distinct labels, in increasing order, named by
+	 * their number; a sample's label becomes its class's index (labels
+	 * 0, 1, 3, 7 are classes 0..3, as every dataset's label is).
+	 */
 	if (lb.mode != LBL_NONE) {
 		size_t k = 0;
 
@@ -323,7 +326,16 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 				r = -ENOMEM;
 				goto fail;
 			}
-			ds->nclasses++;
+			lv[ds->nclasses++] = lv[i];
+		}
+		for (size_t i = 0; i < ds->n; i++) {
+			struct ds_sample *x = &ds->samples[i];
+			const int64_t *c;
+
+			if (x->bad == NULL &&
+			    (c = bsearch(&x->label, lv, ds->nclasses,
+				 sizeof(*lv), by_i64)) != NULL)
+				x->label = c - lv;
 		}
 	}
 	free(lv);
@@ -339,9 +351,7 @@ fail:
 	free(specs);
 	/* Objects prepared past the shards counted: ds_free frees those. */
 	for (size_t i = ds->nshards; ds->robjs != NULL && i < np; i++) {
-		free(ds->robjs[i].url);
-		free(ds->robjs[i].name);
-		ds->robjs[i].url = ds->robjs[i].name = NULL;
+		remote_obj_free(&ds->robjs[i]);
 	}
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -390,7 +400,7 @@ ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
 				sm->off, sm->size, out, why, sizeof(why))) != 0) {
 			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
 			    why);
-			return r == -ENOMEM ? r : -EIO;
+			return r == -ENOMEM || r == -EHOSTDOWN ? r : -EIO;
 		}
 		*len = (size_t)sm->size;
 		*st = sh->st;

@@ -1,5 +1,5 @@
 /*
- * ds_tar_index.c - layer: dataset index, tar shard backend (calls
+ * ds_tar_index.c - layer: dataset/ (the datasets), tar shard backend (calls
  * ds_tar_walk.c and ds_common.c).  The kept index of a tar shard: its
  * encoding (the shard's stat first, a SHA-256 last), its parse through one
  * checking cursor, and its file in the index directory, a descriptor the

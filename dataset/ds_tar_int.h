@@ -1,6 +1,6 @@
 /*
- * ds_tar_int.h - layer: dataset index, tar shard backend.  What the files
- * of the tar shard reader share, below ds_tar.c (ds_open_shards and
+ * ds_tar_int.h - layer: dataset/ (the datasets), tar shard backend.  What the
+ * files of the tar shard reader share, below ds_tar.c (ds_open_shards and
  * ds_member_read, which calls the others):
  *
  *   ds_tar_walk.c    the header walk (ds_tar_scan: ds_int.h), which calls

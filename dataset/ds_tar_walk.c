@@ -1,6 +1,6 @@
 /*
- * ds_tar_walk.c - layer: dataset index, tar shard backend (the bottom of
- * it: calls only ds_common.c).  The walk of a tar shard's headers
+ * ds_tar_walk.c - layer: dataset/ (the datasets), tar shard backend (the
+ * bottom of it: calls only ds_common.c).  The walk of a tar shard's headers
  * (ds_tar_scan, see ds_int.h).
  *
  * A shard is indexed from its 512-byte headers only, with pread: ustar

@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "util/log.h"
+#include "core/sample.h"
 
 static size_t
 key_hash(const struct feed_key *k)
@@ -135,6 +136,15 @@ evictable(const struct batch *b)
 {
 	return !b->empty && b->ready && b->active == 0 && !b->converting &&
 	       (!b->r.rv || b->r.fixed || b->err);
+}
+
+bool
+batch_renew(struct feed *f, struct batch *b)
+{
+	if (!b->err || !sample_unavailable(b->err) || !evictable(b))
+		return false;
+	drop_data(f, b);
+	return true;
 }
 
 /* Preference of victim a over b: unheld before held, read to the end

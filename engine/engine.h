@@ -112,7 +112,7 @@ struct batch {
 	bool ready;                /* all slots done, or failed */
 	bool converting;           /* gpu = on: images being made from raw */
 	bool mixq;                 /* complete, in the mix queue (a batch op) */
-	int err;                   /* first failure */
+	int err;                   /* first failure (of this build) */
 	char errmsg[512];
 	unsigned refs;             /* open handles */
 	unsigned active;           /* reads in progress: data pinned */
@@ -155,6 +155,8 @@ struct rchosen {
 struct rview {
 	uint32_t job, rank, world, epoch;
 	uint64_t npos, started; /* elements of the view's list; started */
+	uint64_t ahead;		/* remote shards: elements below this were
+				   asked for ahead (relaxed_start) */
 	uint64_t *owed;		/* started, given back: started again first */
 	uint32_t nowed, cowed;
 	struct rchosen *chosen; /* by batch, sorted */
@@ -292,6 +294,14 @@ int batch_images(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);
+/*
+ * If b failed because a source was unavailable (sample_unavailable: a
+ * server that did not answer, a dataset root gone) and no read is in
+ * progress, give back its data (its struct stays) so that the next
+ * batch_get makes it again: such a failure lasts no longer than the
+ * source's outage.  Whether it did.  Locked.
+ */
+bool batch_renew(struct feed *f, struct batch *b);
 
 /*
  * The reclaimers of the memory budget (budget.h), registered by feed_new:
@@ -353,6 +363,21 @@ enum { IDLE_NOTHING, IDLE_SCRATCH, IDLE_HEAP };
 void idle_touch(struct feed *f);
 int idle_wait(struct feed *f, uint64_t *gen);
 void idle_scratch(struct xf_arena *a, int what);
+
+/*
+ * Remote shards: the samples a worker asks for ahead of its slot (in
+ * sched.c's strict order, relaxed.c's view order), at most
+ * REMOTE_AHEAD_MAX a take, in bytes within the fetchers' windows
+ * (ds_remote_room), only while sample_ahead_worth (else a mark would
+ * move past samples never asked for).  Then, unlocked:
+ * sample_prefetch_remote of each, which passes over a sample the local
+ * cache holds.
+ */
+#define REMOTE_AHEAD_MAX 64
+struct ahead {
+	struct job *j;
+	uint32_t id;
+};
 
 /* sched.c: queue the batches after k within the budget (readahead).
  * Locked. */

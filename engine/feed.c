@@ -217,7 +217,10 @@ open_cache(struct feed *f)
 		log_warn("cache: %s; serving without the cache", msg);
 		snprintf(f->cache_err, sizeof(f->cache_err), "%s", msg);
 		f->cache = NULL;
-	}
+	} else if (cache_error(f->cache) && log_first(&f->cache_warned))
+		/* Opened and left alone (a newer format): said at mount. */
+		log_warn("cache: %s; serving without the cache",
+		    cache_error(f->cache));
 }
 
 /* The cluster tier; a failure (an auth file refused) serves without. */
@@ -227,7 +230,9 @@ open_cluster(struct feed *f)
 	const struct cfg_mount *m = &f->cfg->mount;
 	/* A handle per worker: none of them waits for one. */
 	struct cluster_opts o = {.auth_file = m->cluster_auth,
-	    .secret_file = m->cluster_secret, .pool = cfg_threads(m)};
+	    .secret_file = m->cluster_secret,
+	    .pool = cfg_threads(m),
+	    .probe = true};
 	char msg[1024];
 
 	if (m->cluster == NULL)
@@ -238,6 +243,8 @@ open_cluster(struct feed *f)
 		log_warn("cluster: %s; serving without the cluster tier", msg);
 		return;
 	}
+	if (cluster_problem(f->cluster) != NULL) /* SASL refused: said */
+		log_warn("cluster: %s", cluster_problem(f->cluster));
 	for (size_t i = 0; i < f->njobs; i++)
 		f->jobs[i].cluster = f->cluster;
 }

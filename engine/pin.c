@@ -1,7 +1,8 @@
 /*
  * pin.c - a reader's hold on a batch.  Layer: the engine (engine/),
  * below files.c and stage.c; calls batch.c.  feed_pin gets the batch its
- * data (being built or ready), and with whole waits until its samples
+ * data (being built or ready; made again when it failed for a source's
+ * availability: batch_renew), and with whole waits until its samples
  * are made (counting the wait in the job's stats) and, with gpu = on,
  * its images; feed_unpin lets it go, making room when it was the last
  * reader.  Locked (engine.h).
@@ -67,6 +68,12 @@ feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 	struct batch *b = h->b;
 	int r = 0;
 
+	/*
+	 * A failure of a source's availability found at a read is older
+	 * than the read: the batch is made again, and the read waits for
+	 * that (a failure of its bytes stays).
+	 */
+	batch_renew(f, b);
 	if (batch_get(f, &b->key, BN_READ) != b)
 		return -ENOMEM;
 	b->active++;

@@ -372,6 +372,41 @@ relaxed_detach(struct feed *f, struct batch *b)
 }
 
 /*
+ * Remote shards: the elements of rv's list after those started, not yet
+ * asked for ahead, into out (at most max; see struct ahead in engine.h):
+ * the samples the view starts next, whichever batch they go to.  Its
+ * order is held (a sample of it is in flight).  Locked.
+ */
+static size_t
+rview_ahead(struct feed *f, struct rview *rv, struct ahead *out, size_t max)
+{
+	struct job *j = &f->jobs[rv->job];
+	uint64_t e = rv->ahead > rv->started ? rv->ahead : rv->started,
+		 asked = 0;
+	size_t n = 0;
+
+	if (!sample_ahead_worth(j) || j->plan.n == 0)
+		return 0;
+	for (; e < rv->npos && n < max; e++) {
+		uint32_t gid = rv->order->ids[plan_position(&j->plan, rv->rank,
+						  rv->world, e) %
+					      j->plan.n],
+			 id;
+		const struct dataset *ds = job_source_of(j, gid, &id)->ds;
+
+		if (ds->robjs != NULL) {
+			if (asked + ds->samples[id].size > ds_remote_room(ds))
+				break; /* the window is full */
+			asked += ds->samples[id].size;
+			out[n].j = j;
+			out[n++].id = gid;
+		}
+	}
+	rv->ahead = e;
+	return n;
+}
+
+/*
  * b is only sure to live until the lock is first released: everything
  * after that goes through rv (which its sample in flight keeps) and the
  * job, never through b.
@@ -382,6 +417,8 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 	struct rview *rv = b->r.rv;
 	struct job *j = b->job;
 	uint32_t job = b->key.job;
+	struct ahead ahead[REMOTE_AHEAD_MAX];
+	size_t nahead;
 	struct rsample *x;
 	uint32_t id = 0;
 	uint64_t e;
@@ -410,7 +447,10 @@ relaxed_start(struct feed *f, struct batch *b, char *msg, size_t msglen)
 		rview_settle(f, rv);
 		return;
 	}
+	nahead = f->remote ? rview_ahead(f, rv, ahead, REMOTE_AHEAD_MAX) : 0;
 	pthread_mutex_unlock(&f->lock);
+	for (size_t k = 0; k < nahead; k++)
+		sample_prefetch_remote(ahead[k].j, f->cache, ahead[k].id);
 	r = sample_make_slot(j, f->cache, rv->epoch, rv->order->ids,
 	    plan_position(&j->plan, rv->rank, rv->world, e), j->cfg->gpu,
 	    x->buf, &id, true, msg, msglen);

@@ -35,8 +35,13 @@ sched_readahead(struct feed *f, const struct feed_key *k)
 	struct feed_key n = *k;
 
 	for (uint64_t i = 0; i < f->cfg->mount.readahead; i++) {
+		struct batch *b;
+
 		if (!next_key(f, &n))
 			return;
+		/* Failed while a source was unavailable: made again ahead. */
+		if ((b = batch_find(f, &n)) != NULL)
+			batch_renew(f, b);
 		if (!batch_get(f, &n, BN_AHEAD))
 			return; /* out of budget: the reader catches up first */
 	}
@@ -137,20 +142,14 @@ prefetch_target(struct feed *f, const struct batch *b, uint32_t s,
 	return slot_sample(x, t, id) ? x->job : NULL;
 }
 
-/* Ranges asked for ahead in one take of a slot, at most. */
-#define REMOTE_AHEAD_MAX 64
-
-struct ahead {
-	struct job *j;
-	uint32_t id;
-};
-
 /*
  * Remote shards: the samples after slot s of b (later in b, then in the
  * batches queued after it) not yet asked for ahead, as many as the
  * fetchers' windows have room for in bytes (ds_remote_room), at most
  * max: the window, sized in bytes, covers the requests' latency.  Each
- * batch's ahead mark moves past them.  Locked.
+ * batch's ahead mark moves past them; not past a batch whose job is not
+ * worth it now (sample_ahead_worth), which sample_prefetch_remote would
+ * decline.  Locked.
  */
 static size_t
 remote_ahead(struct feed *f, struct batch *b, uint32_t s, struct ahead *out,
@@ -163,6 +162,8 @@ remote_ahead(struct feed *f, struct batch *b, uint32_t s, struct ahead *out,
 	for (unsigned hops = 0; x != NULL && n < max && hops < 64; hops++) {
 		uint32_t t = x->ahead > x->next ? x->ahead : x->next;
 
+		if (!sample_ahead_worth(x->job))
+			break;
 		if (x == b && t <= s)
 			t = s + 1;
 		for (; t < x->g.len && n < max; t++) {

@@ -15,19 +15,16 @@
 #include "util/sbuf.h"
 
 /*
- * Why the cache is off, when it failed (not when cache_size = 0): a gauge
- * whose label is the reason, in Prometheus's label escaping.
+ * A gauge NAME{error="TEXT"} 1 saying why a tier is off (nothing when
+ * text is NULL), in Prometheus's label escaping.
  */
 static void
-stats_cache_error(struct feed *f, struct sbuf *sb)
+stats_error(struct sbuf *sb, const char *name, const char *help, const char *e)
 {
-	const char *e = f->cache_err[0] ? f->cache_err : cache_error(f->cache);
-
 	if (e == NULL)
 		return;
-	sb_printf(sb,
-	    "# HELP feedfs_cache_error Why the cache is off (the label).\n"
-	    "# TYPE feedfs_cache_error gauge\nfeedfs_cache_error{error=\"");
+	sb_printf(sb, "# HELP %s %s\n# TYPE %s gauge\n%s{error=\"", name, help,
+	    name, name);
 	for (; *e; e++) {
 		if (*e == '"' || *e == '\\')
 			sb_printf(sb, "\\%c", *e);
@@ -37,6 +34,40 @@ stats_cache_error(struct feed *f, struct sbuf *sb)
 			sb_printf(sb, "%c", *e);
 	}
 	sb_printf(sb, "\"} 1\n");
+}
+
+/* Why the cache is off, when it failed (not when cache_size = 0). */
+static void
+stats_cache_error(struct feed *f, struct sbuf *sb)
+{
+	stats_error(sb, "feedfs_cache_error",
+	    "Why the cache is off (the label).",
+	    f->cache_err[0] ? f->cache_err : cache_error(f->cache));
+}
+
+/* The cache's disk: its bound, a clamp, a full disk, a newer format. */
+static void
+stats_cache_disk(const struct cache_stats *cs, struct sbuf *sb)
+{
+	sb_printf(sb,
+	    "# HELP feedfs_cache_size_bytes The bound on the cache's disk use "
+	    "in force (the owner's cache_size, clamped to its filesystem).\n"
+	    "# TYPE feedfs_cache_size_bytes gauge\n"
+	    "feedfs_cache_size_bytes %" PRIu64 "\n"
+	    "# HELP feedfs_cache_size_clamped 1: cache_size was more than "
+	    "cache_dir's filesystem holds, and was clamped (the owner's).\n"
+	    "# TYPE feedfs_cache_size_clamped gauge\n"
+	    "feedfs_cache_size_clamped %d\n"
+	    "# HELP feedfs_cache_full 1: no room on cache_dir's filesystem: "
+	    "inserts stop, hits go on (the owner's).\n"
+	    "# TYPE feedfs_cache_full gauge\nfeedfs_cache_full %d\n"
+	    "# HELP feedfs_cache_format_newer 1: cache_dir holds a newer cache "
+	    "format than this build (labels: the two; 0: not known), and is "
+	    "left alone.\n"
+	    "# TYPE feedfs_cache_format_newer gauge\n"
+	    "feedfs_cache_format_newer{build=\"%d\",cache_dir=\"%u\"} %d\n",
+	    cs->size_bound, cs->size_clamped, cs->full, CACHE_FORMAT_VERSION,
+	    cs->dir_format, cs->dir_format > CACHE_FORMAT_VERSION);
 }
 
 /* The cluster tier's own counters (all jobs together). */
@@ -80,10 +111,13 @@ stats_cluster(struct feed *f, struct sbuf *sb)
 	    "than the cluster takes.\n"
 	    "# TYPE feedfs_cluster_skipped_total counter\n"
 	    "feedfs_cluster_skipped_total %" PRIu64 "\n",
-	    f->cluster != NULL, cs.errors + cs.put_errors,
+	    f->cluster != NULL && !cs.off, cs.errors + cs.put_errors,
 	    cs.bad_checksum + cs.missing_chunks, cs.bad_mac, cs.pool_waits,
-	    cs.bytes_in, cs.bytes_out,
-	    cs.puts, cs.skipped_large);
+	    cs.bytes_in, cs.bytes_out, cs.puts, cs.skipped_large);
+	stats_error(sb, "feedfs_cluster_error",
+	    "Servers of the tier that refused this mount's credentials at "
+	    "mount (the label).",
+	    f->cluster ? cluster_problem(f->cluster) : NULL);
 }
 
 /*
@@ -182,6 +216,10 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 	    C("feedfs_samples_total", samples, "Samples prepared.", false),
 	    C("feedfs_sample_errors_total", decode_errors,
 		"Samples that could not be read or decoded.", false),
+	    C("feedfs_sample_unavailable_total", unavailable,
+		"Of those, samples whose remote source did not answer "
+		"(substituted, or their batch made again at its next read).",
+		false),
 	    C("feedfs_substituted_total", substituted,
 		"Samples replaced by the next good one (on_error).", false),
 	    C("feedfs_prefetched_total", prefetched,
@@ -190,7 +228,8 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 		false),
 	    C("feedfs_batches_total", batches, "Batches prepared.", false),
 	    C("feedfs_batch_errors_total", batch_errors,
-		"Batches that failed (on_error = fail).", false),
+		"Batches that failed (each time one is made again too).",
+		false),
 	    C("feedfs_worker_busy_seconds_total", busy_ns,
 		"Worker time spent preparing samples.", true),
 	    C("feedfs_cache_put_cpu_seconds_total", put_ns,
@@ -440,6 +479,7 @@ stats_cache(struct feed *f, struct sbuf *sb)
 	    f->cache && !cs.disabled, cs.bytes_read, cs.bytes_written,
 	    cs.insert_failures, cs.disk_bytes, cs.share_peak);
 	stats_admission(f, &cs, sb);
+	stats_cache_disk(&cs, sb);
 	stats_cache_error(f, sb);
 }
 

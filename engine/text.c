@@ -279,7 +279,9 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 		sb_printf(&sb, i ? ", " : "");
 		sb_json_str(&sb, j->ds->classes[i]);
 	}
-	sb_printf(&sb, "]");
+	/* Every label (samples.tsv, labels.npy, a soft label's column) is
+	 * the index of its class in classes: a shard's 7 may be class 3. */
+	sb_printf(&sb, "],\n  \"label_is\": \"class_index\"");
 	/* The labels' files: int64 (B,), or a batch op's soft labels. */
 	if (j->soft)
 		sb_printf(&sb,

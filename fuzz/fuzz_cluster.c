@@ -65,11 +65,11 @@ chunk_keys(const uint8_t *d, size_t n, uint32_t count)
 	if ((k = malloc(klen ? klen : 1)) == NULL)
 		return;
 	memcpy(k, d, klen);
-	hlen = cluster_mkey(hkey, key, 0);
+	hlen = cluster_mkey(hkey, CLUSTER_KEY_PREFIX, key, 0);
 	if (cluster_chunk_index(k, klen, hkey, hlen, count, &idx) == 0) {
 		if (idx < 1 || idx > count)
 			abort();
-		if (cluster_mkey(want, key, idx) != klen ||
+		if (cluster_mkey(want, CLUSTER_KEY_PREFIX, key, idx) != klen ||
 		    memcmp(want, k, klen) != 0)
 			abort();
 	}

@@ -13,6 +13,10 @@ gives it, inside fflib.Test's temp dir.
     with S3Server(t.path("s3")) as s3:        # moto, SigV4 checked
         s3.make_bucket("b"); s3.upload_dir("b", shards_dir, prefix="x/")
         s3.endpoint, s3.region, s3.access_key, s3.secret_key, s3.env()
+        s3.create_key(), s3.delete_key(id)    # IAM: the user's keys
+        s3.create_role("r"), s3.assume(arn, 900)  # IAM role, STS
+    with ImdsServer(t.path("imds"), mint) as m:   # IMDSv2, its tokens
+        m.endpoint, m.log, m.minted
     with Netem(20) as n:                      # netns + veth + tc netem
         Nginx(root, ..., netem=n)             # the server in the namespace
     with Proxy("127.0.0.1", ng.port) as p:    # a fault-injecting proxy
@@ -68,17 +72,66 @@ def _pdeathsig():
     _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+class PortTaken(RuntimeError):
+    """Another process listens on the port a server was started on
+    (fflib.free_port's pick was taken before the server bound it)."""
+
+
+def _listeners(pid, port):
+    """The inodes of the sockets that listen on port in the network
+    namespace of pid."""
+    out = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, name)) as f:
+                next(f)
+                for line in f:
+                    v = line.split()
+                    if v[3] == "0A" and int(v[1].rsplit(":", 1)[1], 16) \
+                            == port:
+                        out.add(v[9])
+        except (OSError, StopIteration, IndexError, ValueError):
+            pass
+    return out
+
+
+def _owns_port(pid, port):
+    """Whether process pid itself listens on port."""
+    want = _listeners(pid, port)
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in want:
+            return True
+    return False
+
+
 def _wait_port(host, port, proc, what, timeout=30):
+    """Until proc itself listens on host:port.  A connection that another
+    process answers does not count: two tests that drew the same free
+    port must not talk to each other's servers.  PortTaken when proc
+    exited while another process listens there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if _listeners(os.getpid(), port):
+                raise PortTaken("%s: port %d is another process's"
+                                % (what, port))
             raise RuntimeError("%s exited with status %d before it listened"
                                % (what, proc.returncode))
         try:
             socket.create_connection((host, port), timeout=0.2).close()
-            return
+            if _owns_port(proc.pid, port):
+                return
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     raise RuntimeError("%s does not listen on %s:%d after %d s"
                        % (what, host, port, timeout))
 
@@ -177,7 +230,9 @@ class Nginx:
 
     url: the base URL ("https://127.0.0.1:PORT"); ca_file: the CA's PEM
     (None over HTTP); requests(): the access log as dicts (method, uri,
-    status, body, range, conn); body_bytes(): the body bytes sent."""
+    status, body, range, conn, if_match, if_unmodified_since);
+    body_bytes(): the body bytes sent.  etag=False: no ETag, only
+    Last-Modified (nginx's `etag off`)."""
 
     @staticmethod
     def unavailable():
@@ -189,7 +244,7 @@ class Nginx:
         return None
 
     def __init__(self, root, dir, https=False, ca=None, netem=None,
-                 http2=False):
+                 http2=False, etag=True):
         self.root = os.path.abspath(root)
         self.dir = dir
         self.https = https
@@ -208,6 +263,13 @@ class Nginx:
         self.access_log = os.path.join(dir, "logs", "access.log")
         self.error_log = os.path.join(dir, "logs", "error.log")
         self.conf = os.path.join(dir, "nginx.conf")
+        self.http2, self.etag = http2, etag
+        self.started = False
+        self._write_conf()
+
+    def _write_conf(self):
+        """nginx.conf for self.port; url."""
+        dir, https, http2, etag = self.dir, self.https, self.http2, self.etag
         tmp = os.path.join(dir, "tmp")
         listen = "%s:%d" % (self.host, self.port)
         if https:
@@ -225,11 +287,12 @@ class Nginx:
             "  sendfile on;",
             "  keepalive_requests 100000;",
             "  keepalive_timeout 60s;",
-            "  etag on;",
+            # etag off: Last-Modified only, as many small servers
+            "  etag %s;" % ("on" if etag else "off"),
             "  max_ranges 1;",
             "  log_format feedfs '$request_method $uri $status $body_bytes_sent"
             " $bytes_sent $connection $connection_requests \"$http_range\""
-            " \"$http_if_match\"';",
+            " \"$http_if_match\" \"$http_if_unmodified_since\"';",
             "  access_log %s feedfs;" % self.access_log,
         ]
         for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -260,16 +323,27 @@ class Nginx:
                self.error_log]
         if self.netem is not None:
             cmd = self.netem.ns_cmd(cmd)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(
-                                         self.dir, "logs", "stderr"), "wb"),
-                                     preexec_fn=_pdeathsig)
-        _live.append(self)
-        try:
-            _wait_port(self.host, self.port, self.proc, "nginx")
-        except RuntimeError as e:
-            with open(self.error_log, errors="replace") as f:
-                raise RuntimeError("%s\n%s" % (e, f.read()[-2000:]))
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(
+                    self.dir, "logs", "stderr"), "wb"),
+                preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port(self.host, self.port, self.proc, "nginx")
+                break
+            except PortTaken:
+                # before its URL was given out: another port
+                if self.started or attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self._write_conf()
+            except RuntimeError as e:
+                with open(self.error_log, errors="replace") as f:
+                    raise RuntimeError("%s\n%s" % (e, f.read()[-2000:]))
+        self.started = True
         return self
 
     def stop(self):
@@ -285,14 +359,16 @@ class Nginx:
             return out
         with open(self.access_log) as f:
             for line in f:
-                head, rng, im = line.rstrip("\n").rsplit(" ", 2)
+                head, rest = line.rstrip("\n").split(' "', 1)
                 m, uri, st, body, sent, conn, nreq = head.split(" ")
-                rng, im = (None if v == '"-"' else
-                           v[1:-1].replace("\\x22", '"') for v in (rng, im))
+                rng, im, ius = (None if v == "-" else
+                                v.replace("\\x22", '"')
+                                for v in rest[:-1].split('" "'))
                 out.append(dict(method=m, uri=uri, status=int(st),
                                 body=int(body), sent=int(sent),
                                 conn=int(conn), conn_requests=int(nreq),
-                                range=rng, if_match=im))
+                                range=rng, if_match=im,
+                                if_unmodified_since=ius))
         return out
 
     def body_bytes(self):
@@ -307,7 +383,10 @@ class S3Server:
     S3 policy and an access key is made first, then /moto-api/reset-auth 0
     turns the checks on for every later request, which must carry a SigV4
     signature (recomputed by moto over its SignedHeaders with the user's
-    secret) of that key.
+    secret) of that key.  auth=False leaves the checks off (moto fails an
+    unsigned request, such as STS AssumeRoleWithWebIdentity, while they
+    are on).  The user may read S3 and assume roles (STS AssumeRole);
+    moto's STS and IAM answer on the same endpoint.
 
     endpoint: "http://127.0.0.1:PORT"; region; access_key, secret_key;
     env(): AWS_* variables for them; make_bucket(), upload_dir(), put()."""
@@ -329,8 +408,9 @@ class S3Server:
             return "moto does not import in %s: %s" % (VENV, r.stdout[-300:])
         return None
 
-    def __init__(self, dir):
+    def __init__(self, dir, auth=True):
         self.dir = dir
+        self.auth = auth
         os.makedirs(dir, exist_ok=True)
         self.port = fflib.free_port()
         self.host = "127.0.0.1"
@@ -351,20 +431,31 @@ class S3Server:
             if k.startswith("AWS_"):
                 del env[k]
         env["MOTO_ALLOW_NONEXISTENT_REGION"] = "true"
-        self.proc = subprocess.Popen(
-            [os.path.join(VENV, "bin", "moto_server"), "-H", "127.0.0.1",
-             "-p", str(self.port)],
-            stdout=open(os.path.join(self.dir, "moto.log"), "wb"),
-            stderr=subprocess.STDOUT, env=env, cwd=self.dir,
-            preexec_fn=_pdeathsig)
-        _live.append(self)
-        _wait_port(self.host, self.port, self.proc, "moto_server")
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                [os.path.join(VENV, "bin", "moto_server"), "-H",
+                 "127.0.0.1", "-p", str(self.port)],
+                stdout=open(os.path.join(self.dir, "moto.log"), "wb"),
+                stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port(self.host, self.port, self.proc, "moto_server")
+                break
+            except PortTaken:
+                if attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self.endpoint = "http://127.0.0.1:%d" % self.port
         # Auth is off until reset-auth: make the user and its key first.
         out = self._admin({"op": "bootstrap"}, creds=("bootstrap",
                                                       "bootstrap"))
         self.access_key = out["access_key"]
         self.secret_key = out["secret_key"]
-        self._post("/moto-api/reset-auth", b"0")
+        if self.auth:
+            self._post("/moto-api/reset-auth", b"0")
         return self
 
     def stop(self):
@@ -394,8 +485,10 @@ class S3Server:
     def _admin(self, req, creds=None):
         """Run S3_ADMIN in the venv's python: boto3 against this server."""
         key, secret = creds or (self.access_key, self.secret_key)
+        # (the credentials under names of their own: an object's "key"
+        # is the request's)
         req = dict(req, endpoint=self.endpoint, region=self.region,
-                   key=key, secret=secret)
+                   access_key=key, secret_key=secret)
         r = subprocess.run([os.path.join(VENV, "bin", "python"), "-c",
                             S3_ADMIN], input=json.dumps(req).encode(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -418,6 +511,29 @@ class S3Server:
         return self._admin({"op": "put", "bucket": bucket, "key": key,
                             "path": os.path.abspath(path)})["etag"]
 
+    def create_key(self):
+        """A new access key of the user (IAM allows two): (id, secret).
+        The server's own calls go on with it (access_key, secret_key),
+        so that the old one may be deleted."""
+        out = self._admin({"op": "create_key"})
+        self.access_key = out["access_key"]
+        self.secret_key = out["secret_key"]
+        return out["access_key"], out["secret_key"]
+
+    def delete_key(self, key_id):
+        """Delete the user's access key key_id (IAM DeleteAccessKey)."""
+        self._admin({"op": "delete_key", "key_id": key_id})
+
+    def create_role(self, name):
+        """An IAM role the user may assume, which may read S3: its ARN."""
+        return self._admin({"op": "create_role", "name": name})["arn"]
+
+    def assume(self, arn, seconds):
+        """STS AssumeRole of arn for seconds: {AccessKeyId,
+        SecretAccessKey, SessionToken, Expiration (ISO 8601)}."""
+        return self._admin({"op": "assume", "arn": arn,
+                            "seconds": seconds})
+
 
 # The boto3 side of S3Server, run by the venv's python (stdin: a request).
 S3_ADMIN = r'''
@@ -426,19 +542,57 @@ import boto3
 from botocore.config import Config
 req = json.load(sys.stdin)
 kw = dict(endpoint_url=req["endpoint"], region_name=req["region"],
-          aws_access_key_id=req["key"], aws_secret_access_key=req["secret"],
+          aws_access_key_id=req["access_key"],
+          aws_secret_access_key=req["secret_key"],
           config=Config(s3={"addressing_style": "path"},
-                        retries={"max_attempts": 2}))
+                        retries={"max_attempts": 2},
+                        # STS of a few seconds (AWS's least is 900)
+                        parameter_validation=False))
 op = req["op"]
 if op == "bootstrap":
     iam = boto3.client("iam", **kw)
     iam.create_user(UserName="feedfs-test")
     iam.put_user_policy(UserName="feedfs-test", PolicyName="s3",
         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+            {"Effect": "Allow", "Action": ["s3:*", "sts:AssumeRole",
+                                            "iam:*"],
+             "Resource": "*"}]}))
     k = iam.create_access_key(UserName="feedfs-test")["AccessKey"]
     print(json.dumps({"access_key": k["AccessKeyId"],
                       "secret_key": k["SecretAccessKey"]}))
+    sys.exit(0)
+if op in ("create_key", "delete_key", "create_role"):
+    iam = boto3.client("iam", **kw)
+    if op == "create_key":
+        k = iam.create_access_key(UserName="feedfs-test")["AccessKey"]
+        print(json.dumps({"access_key": k["AccessKeyId"],
+                          "secret_key": k["SecretAccessKey"]}))
+    elif op == "delete_key":
+        iam.delete_access_key(UserName="feedfs-test",
+                              AccessKeyId=req["key_id"])
+        print("{}")
+    else:
+        me = boto3.client("sts", **kw).get_caller_identity()["Arn"]
+        r = iam.create_role(RoleName=req["name"],
+            AssumeRolePolicyDocument=json.dumps({
+                "Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"AWS": me},
+                    "Action": "sts:AssumeRole"}]}))["Role"]
+        iam.put_role_policy(RoleName=req["name"], PolicyName="s3",
+            PolicyDocument=json.dumps({"Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*",
+                               "Resource": "*"}]}))
+        print(json.dumps({"arn": r["Arn"]}))
+    sys.exit(0)
+if op == "assume":
+    sts = boto3.client("sts", **kw)
+    c = sts.assume_role(RoleArn=req["arn"], RoleSessionName="imds",
+                        DurationSeconds=req["seconds"])["Credentials"]
+    print(json.dumps({"AccessKeyId": c["AccessKeyId"],
+                      "SecretAccessKey": c["SecretAccessKey"],
+                      "SessionToken": c["SessionToken"],
+                      "Expiration": c["Expiration"].strftime(
+                          "%Y-%m-%dT%H:%M:%SZ")}))
     sys.exit(0)
 s3 = boto3.client("s3", **kw)
 if op == "mb":
@@ -459,6 +613,145 @@ elif op == "put_dir":
             etags[key] = r["ETag"]
     print(json.dumps({"etags": etags}))
 '''
+
+
+# ---- an EC2 instance metadata service (IMDSv2) ----------------------------
+
+class ImdsServer:
+    """The instance metadata service's credentials, IMDSv2 only, written
+    to AWS's documentation of it (EC2 User Guide, "Use the Instance
+    Metadata Service to access instance metadata" and "Retrieve security
+    credentials from instance metadata"): no real implementation that
+    checks the session token runs here (moto's answers any request, with
+    fixed credentials; amazon-ec2-metadata-mock is a Go program).
+
+      PUT /latest/api/token   needs X-aws-ec2-metadata-token-ttl-seconds
+                              (1..21600, else 400) and refuses a request
+                              with X-Forwarded-For (403); the token, text
+      GET /latest/meta-data/iam/security-credentials/       the role
+      GET /latest/meta-data/iam/security-credentials/ROLE   its JSON
+
+    Every GET needs X-aws-ec2-metadata-token of a live token, else 401
+    (an instance with HttpTokens=required).  The credentials come from
+    mint() (a dict: AccessKeyId, SecretAccessKey, SessionToken,
+    Expiration as ISO 8601) and are handed out until half their life is
+    left, then minted again (EC2 has new ones at least five minutes
+    before the old expire).  Runs in the test's process (threads) on
+    127.0.0.1; endpoint: its URL (AWS_EC2_METADATA_SERVICE_ENDPOINT);
+    log: (method, path, status) of each request; minted: the credentials
+    handed out so far."""
+
+    ROLE = "feedfs-test-role"
+
+    def __init__(self, dir, mint):
+        import http.server
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+        self.mint = mint
+        self.minted = []
+        self.log = []
+        self.tokens = {}  # token -> its end (monotonic)
+        self.cur = None  # (creds, minted at, expires) as time.time()
+        self.lock = threading.Lock()
+        self.port = fflib.free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        server = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, body, ctype="text/plain"):
+                b = body.encode()
+                with server.lock:  # before the answer: in order
+                    server.log.append((self.command, self.path, code))
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                self.wfile.write(b)
+
+            def do_PUT(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                if self.path != "/latest/api/token":
+                    return self._send(404, "Not Found")
+                if self.headers.get("X-Forwarded-For") is not None:
+                    return self._send(403, "Forbidden")
+                if ttl is None or not ttl.isdigit() or \
+                        not 1 <= int(ttl) <= 21600:
+                    return self._send(400, "Bad Request")
+                tok = os.urandom(24).hex()
+                with server.lock:
+                    server.tokens[tok] = time.monotonic() + int(ttl)
+                self._send(200, tok)
+
+            def do_GET(self):
+                tok = self.headers.get("X-aws-ec2-metadata-token")
+                with server.lock:
+                    ok = tok is not None and \
+                        server.tokens.get(tok, 0) > time.monotonic()
+                if not ok:
+                    return self._send(401, "Unauthorized")
+                base = "/latest/meta-data/iam/security-credentials/"
+                if self.path == base:
+                    return self._send(200, ImdsServer.ROLE)
+                if self.path != base + ImdsServer.ROLE:
+                    return self._send(404, "Not Found")
+                c = server._creds()
+                self._send(200, json.dumps(dict(
+                    Code="Success", LastUpdated=time.strftime(
+                        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    Type="AWS-HMAC", AccessKeyId=c["AccessKeyId"],
+                    SecretAccessKey=c["SecretAccessKey"],
+                    Token=c["SessionToken"], Expiration=c["Expiration"]),
+                    indent=2), "application/json")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1",
+                                                      self.port), H)
+        self.httpd.daemon_threads = True
+        self.thread = None
+
+    def _creds(self):
+        import calendar
+        now = time.time()
+        with self.lock:
+            if self.cur is not None:
+                c, t0, exp = self.cur
+                if now < exp - (exp - t0) / 2:
+                    return c
+            c = self.mint()
+            exp = calendar.timegm(time.strptime(c["Expiration"],
+                                                "%Y-%m-%dT%H:%M:%SZ"))
+            self.cur = (c, now, exp)
+            self.minted.append(c)
+            return c
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+        _live.append(self)
+        return self
+
+    def stop(self):
+        if self.thread is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.thread = None
+        if self in _live:
+            _live.remove(self)
 
 
 # ---- a network namespace with netem --------------------------------------
@@ -563,7 +856,43 @@ class Netem:
 
 MODES = ("pass", "delay", "truncate", "reset", "status", "full200",
          "bad_range", "long", "redirect", "change", "endless_headers",
-         "huge_length", "latency")
+         "huge_length", "range_from", "latency")
+
+
+def _range_kind(rng):
+    """What a request's Range header asks: None (no Range), "probe"
+    (bytes=0-0), "stream" (bytes=N-, to the end), "member" (bytes=A-B)."""
+    if rng is None:
+        return None
+    spec = rng.strip()[6:] if rng.strip().startswith("bytes=") else ""
+    if spec == "0-0":
+        return "probe"
+    if spec.endswith("-"):
+        return "stream"
+    return "member"
+
+
+def _when_matches(when, rng, method="GET"):
+    """Whether a request with Range rng is one that `when` names: "all",
+    "range" (any Range), "full" (none), "stream" (the index's GET: none,
+    or bytes=N-), "resume" (a GET of bytes=N- with N > 0), "member"
+    (bytes=A-B, not the probe's bytes=0-0)."""
+    kind = _range_kind(rng)
+    if when in ("stream", "resume") and method != "GET":
+        return False
+    if when == "all":
+        return True
+    if when == "range":
+        return kind is not None
+    if when == "full":
+        return kind is None
+    if when == "stream":
+        return kind in (None, "stream")
+    if when == "resume":
+        return kind == "stream" and not rng.strip().startswith("bytes=0-")
+    if when == "member":
+        return kind == "member"
+    raise ValueError("no proxy when=%r" % when)
 
 
 class _Conn:
@@ -687,6 +1016,8 @@ class Proxy:
       huge_length      206 with Content-Length and a Content-Range of
                        10**15 bytes, then zeros until the client closes (or
                        `limit` bytes)
+      range_from       the Range asked upstream replaced by bytes=`offset`-
+                       (default 0): an honest 206 from another offset
       latency          (set at start: Proxy(..., rtt_ms=20)) every byte in
                        either direction delayed by rtt_ms / 2, connects by
                        rtt_ms: a user-space delay line, for a kernel
@@ -695,8 +1026,14 @@ class Proxy:
     set(mode, when="range"|"full"|"all", times=N, path=SUBSTRING, **params)
     applies mode to the requests that match (a Range header, none, any;
     path containing SUBSTRING) at most N times (None: every time), the rest
-    pass.  stats(): requests, faults, connections, bytes to the client
-    (body and all), bytes from upstream; log: one dict per request."""
+    pass.  when may also be "stream" (the index's GET: no Range or
+    bytes=N-), "resume" (bytes=N-, N > 0) or "member" (bytes=A-B, not the
+    probe's bytes=0-0).  plan([(mode, kwargs), ...]): set's steps in turn,
+    each until its times are spent, then pass.  stats(): requests,
+    faults, connections, bytes to the client (body and all), bytes from
+    upstream; log: one dict per request (method, path, range, if_match,
+    status, time; key_id: a SigV4 signature's key id, token: whether
+    X-Amz-Security-Token came)."""
 
     def __init__(self, upstream_host, upstream_port, rtt_ms=None):
         self.up = (upstream_host, upstream_port)
@@ -705,6 +1042,7 @@ class Proxy:
         self.rtt_ms = rtt_ms
         self.lock = threading.Lock()
         self.mode = ("pass", "all", None, None, {})
+        self.steps = []
         self.counts = collections.Counter()
         self.log = []
         self.sock = None
@@ -720,9 +1058,18 @@ class Proxy:
         return False
 
     def start(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", self.port))
+        for attempt in range(5):
+            self.sock = socket.socket()
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                self.sock.bind(("127.0.0.1", self.port))
+                break
+            except OSError:  # the free port taken meanwhile: another
+                self.sock.close()
+                if attempt == 4:
+                    raise
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
         self.sock.listen(256)
         th = threading.Thread(target=self._accept, daemon=True)
         th.start()
@@ -752,8 +1099,29 @@ class Proxy:
     def set(self, mode, when="all", times=None, path=None, **params):
         if mode not in MODES or mode == "latency":
             raise ValueError("no proxy mode %r" % mode)
+        _when_matches(when, None)  # a when that exists
         with self.lock:
             self.mode = (mode, when, times, path, params)
+            self.steps = []
+
+    def plan(self, steps):
+        """Each (mode, kwargs of set) in turn, the next once the times of
+        the one before are spent; then pass."""
+        steps = list(steps)
+        mode, kw = steps[0]
+        self.set(mode, **kw)
+        with self.lock:
+            self.steps = steps[1:]
+
+    def _next_step(self):
+        """The step after the one spent (locked)."""
+        if self.steps:
+            mode, kw = self.steps.pop(0)
+            kw = dict(kw)
+            self.mode = (mode, kw.pop("when", "all"), kw.pop("times", None),
+                         kw.pop("path", None), kw)
+        else:
+            self.mode = ("pass", "all", None, None, {})
 
     def stats(self):
         with self.lock:
@@ -846,13 +1214,11 @@ class Proxy:
 
     # -- HTTP with faults ------------------------------------------------------
 
-    def _pick(self, hdrs, path):
+    def _pick(self, hdrs, path, method):
         """The mode for this request (and spend one of its times)."""
         with self.lock:
             mode, when, times, sub, params = self.mode
-            ranged = _get(hdrs, "Range") is not None
-            match = (when == "all" or (when == "range" and ranged)
-                     or (when == "full" and not ranged))
+            match = _when_matches(when, _get(hdrs, "Range"), method)
             if sub is not None and sub not in path:
                 match = False
             if mode == "change":
@@ -870,6 +1236,8 @@ class Proxy:
                 return "pass", {}
             if times is not None:
                 self.mode = (mode, when, times - 1, sub, params)
+                if times == 1:
+                    self._next_step()
             return mode, params
 
     def _upstream(self, first, hdrs, body):
@@ -920,11 +1288,17 @@ class Proxy:
                 n = int(_get(hdrs, "Content-Length") or 0)
                 body = cc.exactly(n) if n else b""
                 method, path = first.split(" ")[:2]
-                mode, p = self._pick(hdrs, path)
+                mode, p = self._pick(hdrs, path, method)
+                auth = _get(hdrs, "Authorization") or ""
                 entry = dict(method=method, path=path, mode=mode,
                              range=_get(hdrs, "Range"),
                              if_match=_get(hdrs, "If-Match"), status=None,
-                             body=0)
+                             body=0, time=time.monotonic(),
+                             # SigV4's key id (not a secret), and a token
+                             key_id=auth.partition("Credential=")[2]
+                             .partition("/")[0] or None,
+                             token=_get(hdrs, "X-Amz-Security-Token")
+                             is not None)
                 with self.lock:
                     self.log.append(entry)
                     self.counts["requests"] += 1
@@ -982,6 +1356,9 @@ class Proxy:
         uhdrs = hdrs
         if mode == "full200":
             uhdrs = _without(hdrs, "Range")
+        if mode == "range_from":
+            uhdrs = _without(hdrs, "Range") + [
+                ("Range", "bytes=%d-" % p.get("offset", 0))]
         if mode == "change" and p.get("honour_if_match", True):
             im = _get(hdrs, "If-Match")
             if im is not None and im != '"changed-1"':
@@ -1041,3 +1418,222 @@ class Proxy:
         entry["body"] = sent
         self._close(c)
         return False
+
+
+# ---- small origin servers that misbehave where a test says ----------------
+
+class FileServer:
+    """A small HTTP/1.1 origin of the files under root (Python's
+    http.server, a thread a connection, in the test's process) whose
+    validators, Range support and speed a test sets.  What it does, it
+    does as RFC 9110 says a server does:
+
+      etag="strong"   '"<sha256 hex of the bytes>"'
+           "weak"     'W/"<size hex>-<mtime hex>"' (Express's, Rack's kind)
+           "long"     '"<sha512 hex of the bytes>"': 130 bytes
+           None       no ETag
+      last_modified   Last-Modified: the file's mtime (IMF-fixdate)
+      ranges          bytes=A-B and bytes=A- answered 206 with their
+                      Content-Range; False: Range ignored, every GET a 200
+                      of the whole file
+      rate            bytes a second of every body (a trickle); the
+                      headers go at once.  None: as fast as it goes
+
+    Preconditions: If-Match is compared strongly (a weak tag matches
+    nothing: 412), If-Unmodified-Since gets 412 when the file's mtime is
+    later.  HEAD and GET; requests: one dict per request (method, path,
+    range, if_match, if_unmodified_since, status)."""
+
+    def __init__(self, root, etag="strong", last_modified=True, ranges=True,
+                 rate=None):
+        self.root = os.path.abspath(root)
+        self.etag_kind = etag
+        self.last_modified = last_modified
+        self.ranges = ranges
+        self.rate = rate
+        self.port = fflib.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.requests = []
+        self.lock = threading.Lock()
+        self.httpd = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def etag(self, data, st):
+        import hashlib
+        if self.etag_kind == "strong":
+            return '"%s"' % hashlib.sha256(data).hexdigest()
+        if self.etag_kind == "long":
+            return '"%s"' % hashlib.sha512(data).hexdigest()
+        if self.etag_kind == "weak":
+            return 'W/"%x-%x"' % (st.st_size, int(st.st_mtime))
+        return None
+
+    def start(self):
+        import email.utils
+        import http.server
+        srv = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_HEAD(self):
+                self.answer(False)
+
+            def do_GET(self):
+                self.answer(True)
+
+            def reply(self, code, hdrs, body, entry):
+                entry["status"] = code
+                self.send_response(code)
+                for k, v in hdrs:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command == "HEAD" or not body:
+                    return
+                if srv.rate is None:
+                    self.wfile.write(body)
+                    return
+                step = max(1, srv.rate // 8)  # eight writes a second
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(step / srv.rate)
+
+            def answer(self, get):
+                path = self.path.split("?", 1)[0]
+                entry = dict(method=self.command, path=path,
+                             range=self.headers.get("Range"),
+                             if_match=self.headers.get("If-Match"),
+                             if_unmodified_since=self.headers.get(
+                                 "If-Unmodified-Since"), status=None)
+                with srv.lock:
+                    srv.requests.append(entry)
+                import urllib.parse
+                fp = os.path.join(srv.root, urllib.parse.unquote(
+                    path).lstrip("/"))
+                try:
+                    with open(fp, "rb") as f:
+                        data = f.read()
+                    st = os.stat(fp)
+                except OSError:
+                    return self.reply(404, [], b"no such file\n", entry)
+                tag = srv.etag(data, st)
+                hdrs = []
+                if tag is not None:
+                    hdrs.append(("ETag", tag))
+                if srv.last_modified:
+                    hdrs.append(("Last-Modified", email.utils.formatdate(
+                        int(st.st_mtime), usegmt=True)))
+                im = self.headers.get("If-Match")
+                if im is not None and im.strip() != "*" and (
+                        tag is None or tag.startswith("W/") or
+                        tag not in [t.strip() for t in im.split(",")]):
+                    return self.reply(412, [], b"precondition\n", entry)
+                ius = self.headers.get("If-Unmodified-Since")
+                if ius is not None and im is None:
+                    try:
+                        since = email.utils.parsedate_to_datetime(ius)
+                        if int(st.st_mtime) > since.timestamp():
+                            return self.reply(412, [], b"modified\n",
+                                              entry)
+                    except (TypeError, ValueError):
+                        pass
+                rng = self.headers.get("Range")
+                if srv.ranges and rng and rng.startswith("bytes="):
+                    a, _, b = rng[6:].partition("-")
+                    a = int(a)
+                    b = min(int(b), len(data) - 1) if b else len(data) - 1
+                    if a >= len(data):
+                        return self.reply(
+                            416, [("Content-Range", "bytes */%d"
+                                   % len(data))], b"", entry)
+                    hdrs.append(("Content-Range", "bytes %d-%d/%d"
+                                 % (a, b, len(data))))
+                    return self.reply(206, hdrs, data[a:b + 1], entry)
+                return self.reply(200, hdrs, data, entry)
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+
+            def handle_error(self, request, client_address):
+                pass  # a client that went away mid-body
+
+        for attempt in range(5):
+            try:
+                self.httpd = Server(("127.0.0.1", self.port), Handler)
+                break
+            except OSError:  # the free port taken meanwhile: another
+                if attempt == 4:
+                    raise
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
+        th = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        th.start()
+        _live.append(self)
+        return self
+
+    def stop(self):
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+        if self in _live:
+            _live.remove(self)
+
+
+class PyHttpServer:
+    """`python3 -m http.server` itself over root: Last-Modified, no ETag,
+    and no Range (every GET a 200 of the whole file), as many users
+    first try.  A process of its own, stopped by its pid."""
+
+    def __init__(self, root, dir):
+        self.root = os.path.abspath(root)
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+        self.port = fflib.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
+
+    def start(self):
+        for attempt in range(5):
+            self.proc = subprocess.Popen(
+                [fflib.PY, "-m", "http.server", "--bind", "127.0.0.1",
+                 "--directory", self.root, str(self.port)],
+                stdout=open(os.path.join(self.dir, "http.server.log"), "wb"),
+                stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
+            if self not in _live:
+                _live.append(self)
+            try:
+                _wait_port("127.0.0.1", self.port, self.proc,
+                           "python3 -m http.server")
+                return self
+            except PortTaken:
+                if attempt == 4:
+                    raise
+                _stop(self.proc)
+                self.port = fflib.free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        _stop(self.proc)
+        self.proc = None
+        if self in _live:
+            _live.remove(self)

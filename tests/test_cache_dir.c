@@ -15,7 +15,13 @@
  *   - cache_open and cache_open_secondary over a store with LOCK a FIFO
  *     or a symlinked CURRENT: refused at once, the link's target untouched;
  *   - ds_open_shards through an index fd: the index file is made in that
- *     directory, and a symlinked HEX.idx is not followed when read.
+ *     directory, and a symlinked HEX.idx is not followed when read;
+ *   - the path to a cache_dir (issue 34): a directory on the way that
+ *     others may write (not sticky), or (as root) that uid 65534 owns,
+ *     refused naming it, with nothing made under it; a sticky one (as
+ *     /tmp) taken; a symbolic link on the way followed when this user
+ *     owns it and its target passes, refused when (as root) uid 65534
+ *     owns it or its target is a directory others may write.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -256,6 +262,85 @@ test_index_files(void)
 	close(idx);
 }
 
+/* cache_dir_open(path, create) refused with -EACCES, err naming want. */
+static void
+refused(const char *path, const char *want)
+{
+	char err[1024];
+	int fd = cache_dir_open(path, true, err, sizeof(err));
+
+	CHECK_EQ_INT(fd, -EACCES);
+	if (fd >= 0)
+		close(fd);
+	else if (strstr(err, want) == NULL) {
+		fprintf(stderr, "  %s: \"%s\" does not say \"%s\"\n", path, err,
+		    want);
+		CHECK(strstr(err, want) != NULL);
+	}
+	fd = cache_index_open(path, true, err, sizeof(err));
+	CHECK_EQ_INT(fd, -EACCES);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* cache_dir_open(path, create) taken. */
+static void
+taken(const char *path)
+{
+	char err[1024];
+	int fd = cache_dir_open(path, true, err, sizeof(err));
+
+	if (fd < 0)
+		fprintf(stderr, "  %s: %s\n", path, err);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void
+test_dir_path(void)
+{
+	char a[4096], b[4096], c[4096];
+
+	/* A directory on the way that others may write, not sticky. */
+	CHECK(mkdir(p(a, "open"), 0700) == 0 && chmod(a, 0777) == 0);
+	refused(p(b, "open/cache"), "/open is writable");
+	CHECK_EQ_INT(nentries(a), 0);
+	CHECK(chmod(a, 0770) == 0);
+	refused(p(b, "open/sub/cache"), "/open is writable");
+	CHECK_EQ_INT(nentries(a), 0);
+	/* Sticky, as /tmp: others cannot rename what is ours in it. */
+	CHECK(chmod(a, 01777) == 0);
+	taken(p(b, "open/cache"));
+	/* A link on the way, ours, to a good directory: followed. */
+	CHECK(mkdir(p(a, "real"), 0700) == 0);
+	CHECK(symlink(a, p(b, "ours")) == 0);
+	taken(p(c, "ours/cache"));
+	CHECK(access(p(a, "real/cache"), F_OK) == 0);
+	/* ... a relative one, with a link and a parent on its way too */
+	CHECK(symlink("real/../ours/", p(b, "rel")) == 0);
+	taken(p(c, "rel/sub/../cache2"));
+	CHECK(access(p(a, "real/cache2"), F_OK) == 0);
+	/* ... and to a directory others may write: refused there. */
+	CHECK(mkdir(p(a, "wild"), 0700) == 0 && chmod(a, 0777) == 0);
+	CHECK(symlink(a, p(b, "towild")) == 0);
+	refused(p(c, "towild/cache"), "/wild is writable");
+	CHECK_EQ_INT(nentries(a), 0);
+	if (geteuid() != 0) {
+		fprintf(stderr, "  not root: another user's dir and link not "
+				"tried\n");
+		return;
+	}
+	/* A directory on the way that another user owns. */
+	CHECK(mkdir(p(a, "theirs"), 0755) == 0 && chown(a, 65534, 65534) == 0);
+	refused(p(b, "theirs/cache"), "/theirs is owned by uid 65534");
+	CHECK_EQ_INT(nentries(a), 0);
+	/* A link on the way that another user owns, to a good directory. */
+	CHECK(symlink(p(a, "real"), p(b, "theirlink")) == 0 &&
+	      lchown(b, 65534, 65534) == 0);
+	refused(p(c, "theirlink/cache"), "owned by uid 65534");
+}
+
 int
 main(void)
 {
@@ -270,6 +355,7 @@ main(void)
 	test_openat_and_probe();
 	test_store();
 	test_index_files();
+	test_dir_path();
 	test_rmtree(tmp);
 	return TEST_SUMMARY();
 }

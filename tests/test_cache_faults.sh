@@ -3,11 +3,11 @@
 #   - two mounts on one cache_dir: the second uses the first one's cache
 #     (hits on what the first inserted);
 #   - a damaged database is moved aside (named in the log), a fresh one made;
-#   - a read-only cache_dir (a read-only tmpfs) and a full one (a small
-#     tmpfs, filled up while the mount runs): served without the cache, said
-#     once in the log and in .feedfs/stats.
-# Every epoch read is compared with feedfs-ref's bytes.  The tmpfs cases
-# need mount(2) (root); without it they are skipped, the rest still runs.
+#   - a read-only cache_dir (a read-only tmpfs): served without the cache,
+#     said once in the log and in .feedfs/stats.  (A full one is not a
+#     failure: hits go on, inserts stop: tests/test_cache_full.sh.)
+# Every epoch read is compared with feedfs-ref's bytes.  The tmpfs case
+# needs mount(2) (root); without it it is skipped, the rest still runs.
 . "$(dirname "$0")/lib.sh"
 
 ff_gen "$T/data" --n 48 --classes 3 --seed 5
@@ -76,13 +76,13 @@ ff_cmp_tree "$T/ref" "$T/out3"
 ff_umount "$M"
 ff_log "damaged store moved aside to $aside"
 
-# ---- read-only and full: tmpfs -------------------------------------------------
+# ---- read-only: tmpfs -----------------------------------------------------------
 # (mode 0700: cache_open refuses a cache_dir that others can write, as a
 # tmpfs root is by default.)
 FS=$T/fs
 mkdir -p "$FS"
 if ! mount -t tmpfs -o ro,size=1M,mode=0700 feedfs-test "$FS" 2>"$T/mount.err"; then
-	ff_log "SKIP read-only and full cache_dir: $(cat "$T/mount.err")"
+	ff_log "SKIP read-only cache_dir: $(cat "$T/mount.err")"
 	exit 0
 fi
 trap '_rc=$?; umount "$FS" 2>/dev/null || true; (exit $_rc); ff_cleanup' EXIT
@@ -109,22 +109,3 @@ ff_umount "$M"
 umount "$FS"
 ff_log "read-only cache_dir: served without the cache"
 
-mount -t tmpfs -o size=2M feedfs-test "$FS"
-ff_config "$T/full.conf" "$T/data" cache_dir="$FS/cache" memory=64M
-ff_job "$T/full.conf" train epochs=1 \
-	"pipeline=decode resize(128) cache random_resized_crop(64) flip(0.5) normalize(imagenet)"
-ff_mount "$T/full.conf" "$M"
-[ "$(stat_of "$M" feedfs_cache_enabled)" = 1 ] || ff_fail "full: the cache did not open on the empty tmpfs"
-dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null || true
-read_epoch "$M" "$T/out5"
-ff_cmp_tree "$T/ref" "$T/out5"
-check_without "full cache_dir" "No space left on device"
-[ "$(stat_of "$M" feedfs_cache_insert_failures_total)" -ge 1 ] || ff_fail "full: no insert failure counted"
-# A second epoch's worth of reads still works, and says nothing new.
-read_epoch "$M" "$T/out6"
-ff_cmp_tree "$T/ref" "$T/out6"
-ff_umount "$M"
-[ "$(grep -c 'serving without the cache' "$FF_LOG")" = 1 ] ||
-	{ cat "$FF_LOG"; ff_fail "full cache_dir: not said exactly once in the log"; }
-umount "$FS"
-ff_log "full cache_dir: served without the cache"

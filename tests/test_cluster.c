@@ -249,6 +249,12 @@ small_len(int i)
 	return fit_len(1 + (size_t)(i * 997) % 120000);
 }
 
+/*
+ * The namespace of the items the helpers below name: a client's without a
+ * secret, unless a test sets another client's (its ns) for a while.
+ */
+static const char *ns = "ffc2:";
+
 /* The memcached key of key (chunk 0: the head), as cluster.c makes it. */
 static size_t
 mkey(char *buf, size_t len, const uint8_t key[CLUSTER_KEY_LEN], int chunk)
@@ -256,7 +262,7 @@ mkey(char *buf, size_t len, const uint8_t key[CLUSTER_KEY_LEN], int chunk)
 	size_t n;
 	int j;
 
-	n = (size_t)snprintf(buf, len, "ffc2:");
+	n = (size_t)snprintf(buf, len, "%s", ns);
 	for (j = 0; j < CLUSTER_KEY_LEN; j++)
 		n += (size_t)snprintf(buf + n, len - n, "%02x", key[j]);
 	if (chunk > 0)
@@ -834,8 +840,8 @@ test_chunk_keys(void)
 	uint32_t idx = 0;
 
 	key_of(1, key);
-	hlen = cluster_mkey(hkey, key, 0);
-	kl = cluster_mkey(k, key, 12);
+	hlen = cluster_mkey(hkey, CLUSTER_KEY_PREFIX, key, 0);
+	kl = cluster_mkey(k, CLUSTER_KEY_PREFIX, key, 12);
 	CHECK_EQ_INT(kl, hlen + 3);
 	/* a longer key's digits left behind in the buffer, no NUL */
 	memcpy(k + kl, "345", 3);
@@ -844,14 +850,14 @@ test_chunk_keys(void)
 	CHECK(cluster_chunk_index(k, kl + 3, hkey, hlen, 64, &idx) != 0);
 	CHECK_EQ_INT(
 	    cluster_chunk_index(k, kl, hkey, hlen, 11, &idx), -EBADMSG);
-	kl = cluster_mkey(k, key, 64);
+	kl = cluster_mkey(k, CLUSTER_KEY_PREFIX, key, 64);
 	CHECK_EQ_INT(cluster_chunk_index(k, kl, hkey, hlen, 64, &idx), 0);
 	CHECK_EQ_INT(idx, 64);
 	memcpy(k + hlen, "#01", 3); /* a leading zero */
 	CHECK(cluster_chunk_index(k, hlen + 3, hkey, hlen, 64, &idx) != 0);
 	memcpy(k + hlen, "#0", 2);
 	CHECK(cluster_chunk_index(k, hlen + 2, hkey, hlen, 64, &idx) != 0);
-	kl = cluster_mkey(k, key, 3);
+	kl = cluster_mkey(k, CLUSTER_KEY_PREFIX, key, 3);
 	k[5] ^= 1; /* another key's chunk */
 	CHECK(cluster_chunk_index(k, kl, hkey, hlen, 64, &idx) != 0);
 	CHECK(cluster_chunk_index(hkey, hlen, hkey, hlen, 64, &idx) != 0);
@@ -1256,7 +1262,7 @@ test_mac(struct cluster *plain)
 {
 	char p1[128], p2[128];
 	struct cluster *s1, *s2, *s1c;
-	struct cluster_stats st0, st;
+	struct cluster_stats st0, st, st1;
 	uint8_t key[CLUSTER_KEY_LEN], head[CLUSTER_HEAD_LEN], *v, *d;
 	struct cache_val cv;
 	size_t l;
@@ -1280,33 +1286,56 @@ test_mac(struct cluster *plain)
 	l = fit_len(3 * 1024 * 1024);
 	CHECK_EQ_INT(put_of(s1, 9802, l), 0);
 	CHECK_EQ_INT(get_check(s1, 9802, l, NULL), 1);
-	/* a reader without a secret ignores the MAC */
-	CHECK_EQ_INT(get_check(plain, 9800, 5000, NULL), 1);
-
-	/* another secret, no secret: misses at s1, counted as bad MACs */
-	cluster_get_stats(s2, &st0);
-	CHECK_EQ_INT(get_check_r(s2, 9800, 5000, NULL, &r), 0);
-	CHECK_EQ_INT(r, -EACCES);
-	cluster_get_stats(s2, &st);
-	CHECK_EQ_INT(st.bad_mac - st0.bad_mac, 1);
-	cluster_get_stats(s1, &st0);
-	CHECK_EQ_INT(put_of(plain, 9803, 5000), 0);
-	CHECK_EQ_INT(get_check_r(s1, 9803, 5000, NULL, &r), 0);
-	CHECK_EQ_INT(r, -EACCES);
-	CHECK_EQ_INT(put_of(s2, 9804, 5000), 0);
-	CHECK_EQ_INT(get_check_r(s1, 9804, 5000, NULL, &r), 0);
-	CHECK_EQ_INT(r, -EACCES);
-	cluster_get_stats(s1, &st);
-	CHECK_EQ_INT(st.bad_mac - st0.bad_mac, 2);
 
 	/*
-	 * Planted without the secret: a sound envelope of other pixels
-	 * under 9800, the MAC flag set and the MAC field kept.  The plain
-	 * reader takes it (it asked for no MAC); s1 does not.
+	 * Namespaces (issue 40): one per secret, named by a key id derived
+	 * from it, never the secret; the plain client keeps "ffc2:".
+	 */
+	CHECK(strcmp(s1->ns, s1c->ns) == 0 && strcmp(s1->ns, s2->ns) != 0);
+	CHECK(strcmp(plain->ns, "ffc2:") == 0);
+	CHECK(strncmp(s1->ns, "ffc2:k", 6) == 0 &&
+	      strlen(s1->ns) == 6 + 2 * CLUSTER_KEYID_LEN + 1 &&
+	      s1->ns[strlen(s1->ns) - 1] == ':');
+	CHECK(strstr(s1->ns, "the first") == NULL);
+	fprintf(
+	    stderr, "cluster_secret: namespaces %s and %s\n", s1->ns, s2->ns);
+
+	/*
+	 * Another secret, or none: a plain miss of their own namespace,
+	 * never a bad MAC; their puts of the same key leave s1's value
+	 * alone (they overwrote it before the namespaces).
+	 */
+	cluster_get_stats(s1, &st0);
+	cluster_get_stats(s2, &st);
+	CHECK_EQ_INT(get_check_r(s2, 9800, 5000, NULL, &r), 0);
+	CHECK_EQ_INT(r, -ENOENT);
+	CHECK_EQ_INT(get_check_r(plain, 9800, 5000, NULL, &r), 0);
+	CHECK_EQ_INT(r, -ENOENT);
+	CHECK_EQ_INT(put_of(s2, 9800, 4000), 0);
+	CHECK_EQ_INT(put_of(plain, 9800, 3000), 0);
+	CHECK_EQ_INT(get_check(s1, 9800, 5000, NULL), 1);
+	CHECK_EQ_INT(get_check(s2, 9800, 4000, NULL), 1);
+	CHECK_EQ_INT(get_check(plain, 9800, 3000, NULL), 1);
+	CHECK_EQ_INT(put_of(plain, 9803, 5000), 0);
+	CHECK_EQ_INT(get_check_r(s1, 9803, 5000, NULL, &r), 0);
+	CHECK_EQ_INT(r, -ENOENT);
+	cluster_get_stats(s1, &st1);
+	CHECK_EQ_INT(st1.bad_mac - st0.bad_mac, 0);
+	cluster_get_stats(s2, &st1);
+	CHECK_EQ_INT(st1.bad_mac - st.bad_mac, 0);
+
+	/*
+	 * Planted in s1's namespace (its key id is on the wire) without the
+	 * secret: a sound envelope of other pixels under 9800, the MAC flag
+	 * set and the MAC field kept; then the flag stripped.  s1 takes
+	 * neither.  The same item in the plain namespace: the plain reader
+	 * takes it (it asked for no MAC).
 	 */
 	key_of(9800, key);
+	ns = s1->ns;
 	if ((h = holder(key)) < 0 || (v = raw_get(h, key, 0, &l)) == NULL) {
 		CHECK(0);
+		ns = "ffc2:";
 		goto out;
 	}
 	CHECK_EQ_INT(l, CLUSTER_HEAD_LEN + 5000);
@@ -1316,7 +1345,6 @@ test_mac(struct cluster *plain)
 	codec_env_seal(v + CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN, key, &cv);
 	memcpy(v + CLUSTER_HEAD_LEN, d, 5000);
 	raw_set(h, key, 0, v, l);
-	CHECK_EQ_INT(get_check(plain, 9800, 5000, NULL), -1); /* val 77's */
 	cluster_get_stats(s1, &st0);
 	CHECK_EQ_INT(get_check_r(s1, 9800, 5000, NULL, &r), 0);
 	CHECK_EQ_INT(r, -EACCES);
@@ -1329,11 +1357,17 @@ test_mac(struct cluster *plain)
 	CHECK_EQ_INT(r, -EACCES);
 	cluster_get_stats(s1, &st);
 	CHECK_EQ_INT(st.bad_mac - st0.bad_mac, 2);
+	ns = "ffc2:";
+	for (int j = 0; j < 3; j++) /* wherever the plain name hashes */
+		raw_set(j, key, 0, v, l);
+	CHECK_EQ_INT(get_check(plain, 9800, 5000, NULL), -1); /* val 77's */
 	free(d);
 	free(v);
 
 	/* a MAC'd value replayed under another key: a miss */
+	ns = s1->ns;
 	copy_value(s1, 9805, 9806, 5000, 0);
+	ns = "ffc2:";
 	fprintf(stderr, "cluster_secret: MAC'd round trips; other secret, "
 			"no MAC, planted and replayed values are misses\n");
 out:
@@ -1383,8 +1417,13 @@ test_mac_encoded(void)
 	      memcmp(got.data, enc, len) == 0);
 	free(got.data);
 	got.data = NULL;
-	/* The format rewritten, the checksum resealed, the MAC kept. */
+	/*
+	 * The format rewritten, the checksum resealed, the MAC kept; in s1's
+	 * namespace, and the same item in the plain one.
+	 */
+	ns = s1->ns;
 	if ((h = holder(key)) < 0 || (v = raw_get(h, key, 0, &l)) == NULL) {
+		ns = "ffc2:";
 		CHECK(0);
 		goto out;
 	}
@@ -1392,6 +1431,9 @@ test_mac_encoded(void)
 	cv.enc = q91;
 	codec_env_seal(v + CLUSTER_ITEM_HDR + CLUSTER_MAC_LEN, key, &cv);
 	raw_set(h, key, 0, v, l);
+	ns = "ffc2:";
+	for (int j = 0; j < 3; j++)
+		raw_set(j, key, 0, v, l);
 	free(v);
 	CHECK_EQ_INT(cluster_get(s1, key, &got), -EACCES);
 	CHECK_EQ_INT(cluster_get(plain, key, &got), 0);
@@ -1552,6 +1594,97 @@ test_secret_file(void)
 	CHECK(open_file(path, true, err, sizeof(err)) != 0);
 }
 
+/*
+ * cluster_open with probe = true against servers, with the auth file
+ * auth (NULL: none): the client (NULL when the open failed), its
+ * cluster_problem in why ("" when none).
+ */
+static struct cluster *
+probe_open(const char *servers, const char *auth, char *why, size_t len)
+{
+	struct cluster_opts o = {.auth_file = auth, .probe = true};
+	struct cluster *c = NULL;
+	char err[256];
+
+	why[0] = '\0';
+	if (cluster_open(servers, &o, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "cluster_open: %s\n", err);
+		CHECK(0);
+		return NULL;
+	}
+	if (cluster_problem(c) != NULL)
+		snprintf(why, len, "%s", cluster_problem(c));
+	return c;
+}
+
+/*
+ * The probe at open (issue 40): a wrong password, none where the server
+ * wants one, one where it takes none are said by cluster_problem, and
+ * turn the tier off when every server that answered refused; the right
+ * one says nothing.  sasl: the server of memcached -S (auth: feeder).
+ */
+static void
+test_probe(const char *sasl)
+{
+	struct cluster_stats st;
+	struct cluster *c;
+	char auth[128], why[1024], both[128];
+	double t;
+	int r;
+
+	snprintf(auth, sizeof(auth), "%s/auth", tmp);
+	write_file(auth, "feeder\ns3cret\n", 0600);
+	if ((c = probe_open(sasl, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(why[0] == '\0' && !st.off && st.refused == 0);
+		CHECK_EQ_INT(get_check(c, 8000, 100000, NULL), 1);
+		cluster_close(c);
+	}
+	write_file(auth, "feeder wrong\n", 0600);
+	if ((c = probe_open(sasl, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(st.off && st.refused == 1);
+		CHECK(
+		    strstr(why, "refused cluster_auth's user feeder") != NULL);
+		CHECK(strstr(why, "serving without the cluster tier") != NULL);
+		CHECK(strstr(why, "wrong") == NULL); /* never the password */
+		fprintf(stderr, "probe, a wrong password: %s\n", why);
+		/* off: a miss and a dropped put at once, no server asked */
+		t = now();
+		CHECK_EQ_INT(get_check_r(c, 8000, 100000, NULL, &r), 0);
+		CHECK_EQ_INT(r, -EACCES);
+		CHECK_EQ_INT(put_of(c, 8003, 10), -EACCES);
+		CHECK(now() - t < 0.5);
+		cluster_close(c);
+	}
+	if ((c = probe_open(sasl, NULL, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(
+		    st.off && strstr(why, "wants SASL authentication") != NULL);
+		fprintf(stderr, "probe, no cluster_auth: %s\n", why);
+		cluster_close(c);
+	}
+	/* a password for a server without -S */
+	write_file(auth, "feeder\ns3cret\n", 0600);
+	snprintf(both, sizeof(both), "127.0.0.1:%d", srv_port[0]);
+	if ((c = probe_open(both, auth, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(st.off && strstr(why, "did not take SASL") != NULL);
+		fprintf(stderr, "probe, auth for a plain server: %s\n", why);
+		cluster_close(c);
+	}
+	/* no auth, one server of each kind: the tier stays on */
+	snprintf(both, sizeof(both), "%s,127.0.0.1:%d", sasl, srv_port[0]);
+	if ((c = probe_open(both, NULL, why, sizeof(why))) != NULL) {
+		cluster_get_stats(c, &st);
+		CHECK(!st.off && st.refused == 1 && strstr(why, sasl) != NULL &&
+		      strstr(why, "values on it are misses") != NULL);
+		fprintf(
+		    stderr, "probe, one server of two wants SASL: %s\n", why);
+		cluster_close(c);
+	}
+}
+
 static void
 test_sasl(void)
 {
@@ -1616,6 +1749,7 @@ test_sasl(void)
 		cluster_close(c);
 	}
 	fprintf(stderr, "SASL: PLAIN against memcached -S checked\n");
+	test_probe(servers);
 }
 
 int

@@ -13,8 +13,9 @@ HWC, bytes compared with feedfs-ref's everywhere:
     tier hits (>= 95%, as few bytes in per hit as A put): the tier hit
     serves the local hit's bytes; B's remount reads it again from local
     hits alone (the tier's bytes kept as they came);
-  - with cluster_secret: mount G stores MAC'd jpeg values, mount H (the
-    same secret, an empty cache_dir) hits on them with the same bytes;
+  - with cluster_secret: mount G sees none of the values stored without
+    one (its secret's namespace) and stores MAC'd jpeg values, mount H
+    (the same secret, an empty cache_dir) hits on them with the same bytes;
   - feedfs-fill fills the tier for job p (jpeg(90), another prefix); mount
     C's first epoch of p hits >= 95% with feedfs-ref's bytes, and a second
     fill finds every value there.
@@ -172,8 +173,15 @@ os.write(fd, b"0123456789abcdef0123456789abcdef\n")
 os.close(fd)
 with mount("G", "-o", "cluster_secret=" + secret) as m:
     read_all(m, "q")
-    check(m.stats()["feedfs_cluster_bad_mac_total"] >= N,
-          "mount G (a secret) took values without a MAC")
+    h, miss, r = rate(m, "q")
+    st = m.stats()
+    # Its keys are in its secret's namespace (issue 40): the values stored
+    # without a secret are not even seen, let alone taken.
+    check(h == 0 and st["feedfs_cluster_bad_mac_total"] == 0
+          and st["feedfs_cluster_puts_total"] >= N,
+          "mount G (a secret) over values without a MAC: %d tier hits, %d "
+          "bad MACs, %d puts" % (h, st["feedfs_cluster_bad_mac_total"],
+                                 st["feedfs_cluster_puts_total"]))
 with mount("H", "-o", "cluster_secret=" + secret) as m:
     read_all(m, "q")
     h, miss, r = rate(m, "q")

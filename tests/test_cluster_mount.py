@@ -19,10 +19,14 @@ feedfs-fill, against three memcached servers started here on free
     the terminal that mounts it in the background; one with a secret does
     not;
   - cluster_secret: mount G (a secret) takes none of the values stored
-    without a MAC (counted in feedfs_cluster_bad_mac_total) and stores
-    its own; mount H (the same secret) hits >= 95% with feedfs-ref's
-    bytes; mount I (another secret) hits none; feedfs-fill with the
-    secret redoes the unMAC'd values of job c, then skips them all;
+    without one: it does not even see them (its keys are in the
+    namespace of its secret), so none is a bad MAC; it stores its own;
+    mount H (the same secret) hits >= 95% with feedfs-ref's bytes; mount
+    I (another secret) hits none, counts no bad MAC, and stores its own
+    beside them: mount H2 (the first secret again) still hits >= 95% with
+    no bad MAC (issue 40: I read 300 values as bad MACs and overwrote
+    them with its own); feedfs-fill with the secret redoes the unMAC'd
+    values of job c, then skips them all;
     a secret file open to others: the mount serves without the tier and
     says why, feedfs-fill exits 2; an empty cluster_secret in the config:
     FILE:LINE and exit 2;
@@ -267,12 +271,14 @@ with mount("G", "-o", "cluster_secret=%s" % secret) as m:
     read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
     st = m.stats()
-    check(h == 0 and st["feedfs_cluster_bad_mac_total"] >= N,
+    check(h == 0 and st["feedfs_cluster_bad_mac_total"] == 0
+          and st["feedfs_cluster_puts_total"] >= N,
           "mount G (a secret) over values without a MAC: %d hits, %d "
-          "bad MACs; expected 0 and >= %d"
-          % (h, st["feedfs_cluster_bad_mac_total"], N))
-    log("mount G (cluster_secret): %d values without a MAC refused"
-        % st["feedfs_cluster_bad_mac_total"])
+          "bad MACs, %d puts; expected 0, 0 and >= %d"
+          % (h, st["feedfs_cluster_bad_mac_total"],
+             st["feedfs_cluster_puts_total"], N))
+    log("mount G (cluster_secret): none of the values without a MAC "
+        "seen, %d of its own stored" % st["feedfs_cluster_puts_total"])
 
 with mount("H", "-o", "cluster_secret=%s" % secret) as m:
     read_epoch(m, "a", 0, ref_a)
@@ -286,10 +292,27 @@ with mount("H", "-o", "cluster_secret=%s" % secret) as m:
 with mount("I", "-o", "cluster_secret=%s" % secret2) as m:
     read_epoch(m, "a", 0, ref_a)
     h, miss, _ = cluster_rate(m, "a")
-    check(h == 0 and m.stats()["feedfs_cluster_bad_mac_total"] >= N,
-          "mount I (another secret): %d cluster hits, expected 0" % h)
-    log("mount I (another secret): no hits, %d bad MACs"
-        % m.stats()["feedfs_cluster_bad_mac_total"])
+    st = m.stats()
+    check(h == 0 and st["feedfs_cluster_bad_mac_total"] == 0
+          and st["feedfs_cluster_puts_total"] >= N,
+          "mount I (another secret): %d cluster hits, %d bad MACs, %d "
+          "puts; expected 0, 0 and >= %d"
+          % (h, st["feedfs_cluster_bad_mac_total"],
+             st["feedfs_cluster_puts_total"], N))
+    log("mount I (another secret): no hits, no bad MAC, %d of its own "
+        "stored" % st["feedfs_cluster_puts_total"])
+
+# The values of the first secret outlived I's puts of the same keys.
+with mount("H2", "-o", "cluster_secret=%s" % secret) as m:
+    read_epoch(m, "a", 0, ref_a)
+    h, miss, rate = cluster_rate(m, "a")
+    bad = m.stats()["feedfs_cluster_bad_mac_total"]
+    check(rate >= 0.95 and bad == 0,
+          "mount H2 (the first secret, after I's puts): %d hits, %d "
+          "misses, %d bad MACs; expected >= 95%% hits, no bad MAC"
+          % (h, miss, bad))
+    log("mount H2 (the first secret, after mount I): %d cluster hits "
+        "(%.1f%%), no bad MAC" % (h, 100 * rate))
 
 first = summary(fill(opts=",cluster_secret=" + secret),
                 "feedfs-fill c with the secret")

@@ -25,6 +25,7 @@
 #include "cache/cache.h"
 #include "dataset/dataset.h"
 #include "dataset/ds_int.h"
+#include "dataset/ds_tar_int.h"
 #include "tests/testlib.h"
 
 static char tmp[64];
@@ -605,8 +606,9 @@ test_shards(void)
 	CHECK_EQ_INT((int)ds->nshards, 1);
 	CHECK_EQ_STR(ds->samples[0].path, "s.tar:a.jpg");
 	CHECK_EQ_STR(ds->samples[1].path, "s.tar:b.png");
-	CHECK_EQ_INT((int)ds->samples[0].label, 7);
-	CHECK_EQ_INT((int)ds->samples[1].label, 2);
+	/* .cls 7 and 2: the classes "2" and "7", labels their indexes */
+	CHECK_EQ_INT((int)ds->samples[0].label, 1);
+	CHECK_EQ_INT((int)ds->samples[1].label, 0);
 	CHECK_EQ_INT((int)ds->nclasses, 2);
 	CHECK_EQ_STR(ds->classes[0], "2");
 	CHECK_EQ_STR(ds->classes[1], "7");
@@ -789,7 +791,8 @@ test_shard_sparse(void)
 	if (r == 0) {
 		CHECK_EQ_INT((int)ds->n, 1);
 		CHECK_EQ_STR(ds->samples[0].path, "sp.tar:z.jpg");
-		CHECK_EQ_INT((int)ds->samples[0].label, 3);
+		CHECK_EQ_INT((int)ds->samples[0].label, 0); /* class "3" */
+		CHECK_EQ_STR(ds->classes[0], "3");
 		CHECK_EQ_INT(ds_member_read(ds, 0, 1 << 20, &buf, &len, &st,
 				 err, sizeof(err)),
 		    0);
@@ -1096,6 +1099,36 @@ test_shard_read_error(void)
 	free(tar);
 }
 
+/*
+ * Brace alternatives of any length (issue 34): two of 100 bytes that
+ * share their first 99 are two shards, each named whole, with a range
+ * after them (a 64-byte buffer cut them to one name nobody wrote, and
+ * the two names to one shard).
+ */
+static void
+test_shard_brace_long(void)
+{
+	char a[101], b[101], spec[512], want[4][256], err[512], **v = NULL;
+	size_t n = 0;
+
+	memset(a, 'x', 100);
+	a[100] = '\0';
+	memcpy(b, a, sizeof(b));
+	b[99] = 'y';
+	snprintf(spec, sizeof(spec), "https://h/d/{%s,%s}-{8..9}.tar", a, b);
+	CHECK_EQ_INT(ds_shard_paths(spec, &v, &n, err, sizeof(err)), 0);
+	CHECK_EQ_INT((int)n, 4);
+	snprintf(want[0], sizeof(want[0]), "https://h/d/%s-8.tar", a);
+	snprintf(want[1], sizeof(want[1]), "https://h/d/%s-9.tar", a);
+	snprintf(want[2], sizeof(want[2]), "https://h/d/%s-8.tar", b);
+	snprintf(want[3], sizeof(want[3]), "https://h/d/%s-9.tar", b);
+	for (size_t i = 0; i < n && i < 4; i++) {
+		CHECK_EQ_STR(v[i], want[i]);
+		free(v[i]);
+	}
+	free(v);
+}
+
 int
 main(void)
 {
@@ -1115,6 +1148,7 @@ main(void)
 	test_shard_sparse();
 	test_shard_rewritten();
 	test_shard_read_error();
+	test_shard_brace_long();
 	ds_free(NULL);
 	test_rmtree(tmp);
 	return TEST_SUMMARY();

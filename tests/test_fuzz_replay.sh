@@ -5,8 +5,9 @@
 # fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
 # value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;
-# fuzz/fuzz_remote.c: remote shards' URLs, brace ranges, responses and
-# credentials files;
+# fuzz/fuzz_remote.c: remote shards' URLs, brace ranges and responses;
+# fuzz/fuzz_cred.c: the credentials' profile files, STS's XML, IMDS's JSON
+# and times;
 # fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
 # fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
 # feedfs --check's header reads; fuzz/fuzz_probe.c: the header probes in
@@ -28,6 +29,7 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_tar" "$half" "$FF_SRCDIR/fuzz/corpus/tar"
 "$FF_BUILDDIR/fuzz/replay_label" "$half" "$FF_SRCDIR/fuzz/corpus/label"
 "$FF_BUILDDIR/fuzz/replay_remote" "$half" "$FF_SRCDIR/fuzz/corpus/remote"
+"$FF_BUILDDIR/fuzz/replay_cred" "$half" "$FF_SRCDIR/fuzz/corpus/cred"
 "$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
 "$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
 "$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"

@@ -214,8 +214,10 @@ test_shard(void)
 		}
 		CHECK_EQ_INT((int)ds->n, 8);
 		CHECK(ds->samples[0].bad == NULL);
-		CHECK_EQ_INT(ds->samples[0].label, 7);
+		/* its class "7", the only one: index 0 */
+		CHECK_EQ_INT(ds->samples[0].label, 0);
 		CHECK_EQ_INT((int)ds->nclasses, 1);
+		CHECK_EQ_STR(ds->classes[0], "7");
 		for (size_t i = 1; i < ds->n; i++)
 			CHECK_EQ_INT(ds->samples[i].label, -1);
 		check_fails(ds, 1, "has a key twice in one object");

@@ -78,12 +78,22 @@ test_errors_tsv(void)
 	    "end of JPEG file");
 	job_note_error(&j, 7, "/data/cls/img-7.jpg: another reason");
 	job_note_error(&j, 9, "job x: a reason\twith a tab");
+	/* Listed once, with its latest reason (issue 34). */
 	text = job_errors_tsv(&j, &len);
 	CHECK_EQ_STR(text, "# id\tpath\treason\n"
-			   "7\tcls/img-7.jpg\tcorrupt data: Premature end of "
-			   "JPEG file\n"
+			   "7\tcls/img-7.jpg\tanother reason\n"
 			   "9\tcls/img-9.jpg\tjob x: a reason\\twith a tab\n");
 	CHECK_EQ_INT(len, strlen(text));
+	free(text);
+	/* Failing again, it moves to the end. */
+	job_note_error(&j, 7,
+	    "/data/cls/img-7.jpg: corrupt data: Premature "
+	    "end of JPEG file");
+	text = job_errors_tsv(&j, &len);
+	CHECK_EQ_STR(text, "# id\tpath\treason\n"
+			   "9\tcls/img-9.jpg\tjob x: a reason\\twith a tab\n"
+			   "7\tcls/img-7.jpg\tcorrupt data: Premature end of "
+			   "JPEG file\n");
 	free(text);
 
 	/* Past the bound: the oldest go, counted; a long reason is cut. */

@@ -12,8 +12,9 @@ query string.
 - the cold epoch fetches each image member once, by range requests
   carrying If-Match (bytes fetched within 1.05x of the members' bytes);
   the warm epoch fetches nothing;
-- the index is kept in cache_dir/shard-index: a remount makes a HEAD of
-  each shard (its size and ETag) and GETs no whole shard;
+- the index is kept in cache_dir/shard-index: a remount makes one probe
+  of each shard (a GET of its first byte: its size and ETag) and GETs no
+  whole shard;
 - the query string of a signed URL appears nowhere (samples.tsv, the
   log, errors.tsv, .feedfs/stats), and neither does the CA's server key;
 - a shard replaced on the server (another ETag) fails its samples with
@@ -194,18 +195,20 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(glob.glob(os.path.join(cache, "shard-index", "*")),
           "no kept shard index")
 
-# a remount: the kept index, a HEAD of each shard (its size and ETag), no
-# GET of a whole shard
+# a remount: the kept index, a probe of each shard (a GET of its first
+# byte: its size and ETag), no GET of a whole shard
 before = len(ngs.requests())
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     new = ngs.requests()[before:]
-    check([(r["method"], r["range"]) for r in new] == [("HEAD", None)] * 4,
+    check([(r["method"], r["range"]) for r in new] ==
+          [("GET", "bytes=0-0")] * 4,
           "remount made %s" % [(r["method"], r["range"]) for r in new])
     same_as_ref(m, "r", 1)
     check(rstat(m, "bytes_total") == 0 and
           rstat(m, "index_bytes_total") == 0,
           "a warm remount fetched bytes")
-    log("remount: a HEAD of each shard, the kept index, a warm epoch fetches nothing")
+    log("remount: a probe of each shard, the kept index, a warm epoch "
+        "fetches nothing")
 
     # the object replaced on the server: its samples fail, the rest serve
     same_as_ref(m, "nc", 0)

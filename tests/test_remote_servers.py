@@ -13,7 +13,8 @@ feedfs test relies on it.
 - moto's S3 server: a range GET signed by curl --aws-sigv4 with the
   user's key gets the object's bytes, the same request signed with a wrong
   secret gets 403 SignatureDoesNotMatch, an unsigned one 403 too (skipped
-  where the venv of tests/setup-test-venv cannot be made);
+  where the venv of tests/setup-test-venv cannot be made); put() stores
+  an object under the key asked for, one with a space, '#' and '?' too;
 - Netem(40): nginx in the namespace, reached from the root namespace over
   the veth pair, connects no faster than the RTT and answers no faster
   than another RTT (curl's timings, lower bounds only); the namespace is
@@ -24,7 +25,18 @@ feedfs test relies on it.
   a redirect, an object changed between a full GET and a range (412 for
   the old ETag, other bytes and ETag without If-Match, and a server that
   ignores If-Match), endless headers and a gigantic Content-Length (curl
-  gives up, the proxy stops sending); its counters count each.
+  gives up, the proxy stops sending); its counters count each; a plan
+  of steps (a truncated index stream, then its resume answered from
+  offset 0), and the when= kinds stream, resume and member;
+- nginx with etag=False: no ETag, a Last-Modified, If-Unmodified-Since
+  honoured (412 for an older date) and logged;
+- FileServer: strong, weak, 130-byte and no ETags, If-Match compared
+  strongly (a weak tag gets 412), If-Unmodified-Since, Range on and off,
+  a trickle no faster than its rate;
+- python3 -m http.server: a 200 of the whole file to a range request;
+- a port another process took before a server bound it (two tests that
+  drew the same free port): nginx and python3 -m http.server start on
+  another one, never talking to the other process's server.
 """
 
 import hashlib
@@ -32,6 +44,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -276,6 +289,116 @@ with rs.Nginx(root, t.path("ng-proxy")) as ng, \
           > 0 and s["bytes_up"] > 0, "counters: %s" % s)
     log("proxy: every mode, counted: %s" % s)
 
+    # a plan: the index's stream cut, its resume answered from offset 0;
+    # then everything passes
+    px.plan([("truncate", dict(when="stream", times=1, keep=1000)),
+             ("range_from", dict(when="resume", times=1, offset=0))])
+    rc, h, st, data = curl("-r", "0-9", url)
+    check(st == 206 and data == BLOB[:10], "plan: a member passes: %s" % st)
+    rc, h, st, data = curl("-r", "0-", url)
+    check(rc == 18 and data == BLOB[:1000], "plan step 1 (truncate): rc "
+          "%d, %d bytes" % (rc, len(data)))
+    rc, h, st, data = curl("-r", "1000-", url)
+    check(st == 206 and h["content-range"] == "bytes 0-%d/%d"
+          % (len(BLOB) - 1, len(BLOB)) and data == BLOB,
+          "plan step 2 (range_from): %s %s" % (st, h.get("content-range")))
+    rc, h, st, data = curl("-r", "1000-", url)
+    check(st == 206 and data == BLOB[1000:], "plan over: %s" % st)
+    log("proxy: a plan of steps, when=stream/resume, range_from")
+
+# ---- nginx without ETags ---------------------------------------------------
+
+with rs.Nginx(root, t.path("ng-noetag"), etag=False) as ng:
+    url = ng.url + "/d/blob.bin"
+    rc, h, st, data = curl("-r", "0-9", url)
+    check(st == 206 and "etag" not in h and "last-modified" in h,
+          "etag=False: %s %s" % (st, h))
+    rc, _, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                           "Sun, 06 Nov 1994 08:49:37 GMT", url)
+    check(st == 412, "etag=False, If-Unmodified-Since 1994: %s" % st)
+    rc, _, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                            + h["last-modified"], url)
+    check(st == 206 and data == BLOB[:10], "If-Unmodified-Since its own "
+          "date: %s" % st)
+    time.sleep(0.2)
+    check(ng.requests()[-1]["if_unmodified_since"] == h["last-modified"],
+          "log: %s" % ng.requests()[-1])
+    log("nginx etag=False: Last-Modified only, If-Unmodified-Since")
+
+# ---- FileServer and python3 -m http.server --------------------------------
+
+d = os.path.join(root, "d")
+for kind, want in (("strong", '"%s"' % hashlib.sha256(BLOB).hexdigest()),
+                   ("long", '"%s"' % hashlib.sha512(BLOB).hexdigest()),
+                   ("weak", None), (None, None)):
+    with rs.FileServer(d, etag=kind) as fs:
+        url = fs.url + "/blob.bin"
+        rc, h, st, data = curl("-r", "5-14", url)
+        check(st == 206 and data == BLOB[5:15] and h["content-range"] ==
+              "bytes 5-14/%d" % len(BLOB) and "last-modified" in h,
+              "FileServer %s: %s %s" % (kind, st, h))
+        tag = h.get("etag")
+        if kind is None:
+            check(tag is None, "FileServer None: ETag %s" % tag)
+        elif kind == "weak":
+            check(tag.startswith('W/"'), "weak: %s" % tag)
+        else:
+            check(tag == want and (kind != "long" or len(tag) == 130),
+                  "FileServer %s: ETag %s" % (kind, tag))
+        if tag is not None:
+            rc, h, st, data = curl("-r", "0-9", "-H", "If-Match: " + tag,
+                                   url)
+            check(st == (412 if kind == "weak" else 206),
+                  "FileServer %s: If-Match its own tag: %s" % (kind, st))
+        rc, h, st, data = curl("-r", "0-9", "-H", "If-Unmodified-Since: "
+                               "Sun, 06 Nov 1994 08:49:37 GMT", url)
+        check(st == 412, "FileServer %s: If-Unmodified-Since: %s"
+              % (kind, st))
+        check(fs.requests[-1]["if_unmodified_since"],
+              "FileServer: requests %s" % fs.requests[-1])
+with rs.FileServer(d, ranges=False, last_modified=False) as fs:
+    rc, h, st, data = curl("-r", "0-9", fs.url + "/blob.bin")
+    check(st == 200 and data == BLOB and "last-modified" not in h,
+          "FileServer ranges=False: %s, %d bytes" % (st, len(data)))
+with rs.FileServer(d, rate=20000) as fs:
+    t0 = time.monotonic()
+    rc, h, st, data = curl("-r", "0-29999", fs.url + "/blob.bin")
+    took = time.monotonic() - t0
+    check(st == 206 and data == BLOB[:30000] and took >= 1.0,
+          "FileServer rate=20000: 30000 bytes in %.2f s" % took)
+log("FileServer: strong, weak, long and no ETags, preconditions, Range "
+    "off, a trickle")
+with rs.PyHttpServer(d, t.path("pyhttp")) as ps:
+    rc, h, st, data = curl("-r", "0-9", ps.url + "/blob.bin")
+    check(st == 200 and data == BLOB and "etag" not in h,
+          "python3 -m http.server: %s, %d bytes" % (st, len(data)))
+    pid = ps.proc.pid
+check(not alive(pid), "python3 -m http.server is left")
+log("python3 -m http.server: a 200 of the whole file to a range")
+
+# a free port taken before the server bound it: another port, never the
+# other process's server
+import socket  # noqa: E402
+blocker = socket.socket()
+blocker.bind(("127.0.0.1", 0))
+blocker.listen(8)
+taken = blocker.getsockname()[1]
+ng = rs.Nginx(root, t.path("ng-taken"))
+ng.port = taken
+ng._write_conf()
+ps = rs.PyHttpServer(d, t.path("pyhttp-taken"))
+ps.port, ps.url = taken, "http://127.0.0.1:%d" % taken
+with ng, ps:
+    for what, url in (("nginx", ng.url + "/d/blob.bin"),
+                      ("python3 -m http.server", ps.url + "/blob.bin")):
+        rc, h, st, data = curl("-r", "0-9", url)
+        check(str(taken) not in url and st in (200, 206) and
+              data[:10] == BLOB[:10], "%s on a taken port: %s, %s"
+              % (what, url, st))
+blocker.close()
+log("a port taken by another process: nginx and python3 -m http.server "
+    "on another one")
+
 # the latency mode (the bench's delay line where there is no netem)
 with rs.Nginx(root, t.path("ng-lat")) as ng, \
         rs.Proxy("127.0.0.1", ng.port, rtt_ms=100) as px:
@@ -307,7 +430,8 @@ else:
         check(st == 206 and data == BLOB[10:20],
               "S3 signed range GET: rc %d status %s %r" % (rc, st, data[:300]))
         rc, h, st, data = curl(*sig, "--user", "%s:%s" % (
-            s3.access_key, "x" + s3.secret_key[1:]), "-r", "10-19", url)
+            s3.access_key, ("y" if s3.secret_key[0] == "x" else "x")
+            + s3.secret_key[1:]), "-r", "10-19", url)
         check(st == 403 and b"SignatureDoesNotMatch" in data,
               "S3 wrong secret: %s %r" % (st, data[:300]))
         rc, h, st, data = curl("-r", "10-19", url)
@@ -316,6 +440,17 @@ else:
             s3.access_key, s3.secret_key), "-r", "10-19", "-H",
             'If-Match: "0123"', url)
         check(st == 412, "S3 If-Match another ETag: %s" % st)
+        # put stores under the key asked for (not the access key id), and
+        # a key with a space, '#' and '?' is read back by its encoding
+        for key in ("q/one.bin", "q/a b#1?.bin"):
+            etag = s3.put("bkt", key, os.path.join(root, "d", "blob.bin"))
+            rc, h, st, data = curl(*sig, "--user", "%s:%s" % (
+                s3.access_key, s3.secret_key), "-r", "0-9",
+                s3.endpoint + "/bkt/" + urllib.parse.quote(key))
+            check(st == 206 and data == BLOB[:10] and
+                  h.get("etag") == etag,
+                  "S3 put %r: read back %s %r (ETag %s, put said %s)"
+                  % (key, st, data[:200], h.get("etag"), etag))
         pid = s3.proc.pid
     check(not alive(pid), "moto_server is left")
     log("S3 (moto): SigV4 checked, a wrong secret refused")

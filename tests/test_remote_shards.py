@@ -18,6 +18,11 @@ each source, a mount with a cache_dir of its own:
   warm epoch served from the cache, fetches nothing;
 - nothing of the credentials (key id, secret) appears in the mount's
   output, .feedfs/stats, .feedfs/log, samples.tsv or errors.tsv;
+- S3 keys with a space, '#' and '?' (issue 34), named percent-encoded in
+  shards =: the same batches, each shard named whole in samples.tsv (no
+  two sharing a name, as they did when the name stopped at '?') and
+  kept in an index file of its own; a raw '#' is refused with a message
+  that says to write %23;
 - (a wrong S3 secret: test_remote_s3_secret.py).
 
 HTTP(S) needs nginx (skipped without it); S3 needs the venv of
@@ -26,6 +31,7 @@ cannot be made).
 """
 
 import os
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -193,5 +199,44 @@ with rs.S3Server(t.path("s3")) as s3:
     run_source("s3-profile", keys, env=dict(
         AWS_SHARED_CREDENTIALS_FILE=cred, AWS_PROFILE="feedfs-test"),
         secrets=secrets)
+
+    # keys with a space, '#' and '?': percent-encoded in shards = ('?'
+    # may be written as it is), each named whole
+    for i in range(NSHARDS):
+        s3.put("bkt", "sp ace/x#1?%06d.tar" % i,
+               os.path.join(local, "shard-%06d.tar" % i))
+    keys["shards"] = "s3://bkt/sp%%20ace/x%%231?{000000..%06d}.tar" % (
+        NSHARDS - 1)
+    cache = t.path("cache-s3-keys")
+    cfg = conf(t.path("s3-keys.conf"), keys, cache)
+    old = dict(os.environ)
+    os.environ.update(s3.env())
+    try:
+        with fflib.Mount(t, cfg, t.path("mnt-s3-keys")) as m:
+            with open(m.p("train", "samples.tsv")) as f:
+                names = [ln.split("\t")[1] for ln in f]
+            shards = sorted({n.rpartition(":")[0] for n in names})
+            check(shards == ["x%%231%%3F%06d.tar" % i
+                             for i in range(NSHARDS)],
+                  "s3 keys: samples.tsv names the shards %s" % shards)
+            check(["shard-%s" % n.rpartition("%3F")[2] for n in names] ==
+                  local_samples, "s3 keys: samples.tsv names other members")
+            read_all(m)
+        idx = [n for n in os.listdir(os.path.join(cache, "shard-index"))
+               if n.endswith(".idx")]
+        check(len(idx) == NSHARDS, "s3 keys: %d kept index files for %d "
+              "shards" % (len(idx), NSHARDS))
+        keys["shards"] = "s3://bkt/sp%20ace/x#1?000000.tar"
+        cfg = conf(t.path("s3-hash.conf"), keys, cache)
+        r = subprocess.run([fflib.FEEDFS, "--check", cfg],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out = r.stdout.decode()
+        check(r.returncode == 2 and "%23" in out,
+              "s3 key with a raw '#': %d %s" % (r.returncode, out[-500:]))
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    log("s3 keys with a space, '#' and '?': the same batches, %d shards "
+        "named whole, %d index files" % (len(shards), len(idx)))
 
 log("PASS")

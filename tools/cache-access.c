@@ -8,23 +8,35 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cache/cache.h"
 #include "tools/feedfs-cache.h"
 
-/* --timeout: each request to the holder's control socket, in ms. */
-int fc_timeout_ms = CACHE_CTL_TIMEOUT_MS;
+/*
+ * --timeout: each request to the holder's control socket, in ms; 0: not
+ * given, CACHE_CTL_TIMEOUT_MS, and WRITE_TIMEOUT_MS for the writing
+ * commands (a compaction, or a store waiting for room on a full disk).
+ */
+int fc_timeout_ms;
+#define WRITE_TIMEOUT_MS 30000
 bool fc_timed_out;
 
 int
 fc_ctl(
     const char *dir, const char *who, const char *req, char *reply, size_t len)
 {
+	bool write = strncmp(req, "clear", 5) == 0 ||
+		     strncmp(req, "evict", 5) == 0 ||
+		     strncmp(req, "compact", 7) == 0;
+	int ms = fc_timeout_ms ? fc_timeout_ms
+		 : write       ? WRITE_TIMEOUT_MS
+			       : CACHE_CTL_TIMEOUT_MS;
 	int r;
 
 	if (fc_timed_out)
 		return -ETIMEDOUT;
-	r = cache_ctl_request(dir, req, reply, len, fc_timeout_ms);
+	r = cache_ctl_request(dir, req, reply, len, ms);
 	if (r == -ETIMEDOUT) {
 		fc_timed_out = true;
 		fprintf(stderr,
@@ -32,7 +44,7 @@ fc_ctl(
 		    "%s/control.sock within %.1f s: it may be stopped "
 		    "(SIGSTOP, a debugger) or busy; nothing more was asked "
 		    "(--timeout SECONDS gives it longer)\n",
-		    who, req, dir, fc_timeout_ms / 1000.0);
+		    who, req, dir, ms / 1000.0);
 	}
 	return r;
 }

@@ -166,7 +166,11 @@ parse_age(const char *s, char *why, size_t whylen)
 	return v * units[i].secs;
 }
 
-/* Run req on the store dir, which no feedfs holds: the reply in reply. */
+/*
+ * Run req on the store dir, which no feedfs holds: 0 and the reply in
+ * reply, 1 when the store's files were removed instead (clear on a full
+ * disk: said), -1.
+ */
 static int
 run_offline(const char *dir, const char *req, char *reply, size_t len)
 {
@@ -179,8 +183,23 @@ run_offline(const char *dir, const char *req, char *reply, size_t len)
 	}
 	if (cache_open(dir, UINT64_MAX / 2, 16u << 20, &c, err, sizeof(err)) !=
 	    0) {
-		fprintf(stderr, "feedfs-cache: %s\n", err);
-		return -1;
+		uint64_t freed;
+
+		/* A full disk: clear needs no open (cache.h: cache_wipe). */
+		if (strstr(err, "No space left on device") == NULL ||
+		    strcmp(req, "clear") != 0 ||
+		    cache_wipe(dir, &freed, err, sizeof(err)) != 0) {
+			fprintf(stderr, "feedfs-cache: %s%s\n", err,
+			    strstr(err, "No space left on device")
+				? " (opening the store needs about a MiB "
+				  "free; clear needs none)"
+				: "");
+			return -1;
+		}
+		printf("cleared the store's files, %" PRIu64 " bytes: the "
+		       "disk was too full to open it\n",
+		    freed);
+		return 1;
 	}
 	if (cache_note(c))
 		fprintf(stderr, "feedfs-cache: %s\n", cache_note(c));
@@ -218,8 +237,8 @@ cmd_write(const char *dir, const char *req)
 			    who, dir, strerror(-r));
 			return EXIT_DAMAGE;
 		}
-	} else if (run_offline(dir, req, reply, sizeof(reply)) != 0)
-		return EXIT_DAMAGE;
+	} else if ((r = run_offline(dir, req, reply, sizeof(reply))) != 0)
+		return r > 0 ? 0 : EXIT_DAMAGE;
 	if (strncmp(reply, "ok", 2) != 0) {
 		fprintf(stderr, "feedfs-cache: %s: %s\n", dir,
 		    strncmp(reply, "error ", 6) == 0 ? reply + 6 : reply);

@@ -23,7 +23,8 @@ struct cfg;
 /* cache-access.c: reaching a store. */
 
 /* --timeout: each request to the holder's control socket, in ms (main
- * sets it before any request). */
+ * sets it before any request; 0: 5 s, and 30 s for clear, evict and
+ * compact). */
 extern int fc_timeout_ms;
 /* Set once a request timed out: the command stops, main exits 3. */
 extern bool fc_timed_out;

@@ -17,8 +17,10 @@
  * take the next sample of the list from one atomic counter.
  *
  * Exit status: 0 when the part is in the cluster, 1 when some sample could
- * not be stored (or, with on_error = fail, not read), 2 on usage, config
- * and dataset errors ("feedfs-fill: FILE:LINE: message").
+ * not be stored, was not read because its remote source did not answer
+ * (counted as unavailable, never as unreadable), or, with on_error = fail,
+ * could not be read, 2 on usage, config and dataset errors
+ * ("feedfs-fill: FILE:LINE: message").
  */
 #include <sys/stat.h>
 
@@ -57,8 +59,9 @@ struct fill {
 	size_t ahead; /* sources read ahead of the sample a worker takes */
 	bool remote;  /* remote shards: all of them asked for ahead */
 	atomic_size_t asked; /* remote: samples below this asked for */
-	/* Outcomes. */
-	atomic_uint_fast64_t computed, present, bad, failed;
+	/* Outcomes.  unavailable: a remote source did not answer (the
+	 * sample is not unreadable: a run later may read it). */
+	atomic_uint_fast64_t computed, present, bad, unavailable, failed;
 	bool fail_on_bad; /* on_error = fail: an unreadable sample fails */
 };
 
@@ -196,6 +199,9 @@ worker(void *arg)
 		else if (r == -EIO) {
 			atomic_fetch_add(&fl->bad, 1);
 			log_warn("%s", err);
+		} else if (r == -EHOSTDOWN) {
+			atomic_fetch_add(&fl->unavailable, 1);
+			log_warn("%s", err);
 		} else {
 			atomic_fetch_add(&fl->failed, 1);
 			log_warn("%s", err);
@@ -210,7 +216,8 @@ static uint64_t
 done(struct fill *fl)
 {
 	return atomic_load(&fl->computed) + atomic_load(&fl->present) +
-	       atomic_load(&fl->bad) + atomic_load(&fl->failed);
+	       atomic_load(&fl->bad) + atomic_load(&fl->unavailable) +
+	       atomic_load(&fl->failed);
 }
 
 /* The progress line: done/total, and images/s of the computed ones. */
@@ -477,15 +484,23 @@ summary(const struct args *a, const struct cfg_job *cj, struct fill *fl,
 
 	printf(PROG ": part %" PRIu64 "/%" PRIu64 " of job %s: %zu samples, "
 		    "%" PRIu64 " computed, %" PRIu64 " already there, %" PRIu64
-		    " unreadable, %" PRIu64 " failed, %.1f s, %.1f img/s, "
+		    " unreadable, %" PRIu64 " unavailable, %" PRIu64
+		    " failed, %.1f s, %.1f img/s, "
 		    "%" PRIu64 " sources prefetched\n",
 	    a->part, a->parts, cj->name, fl->n, atomic_load(&fl->computed),
 	    atomic_load(&fl->present), atomic_load(&fl->bad),
-	    atomic_load(&fl->failed), secs,
+	    atomic_load(&fl->unavailable), atomic_load(&fl->failed), secs,
 	    secs > 0 ? (double)atomic_load(&fl->computed) / secs : 0.0,
 	    (uint64_t)atomic_load(&fl->job->st.prefetched));
 	fflush(stdout);
+	if (atomic_load(&fl->unavailable) > 0)
+		fprintf(stderr,
+		    PROG ": %" PRIu64 " samples were not read: their source "
+			 "did not answer; run it again once it does (what is "
+			 "in the cluster is skipped)\n",
+		    atomic_load(&fl->unavailable));
 	return done(fl) < fl->n || atomic_load(&fl->failed) > 0 ||
+		       atomic_load(&fl->unavailable) > 0 ||
 		       (fl->fail_on_bad && atomic_load(&fl->bad) > 0)
 		   ? 1
 		   : 0;

@@ -1,9 +1,11 @@
 /*
- * remote_fetch.c - layer: dataset index, remote shards (see remote.h):
- * the fetcher's thread (what the readers call is remote_read.c).  One
- * thread drives a curl multi handle: range GETs of
- * members, each carrying If-Match: ETAG, over a pool of keep-alive
- * connections (HTTP/2 where the server has it, multiplexed).  Requests
+ * remote_fetch.c - the fetcher's thread (what the readers call is
+ * remote_read.c).  Layer: dataset/remote/ (the HTTP/S3 client; see
+ * remote.h).  One thread drives a curl multi handle: range GETs of
+ * members, each carrying its object's version as a precondition
+ * (If-Match, or If-Unmodified-Since) and judged where its headers end
+ * (remote_resp_check), over a pool of keep-alive connections (HTTP/2
+ * where the server has it, multiplexed).  Requests
  * come from the readers (remote_read: a demand, served first) and from
  * the scheduler's lookahead (remote_prefetch: within the window, bytes
  * fetched and not yet read); requests of one object whose ranges touch
@@ -13,9 +15,13 @@
  * Faults: every request has a connect and a total timeout; a 5xx, a 429,
  * a reset, a timeout and a bad response (remote.h: enum remote_bad,
  * counted) are retried after a capped exponential backoff with jitter,
- * c->retries times; then the request fails.  A 412 (the object changed
- * since it was indexed) fails at once, and a 2xx whose ETag is not the
- * indexed one too: bytes of two versions are never mixed.
+ * c->retries times; then the request fails (-EHOSTDOWN where the source
+ * did not answer, else -EIO).  A 412 (the object changed since it was
+ * indexed) fails at once, and a 2xx of another version (its ETag, its
+ * Last-Modified, its size) too: bytes of two versions are never mixed.
+ * A signed request refused (401, 403, a 400 for an expired token) asks
+ * its credentials (cred.h) for a re-read and goes once more with them;
+ * the thread reads what is due before it signs (unlocked: STS, IMDS).
  * REMOTE_BREAKER_FAILS failures in a row open the breaker: while it is
  * open every read fails at once; when its time is up one request probes,
  * and a success closes it.  A reader waits at most as long as the
@@ -252,11 +258,9 @@ start(struct remote_fetch *f, struct req *r, bool probe)
 	}
 	x->rx.cap = x->b - x->a;
 	x->rx.buf = malloc(x->rx.cap ? x->rx.cap : 1);
-	snprintf(
-	    x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, x->a, x->b - 1);
-	if (x->rx.buf == NULL ||
-	    remote_easy_setup(c, x->e, x->o->url, x->o->etag, x->range, false,
-		c->timeout_ms, &x->rx) != 0) {
+	struct remote_want w = {x->a, x->b - 1, false, x->o->v.size, &x->o->v};
+	if (x->rx.buf == NULL || remote_easy_setup(c, x->e, x->o->url, &w,
+				     c->timeout_ms, &x->rx) != 0) {
 		for (unsigned i = 0; i < x->nreq; i++)
 			req_finish(f, x->reqs[i], -ENOMEM, "out of memory");
 		free(x->rx.buf);
@@ -309,7 +313,7 @@ dispatch(struct remote_fetch *f)
 				    "fail at once until it does)",
 				    r->o->name);
 				rf_list_del(f, r);
-				req_finish(f, r, -EIO, m);
+				req_finish(f, r, -EHOSTDOWN, m);
 				continue;
 			}
 			start(f, r, probe);
@@ -321,16 +325,38 @@ dispatch(struct remote_fetch *f)
 	return wait;
 }
 
-/* A transfer is over.  Locked. */
+/* The object of x changed since it was indexed: said once.  Locked. */
+static void
+changed(struct remote_fetch *f, const struct xfer *x, char *m, size_t mlen)
+{
+	atomic_fetch_add(&f->c->st.changed, 1);
+	if (!atomic_exchange(&x->o->changed, true)) {
+		char *v = remote_version_text(&x->o->v);
+
+		log_warn("remote %s: the object changed since it was indexed "
+			 "(it is no longer %.200s%s): its samples fail "
+			 "(remount to index it again)",
+		    x->o->name, v ? v : "the version indexed",
+		    v && strlen(v) > 200 ? "..." : "");
+		free(v);
+	}
+	snprintf(m, mlen,
+	    "%s: the object changed since it was indexed "
+	    "(remount to index it again)",
+	    x->o->name);
+}
+
+/* A transfer is over (judged where its headers ended).  Locked. */
 static void
 complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 {
 	struct remote_ctx *c = f->c;
 	const struct remote_resp *rs = &x->rx.resp;
-	enum remote_bad bad = RB_NONE;
-	bool probe = x->probe, retry, changed = false;
+	enum remote_bad bad;
+	int j = remote_xfer_end(&x->rx, cc, &bad);
+	bool probe = x->probe, retry, denied = false, reauth, said = false;
 	char m[320];
-	int err = 0;
+	int err;
 
 	f->nxfers--;
 	if (x->prev)
@@ -339,41 +365,9 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 		f->xfers = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
-	if (rs->header_overflow || rs->bad_header)
-		bad = RB_HEADERS;
-	else if (rs->status >= 300 && rs->status < 400)
-		bad = RB_REDIRECT;
-	else if (rs->status >= 200 && rs->status < 300 && rs->status != 206)
-		bad = RB_NOT206;
-	else if (rs->status == 206 &&
-		 (cc == CURLE_OK || cc == CURLE_FILESIZE_EXCEEDED ||
-		     cc == CURLE_WRITE_ERROR || cc == CURLE_PARTIAL_FILE)) {
-		/* A wrong range first; then too long, too short. */
-		bad = remote_range_check(
-		    rs, x->a, x->b - x->a, x->o->size, x->rx.got);
-		if (bad == RB_NONE && cc != CURLE_OK)
-			bad = cc == CURLE_PARTIAL_FILE ? RB_SHORT : RB_LONG;
-	}
-	if (bad != RB_NONE)
+	if (j == RJ_BAD)
 		atomic_fetch_add(&c->st.bad[bad], 1);
-	if (cc == CURLE_OK && rs->status == 412)
-		changed = true;
-	else if (bad == RB_NONE && cc == CURLE_OK && rs->etag[0] != '\0' &&
-		 x->o->etag[0] != '\0' && strcmp(rs->etag, x->o->etag) != 0)
-		changed = true; /* a server that ignores If-Match */
-	if (changed) {
-		atomic_fetch_add(&c->st.changed, 1);
-		if (!atomic_exchange(&x->o->changed, true))
-			log_warn("remote %s: the object changed since it was "
-				 "indexed (its ETag is not %s): its samples "
-				 "fail (remount to index it again)",
-			    x->o->name, x->o->etag);
-		snprintf(m, sizeof(m),
-		    "%s: the object changed since it was indexed "
-		    "(remount to index it again)",
-		    x->o->name);
-		err = -EIO;
-	} else if (cc == CURLE_OK && bad == RB_NONE && rs->status == 206) {
+	if (j == RJ_OK) {
 		uint64_t us = (remote_now_ms() - x->t0) * 1000u,
 			 l = atomic_load(&c->st.latency_us);
 
@@ -394,26 +388,63 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			    r->buf ? NULL : "out of memory");
 		}
 		goto out;
-	} else if (bad != RB_NONE)
+	}
+	if (j == RJ_CHANGED)
+		changed(f, x, m, sizeof(m));
+	else if (j == RJ_BAD)
 		snprintf(m, sizeof(m),
-		    "%s: a bad response (%s) to a range "
-		    "request",
-		    x->o->name, remote_bad_name(bad));
-	else if (cc != CURLE_OK)
-		snprintf(
-		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
-	else
+		    "%s: a bad response (%s) to a range request", x->o->name,
+		    remote_bad_name(bad));
+	else if (j == RJ_STATUS && c->creds != NULL &&
+		 (rs->status == 401 || rs->status == 403)) {
+		denied = true;
+		snprintf(m, sizeof(m),
+		    "%s: access denied: check the credentials (HTTP %ld)",
+		    x->o->name, rs->status);
+	} else if (j == RJ_STATUS)
 		snprintf(m, sizeof(m), "%s: HTTP status %ld", x->o->name,
 		    rs->status);
-	if (err == 0)
-		err = -EIO;
-	retry =
-	    !changed && (bad != RB_NONE || remote_retryable(cc, rs->status));
-	if (remote_down(cc, rs->status) || probe)
+	else
+		snprintf(
+		    m, sizeof(m), "%s: %s", x->o->name, curl_easy_strerror(cc));
+	retry = j == RJ_BAD ||
+		(j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status)) ||
+		(j < 0 && remote_retryable(cc, 0));
+	/* Refused (or a 400: an expired token): once more, with the
+	 * credentials read again from their source. */
+	reauth = (denied || (c->creds != NULL && j == RJ_STATUS &&
+				rs->status == 400)) &&
+		 cred_src_denied(c->creds, x->rx.cred_gen);
+	/* The source not answering, or refusing the credentials even after
+	 * they were read again (remote_read's -EHOSTDOWN: healed when it
+	 * answers, or when the credentials are fixed), or the bytes (-EIO). */
+	err = j < 0 || (j == RJ_BAD && bad == RB_SHORT) ||
+		      (j == RJ_STATUS && remote_retryable(CURLE_OK, rs->status)) ||
+		      denied
+		  ? -EHOSTDOWN
+		  : -EIO;
+	/* A probe the server answered for itself (the object changed, a 4xx
+	 * that no retry changes) shows it up again: the breaker closes, and
+	 * the reads that follow get the server's answer, not "does not
+	 * answer". */
+	if (probe && (j == RJ_CHANGED || (j == RJ_STATUS &&
+					      !remote_retryable(
+						  CURLE_OK, rs->status))))
+		breaker_result(f, true, probe, x->o->name);
+	else if (remote_down(j < 0 ? cc : CURLE_OK,
+		     j == RJ_STATUS ? rs->status : 0) ||
+		 probe)
 		breaker_result(f, false, probe, x->o->name);
 	for (unsigned i = 0; i < x->nreq; i++) {
 		struct req *r = x->reqs[i];
 
+		if (reauth && !r->reauthed) {
+			r->reauthed = true;
+			r->state = R_QUEUED;
+			r->not_before = 0;
+			rf_list_add(f, r, r->demand ? 0 : 1);
+			continue;
+		}
 		if (retry && r->tries < c->retries && !f->open) {
 			r->tries++;
 			r->state = R_QUEUED;
@@ -423,10 +454,22 @@ complete(struct remote_fetch *f, struct xfer *x, CURLcode cc)
 			atomic_fetch_add(&c->st.retries, 1);
 			continue;
 		}
-		if (retry && !f->open && !remote_down(cc, rs->status))
+		if (retry && !f->open &&
+		    !remote_down(
+			j < 0 ? cc : CURLE_OK, j == RJ_STATUS ? rs->status : 0))
 			breaker_result(f, false, false, x->o->name);
 		atomic_fetch_add(&c->st.failed, 1);
 		req_finish(f, r, err, m);
+		said |= denied;
+	}
+	if (said) {
+		char why[600];
+
+		if (cred_src_describe(c->creds, x->rx.cred_gen, why, sizeof(why)))
+			log_warn("remote %s: access denied: check the "
+				 "credentials (HTTP %ld with those of %s): its "
+				 "reads fail until they are accepted",
+			    x->o->name, rs->status, why);
 	}
 out:
 	free(x->rx.buf);
@@ -446,9 +489,17 @@ fetch_thread(void *arg)
 
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
-		uint64_t wait = dispatch(f);
+		uint64_t wait;
 		int running, left;
 		CURLMsg *msg;
+
+		if (f->c->creds != NULL && cred_src_due(f->c->creds)) {
+			/* Read unlocked: the source may be a server. */
+			pthread_mutex_unlock(&f->lock);
+			cred_src_refresh(f->c->creds);
+			pthread_mutex_lock(&f->lock);
+		}
+		wait = dispatch(f);
 
 		pthread_mutex_unlock(&f->lock);
 		curl_multi_poll(f->m, NULL, 0, (int)wait, NULL);

@@ -1,5 +1,6 @@
 /*
- * remote_fetch_int.h - what the fetcher's two files share: remote_fetch.c
+ * remote_fetch_int.h - layer: dataset/remote/ (the HTTP/S3 client).
+ * What the fetcher's two files share: remote_fetch.c
  * (its thread: the requests started, completed, retried; the breaker)
  * and remote_read.c (what the readers call: remote_read, remote_prefetch,
  * remote_forget, the window).  Not for use outside them.
@@ -37,6 +38,7 @@ struct req {
 	unsigned tries;
 	uint64_t not_before, done_ms;
 	bool demand, counted; /* counted: in held */
+	bool reauthed;	      /* asked again after a refusal (a 403) */
 	unsigned waiters;
 	struct req *hnext, *qnext, *qprev;
 	int q; /* which list it is on: -1 none, 0 demand, 1 ahead, 2 done */
@@ -50,7 +52,6 @@ struct xfer {
 	struct req *reqs[MERGE_MAX_REQS];
 	unsigned nreq;
 	bool probe;
-	char range[64];
 	struct xfer *next, *prev; /* the fetcher's in flight */
 };
 

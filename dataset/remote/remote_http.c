@@ -1,9 +1,12 @@
 /*
- * remote_http.c - layer: dataset index, remote shards (see remote.h):
- * one request.  The settings and credentials of a dataset, an easy handle
- * set up for a URL (TLS verified, SigV4, timeouts, bounded headers, no
- * redirect followed), what a failure means (retry, breaker), and the
- * index's HEAD.
+ * remote_http.c - one request.  Layer: dataset/remote/ (the HTTP/S3
+ * client; see remote.h).  The settings of a dataset, an easy handle set
+ * up for a URL and what it asks (TLS verified, SigV4 by its credentials
+ * (cred.h), timeouts, bounded headers, no redirect followed, the Range
+ * and the object's version as a precondition), its response judged where
+ * its headers end, for every consumer (on_header: remote_resp_check), and
+ * what a transfer came to (remote_xfer_end); what a failure means
+ * (retry, breaker).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,9 +18,6 @@
 #include <unistd.h>
 
 #include "dataset/remote/remote_int.h"
-
-/* A credentials file larger than this is refused. */
-#define CREDS_FILE_MAX (1u << 20)
 
 uint64_t
 remote_now_ms(void)
@@ -74,80 +74,6 @@ remote_retryable(CURLcode cc, long status)
 	}
 }
 
-/* The credentials file's profile. */
-static int
-creds_file(struct remote_creds *cr, char *err, size_t errlen)
-{
-	const char *path = getenv("AWS_SHARED_CREDENTIALS_FILE"),
-		   *profile = getenv("AWS_PROFILE"), *home = getenv("HOME");
-	char buf[4096];
-	struct stat st;
-	char *text;
-	FILE *f;
-	size_t n;
-	int r;
-
-	if (profile == NULL || *profile == '\0')
-		profile = "default";
-	if (path == NULL || *path == '\0') {
-		if (home == NULL)
-			home = "/root";
-		snprintf(buf, sizeof(buf), "%s/.aws/credentials", home);
-		path = buf;
-	}
-	if ((f = fopen(path, "re")) == NULL) {
-		snprintf(err, errlen,
-		    "no S3 credentials: AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY are not set, and %s: %s",
-		    path, strerror(errno));
-		return -ENOENT;
-	}
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size > CREDS_FILE_MAX) {
-		fclose(f);
-		snprintf(err, errlen,
-		    "credentials file %s: not a regular file "
-		    "of at most 1 MiB",
-		    path);
-		return -EINVAL;
-	}
-	if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	n = fread(text, 1, (size_t)st.st_size, f);
-	fclose(f);
-	r = remote_creds_parse(text, n, profile, cr);
-	explicit_bzero(text, n);
-	free(text);
-	if (r == -ENOENT)
-		snprintf(err, errlen,
-		    "credentials file %s: no profile [%s] with "
-		    "aws_access_key_id and aws_secret_access_key",
-		    path, profile);
-	return r;
-}
-
-static int
-creds_load(struct remote_creds *cr, char *err, size_t errlen)
-{
-	const char *k = getenv("AWS_ACCESS_KEY_ID"),
-		   *s = getenv("AWS_SECRET_ACCESS_KEY"),
-		   *t = getenv("AWS_SESSION_TOKEN");
-
-	if (k != NULL && *k && s != NULL && *s) {
-		memset(cr, 0, sizeof(*cr));
-		if ((cr->key_id = strdup(k)) == NULL ||
-		    (cr->secret = strdup(s)) == NULL ||
-		    (t != NULL && *t && (cr->token = strdup(t)) == NULL)) {
-			remote_creds_free(cr);
-			return -ENOMEM;
-		}
-		return 0;
-	}
-	return creds_file(cr, err, errlen);
-}
-
 int
 remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
     char *err, size_t errlen)
@@ -193,23 +119,10 @@ remote_ctx_new(const struct remote_opts *o, bool s3, struct remote_ctx **out,
 		c->sigv4 = NULL;
 		goto fail;
 	}
-	struct remote_creds cr;
-	if ((r = creds_load(&cr, err, errlen)) != 0)
-		goto fail_said;
-	if (asprintf(&c->userpwd, "%s:%s", cr.key_id, cr.secret) < 0 ||
-	    (cr.token != NULL &&
-		asprintf(&c->token_hdr, "x-amz-security-token: %s", cr.token) <
-		    0)) {
-		c->userpwd = c->token_hdr = NULL;
-		remote_creds_free(&cr);
-		goto fail;
-	}
-	remote_creds_free(&cr);
 	*out = c;
 	return 0;
 fail:
 	snprintf(err, errlen, "%s", strerror(ENOMEM));
-fail_said:
 	remote_ctx_free(c);
 	return r;
 }
@@ -219,45 +132,13 @@ remote_ctx_free(struct remote_ctx *c)
 {
 	if (c == NULL)
 		return;
-	remote_fetch_free(c->fetch);
-	if (c->userpwd != NULL)
-		explicit_bzero(c->userpwd, strlen(c->userpwd));
-	if (c->token_hdr != NULL)
-		explicit_bzero(c->token_hdr, strlen(c->token_hdr));
-	free(c->userpwd);
-	free(c->token_hdr);
+	cred_src_free(c->creds);
 	free(c->endpoint);
 	free(c->region);
 	free(c->ca_file);
 	free(c->sigv4);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-/* Percent-encode an S3 key for the request line ('/' kept). */
-static char *
-key_escape(const char *k)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *o = malloc(strlen(k) * 3 + 1), *p = o;
-
-	if (o == NULL)
-		return NULL;
-	for (; *k; k++) {
-		unsigned char ch = (unsigned char)*k;
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
-		    ch == '.' || ch == '~' || ch == '/')
-			*p++ = (char)ch;
-		else {
-			*p++ = '%';
-			*p++ = hex[ch >> 4];
-			*p++ = hex[ch & 15];
-		}
-	}
-	*p = '\0';
-	return o;
 }
 
 char *
@@ -274,7 +155,7 @@ remote_request_url(
 		remote_url_free(&u);
 		return strdup(spec);
 	}
-	if (c->endpoint == NULL || (key = key_escape(u.path)) == NULL) {
+	if (c->endpoint == NULL || (key = remote_key_escape(u.path)) == NULL) {
 		remote_url_free(&u);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return NULL;
@@ -292,22 +173,34 @@ remote_request_url(
 	return out;
 }
 
+/*
+ * A header line.  Where the headers of the final response end, the
+ * response is judged, once, for every consumer (remote_resp_check): one
+ * that is bad, or a 2xx of another version, is cut there, before a byte
+ * of its body is taken.
+ */
 static size_t
 on_header(char *p, size_t sz, size_t n, void *arg)
 {
 	struct remote_xfer *x = arg;
-	const struct remote_resp *r = &x->resp;
+	struct remote_resp *r = &x->resp;
+	bool end = remote_resp_line(r, p, sz * n);
 
-	remote_resp_line(&x->resp, p, sz * n);
-	if (r->header_overflow)
+	if (r->header_overflow) {
+		x->judged = true;
+		x->judge = RJ_BAD;
+		x->bad = RB_HEADERS;
 		return 0; /* abort */
-	/* The end of the headers: a body longer than asked is refused
-	 * before any of it comes (a gigantic Content-Length). */
-	if (sz * n <= 2 && x->sink == NULL && r->status >= 200 &&
-	    r->status < 300 && r->has_length && r->length > x->cap) {
-		x->overflow = true;
-		return 0;
 	}
+	if (!end || x->plain)
+		return sz * n;
+	if (r->status >= 100 && r->status < 200)
+		return sz * n; /* a 1xx: the final response follows */
+	x->judged = true;
+	x->judge = remote_resp_check(r, &x->want, &x->bad);
+	if (x->judge == RJ_BAD ||
+	    (x->judge == RJ_CHANGED && r->status >= 200 && r->status < 300))
+		return 0;
 	return sz * n;
 }
 
@@ -317,8 +210,9 @@ on_body(char *p, size_t sz, size_t n, void *arg)
 	struct remote_xfer *x = arg;
 	size_t k = sz * n;
 
-	if (x->resp.status != 0 &&
-	    (x->resp.status < 200 || x->resp.status >= 300)) {
+	if (x->plain ? x->resp.status != 0 &&
+			   (x->resp.status < 200 || x->resp.status >= 300)
+		     : !x->judged || x->judge != RJ_OK) {
 		/* An error page: dropped, up to a bound. */
 		x->dropped += k;
 		return x->dropped > REMOTE_HEADER_MAX ? 0 : k;
@@ -337,39 +231,61 @@ on_body(char *p, size_t sz, size_t n, void *arg)
 }
 
 int
-remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
-    const char *etag, const char *range, bool head, uint64_t total_ms,
-    struct remote_xfer *x)
+remote_xfer_end(const struct remote_xfer *x, CURLcode cc, enum remote_bad *bad)
 {
-	char h[200];
+	*bad = RB_NONE;
+	if (x->judged && x->judge != RJ_OK) {
+		*bad = x->bad;
+		return (int)x->judge;
+	}
+	if (!x->judged)
+		return -1; /* no response (cc says why) */
+	if (x->overflow)
+		*bad = RB_LONG;
+	else if (x->sink != NULL)
+		return cc == CURLE_OK ? RJ_OK : -1;
+	else if (cc == CURLE_PARTIAL_FILE ||
+		 (cc == CURLE_OK && x->got < x->cap))
+		*bad = RB_SHORT;
+	else if (cc != CURLE_OK)
+		return -1;
+	return *bad == RB_NONE ? RJ_OK : RJ_BAD;
+}
+
+int
+remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
+    const struct remote_want *w, uint64_t total_ms, struct remote_xfer *x)
+{
+	char range[64];
 
 	curl_easy_reset(e);
 	x->hdrs = NULL;
+	remote_resp_free(&x->resp);
 	memset(&x->resp, 0, sizeof(x->resp));
+	x->plain = w == NULL;
+	if (w != NULL)
+		x->want = *w;
+	x->judged = false;
+	x->judge = RJ_OK;
+	x->bad = RB_NONE;
 	x->got = x->dropped = 0;
 	x->overflow = false;
-	if (etag != NULL && *etag != '\0') {
-		snprintf(h, sizeof(h), "If-Match: %s", etag);
-		if ((x->hdrs = curl_slist_append(x->hdrs, h)) == NULL)
+	if (w != NULL && w->v != NULL) {
+		/* The version asked for: If-Match, or If-Unmodified-Since. */
+		char *pre = remote_version_header(w->v);
+
+		if (pre == NULL)
+			return -ENOMEM;
+		x->hdrs = curl_slist_append(x->hdrs, pre);
+		free(pre);
+		if (x->hdrs == NULL)
 			return -ENOMEM;
 	}
-	if (c->sigv4 != NULL) {
-		struct curl_slist *s;
-
-		/* The payload of a GET: the SHA-256 of nothing. */
-		s = curl_slist_append(x->hdrs,
-		    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427"
-		    "ae41e4649b934ca495991b7852b855");
-		if (s != NULL && c->token_hdr != NULL)
-			s = curl_slist_append(s, c->token_hdr);
-		if (s == NULL) {
-			curl_slist_free_all(x->hdrs);
-			x->hdrs = NULL;
-			return -ENOMEM;
-		}
-		x->hdrs = s;
-		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, c->sigv4);
-		curl_easy_setopt(e, CURLOPT_USERPWD, c->userpwd);
+	if (c->creds != NULL && cred_src_sign_s3(c->creds, c->region, "GET",
+				    url, &x->hdrs, &x->cred_gen) != 0) {
+		curl_slist_free_all(x->hdrs);
+		x->hdrs = NULL;
+		return -ENOMEM;
 	}
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -386,8 +302,9 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 	if (total_ms > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)total_ms);
 	else {
-		/* A stream: no total, but a stall fails it. */
-		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		/* A stream: no total, but a minimum rate over the timeout. */
+		curl_easy_setopt(
+		    e, CURLOPT_LOW_SPEED_LIMIT, (long)REMOTE_STREAM_MIN_BPS);
 		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
 		    (long)((c->timeout_ms + 999) / 1000));
 	}
@@ -398,10 +315,14 @@ remote_easy_setup(const struct remote_ctx *c, CURL *e, const char *url,
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
-	if (range != NULL)
-		curl_easy_setopt(e, CURLOPT_RANGE, range);
-	if (head)
-		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (w == NULL)
+		return 0;
+	if (w->open)
+		snprintf(range, sizeof(range), "%" PRIu64 "-", w->first);
+	else
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, w->first,
+		    w->last);
+	curl_easy_setopt(e, CURLOPT_RANGE, range);
 	return 0;
 }
 
@@ -410,116 +331,5 @@ remote_xfer_done(struct remote_xfer *x)
 {
 	curl_slist_free_all(x->hdrs);
 	x->hdrs = NULL;
-}
-
-/*
- * One way of asking url's size and ETag, retried: a HEAD, or a GET of its
- * first byte.  0; 1: a HEAD that said nothing useful (refused, no
- * length), for the caller to ask with a GET; or -errno with err.
- */
-static int
-probe(struct remote_ctx *c, CURL *e, const char *url, const char *name,
-    bool head, uint64_t *size, char *etag, size_t etaglen, char *err,
-    size_t errlen)
-{
-	uint64_t seed = (uint64_t)getpid() ^ remote_now_ms();
-	uint8_t one;
-
-	for (unsigned k = 0;; k++) {
-		struct remote_xfer x = {0};
-		CURLcode cc;
-		int r;
-
-		x.buf = &one;
-		x.cap = head ? UINT64_MAX : 1; /* a HEAD has no body */
-		if ((r = remote_easy_setup(c, e, url, NULL, head ? NULL : "0-0",
-			 head, c->timeout_ms, &x)) != 0)
-			return r;
-		cc = curl_easy_perform(e);
-		remote_xfer_done(&x);
-		atomic_fetch_add(&c->st.requests, 1);
-		if (head && cc == CURLE_OK && x.resp.status == 200)
-			goto head_ok;
-		if (head && cc == CURLE_OK &&
-		    (x.resp.status == 403 || x.resp.status == 405 ||
-			x.resp.status == 501))
-			return 1; /* a URL signed for GET, a server without HEAD
-				   */
-		if (!head && cc == CURLE_OK && x.resp.status == 206 &&
-		    x.resp.has_range && x.resp.range_first == 0 &&
-		    x.resp.range_last == 0 &&
-		    x.resp.range_total != UINT64_MAX) {
-			*size = x.resp.range_total;
-			snprintf(etag, etaglen, "%s", x.resp.etag);
-			return 0;
-		}
-		if (!head && (x.resp.status == 200 ||
-				 (x.resp.status == 206 && !x.resp.has_range))) {
-			snprintf(err, errlen,
-			    "%s: the server does not answer range requests "
-			    "(HTTP %ld to Range: bytes=0-0)",
-			    name, x.resp.status);
-			return -EIO;
-		}
-		if (cc == CURLE_OK && x.resp.status == 416) {
-			snprintf(err, errlen, "%s: an empty object", name);
-			return -EIO;
-		}
-		if (cc == CURLE_OK && x.resp.status == 404) {
-			snprintf(err, errlen, "%s: no such object (404)", name);
-			return -ENOENT;
-		}
-		if (cc == CURLE_OK &&
-		    (x.resp.status == 401 || x.resp.status == 403)) {
-			snprintf(err, errlen, "%s: access denied (%ld)%s", name,
-			    x.resp.status,
-			    c->sigv4 ? ": check the credentials, s3_region "
-				       "and s3_endpoint"
-				     : "");
-			return -EACCES;
-		}
-		if (k < c->retries && remote_retryable(cc, x.resp.status)) {
-			atomic_fetch_add(&c->st.retries, 1);
-			usleep((useconds_t)remote_backoff_ms(k + 1, &seed) *
-			       1000u);
-			continue;
-		}
-		if (cc != CURLE_OK)
-			snprintf(err, errlen, "%s: %s", name,
-			    curl_easy_strerror(cc));
-		else if (x.resp.status >= 300 && x.resp.status < 400)
-			snprintf(err, errlen,
-			    "%s: a redirect (%ld%s%s) is not followed", name,
-			    x.resp.status,
-			    x.resp.location_host[0] ? " to " : "",
-			    x.resp.location_host);
-		else
-			snprintf(err, errlen, "%s: HTTP status %ld", name,
-			    x.resp.status);
-		return -EIO;
-	head_ok:
-		if (!x.resp.has_length || x.resp.length == 0)
-			return 1; /* said nothing: ask with a GET */
-		*size = x.resp.length;
-		snprintf(etag, etaglen, "%s", x.resp.etag);
-		return 0;
-	}
-}
-
-int
-remote_head(struct remote_ctx *c, CURL *e, const char *url, const char *name,
-    uint64_t *size, char *etag, size_t etaglen, char *err, size_t errlen)
-{
-	int r;
-
-	/*
-	 * A HEAD, or where it says nothing (a URL signed for GET only, a
-	 * server or proxy without it, no length), a GET of the first byte,
-	 * whose Content-Range holds the size.
-	 */
-	r = probe(c, e, url, name, true, size, etag, etaglen, err, errlen);
-	if (r == 1)
-		r = probe(
-		    c, e, url, name, false, size, etag, etaglen, err, errlen);
-	return r;
+	remote_resp_free(&x->resp);
 }

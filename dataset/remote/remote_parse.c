@@ -1,9 +1,11 @@
 /*
- * remote_parse.c - layer: dataset index, remote shards (see remote.h).
- * What comes from the config or the wire, parsed with no I/O: URLs,
- * WebDataset brace ranges, response header lines and Content-Range, the
- * AWS shared credentials file.  Every byte is looked at through a bound
- * that was checked first; fuzz/fuzz_remote.c feeds all of it.
+ * remote_parse.c - what comes from the config or the wire, parsed with no
+ * I/O.  Layer: dataset/remote/ (the HTTP/S3 client; see remote.h): URLs
+ * (an s3 key percent-decoded, and displayed whole), WebDataset brace
+ * ranges, response header lines (an ETag of any length within the
+ * headers' bound, Last-Modified) and Content-Range (the credentials'
+ * files and responses: cred_parse.c).  Every byte is looked at through a
+ * bound that was checked first; fuzz/fuzz_remote.c feeds all of it.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <curl/curl.h>
 
 #include "dataset/remote/remote.h"
 
@@ -27,6 +31,53 @@ remote_url_free(struct remote_url *u)
 	free(u->host);
 	free(u->path);
 	u->host = u->path = NULL;
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* u->path = the s3 key at k, percent-decoded (see remote.h).  u->host is
+ * set; on an error u is freed. */
+static int
+key_decode(const char *k, struct remote_url *u, char *err, size_t errlen)
+{
+	size_t n = strlen(k), o = 0;
+
+	if ((u->path = malloc(n + 1)) == NULL) {
+		remote_url_free(u);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+
+		if (k[i] != '%') {
+			u->path[o++] = k[i];
+			continue;
+		}
+		hi = i + 2 < n ? hexval(k[i + 1]) : -1;
+		lo = i + 2 < n ? hexval(k[i + 2]) : -1;
+		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+			snprintf(err, errlen,
+			    "an s3 key with a '%%' at offset %zu that is not "
+			    "%%XX (two hex digits, not %%00; a '%%' is %%25)",
+			    i);
+			remote_url_free(u);
+			return -EINVAL;
+		}
+		u->path[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	u->path[o] = '\0';
+	return 0;
 }
 
 int
@@ -52,11 +103,16 @@ remote_url_parse(const char *s, struct remote_url *u, char *err, size_t errlen)
 	for (p = s; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
 			snprintf(err, errlen,
-			    "a URL with a space or a control character");
+			    "a URL with a space or a control character%s",
+			    u->scheme == RS_S3 ? " (in an s3 key, write a "
+						 "space as %20)"
+					       : "");
 			return -EINVAL;
 		}
 	if (strchr(s, '#') != NULL) {
-		snprintf(err, errlen, "a URL with a fragment ('#')");
+		snprintf(err, errlen, "a URL with a fragment ('#')%s",
+		    u->scheme == RS_S3 ? " (in an s3 key, write '#' as %23)"
+				       : "");
 		return -EINVAL;
 	}
 	he = h + strcspn(h, "/?");
@@ -73,12 +129,12 @@ remote_url_parse(const char *s, struct remote_url *u, char *err, size_t errlen)
 	if ((u->host = strndup(h, (size_t)(he - h))) == NULL)
 		return -ENOMEM;
 	if (u->scheme == RS_S3) {
-		if (*he != '/' || he[1] == '\0' || he[1] == '?') {
+		if (*he != '/' || he[1] == '\0') {
 			remote_url_free(u);
 			snprintf(err, errlen, "an s3 URL without a key");
 			return -EINVAL;
 		}
-		he++;
+		return key_decode(he + 1, u, err, errlen);
 	}
 	sl = strlen(he);
 	if ((u->path = malloc(sl + 2)) == NULL) {
@@ -93,9 +149,46 @@ remote_url_parse(const char *s, struct remote_url *u, char *err, size_t errlen)
 }
 
 char *
+remote_key_escape(const char *k)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *o = malloc(strlen(k) * 3 + 1), *p = o;
+
+	if (o == NULL)
+		return NULL;
+	for (; *k; k++) {
+		unsigned char ch = (unsigned char)*k;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
+		    ch == '.' || ch == '~' || ch == '/')
+			*p++ = (char)ch;
+		else {
+			*p++ = '%';
+			*p++ = hex[ch >> 4];
+			*p++ = hex[ch & 15];
+		}
+	}
+	*p = '\0';
+	return o;
+}
+
+char *
 remote_url_display(const char *url)
 {
-	return strndup(url, strcspn(url, "?#"));
+	struct remote_url u;
+	char err[128], *key, *out = NULL;
+
+	/* s3: the whole key, in one spelling; else up to the query. */
+	if (strncmp(url, "s3://", 5) != 0 ||
+	    remote_url_parse(url, &u, err, sizeof(err)) != 0)
+		return strndup(url, strcspn(url, "?#"));
+	if ((key = remote_key_escape(u.path)) != NULL &&
+	    asprintf(&out, "s3://%s/%s", u.host, key) < 0)
+		out = NULL;
+	free(key);
+	remote_url_free(&u);
+	return out;
 }
 
 /* ---- brace ranges ---- */
@@ -165,19 +258,24 @@ parse_brace(const char *at, struct brace *b)
 	return 0;
 }
 
-/* Alternative k of b into buf. */
-static void
-brace_alt(const struct brace *b, size_t k, char *buf, size_t len)
+/*
+ * Alternative k of b: *s and its length, whole (a list's, in the
+ * pattern; a range's, formatted into num: at most 18 digits, padded to
+ * a width of at most 18).
+ */
+static size_t
+brace_alt(const struct brace *b, size_t k, char num[24], const char **s)
 {
+	const char *p = b->at + 1;
+
 	if (b->range) {
-		snprintf(buf, len, "%0*llu", b->width, b->lo + k);
-		return;
+		*s = num;
+		return (size_t)snprintf(num, 24, "%0*llu", b->width, b->lo + k);
 	}
-	const char *s = b->at + 1;
 	for (size_t i = 0; i < k; i++)
-		s = strchr(s, ',') + 1;
-	size_t n = strcspn(s, ",}");
-	snprintf(buf, len, "%.*s", (int)n, s);
+		p = strchr(p, ',') + 1;
+	*s = p;
+	return strcspn(p, ",}");
 }
 
 int
@@ -238,13 +336,13 @@ remote_brace_expand(const char *pat, size_t max, char ***out, size_t *n,
 			break;
 		}
 		for (size_t b = 0; b < nb_; b++) {
-			size_t lit = (size_t)(bv[b].at - q);
-			char alt[64];
+			size_t lit = (size_t)(bv[b].at - q), al;
+			const char *alt;
+			char num[24];
 
 			memcpy(v[i] + o, q, lit);
 			o += lit;
-			brace_alt(&bv[b], k[b], alt, sizeof(alt));
-			size_t al = strlen(alt);
+			al = brace_alt(&bv[b], k[b], num, &alt);
 			if (o + al + 1 > cap) {
 				char *g =
 				    realloc(v[i], cap = o + al + plen + 1);
@@ -353,6 +451,39 @@ header_is(const char *line, const char *e, const char *name, const char **v)
 }
 
 void
+remote_resp_free(struct remote_resp *r)
+{
+	free(r->etag);
+	r->etag = NULL;
+}
+
+/* Whether v..e holds a control character. */
+static bool
+has_ctl(const char *v, const char *e)
+{
+	for (; v < e; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return true;
+	return false;
+}
+
+/* An HTTP-date (IMF-fixdate, or the two obsolete forms) at v..e: seconds
+ * since 1970, or -1. */
+static int64_t
+http_date(const char *v, const char *e)
+{
+	char buf[64];
+	time_t t;
+
+	if ((size_t)(e - v) >= sizeof(buf) || memchr(v, '\0', (size_t)(e - v)))
+		return -1;
+	memcpy(buf, v, (size_t)(e - v));
+	buf[e - v] = '\0';
+	t = curl_getdate(buf, NULL);
+	return t < 0 ? -1 : (int64_t)t;
+}
+
+bool
 remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 {
 	const char *e = line + n, *v;
@@ -363,12 +494,15 @@ remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 		r->header_overflow = true;
 	while (e > line && (e[-1] == '\r' || e[-1] == '\n'))
 		e--;
+	if (e == line)
+		return n > 0; /* the blank line: the headers end */
 	if (e - line >= 5 && memcmp(line, "HTTP/", 5) == 0) {
 		/* A new response (after a 1xx): forget the last's. */
 		size_t hb = r->header_bytes;
 		bool ov = r->header_overflow;
 		const char *p = line + 5;
 
+		remote_resp_free(r);
 		memset(r, 0, sizeof(*r));
 		r->header_bytes = hb;
 		r->header_overflow = ov;
@@ -379,14 +513,15 @@ remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 			r->status = (long)x;
 		else
 			r->bad_header = true;
-		return;
+		return false;
 	}
 	if (header_is(line, e, "content-range", &v)) {
-		if (remote_content_range(v, (size_t)(e - v), &r->range_first,
+		if (!r->has_range &&
+		    remote_content_range(v, (size_t)(e - v), &r->range_first,
 			&r->range_last, &r->range_total) == 0)
 			r->has_range = true;
 		else
-			r->bad_header = true;
+			r->bad_header = true; /* garbage, or a second one */
 	} else if (header_is(line, e, "content-length", &v)) {
 		if (num(&v, e, &x) == 0 && skip_sp(v, e) == e) {
 			r->has_length = true;
@@ -394,14 +529,23 @@ remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 		} else
 			r->bad_header = true;
 	} else if (header_is(line, e, "etag", &v)) {
-		size_t l = (size_t)(e - v);
-
-		if (l >= sizeof(r->etag))
+		/* Taken whole, whatever its length (the headers' bound holds
+		 * it); empty, with a control character (it goes back out in
+		 * If-Match) or a second one: garbage. */
+		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		if (r->etag != NULL || e == v || has_ctl(v, e))
 			r->bad_header = true;
-		else {
-			memcpy(r->etag, v, l);
-			r->etag[l] = '\0';
-		}
+		else if ((r->etag = strndup(v, (size_t)(e - v))) == NULL)
+			r->bad_header = true; /* out of memory: not used */
+	} else if (header_is(line, e, "last-modified", &v)) {
+		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		if (r->has_last_modified ||
+		    (r->last_modified = http_date(v, e)) < 0)
+			r->bad_header = true;
+		else
+			r->has_last_modified = true;
 	} else if (header_is(line, e, "location", &v)) {
 		const char *h = v, *he;
 
@@ -412,13 +556,14 @@ remote_resp_line(struct remote_resp *r, const char *line, size_t n)
 				break;
 			}
 		if (h == v)
-			return; /* relative: the same host */
+			return false; /* relative: the same host */
 		he = h;
 		while (he < e && *he != '/' && *he != '?')
 			he++;
 		snprintf(r->location_host, sizeof(r->location_host), "%.*s",
 		    (int)(he - h), h);
 	}
+	return false;
 }
 
 static const char *const bad_names[RB_NKINDS] = {
@@ -428,124 +573,4 @@ const char *
 remote_bad_name(unsigned kind)
 {
 	return kind < RB_NKINDS ? bad_names[kind] : "?";
-}
-
-enum remote_bad
-remote_range_check(const struct remote_resp *r, uint64_t off, uint64_t len,
-    uint64_t total, uint64_t got)
-{
-	if (r->header_overflow || r->bad_header)
-		return RB_HEADERS;
-	if (r->status >= 300 && r->status < 400)
-		return RB_REDIRECT;
-	if (r->status != 206)
-		return RB_NOT206;
-	if (!r->has_range || r->range_first != off ||
-	    r->range_last != off + len - 1 ||
-	    (total != UINT64_MAX && r->range_total != UINT64_MAX &&
-		r->range_total != total))
-		return RB_RANGE;
-	if (r->has_length && r->length != len)
-		return r->length > len ? RB_LONG : RB_SHORT;
-	if (got > len)
-		return RB_LONG;
-	if (got < len)
-		return RB_SHORT;
-	return RB_NONE;
-}
-
-/* ---- credentials ---- */
-
-void
-remote_creds_free(struct remote_creds *c)
-{
-	if (c->secret != NULL)
-		explicit_bzero(c->secret, strlen(c->secret));
-	if (c->token != NULL)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->key_id);
-	free(c->secret);
-	free(c->token);
-	c->key_id = c->secret = c->token = NULL;
-}
-
-int
-remote_creds_parse(
-    const char *text, size_t n, const char *profile, struct remote_creds *c)
-{
-	const char *p = text, *end = text + n;
-	bool in = false;
-	struct remote_creds t = {NULL, NULL, NULL};
-	size_t pl = strlen(profile);
-
-	while (p < end) {
-		const char *le = memchr(p, '\n', (size_t)(end - p)), *a, *b,
-			   *eq;
-		char **dst = NULL;
-
-		if (le == NULL)
-			le = end;
-		a = p;
-		b = le;
-		p = le < end ? le + 1 : end;
-		while (a < b && isspace((unsigned char)*a))
-			a++;
-		while (b > a && isspace((unsigned char)b[-1]))
-			b--;
-		if (a == b || *a == '#' || *a == ';')
-			continue;
-		if (*a == '[') {
-			const char *s = a + 1, *e = b;
-
-			if (e[-1] != ']' || e - 1 <= s) {
-				in = false;
-				continue;
-			}
-			e--;
-			while (s < e && isspace((unsigned char)*s))
-				s++;
-			while (e > s && isspace((unsigned char)e[-1]))
-				e--;
-			if ((size_t)(e - s) > 8 &&
-			    strncmp(s, "profile ", 8) == 0) {
-				s += 8;
-				while (s < e && isspace((unsigned char)*s))
-					s++;
-			}
-			in = (size_t)(e - s) == pl &&
-			     memcmp(s, profile, pl) == 0;
-			continue;
-		}
-		if (!in || (eq = memchr(a, '=', (size_t)(b - a))) == NULL)
-			continue;
-		const char *ke = eq, *v = eq + 1;
-		while (ke > a && isspace((unsigned char)ke[-1]))
-			ke--;
-		while (v < b && isspace((unsigned char)*v))
-			v++;
-		size_t kl = (size_t)(ke - a);
-		if (kl == 17 && memcmp(a, "aws_access_key_id", 17) == 0)
-			dst = &t.key_id;
-		else if (kl == 21 &&
-			 memcmp(a, "aws_secret_access_key", 21) == 0)
-			dst = &t.secret;
-		else if (kl == 17 && memcmp(a, "aws_session_token", 17) == 0)
-			dst = &t.token;
-		if (dst == NULL || v == b)
-			continue;
-		if (*dst != NULL) {
-			explicit_bzero(*dst, strlen(*dst));
-			free(*dst);
-		}
-		if ((*dst = strndup(v, (size_t)(b - v))) == NULL) {
-			remote_creds_free(&t);
-			return -ENOMEM;
-		}
-	}
-	if (t.key_id == NULL || t.secret == NULL) {
-		remote_creds_free(&t);
-		return -ENOENT;
-	}
-	*c = t;
-	return 0;
 }

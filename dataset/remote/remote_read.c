@@ -1,11 +1,14 @@
 /*
- * remote_read.c - layer: dataset index, remote shards (see remote.h): what
- * the readers call of the fetcher (remote_fetch.c runs its thread):
+ * remote_read.c - what the readers call of the fetcher (remote_fetch.c
+ * runs its thread).  Layer: dataset/remote/ (the HTTP/S3 client; see
+ * remote.h):
  * remote_read (a range, fetched ahead or asked for now, waited for within
  * the retries' bound), remote_prefetch (within what is worth fetching
  * ahead: the measured latency at the readers' rate, the window at most;
  * not a range read in the last RECENT_MS, which the next epoch serves
- * from the cache), remote_forget, and the window.
+ * from the cache), remote_forget, the window, and remote_close, the end
+ * of a dataset's reader (the fetcher stopped, then the objects and the
+ * context freed).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -164,6 +167,10 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	/* The longest the retries can take, and a margin. */
 	bound = (uint64_t)(c->retries + 1) * (c->timeout_ms + 1000) +
 		(uint64_t)c->retries * REMOTE_BACKOFF_MAX_MS + 5000;
+	/* A refused request's one more try, after a read of the credentials'
+	 * source (STS, IMDS: a request and its retries). */
+	if (c->creds != NULL)
+		bound += (uint64_t)(c->retries + 2) * (c->timeout_ms + 1000);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += (time_t)(bound / 1000);
 	pthread_mutex_lock(&f->lock);
@@ -182,7 +189,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 		    "%s: the server does not answer (reads fail at once "
 		    "until it does)",
 		    o->name);
-		return -EIO;
+		return -EHOSTDOWN;
 	} else if ((r = rf_req_new(f, o, off, len, true)) == NULL) {
 		pthread_mutex_unlock(&f->lock);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -215,7 +222,7 @@ remote_read(struct remote_ctx *c, struct remote_obj *o, uint64_t off,
 	} else {
 		snprintf(err, errlen, "%s: no answer in %" PRIu64 " s", o->name,
 		    bound / 1000);
-		rc = -EIO;
+		rc = -EHOSTDOWN;
 		if (r->waiters == 0 && r->state == R_QUEUED)
 			rf_req_free(f, r);
 	}
@@ -242,4 +249,26 @@ remote_forget(
 		rf_req_free(f, r);
 	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+void
+remote_obj_free(struct remote_obj *o)
+{
+	free(o->url);
+	free(o->name);
+	o->url = o->name = NULL;
+	remote_version_free(&o->v);
+}
+
+void
+remote_close(struct remote_ctx *c, struct remote_obj *objs, size_t n)
+{
+	if (c != NULL) {
+		remote_fetch_free(c->fetch); /* first: it reads objs */
+		c->fetch = NULL;
+		remote_ctx_free(c);
+	}
+	for (size_t i = 0; objs != NULL && i < n; i++)
+		remote_obj_free(&objs[i]);
+	free(objs);
 }

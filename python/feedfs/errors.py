@@ -36,7 +36,8 @@ class BatchError(OSError):
 
 
 def _read_errors(jobdir):
-    """JOB/errors.tsv as [(id, path, reason)], oldest first ([] if none)."""
+    """JOB/errors.tsv as [(id, path, reason)], the latest failure last,
+    each sample once with its latest reason ([] if none)."""
     out = []
     try:
         with open(os.path.join(jobdir, "errors.tsv"), "rb") as f:
