@@ -245,11 +245,12 @@ struct feed {
 	/* idle.c: the last open or read (CLOCK_MONOTONIC ns), the workers
 	 * waiting for work, whether the mount was trimmed since that read,
 	 * the trims' generation (each worker trims its arena once per
-	 * generation), how many and the bytes they gave back. */
+	 * generation) and the workers yet to; the trims done (every worker's
+	 * arena too), the bytes they gave back, the last one's. */
 	uint64_t idle_used_ns;
-	unsigned idle_waiting;
+	unsigned idle_waiting, idle_pending;
 	bool idle_trimmed;
-	uint64_t idle_gen, idle_trims, idle_bytes;
+	uint64_t idle_gen, idle_trims, idle_bytes, idle_last;
 };
 
 /* An open batch file. */
@@ -356,13 +357,16 @@ void sched_complete(struct feed *f, struct batch *b);
  * (instead of on feed.work alone), and, the last to wait once the mount
  * was idle for idle_trim seconds, gives back the engine's memory; it
  * returns what the worker must trim then, unlocked, with idle_scratch:
- * its arena (IDLE_SCRATCH), and the heap too (IDLE_HEAP).  gen: the
- * worker's, 0 at its start.  Locked, but idle_scratch.
+ * its arena (IDLE_SCRATCH), and the heap too (IDLE_HEAP), then tell
+ * idle_scratched: the trim counts (feedfs_idle_trims_total) once every
+ * worker has.  gen: the worker's, 0 at its start.  Locked, but
+ * idle_scratch.
  */
 enum { IDLE_NOTHING, IDLE_SCRATCH, IDLE_HEAP };
 void idle_touch(struct feed *f);
 int idle_wait(struct feed *f, uint64_t *gen);
 void idle_scratch(struct xf_arena *a, int what);
+void idle_scratched(struct feed *f);
 
 /*
  * Remote shards: the samples a worker asks for ahead of its slot (in

@@ -47,13 +47,24 @@ trim(struct feed *f)
 
 	f->idle_trimmed = true;
 	f->idle_gen++;
-	f->idle_trims++;
+	f->idle_pending = f->nthreads; /* idle_scratched counts them down */
 	f->idle_bytes += bytes;
-	log_info("idle for %llu s: gave back %llu MiB of batches and buffers "
-		 "(the next read starts the readahead again)",
-	    (unsigned long long)f->cfg->mount.idle_trim,
-	    (unsigned long long)(bytes >> 20));
+	f->idle_last = bytes;
 	pthread_cond_broadcast(&f->work);
+}
+
+void
+idle_scratched(struct feed *f)
+{
+	if (f->idle_pending == 0 || --f->idle_pending > 0)
+		return;
+	/* Every worker trimmed its arena, the heap too: counted, said. */
+	f->idle_trims++;
+	log_info("idle for %llu s: gave back %llu MiB of batches and buffers, "
+		 "and the workers' scratch (the next read starts the "
+		 "readahead again)",
+	    (unsigned long long)f->cfg->mount.idle_trim,
+	    (unsigned long long)(f->idle_last >> 20));
 }
 
 /* The absolute CLOCK_MONOTONIC time of ns (f->work's clock: feed_new). */

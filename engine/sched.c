@@ -332,6 +332,7 @@ worker(void *arg)
 				idle_scratch(a, what);
 				pthread_mutex_lock(&f->lock);
 				scratch_count(f, a, &counted, &reused, &fresh);
+				idle_scratched(f);
 			}
 			continue;
 		}
