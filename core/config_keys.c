@@ -45,8 +45,9 @@ static const struct key keys[] = {
     {SEC_MOUNT, "cache_stale", K_COUNT, M(cache_stale), -1, 0, UINT64_MAX,
 	NULL, "a count of seconds (0: any entry may make room)"},
     {SEC_MOUNT, "threads", K_COUNT, M(threads), -1, 0, MAX_THREADS, NULL,
-	"a count from 0 to 1024 (0 = one per core)"},
-    {SEC_MOUNT, "memory", K_SIZE, M(memory), -1, MIN_MEMORY, 0, NULL,
+	"a count from 0 to 1024 (0 = two per CPU the process may use)"},
+    {SEC_MOUNT, "memory", K_SIZE, M(memory), M(memory_line), MIN_MEMORY, 0,
+	NULL,
 	"like 2G or 512M; at least 16M"},
     {SEC_MOUNT, "readahead", K_COUNT, M(readahead), -1, 0, MAX_READAHEAD, NULL,
 	"a count from 0 to 1024"},
@@ -88,8 +89,8 @@ static const struct key keys[] = {
 	0, 0, NULL, "steps EPOCH:NAME:W,NAME:W, like 10:web:0.5,curated:0.5"},
     {SEC_JOB, "epoch_samples", K_COUNT, J(epoch_samples), J(epoch_samples_line),
 	1, UINT32_MAX, NULL, "a count from 1 to 4294967295"},
-    {SEC_JOB, "batch_size", K_COUNT, J(batch_size), -1, 1, MAX_BATCH_SIZE, NULL,
-	"a count from 1 to 1048576"},
+    {SEC_JOB, "batch_size", K_COUNT, J(batch_size), J(batch_size_line), 1,
+	MAX_BATCH_SIZE, NULL, "a count from 1 to 1048576"},
     {SEC_JOB, "epochs", K_COUNT, J(epochs), -1, 1, MAX_EPOCHS, NULL,
 	"a count from 1 to 10000"},
     {SEC_JOB, "seed", K_COUNT, J(seed), -1, 0, UINT64_MAX, NULL,
@@ -221,6 +222,15 @@ cfg_find_key(int sec, const char *name, size_t len)
 	return NULL;
 }
 
+const struct key *
+cfg_key_at(int sec, size_t k)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((int)keys[i].sec == sec && k-- == 0)
+			return &keys[i];
+	return NULL;
+}
+
 unsigned
 cfg_key_index(const struct key *k)
 {
@@ -261,6 +271,7 @@ cfg_is_job_opt(const char *key, size_t len)
 	return job_opt_key(key, len) != NULL;
 }
 
+
 /* "a, b or c" of the keys of sec (or of the names of an enum). */
 static void
 list_words(const char *const *words, size_t n, char *buf, size_t len)
@@ -274,6 +285,18 @@ list_words(const char *const *words, size_t n, char *buf, size_t len)
 		    : i + 1 == n ? " or "
 				 : ", ",
 		    words[i]);
+}
+
+void
+cfg_list_words(const char *const *words, size_t n, char *buf, size_t len)
+{
+	list_words(words, n, buf, len);
+}
+
+const char *const *
+cfg_job_opt_names(void)
+{
+	return job_opts;
 }
 
 void
@@ -556,7 +579,7 @@ cfg_mount_defaults(struct cfg_mount *m)
 	m->cache_size = CFG_SIZE_AUTO; /* half the disk's free space */
 	m->cache_stale = 86400;
 	m->threads = 0;
-	m->memory = 2ull << 30;
+	m->memory = CFG_MEMORY_DEFAULT_MAX; /* until cfg_fit */
 	m->readahead = 4;
 	m->gpu_memory = 1ull << 30;
 	m->idle_trim = 60;
@@ -579,6 +602,8 @@ cfg_set_mount(
 	if ((r = cfg_set_key(k, &c->mount, NULL, value, msg, sizeof(msg))) ==
 	    -EINVAL)
 		snprintf(err, errlen, "-o %s=%s: %s", key, value, msg);
+	else if (r == 0 && k->line_off >= 0) /* given, on no line: -o */
+		*(int *)((char *)&c->mount + k->line_off) = -1;
 	else if (r == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return r;

@@ -361,6 +361,10 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "metadata at its cap.\n"
 	    "# TYPE feedfs_metadata_refused_total counter\n"
 	    "feedfs_metadata_refused_total %" PRIu64 "\n"
+	    "# HELP feedfs_read_room_refused_total Reads refused (ENOMEM): "
+	    "their batch did not fit beside what nothing could give back.\n"
+	    "# TYPE feedfs_read_room_refused_total counter\n"
+	    "feedfs_read_room_refused_total %" PRIu64 "\n"
 	    "# HELP feedfs_node_bytes Bytes of the mount's inode table in "
 	    "feedfs_metadata_bytes.\n# TYPE feedfs_node_bytes gauge\n"
 	    "feedfs_node_bytes %" PRIu64 "\n"
@@ -376,7 +380,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_relaxed_stale_total counter\n"
 	    "feedfs_relaxed_stale_total %" PRIu64 "\n",
 	    f->meta_used, f->meta_peak, f->meta_cap, f->meta_refused,
-	    f->node_bytes, f->nrviews, f->rforgotten, f->rstale);
+	    f->room_refused, f->node_bytes, f->nrviews, f->rforgotten,
+	    f->rstale);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"

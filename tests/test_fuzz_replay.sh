@@ -15,8 +15,9 @@
 # fuzz/fuzz_ops.c: the pipeline's tail
 # parsed and run on images of any size; fuzz/fuzz_augment.c: the
 # augmentations on degenerate image sizes, issue 28; fuzz/fuzz_names.c: the
-# mount's file names, views' included) run without libFuzzer for a bounded
-# time:
+# mount's file names, views' included; fuzz/fuzz_cgroup.c: /proc/self/cgroup,
+# mountinfo and the cgroup files, issue 40) run without libFuzzer for a
+# bounded time:
 # each seed corpus, then deterministic mutations of it (fuzz/replay.c), for
 # FF_FUZZ_SECONDS (10) for the socket and half that for the others.  In
 # CI's ASan+UBSan pass too.  A crash or an abort of a target fails.
@@ -37,3 +38,4 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_ops" "$half" "$FF_SRCDIR/fuzz/corpus/ops"
 "$FF_BUILDDIR/fuzz/replay_augment" "$half" "$FF_SRCDIR/fuzz/corpus/augment"
 "$FF_BUILDDIR/fuzz/replay_names" "$half" "$FF_SRCDIR/fuzz/corpus/names"
+"$FF_BUILDDIR/fuzz/replay_cgroup" "$half" "$FF_SRCDIR/fuzz/corpus/cgroup"
