@@ -183,6 +183,15 @@ struct cache_opts {
 	 */
 	unsigned workers, conns;
 	uint64_t share_mem;
+	/*
+	 * The node's bound on its caches of cache_size = auto (core/node.h):
+	 * node_total bytes, or node_pct of the filesystem, shared equally by
+	 * the users that node_registry counts there (NULL: no bound, auto is
+	 * half the free space); node_conf names the file, for messages.
+	 */
+	uint64_t node_total;
+	unsigned node_pct;
+	const char *node_registry, *node_conf;
 };
 #define CACHE_CONNS_DEFAULT 1024
 #define CACHE_SHARE_MEM_DEFAULT (256u << 20)

@@ -22,6 +22,7 @@
 
 #include "transforms/xf.h"
 
+/* root's default cache_dir; every other user's: cfg_default_cache_dir. */
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
 /* A size key's value `auto` (cache_size): UINT64_MAX, as no size parses. */
 #define CFG_SIZE_AUTO UINT64_MAX
@@ -329,5 +330,13 @@ uint64_t cfg_job_aug_seed(const struct cfg_job *j);
 int cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len);
 
 void cfg_free(struct cfg *c); /* NULL is fine */
+
+/*
+ * The default cache_dir of this process's user (its effective uid):
+ * root's CFG_DEFAULT_CACHE_DIR; another user's $XDG_CACHE_HOME/feedfs
+ * (an absolute one), else $HOME/.cache/feedfs, else the passwd entry's
+ * home's.  Malloc'd; NULL only when out of memory.
+ */
+char *cfg_default_cache_dir(void);
 
 #endif

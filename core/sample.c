@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "core/sample.h"
 #include "core/sample_int.h"
@@ -24,15 +25,6 @@
 #define SAMPLE_SUBST_MAX 64
 /* A transient failure (out of descriptors, memory) is retried this often. */
 #define SAMPLE_RETRIES 3
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A sample of a pipeline without cache, from the file in one call. */
 static int
@@ -66,7 +58,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
 	struct xf_image img = {0};
 	char path[4096];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ff_mono_ns();
 	int r;
 
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
@@ -90,7 +82,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		r = -EIO;
 	}
 out:
-	atomic_fetch_add(&j->st.busy_ns, now_ns() - t0);
+	atomic_fetch_add(&j->st.busy_ns, ff_mono_ns() - t0);
 	if (r == 0) {
 		uint32_t local;
 

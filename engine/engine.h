@@ -52,8 +52,10 @@
 
 #include "engine/budget.h"
 #include "engine/feed.h"
+#include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
+#include "util/clock.h"
 
 #define FEED_HASH 1024
 
@@ -192,6 +194,7 @@ struct feed {
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	struct cfg_node node; /* the node's bound on cache_size = auto */
 	char *mountpoint;     /* feed_set_mountpoint's; NULL: not told */
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
@@ -459,10 +462,7 @@ void feed_unpin(struct feed *f, struct batch *b);
 static inline uint64_t
 feed_mono_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return ff_mono_ns();
 }
 
 /* stage.c: whether a device serves job cj (0 at once for gpu = off),

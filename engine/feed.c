@@ -215,7 +215,9 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if ((r = load_jobs(f, progress, arg, err, errlen)) != 0)
+	/* A mistake in the node's config stops the mount as one in c. */
+	if ((r = cfg_node_load(&f->node, err, errlen)) != 0 ||
+	    (r = load_jobs(f, progress, arg, err, errlen)) != 0)
 		goto fail;
 	/* RocksDB's block cache and memtables are counted in `memory`. */
 	f->cache_mem = c->mount.cache_size ? c->mount.memory / 8 : 0;
@@ -271,7 +273,11 @@ open_cache(struct feed *f)
 	    .label = f->mountpoint,
 	    .say = cache_say,
 	    .workers = cfg_threads(m),
-	    .share_mem = f->cache_mem / 4};
+	    .share_mem = f->cache_mem / 4,
+	    .node_total = f->node.cache_total,
+	    .node_pct = f->node.cache_pct,
+	    .node_registry = f->node.path[0] ? f->node.registry : NULL,
+	    .node_conf = f->node.path};
 
 	if (cache_open_shared(m->cache_dir, &o, &f->cache, msg, sizeof(msg)) !=
 	    0) {

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "config.h" /* PACKAGE_VERSION */
+#include "ff_commit.h"
+
 #include "cache/cache.h"
 #include "cache/cluster.h"
 #include "engine/engine.h"
@@ -585,6 +588,18 @@ stats_remote(struct feed *f, struct sbuf *sb)
 	}
 }
 
+/* What was built: the version and the commit (git describe, make time). */
+static void
+stats_build(struct sbuf *sb)
+{
+	sb_printf(sb,
+	    "# HELP feedfs_build_info The version of feedfs and the commit it "
+	    "was built from (labels).\n"
+	    "# TYPE feedfs_build_info gauge\n"
+	    "feedfs_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+	    PACKAGE_VERSION, FEEDFS_COMMIT);
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -597,5 +612,6 @@ feed_stats(struct feed *f, size_t *len)
 	stats_cache(f, &sb);
 	stats_cluster(f, &sb);
 	stats_remote(f, &sb);
+	stats_build(&sb);
 	return sb_done(&sb, len);
 }

@@ -31,6 +31,9 @@
 #include "fs/fs.h"
 #include "fs/mountpoint.h"
 #include "fs/nodes.h"
+#include "fs/metrics.h"
+#include "fs/mountopts.h"
+#include "fs/privs.h"
 #include "fs/opts.h"
 
 #define EXIT_CONFIG 2
@@ -261,13 +264,15 @@ main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct feedfs fs;
 	struct feed *feed = NULL;
+	struct fs_metrics *mx = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
 	struct cgroup_res res;
-	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
+	char err[2048], mnt[PATH_MAX], fsname[FS_MOUNT_OPTS_MAX];
+	char fsname_rw[FS_MOUNT_OPTS_MAX];
 	char fit_info[2 * CGROUP_PATH_MAX + 512],
 	    fit_warn[CGROUP_PATH_MAX + 512];
-	int ret = 1, r, said = -1, term = -1, logfd = -1;
+	int ret = 1, r, said = -1, term = -1;
 	size_t hidden;
 	bool state = false;
 
@@ -280,9 +285,23 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
+	if (o.log_level && log_set_level_name(o.log_level + 10) != 0) {
+		fprintf(stderr,
+		    "feedfs: -o %s: expected error, warning, info or debug\n",
+		    o.log_level);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	if (privs_resolve(&o.privs, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
 	if (o.check) {
 		/* No mount: a report on stdout, 0 or 1 (2: no dataset). */
-		if (fs_opts_load(&o, &c, err, sizeof(err)) != 0 ||
+		if (privs_begin(&o.privs, NULL, NULL, NULL, err, sizeof(err)) !=
+			0 ||
+		    fs_opts_load(&o, &c, err, sizeof(err)) != 0 ||
 		    (r = check_run(c, o.check == 2, stdout, err, sizeof(err))) <
 			0) {
 			fprintf(stderr, "feedfs: %s\n", err);
@@ -326,19 +345,21 @@ main(int argc, char **argv)
 	case FS_MNT_FREE:
 		break;
 	}
-	if (o.log_path != NULL) {
-		/* Opened here: a relative name is the caller's, and a bad one
-		 * is said before anything is mounted. */
-		if (o.log_path[0] == '\0' ||
-		    (logfd = open(o.log_path,
-			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			 0600)) < 0) {
-			fprintf(stderr, "feedfs: -o log=%s: %s\n", o.log_path,
-			    o.log_path[0] ? strerror(errno) : "an empty name");
-			ret = EXIT_CONFIG;
-			goto out_opts;
-		}
-		log_set_file(logfd);
+	/* -o uid=: the user from here on, before anything is read (a helper
+	 * mounts: privs.h), with the mount's -o, ro or not, fixed now. */
+	fs_mount_opts(o.source, o.fuse_opts, false, fsname, sizeof(fsname));
+	fs_mount_opts(o.source, o.fuse_opts, true, fsname_rw, sizeof(fsname));
+	if (privs_begin(&o.privs, mnt, (const char *const[]){fsname, fsname_rw},
+		raise_readahead, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		goto out_opts;
+	}
+	/* Opened here: a relative name is the caller's, and a bad one is
+	 * said before anything is mounted. */
+	if (o.log_path && log_open_file(o.log_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: -o log=%s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
 	}
 	if (fs_opts_load(&o, &c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
@@ -383,14 +404,17 @@ main(int argc, char **argv)
 		goto out_feed;
 	}
 	state = true;
+	if (o.metrics && fs_metrics_open(o.metrics + 8, &mx, err, sizeof(err))) {
+		fprintf(stderr, "feedfs: %s\n", err); /* a port taken */
+		ret = EXIT_CONFIG;
+		goto out_state;
+	}
 
 	/* Read-only, unless a mixture's JOB/mixture is to be written. */
-	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs%s%s%s",
-	    feed_writable(feed) ? "" : ",ro", o.fuse_opts ? "," : "",
-	    o.fuse_opts ? o.fuse_opts : "");
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
 	    fuse_opt_add_arg(&args, "-o") != 0 ||
-	    fuse_opt_add_arg(&args, fsname) != 0 ||
+	    fuse_opt_add_arg(&args,
+		feed_writable(feed) ? fsname_rw : fsname) != 0 ||
 	    (o.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_state;
@@ -406,7 +430,8 @@ main(int argc, char **argv)
 	/*
 	 * libfuse ends the loop on SIGHUP too: a closed terminal would
 	 * unmount.  Nothing can be reloaded (the config and the dataset
-	 * are read once), so it is ignored.
+	 * are read once), so it is ignored until log_hup_start takes it to
+	 * reopen the log file.
 	 */
 	signal(SIGHUP, SIG_IGN);
 	if ((hidden = dir_entries(mnt)) > 0)
@@ -421,7 +446,7 @@ main(int argc, char **argv)
 		    o.log_path
 			? ", and in -o log=FILE"
 			: " (keep it with -o log=FILE, or run feedfs -f)");
-	if (fuse_session_mount(se, mnt) != 0)
+	if (privs_mount(&o.privs, se, mnt, feed_writable(feed)) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
 		goto out_unmount;
@@ -442,10 +467,15 @@ main(int argc, char **argv)
 	}
 	log_info("%s", fit_info);
 
-	/* Threads from here on. */
+	/* Threads from here on, SIGHUP blocked in all: one thread takes it
+	 * and reopens the log file (-o log=FILE). */
+	if ((r = log_hup_start()) != 0)
+		log_warn("SIGHUP will not reopen the log: %s", strerror(-r));
 	if (feed_start(feed) != 0)
 		goto out_unmount;
 	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
+	if (mx && (r = fs_metrics_start(mx, feed, mnt)) != 0)
+		log_warn("-o %s: not served: %s", o.metrics, strerror(-r));
 	log_info("serving %s on %s", o.source, mnt);
 	/* The mount is in place: the command that started it returns. */
 	daemon_done(&said, &term, 0);
@@ -463,6 +493,7 @@ out_unmount:
 	if (!fs_prune_stop(&fs))
 		state = false; /* its thread may still use the state */
 	fuse_session_unmount(se);
+	privs_unmount(&o.privs, se, mnt);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -473,14 +504,13 @@ out_state:
 	if (state)
 		fs_fini_state(&fs);
 out_feed:
+	fs_metrics_free(mx); /* it reads feed */
 	feed_free(feed);
 out_opts:
 	daemon_done(&said, &term, ret != 0 ? ret : 1);
 	cfg_free(c);
 	fs_opts_free(&o);
-	if (logfd >= 0) {
-		log_set_file(-1);
-		close(logfd);
-	}
+	log_hup_stop();
+	log_close_file();
 	return ret;
 }

@@ -15,13 +15,17 @@
  *   2. every process's /dev/fuse descriptors (/proc/PID/fd and fdinfo's
  *      "fuse_connection: N", Linux 6.x): one holding connection N is a
  *      live daemon, or a process that may still serve it: live;
- *   3. stat(2) of the mountpoint, in a child bounded in time (a request
- *      to a daemon that is stopped would wait): ENOTCONN is dead, an
- *      answer or no answer in time is live.
+ *   3. statfs(2) of the mountpoint, in a child bounded in time (a
+ *      request to a daemon that is stopped would wait): ENOTCONN is
+ *      dead, an answer or no answer in time is live.  statfs, not
+ *      stat: the kernel answers a stat of the root from its attribute
+ *      cache (for up to an hour here) even after the connection died,
+ *      while every statfs is a request to the daemon.
  * A dead mount is detached (MNT_DETACH as root; fusermount3 -u -z, as
  * its user) before the new mount; a live one is never touched.
  */
 #include <sys/mount.h>
+#include <sys/vfs.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -155,8 +159,8 @@ conn_holder(unsigned conn)
 	return found != 0 ? found : told ? 0 : -1;
 }
 
-/* stat(2) of mnt in a child, at most STAT_WAIT_MS: its errno, 0 for an
- * answer, -ETIMEDOUT for none in time. */
+/* statfs(2) of mnt in a child, at most STAT_WAIT_MS: its errno, 0 for
+ * an answer, -ETIMEDOUT for none in time. */
 static int
 stat_errno(const char *mnt)
 {
@@ -168,9 +172,9 @@ stat_errno(const char *mnt)
 	case -1:
 		return -errno;
 	case 0: {
-		struct stat st;
+		struct statfs sf;
 
-		_exit(stat(mnt, &st) == 0	 ? 0
+		_exit(statfs(mnt, &sf) == 0	 ? 0
 		      : errno > 0 && errno < 256 ? errno
 						 : 255);
 	}

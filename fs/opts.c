@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "ff_commit.h"
 #include "core/config.h"
 #include "fs/opts.h"
 
@@ -53,7 +54,9 @@ usage(FILE *fp)
 	    "            max_pixels=N, cache_format=F), and label=MODE for "
 	    "its shards;\n"
 	    "            log=FILE: the log appended to FILE too (it outlives "
-	    "the mount);\n"
+	    "the mount;\n            SIGHUP reopens it); log_level=LEVEL; "
+	    "metrics=HOST:PORT (Prometheus);\n"
+	    "            uid=USER[,gid=GROUP]: root mounts for USER;\n"
 	    "            an option neither feedfs nor FUSE knows is refused\n"
 	    "  -h        this help;  -V  the version\n"
 	    "\n"
@@ -72,6 +75,7 @@ static int
 add_opts(struct opts *o, const char *list)
 {
 	char *dup = strdup(list), *save = NULL, *tok;
+	int r;
 
 	if (!dup)
 		return -ENOMEM;
@@ -93,6 +97,24 @@ add_opts(struct opts *o, const char *list)
 			}
 			free(*last);
 			*last = s;
+			continue;
+		}
+		if ((r = privs_opt(&o->privs, tok)) != 0) {
+			if (r < 0) {
+				free(dup);
+				return r;
+			}
+			continue;
+		}
+		if (strncmp(tok, "log_level=", 10) == 0 ||
+		    strncmp(tok, "metrics=", 8) == 0) {
+			char **slot = tok[1] == 'o' ? &o->log_level : &o->metrics;
+
+			free(*slot);
+			if ((*slot = strdup(tok)) == NULL) {
+				free(dup);
+				return -ENOMEM;
+			}
 			continue;
 		}
 		if (strncmp(tok, "log=", 4) == 0) {
@@ -155,7 +177,8 @@ fs_opts_parse(int argc, char **argv, struct opts *o)
 			exit(0);
 		} else if (strcmp(a, "-V") == 0 ||
 			   strcmp(a, "--version") == 0) {
-			printf("feedfs %s\n", PACKAGE_VERSION);
+			printf("feedfs %s (commit %s%s)\n", PACKAGE_VERSION,
+			    FEEDFS_COMMIT, FEEDFS_COMMIT_NOTE);
 			exit(0);
 		} else if (strncmp(a, "-o", 2) == 0) {
 			const char *v = a[2] ? a + 2 : argv[++i];
@@ -303,4 +326,7 @@ fs_opts_free(struct opts *o)
 	free(o->mount_kv);
 	free(o->fuse_opts);
 	free(o->log_opt);
+	free(o->log_level);
+	free(o->metrics);
+	privs_free(&o->privs);
 }

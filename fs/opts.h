@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fs/privs.h"
+
 struct cfg;
 
 /* Options of -o that are ours go to the config; the rest to FUSE. */
@@ -19,9 +21,12 @@ struct opts {
 	char *fuse_opts; /* comma separated, for fuse_session_new */
 	const char *log_path; /* -o log=FILE: the log appended there too */
 	char *log_opt;	      /* its token */
+	char *log_level;      /* -o log_level=LEVEL's token */
+	char *metrics;	      /* -o metrics=ADDR:PORT's token */
 	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
 			    the default jobs), applied after load */
 	size_t nmount_kv;
+	struct privs privs; /* uid=, gid=, user= */
 };
 
 /*

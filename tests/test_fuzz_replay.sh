@@ -8,6 +8,7 @@
 # fuzz/fuzz_remote.c: remote shards' URLs, brace ranges and responses;
 # fuzz/fuzz_cred.c: the credentials' profile files, STS's XML, IMDS's JSON
 # and times;
+# fuzz/fuzz_http.c: the metrics listener's request heads;
 # fuzz/fuzz_decode.c: the JPEG, PNG and WebP decoders;
 # fuzz/fuzz_config.c: the config and class lists; fuzz/fuzz_check.c:
 # feedfs --check's header reads; fuzz/fuzz_probe.c: the header probes in
@@ -31,6 +32,7 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_label" "$half" "$FF_SRCDIR/fuzz/corpus/label"
 "$FF_BUILDDIR/fuzz/replay_remote" "$half" "$FF_SRCDIR/fuzz/corpus/remote"
 "$FF_BUILDDIR/fuzz/replay_cred" "$half" "$FF_SRCDIR/fuzz/corpus/cred"
+"$FF_BUILDDIR/fuzz/replay_http" "$half" "$FF_SRCDIR/fuzz/corpus/http"
 "$FF_BUILDDIR/fuzz/replay_decode" "$half" "$FF_SRCDIR/fuzz/corpus/decode"
 "$FF_BUILDDIR/fuzz/replay_config" "$half" "$FF_SRCDIR/fuzz/corpus/config"
 "$FF_BUILDDIR/fuzz/replay_check" "$half" "$FF_SRCDIR/fuzz/corpus/check"
