@@ -67,8 +67,14 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
+		/* Local shards by what was given (one .tar, a glob, a
+		 * list): their folder would claim shards not served.  A URL
+		 * stays the dataset's root, which says no credentials. */
 		fprintf(out, "dataset %s: %s: %zu samples, %zu classes\n",
-		    cd->name, d->ds->root, d->ds->n, d->ds->nclasses);
+		    cd->name,
+		    cd->shards != NULL && cd->shards[0] == '/' ? cd->shards
+							       : d->ds->root,
+		    d->ds->n, d->ds->nclasses);
 		for (size_t id = 0, asked = 0; id < d->ds->n; id++) {
 			/* Remote members: the next ones asked for ahead, as
 			 * far as the fetcher's window has room. */

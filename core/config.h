@@ -55,6 +55,8 @@ struct cfg_mount {
 					waited for; CFG_COUNT_AUTO: derived */
 	uint64_t cache_stale; /* seconds unused before an entry may go for a
 				 new one (0: any entry may) */
+	uint64_t idle_trim;   /* seconds without a read before the engine
+				 gives back what only speed needs (0: never) */
 };
 
 struct cfg_dataset {

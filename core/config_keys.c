@@ -26,6 +26,7 @@
 #define MAX_BATCH_SIZE (1u << 20)
 #define MAX_EPOCHS 10000 /* epoch-NNNN: four digits */
 #define MIN_MEMORY (16u << 20)
+#define MAX_IDLE_TRIM 86400 /* a day */
 
 static const char *const dtype_names[] = {"uint8", "float16", "float32", NULL};
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
@@ -55,6 +56,8 @@ static const struct key keys[] = {
 	"a count from 0 to 1024"},
     {SEC_MOUNT, "gpu_memory", K_SIZE, M(gpu_memory), -1, MIN_MEMORY, 0, NULL,
 	"like 1G or 512M; at least 16M"},
+    {SEC_MOUNT, "idle_trim", K_COUNT, M(idle_trim), -1, 0, MAX_IDLE_TRIM, NULL,
+	"a count of seconds from 0 to 86400 (0: never)"},
     {SEC_MOUNT, "cluster", K_SERVERS, M(cluster), -1, 0, 0, NULL,
 	"HOST:PORT[,HOST:PORT...]"},
     {SEC_MOUNT, "cluster_auth", K_PATH, M(cluster_auth), -1, 0, 0, NULL,
@@ -491,6 +494,7 @@ cfg_mount_defaults(struct cfg_mount *m)
 	m->gpu_memory = 1ull << 30;
 	m->cluster_batches = true;
 	m->cluster_batch_wait = CFG_COUNT_AUTO;
+	m->idle_trim = 60;
 	return (m->cache_dir = cfg_default_cache_dir()) ? 0 : -ENOMEM;
 }
 

@@ -25,10 +25,16 @@ cfg_opt_keys(bool jobs, char *buf, size_t len)
 	const char *words[64];
 	size_t n = 0, used;
 
-	for (const struct key *k; n < 62 &&
+	/* The keys only -o takes (fs/opts.c, fs/privs.c) after the table's. */
+	static const char *const only[] = {"log=FILE", "log_level=LEVEL",
+	    "metrics=HOST:PORT", "uid=USER", "gid=GROUP"};
+	const size_t nonly = sizeof(only) / sizeof(only[0]);
+
+	for (const struct key *k; n < 64 - nonly &&
 	     (k = cfg_key_at(SEC_MOUNT, n)) != NULL;)
 		words[n++] = k->name;
-	words[n++] = "log=FILE";
+	for (size_t i = 0; i < nonly; i++)
+		words[n++] = only[i];
 	used = (size_t)snprintf(buf, len, "a [mount] key: ");
 	if (used < len)
 		cfg_list_words(words, n, buf + used, len - used);

@@ -323,8 +323,11 @@ void job_batch_text(
 
 /* Count one finished sample in the per-second window (approximate). */
 void job_rate_add(struct job_stats *st);
-/* Samples per second over the last complete `secs` (< JOB_RATE_SECS). */
+/* Samples per second over the last complete `secs` (< JOB_RATE_SECS),
+ * from the first of them that made a sample on; job_rate_at: at second
+ * sec of CLOCK_MONOTONIC (the seconds job_rate_add counts in), for tests. */
 double job_rate(struct job_stats *st, unsigned secs);
+double job_rate_at(struct job_stats *st, unsigned secs, uint64_t sec);
 
 /*
  * A sample of j failed (why: the log's message, naming its file): listed

@@ -36,18 +36,35 @@ job_rate_add(struct job_stats *st)
 	atomic_fetch_add(&st->rate_n[i], 1);
 }
 
+/*
+ * The window is the last `secs` complete seconds, or fewer when the
+ * first of them made nothing: then it starts at the first second that
+ * made a sample (issue 36: an epoch begun 3 s ago after an idle spell
+ * showed a fifth of its rate, its samples spread over 10 s).  A job that
+ * stops still decays to 0 over the whole window.
+ */
 double
-job_rate(struct job_stats *st, unsigned secs)
+job_rate_at(struct job_stats *st, unsigned secs, uint64_t sec)
 {
-	uint64_t sec = now_sec(), n = 0;
+	uint64_t n = 0, first = sec;
 
 	for (unsigned i = 0; i < JOB_RATE_SECS; i++) {
 		uint64_t s = atomic_load(&st->rate_sec[i]);
+		uint64_t c = atomic_load(&st->rate_n[i]);
 
-		if (s < sec && s + secs >= sec)
-			n += atomic_load(&st->rate_n[i]);
+		if (s < sec && s + secs >= sec && c > 0) {
+			n += c;
+			if (s < first)
+				first = s;
+		}
 	}
-	return (double)n / secs;
+	return n == 0 ? 0.0 : (double)n / (double)(sec - first);
+}
+
+double
+job_rate(struct job_stats *st, unsigned secs)
+{
+	return job_rate_at(st, secs, now_sec());
 }
 
 void

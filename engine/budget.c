@@ -113,6 +113,20 @@ budget_make_room(struct budget *b, uint64_t need, unsigned how, uint64_t keep)
 	return true;
 }
 
+uint64_t
+budget_shrink(struct budget *b)
+{
+	struct budget_ask a = {UINT64_MAX, 0};
+	uint64_t before = b->mem_used;
+
+	while (ask(b, BUDGET_DONE_BATCHES, &a) || ask(b, BUDGET_SAMPLES, &a) ||
+	       ask(b, BUDGET_ORDERS, &a) || ask(b, BUDGET_IDLE_BATCHES, &a))
+		;
+	while (ask(b, BUDGET_KEPT, &a)) /* last: the batches put theirs here */
+		;
+	return before > b->mem_used ? before - b->mem_used : 0;
+}
+
 bool
 budget_meta_fits(struct budget *b, uint64_t bytes)
 {

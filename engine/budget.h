@@ -158,6 +158,15 @@ bool budget_over(const struct budget *b);
 bool budget_make_room(
     struct budget *b, uint64_t need, unsigned how, uint64_t keep);
 
+/*
+ * Give back everything the data reclaimers may give (idle batches too),
+ * then every kept buffer: what an idle mount holds only for speed
+ * (engine/idle.c).  Metadata stays: forgetting a relaxed epoch's choices
+ * would refuse its batches, not merely slow them.  Returns the bytes
+ * uncounted.  Locked.
+ */
+uint64_t budget_shrink(struct budget *b);
+
 /* Whether bytes more metadata fit under meta_cap, after asking the meta
  * reclaimers.  Nothing counted, nothing logged.  Locked. */
 bool budget_meta_fits(struct budget *b, uint64_t bytes);

@@ -14,6 +14,7 @@
  *	bufpool.c  large batch buffers kept for reuse
  *	sched.c    readahead and the worker threads
  *	sched_queue.c  the work queues, a batch's slots done
+ *	idle.c     an idle mount gives back what only speed needs
  *	relaxed.c  order = relaxed: batches filled as samples finish
  *	relaxed_reclaim.c  what relaxed views give back; forgotten epochs
  *	order.c    the epochs' orders, shared by their batches
@@ -278,6 +279,15 @@ struct feed {
 	 * sched_start to sched_stop; remote: some dataset has them. */
 	uint64_t remote_reserved;
 	bool remote;
+	/* idle.c: the last open or read (CLOCK_MONOTONIC ns), the workers
+	 * waiting for work, whether the mount was trimmed since that read,
+	 * the trims' generation (each worker trims its arena once per
+	 * generation) and the workers yet to; the trims done (every worker's
+	 * arena too), the bytes they gave back, the last one's. */
+	uint64_t idle_used_ns;
+	unsigned idle_waiting, idle_pending;
+	bool idle_trimmed;
+	uint64_t idle_gen, idle_trims, idle_bytes, idle_last;
 	/* Reads refused for want of room that nothing else would free
 	 * (batch.c's wait_room): the batch and the metadata held, over
 	 * the budget. */
@@ -391,6 +401,23 @@ void sched_ready(struct feed *f, struct batch *b);
  * makes its label rows and mixes it unlocked and then makes it ready
  * (sched.c).  Locked. */
 void sched_complete(struct feed *f, struct batch *b);
+
+/*
+ * idle.c: an idle mount gives back what only speed needs.  idle_touch: a
+ * file was opened or read now.  idle_wait: a worker without work waits
+ * (instead of on feed.work alone), and, the last to wait once the mount
+ * was idle for idle_trim seconds, gives back the engine's memory; it
+ * returns what the worker must trim then, unlocked, with idle_scratch:
+ * its arena (IDLE_SCRATCH), and the heap too (IDLE_HEAP), then tell
+ * idle_scratched: the trim counts (feedfs_idle_trims_total) once every
+ * worker has.  gen: the worker's, 0 at its start.  Locked, but
+ * idle_scratch.
+ */
+enum { IDLE_NOTHING, IDLE_SCRATCH, IDLE_HEAP };
+void idle_touch(struct feed *f);
+int idle_wait(struct feed *f, uint64_t *gen);
+void idle_scratch(struct xf_arena *a, int what);
+void idle_scratched(struct feed *f);
 
 /*
  * Remote shards: the samples a worker asks for ahead of its slot (in

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -219,7 +220,15 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	}
 	f->cfg = c; /* transferred */
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->work, NULL);
+	{
+		/* idle.c's deadline is on the monotonic clock */
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&f->work, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	budget_init(&f->budget, 0, &f->lock);
 	batch_budget(f); /* the budget's reclaimers: budget.h */
 	bufpool_budget(f);

@@ -122,6 +122,7 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		}
 		relaxed_touch(f, k); /* not forgotten to make room for this */
 	}
+	idle_touch(f);
 	if ((r = budget_meta_take(&f->budget, meta)) != 0) {
 		pthread_mutex_unlock(&f->lock);
 		return r;
@@ -208,6 +209,7 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 	} else {
 		total = b->g.size[h->kind];
 		pthread_mutex_lock(&f->lock);
+		idle_touch(f);
 		/* The header alone needs no samples, but the gpu images do. */
 		r = feed_pin(f, h,
 		    off + size > b->g.hdr[h->kind] ||

@@ -309,7 +309,7 @@ worker(void *arg)
 	struct feed *f = arg;
 	struct xf_arena *a = xf_arena_new(f->scratch_cap);
 	struct outside out = {f, 0};
-	uint64_t counted = 0, reused = 0, fresh = 0;
+	uint64_t counted = 0, reused = 0, fresh = 0, gen = 0;
 	struct ahead ahead[REMOTE_AHEAD_MAX];
 	size_t nahead;
 	char msg[512];
@@ -331,7 +331,15 @@ worker(void *arg)
 			continue;
 		}
 		if (!b) {
-			pthread_cond_wait(&f->work, &f->lock);
+			int what = idle_wait(f, &gen);
+
+			if (what != IDLE_NOTHING) {
+				pthread_mutex_unlock(&f->lock);
+				idle_scratch(a, what);
+				pthread_mutex_lock(&f->lock);
+				scratch_count(f, a, &counted, &reused, &fresh);
+				idle_scratched(f);
+			}
 			continue;
 		}
 		if (b->r.rv && !b->r.fixed) {
@@ -452,6 +460,7 @@ sched_start(struct feed *f)
 	f->nthreads = cfg_threads(&f->cfg->mount);
 	f->scratch_cap = scratch_cap(f, f->nthreads);
 	pthread_mutex_lock(&f->lock);
+	f->idle_used_ns = feed_mono_ns(); /* idle from the start on */
 	f->scratch_reserved = f->scratch_cap * f->nthreads;
 	budget_add(&f->budget, f->scratch_reserved);
 	remote_reserve(f);

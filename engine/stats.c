@@ -276,7 +276,8 @@ stats_jobs(struct feed *f, struct sbuf *sb)
 			    f->jobs[i].name, f->jobs[i].src_names[s],
 			    (uint64_t)atomic_load(&f->jobs[i].src[s].samples));
 	sb_printf(sb, "# HELP feedfs_images_per_second Samples prepared per "
-		      "second, over the last 10 s.\n"
+		      "second, over the last 10 s (from the first of them "
+		      "that made one).\n"
 		      "# TYPE feedfs_images_per_second gauge\n");
 	for (size_t i = 0; i < f->njobs; i++)
 		sb_printf(sb, "feedfs_images_per_second{job=\"%s\"} %.1f\n",
@@ -403,9 +404,18 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "feedfs_scratch_reused_total %" PRIu64 "\n"
 	    "# HELP feedfs_scratch_mapped_total Sample buffers mapped anew.\n"
 	    "# TYPE feedfs_scratch_mapped_total counter\n"
-	    "feedfs_scratch_mapped_total %" PRIu64 "\n",
+	    "feedfs_scratch_mapped_total %" PRIu64 "\n"
+	    "# HELP feedfs_idle_trims_total Times the mount, idle for "
+	    "idle_trim seconds, gave back batches and buffers (counted once "
+	    "every worker gave back its scratch too).\n"
+	    "# TYPE feedfs_idle_trims_total counter\n"
+	    "feedfs_idle_trims_total %" PRIu64 "\n"
+	    "# HELP feedfs_idle_trimmed_bytes_total Bytes of the budget "
+	    "those trims gave back.\n"
+	    "# TYPE feedfs_idle_trimmed_bytes_total counter\n"
+	    "feedfs_idle_trimmed_bytes_total %" PRIu64 "\n",
 	    f->pool_reused, f->pool_allocated, f->scratch_bytes,
-	    f->scratch_reused, f->scratch_fresh);
+	    f->scratch_reused, f->scratch_fresh, f->idle_trims, f->idle_bytes);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -11,6 +11,19 @@
  *	image, printed on one line; with IN and OUT, applied to IN.
  *   augrun draws PIPELINE INDEX SEED COUNT W H
  *	the parameters of COUNT draws, keys rng_mix(SEED + n), a line each.
+ *   augrun decisions PIPELINE SEED COUNT
+ *	for COUNT keys rng_mix(SEED + n), a line each: every op after
+ *	cache as NAME:A (A: its p= draw, 1 without p=) and, for flip,
+ *	grayscale and random_erasing, :D (its own probability's draw),
+ *	separated by spaces (issue 36).
+ *   augrun run PIPELINE KEY W H IN OUT
+ *	the ops after cache on IN, one at a time, each one's draws on a
+ *	line "NAME A PARAMS" (A as above; PARAMS: random_resized_crop's box
+ *	"X Y W H", flip's "D", a parameter line as below for the
+ *	augmentations, gaussian_blur's "K SIGMA", solarize's threshold,
+ *	nothing for the others), then OUT: the last image, uint8 HWC
+ *	(normalize and random_erasing, which act on the output, left out),
+ *	its size printed last as "W H".
  *
  * IN and OUT are raw HWC RGB, W * H * 3 bytes.  A parameter line:
  * "P ID P0 P1" (auto_augment's policy and probability draws) then a
@@ -32,7 +45,9 @@ usage(void)
 {
 	fprintf(stderr, "usage: augrun op NAME VALUE W H IN OUT\n"
 			"       augrun draw PIPELINE INDEX KEY W H [IN OUT]\n"
-			"       augrun draws PIPELINE INDEX SEED COUNT W H\n");
+			"       augrun draws PIPELINE INDEX SEED COUNT W H\n"
+			"       augrun decisions PIPELINE SEED COUNT\n"
+			"       augrun run PIPELINE KEY W H IN OUT\n");
 }
 
 static int
@@ -90,6 +105,27 @@ print_params(const struct xf_aug_params *p)
 		    xf_aug_name(p->step[k].op), p->step[k].bin, p->step[k].neg,
 		    p->step[k].on, p->step[k].mag);
 	printf("\n");
+}
+
+/* Op i's name as written in a pipeline. */
+static const char *
+augrun_op_name(const struct xf_pipeline *pl, size_t i)
+{
+	static const char *const names[] = {
+	    [XF_OP_RESIZE] = "resize", [XF_OP_CENTER_CROP] = "center_crop",
+	    [XF_OP_RRC] = "random_resized_crop", [XF_OP_FLIP] = "flip",
+	    [XF_OP_NORMALIZE] = "normalize",
+	    [XF_OP_GAUSSIAN_BLUR] = "gaussian_blur",
+	    [XF_OP_RANDOM_ERASING] = "random_erasing",
+	    [XF_OP_TRIVIAL_AUGMENT] = "trivial_augment",
+	    [XF_OP_RAND_AUGMENT] = "rand_augment",
+	    [XF_OP_AUTO_AUGMENT] = "auto_augment",
+	    [XF_OP_COLOR_JITTER] = "color_jitter",
+	    [XF_OP_GRAYSCALE] = "grayscale", [XF_OP_SOLARIZE] = "solarize"};
+	enum xf_opkind k = pl->ops[i].kind;
+
+	return k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k]
+								 : "?";
 }
 
 static int
@@ -150,6 +186,103 @@ run_op(char **argv)
 	return r == 0 ? 0 : 1;
 }
 
+/* Op i's own yes-or-no draw (flip, grayscale, random_erasing); -1: none. */
+static int
+own_draw(const struct xf_pipeline *pl, size_t i, uint64_t key)
+{
+	const struct xf_op *op = &pl->ops[i];
+	struct xf_aug_params p;
+
+	switch (op->kind) {
+	case XF_OP_FLIP:
+	case XF_OP_RANDOM_ERASING: /* the p test of blur.c's draw */
+		return rng_uniform(key, (uint64_t)i << 32) < op->p;
+	case XF_OP_GRAYSCALE:
+		xf_aug_params(pl, i, key, 8, 8, &p);
+		return p.apply;
+	default:
+		return -1;
+	}
+}
+
+/* augrun decisions PIPELINE SEED COUNT */
+static int
+run_decisions(const struct xf_pipeline *pl, char **argv)
+{
+	uint64_t seed = strtoull(argv[0], NULL, 0);
+	uint64_t count = strtoull(argv[1], NULL, 0);
+
+	for (uint64_t n = 0; n < count; n++) {
+		uint64_t key = rng_mix(seed + n);
+		const char *sep = "";
+
+		for (size_t i = pl->cache_at + 1; i < pl->nops; i++) {
+			int d = own_draw(pl, i, key);
+
+			printf("%s%s:%d", sep, augrun_op_name(pl, i),
+			    xf_op_applies(pl, i, key));
+			if (d >= 0)
+				printf(":%d", d);
+			sep = " ";
+		}
+		printf("\n");
+	}
+	return 0;
+}
+
+/* augrun run PIPELINE KEY W H IN OUT */
+static int
+run_ops(const struct xf_pipeline *pl, char **argv)
+{
+	uint64_t key = strtoull(argv[0], NULL, 0);
+	struct xf_image img = {0};
+	char err[512];
+	int ret = 1;
+
+	if (parse_u32(argv[1], &img.w) != 0 || parse_u32(argv[2], &img.h)) {
+		usage();
+		return 2;
+	}
+	if (read_image(argv[3], &img) != 0)
+		return 1;
+	for (size_t i = pl->cache_at + 1; i < pl->nops; i++) {
+		const struct xf_op *op = &pl->ops[i];
+		struct xf_aug_params p;
+		int32_t x, y;
+		uint32_t cw, ch;
+
+		printf("%s %d", augrun_op_name(pl, i),
+		    xf_op_applies(pl, i, key));
+		if (op->kind == XF_OP_RRC) {
+			xf_rrc_params(img.w, img.h, op->scale, op->ratio, key,
+			    (uint64_t)i << 32, &x, &y, &cw, &ch);
+			printf(" %d %d %u %u\n", x, y, cw, ch);
+		} else if (op->kind == XF_OP_FLIP) {
+			printf(" %d\n", own_draw(pl, i, key));
+		} else if (xf_op_augment(op->kind)) {
+			xf_aug_params(pl, i, key, img.w, img.h, &p);
+			printf(" ");
+			print_params(&p);
+		} else if (op->kind == XF_OP_GAUSSIAN_BLUR) {
+			printf(" %u %.9g\n", op->ksize,
+			    (double)xf_blur_sigma(op, key, (uint64_t)i << 32));
+		} else if (op->kind == XF_OP_SOLARIZE) {
+			printf(" %.17g\n", op->threshold);
+		} else {
+			printf("\n");
+		}
+		if (xf_run_op(pl, i, &img, key, err, sizeof(err)) != 0) {
+			fprintf(stderr, "augrun: op %zu: %s\n", i, err);
+			goto out;
+		}
+	}
+	printf("%u %u\n", img.w, img.h);
+	ret = write_image(argv[4], &img) == 0 ? 0 : 1;
+out:
+	xf_free(img.px);
+	return ret;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -164,6 +297,21 @@ main(int argc, char **argv)
 
 	if (argc == 8 && strcmp(argv[1], "op") == 0)
 		return run_op(argv + 2);
+	if ((argc == 5 && strcmp(argv[1], "decisions") == 0) ||
+	    (argc == 8 && strcmp(argv[1], "run") == 0)) {
+		if (xf_pipeline_parse(argv[2], &pl, err, sizeof(err)) != 0) {
+			fprintf(stderr, "augrun: %s\n", err);
+			return 1;
+		}
+		if (pl->cache_at == pl->nops) {
+			fprintf(stderr, "augrun: the pipeline has no cache\n");
+			ret = 1;
+		} else
+			ret = argv[1][0] == 'd' ? run_decisions(pl, argv + 3)
+						: run_ops(pl, argv + 3);
+		xf_pipeline_free(pl);
+		return ret;
+	}
 	many = argc == 8 && strcmp(argv[1], "draws") == 0;
 	if (!many &&
 	    !((argc == 7 || argc == 9) && strcmp(argv[1], "draw") == 0)) {

@@ -422,7 +422,8 @@ with fflib.Mount(t, cfg, mnt, "-o", "threads=1") as m:
     if torch is not None:
         import feedfs.torch  # noqa: E402
         n = 0
-        for b, (x, y) in enumerate(feedfs.torch.Loader(job, epochs=[1])):
+        for b, (x, y) in enumerate(feedfs.torch.Loader(job, epochs=[1],
+                                                       device=None)):
             check(y.dtype == torch.float32 and np.array_equal(
                 y.numpy(), ys[b]), "Loader: batch %d's labels %s %s"
                   % (b, y.dtype, tuple(y.shape)))

@@ -7,6 +7,7 @@
  * each one that gives something back, idle batches only with BUDGET_ANY,
  * kept buffers counted as room and freed last sparing the caller's; the
  * metadata cap (its reclaimers in order, the data making room for it);
+ * budget_shrink giving back every data holder's part and no metadata;
  * ENOMEM at the cap, counted; and no lost wakeups: threads waiting for
  * room all return once room is given back, by budget_sub or by a holder
  * that can give back again (budget_wake).  The engine's own use of the
@@ -159,6 +160,39 @@ test_kept(void)
 	 * caller. */
 	ROOM(&b, 60, 0, 20, true, "0");
 	CHECK_EQ_INT(pool.n, 1);
+	budget_fini(&b);
+	pthread_mutex_unlock(&lock);
+}
+
+/*
+ * budget_shrink (an idle mount, issue 36): every data reclaimer until
+ * none gives anything, idle batches included, then every kept buffer
+ * (batches put theirs there); metadata untouched.
+ */
+static void
+test_shrink(void)
+{
+	struct budget b;
+	struct holder h[BUDGET_NRANKS];
+
+	pthread_mutex_lock(&lock);
+	budget_init(&b, 1000, &lock);
+	for (int r = BUDGET_DONE_BATCHES; r <= BUDGET_META_BATCHES; r++)
+		hold(&b, &h[r], r, 2, 10);
+	CHECK_EQ_INT(b.mem_used, 140);
+	CHECK_EQ_INT(b.meta_used, 40);
+	trace[0] = 0;
+	CHECK_EQ_INT(budget_shrink(&b), 100);
+	CHECK_EQ_STR(trace, "0011223344");
+	CHECK_EQ_INT(b.mem_used, 40);
+	CHECK_EQ_INT(h[BUDGET_META_VIEWS].n, 2);
+	CHECK_EQ_INT(h[BUDGET_META_BATCHES].n, 2);
+	/* A busy holder keeps its part; nothing left: 0. */
+	h[BUDGET_IDLE_BATCHES].n = 1;
+	h[BUDGET_IDLE_BATCHES].blocked = true;
+	budget_add(&b, 10);
+	CHECK_EQ_INT(budget_shrink(&b), 0);
+	CHECK_EQ_INT(b.mem_used, 50);
 	budget_fini(&b);
 	pthread_mutex_unlock(&lock);
 }
@@ -340,6 +374,7 @@ main(void)
 {
 	test_order();
 	test_kept();
+	test_shrink();
 	test_meta_cap();
 	test_enomem();
 	test_wakeups();

@@ -93,6 +93,10 @@ def mounts_listed():
         f = line.split("\t")
         if f[0] == "mount":
             got[int(f[1])] = (f[2], f[5] if len(f) > 5 else "")
+            # issue 36: its hits and misses say whose they are
+            check(len(f) == 7 and f[6] == "this mount's own lookups" +
+                  ("" if f[2] == "owner" else ", as of its last request"),
+                  "a mount line without its key: %r" % line)
     return got, out
 
 

@@ -208,6 +208,7 @@ test_defaults(void)
 	CHECK_EQ_INT(c->mount.threads, 0);
 	CHECK_EQ_INT(c->mount.readahead, 4);
 	CHECK(c->mount.gpu_memory == 1ull << 30);
+	CHECK_EQ_INT(c->mount.idle_trim, 60); /* issue 36: about a minute */
 
 	/* -o keys. */
 	CHECK_EQ_INT(cfg_set_mount(c, "threads", "7", err, sizeof(err)), 0);
@@ -372,6 +373,8 @@ test_mistakes(void)
 	bad("[mount]\nthreads = -1\n" HEAD, 2, "threads: '-1'");
 	bad("[mount]\nthreads = 99999\n" HEAD, 2, "threads: '99999'");
 	bad("[mount]\nreadahead = many\n" HEAD, 2, "readahead: 'many'");
+	bad("[mount]\nidle_trim = 1m\n" HEAD, 2, "idle_trim: '1m'");
+	bad("[mount]\nidle_trim = 86401\n" HEAD, 2, "idle_trim: '86401'");
 	bad(HEAD "[job k]\nbatch_size = 0\n", 6, "batch_size: '0'");
 	bad(HEAD "[job k]\nbatch_size = 8x\n", 6, "batch_size: '8x'");
 	bad(HEAD "epochs = 10001\n", 5, "epochs: '10001'");

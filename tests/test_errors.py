@@ -178,7 +178,7 @@ if torch is not None:
     # The training loop's way: feedfs.torch.Loader raises it in the
     # trainer's thread.
     try:
-        for x, y in feedfs.torch.Loader(job, epochs=[0]):
+        for x, y in feedfs.torch.Loader(job, epochs=[0], device=None):
             pass
         fflib.fail("the Loader read epoch 0 of val")
     except feedfs.BatchError as e:

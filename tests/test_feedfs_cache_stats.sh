@@ -3,7 +3,9 @@
 #  1. stats gives, per prefix, the hits and misses of the feedfs that holds
 #     the directory (its own lookups), equal to its .feedfs/stats per job,
 #     never "hits n/a" while that feedfs serves hits; 0 for a prefix it
-#     has not looked up; n/a when no feedfs holds the directory;
+#     has not looked up; n/a when no feedfs holds the directory; each of
+#     the three pairs of hits and misses (the store's, a mount's, a
+#     prefix's) says whose lookups it counts (issue 36);
 #  2. after that feedfs is killed (kill -9) on a fresh cache, before it
 #     wrote anything out, stats, ls and verify still read the store (no
 #     "Not supported operation in secondary mode"), and a new mount serves
@@ -73,6 +75,15 @@ done
 h=$(ff_stat_value "$M" 'feedfs_cache_hits_total{job="a"}')
 [ "$h" -gt 0 ] || ff_fail "job a's second epoch did not hit ($h hits)"
 ff_log "stats: $(prefix_field "$P72")"
+# Issue 36: three pairs of hits and misses (the store's, each mount's, each
+# prefix's), each saying whose lookups it counts.
+label() {
+	grep -qP -- "$1" "$T/fc.out" || { cat "$T/fc.out"; ff_fail "stats: no line matches '$1' ($2)"; }
+}
+label "^hits\t[0-9]+\tthe store's: lookups that found an entry, every mount's" "the store's hits"
+label "^misses\t[0-9]+\tthe store's: lookups that found none, every mount's" "the store's misses"
+label "^mount\t[0-9]+\towner\thits [0-9]+\tmisses [0-9]+\t$M\tthis mount's own lookups$" "a mount's"
+label "^prefix\tdecode resize\\(72\\)\t.*\thits [0-9]+ misses [0-9]+ \([0-9.]+%: the owner's own lookups of this prefix" "a prefix's"
 ff_umount "$M"
 # A new owner counts from its start; a prefix it did not look up is 0.
 ff_mount "$CFG" "$M"

@@ -17,7 +17,8 @@ people lay datasets out (issue 36 §2), through real mounts:
     (said); (f) one .tar given: the same; (g) shards without .cls
     members: no labels (-1); (h) ROOT with train/ and val/ folders of
     shards: both jobs.
---check on (a) reports both jobs' datasets.
+--check on (a) reports both jobs' datasets; on (e) and (f) it names the
+shards it reads (FOLDER/*.tar, the one .tar).
 """
 
 import io
@@ -185,6 +186,17 @@ with mount(os.path.join(shards, "pets-000001.tar"), "one") as m:
     st = samples(m, "train")
     check(len(st) == 6, "one shard: %d samples" % len(st))
     log("(f) one .tar: %d samples" % len(st))
+# --check names what it reads: the one .tar given, not the folder around
+# it (whose other shards are not served), and a folder's shards by glob.
+for src, n in ((os.path.join(shards, "pets-000001.tar"), 6), (shards, 12)):
+    r = subprocess.run([fflib.FEEDFS, "--check", "-o", OPTS, src],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = r.stdout.decode()
+    want = src if src.endswith(".tar") else os.path.join(src, "*.tar")
+    check("dataset train: %s: %d samples" % (want, n) in out,
+          "--check %s should name %s:\n%s%s"
+          % (src, want, out, r.stderr.decode()))
+log("(f) --check names the .tar given, or the folder's *.tar")
 nocls = t.path("nocls")
 os.makedirs(nocls)
 write_shard(os.path.join(nocls, "a.tar"), imgs[:5], cls=False)

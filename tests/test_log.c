@@ -5,8 +5,9 @@
  * short copy keeps the newest whole lines.  A job's failed samples
  * (JOB/errors.tsv): each once with its first reason, the path as in
  * samples.tsv and the reason without it, escaped, at most
- * JOB_ERRORS_MAX, the oldest going first and counted.  And the file of
- * -o log=FILE (issue 40, 5): a relative name opened again by its
+ * JOB_ERRORS_MAX, the oldest going first and counted.  A job's rate of
+ * samples: its window starts where the samples did (issue 36).  And the
+ * file of -o log=FILE (issue 40, 5): a relative name opened again by its
  * absolute one after a rename (logrotate's), the lines before in the old
  * file and those after in the new; the level drops what is above it.
  */
@@ -127,6 +128,43 @@ test_errors_tsv(void)
 	free(v);
 }
 
+/*
+ * The per-second rate (issue 36): its window starts at the first second
+ * in it that made a sample, so an epoch begun 3 s ago after an idle
+ * spell shows its rate, not 3/10 of it; a steady job shows its rate over
+ * the whole window, and a job that stopped decays to 0 over it.
+ */
+static void
+test_rate(void)
+{
+	struct job_stats st;
+	const uint64_t now = 1000;
+
+	memset(&st, 0, sizeof(st));
+	CHECK(job_rate_at(&st, 10, now) == 0.0);
+	/* 80 a second in the last 3 complete seconds; the current second,
+	 * still counting, is left out */
+	for (uint64_t s = now - 3; s <= now; s++) {
+		st.rate_sec[s % JOB_RATE_SECS] = s;
+		st.rate_n[s % JOB_RATE_SECS] = 80;
+	}
+	CHECK(job_rate_at(&st, 10, now) == 80.0);
+	/* buckets older than the window count for nothing */
+	st.rate_sec[(now - 12) % JOB_RATE_SECS] = now - 12;
+	st.rate_n[(now - 12) % JOB_RATE_SECS] = 500;
+	CHECK(job_rate_at(&st, 10, now) == 80.0);
+	/* steady for 10 s and more, with a slow second among them */
+	for (uint64_t s = now - 10; s < now; s++) {
+		st.rate_sec[s % JOB_RATE_SECS] = s;
+		st.rate_n[s % JOB_RATE_SECS] = s == now - 5 ? 0 : 80;
+	}
+	CHECK(job_rate_at(&st, 10, now) == 72.0);
+	/* 4 s on, nothing since second now: the 6 busy seconds left in
+	 * the window (now - 6 .. now, less the slow one) over all of it */
+	CHECK(job_rate_at(&st, 10, now + 4) == 6 * 80 / 10.0);
+	CHECK(job_rate_at(&st, 10, now + 11) == 0.0);
+}
+
 /* The whole of file path, or NULL. */
 static char *
 slurp(const char *path)
@@ -184,6 +222,7 @@ main(void)
 	long first, last = -1;
 	size_t n;
 
+	test_rate();
 	CHECK(buf != NULL);
 	log_init("test_log", false, false);
 	CHECK_EQ_INT(log_ring_len(), 0);

@@ -13,6 +13,8 @@ batch_size, ...)".  Now:
     [dataset NAME] section; with a local dataset directory it says it has
     no effect there and where it belongs; label works for the shards of a
     dataset directory (label=none: no labels);
+  - the keys only -o takes (log=, log_level=, metrics=, uid=, gid=) are
+    in that list too;
   - FUSE's own options (default_permissions, noatime, ro) and the ones
     mount(8) adds (rw, defaults) still mount.
 """
@@ -75,6 +77,13 @@ refused("batchsize=32", data, "unknown key 'batchsize'", check_mode=True)
 refused("cache_sise=1G", cfg, "unknown key 'cache_sise'", "cache_size")
 refused("allow_others", data, "unknown key 'allow_others'")
 log("--check, cache_sise, allow_others: refused in feedfs's words")
+# The keys -o takes besides the config's (issue 40's among them) are in
+# the list too, so a misspelt one is answered with its right spelling.
+err = refused("metric=127.0.0.1:9100", data, "unknown key 'metric'",
+              "log=FILE", "log_level=LEVEL", "metrics=HOST:PORT",
+              "uid=USER", "gid=GROUP")
+refused("log_levl=info", cfg, "unknown key 'log_levl'", "log_level=LEVEL")
+log("metric, log_levl: the -o-only keys listed: " + err)
 
 # ---- [dataset] keys -----------------------------------------------------------
 err = refused("remote_timeout=5", cfg, "[dataset", "f.conf")

@@ -289,7 +289,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       "%s: batch %d differs" % (what, i))
 
         nb = job.batches_per_epoch
-        L = ft.Loader(job, epochs=2, ids=True)
+        L = ft.Loader(job, epochs=2, ids=True, device=None)
         check(len(L) == nb, "len(Loader) %d, want %d (an epoch)"
               % (len(L), nb))
         got, st = run(L)
@@ -302,7 +302,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         # trainer has batch i, however long the trainer takes (the pause
         # lets the thread read ahead as far as it may).
         last = None
-        L = ft.Loader(job, epochs=[0, 1], reuse_buffers=True)
+        L = ft.Loader(job, epochs=[0, 1], reuse_buffers=True, device=None)
         for i, (x, y) in enumerate(bt for _ in range(2) for bt in L):
             if 1 <= i <= 4:
                 time.sleep(0.5)
@@ -312,29 +312,30 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       % (i - 1, i))
             last = x
         for k in (0, 1, nb - 1, nb, nb + 2, len(want) - 1):
-            L1 = ft.Loader(job, epochs=range(2), ids=True)
+            L1 = ft.Loader(job, epochs=range(2), ids=True, device=None)
             head, st = run(L1, k) if k else ([], L1.state_dict())
             check(pos(st) == {"index": k // nb, "epoch": k // nb,
                               "batch": k % nb},
                   "state after %d batches: %s" % (k, st))
-            L2 = ft.Loader(job, epochs=range(2), ids=True)
+            L2 = ft.Loader(job, epochs=range(2), ids=True, device=None)
             L2.load_state_dict(st)
             check(len(L2) == nb - k % nb, "len after load_state_dict at "
                   "%d: %d, want %d" % (k, len(L2), nb - k % nb))
             rest, _ = run(L2)
             same(head + rest, want, "resumed at %d (load_state_dict)" % k)
             L3 = ft.Loader(job, epochs=range(2), ids=True,
-                           start=(st["epoch"], st["batch"]))
+                           start=(st["epoch"], st["batch"]), device=None)
             check(len(L3) == nb - k % nb, "len with start: %d" % len(L3))
             same(head + run(L3)[0], want, "resumed at %d (start=)" % k)
             same(head + run(L1)[0], want, "resumed at %d (same Loader)" % k)
         log("Loader: batches equal Job.epoch's; resume at every kind of "
             "position equals the uninterrupted run")
         # start=(1, 0): the second epoch's batches only
-        L = ft.Loader(job, epochs=range(2), start=(1, 0), ids=True)
+        L = ft.Loader(job, epochs=range(2), start=(1, 0), ids=True,
+                      device=None)
         same(run(L)[0], want[nb:], "start=(1, 0)")
         # A checkpoint of the old form, {"epoch": e, "batch": b}, resumes.
-        L = ft.Loader(job, epochs=range(2), ids=True)
+        L = ft.Loader(job, epochs=range(2), ids=True, device=None)
         L.load_state_dict({"epoch": 1, "batch": 2})
         check(len(L) == nb - 2, "len from an old checkpoint: %d" % len(L))
         same(run(L)[0], want[nb + 2:], "old checkpoint (1, 2)")
@@ -351,7 +352,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                       job.epoch(e, ids=True, copy=True)]
         for order in ([1, 0], [0, 2, 1], [2, 2]):
             whole = [w for e in order for w in ref[e]]
-            L = ft.Loader(job, epochs=order, ids=True)
+            L = ft.Loader(job, epochs=order, ids=True, device=None)
             check(len(L) == nb, "epochs=%s: len %d, want %d"
                   % (order, len(L), nb))
             got, st = run(L)
@@ -359,13 +360,13 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             check(st["index"] == len(order), "epochs=%s: end %s"
                   % (order, st))
             for k in (nb - 1, nb, 2 * nb - 1):
-                L1 = ft.Loader(job, epochs=order, ids=True)
+                L1 = ft.Loader(job, epochs=order, ids=True, device=None)
                 head, st = run(L1, k)
                 check(st["index"] == k // nb and
                       st["epoch"] == order[k // nb] and st["batch"] == k % nb,
                       "epochs=%s: state after %d batches: %s"
                       % (order, k, st))
-                L2 = ft.Loader(job, epochs=order, ids=True)
+                L2 = ft.Loader(job, epochs=order, ids=True, device=None)
                 L2.load_state_dict(json.loads(json.dumps(st)))
                 check(len(L2) == nb - k % nb, "epochs=%s: len after "
                       "resuming at %d: %d" % (order, k, len(L2)))
@@ -374,7 +375,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                 same(head + run(L1)[0], whole, "epochs=%s: the same Loader "
                      "continued at %d" % (order, k))
         try:
-            ft.Loader(job, epochs=[0, 2, 1]).load_state_dict(
+            ft.Loader(job, epochs=[0, 2, 1], device=None).load_state_dict(
                 {"index": 1, "epoch": 1, "batch": 0})
             fflib.fail("a state whose epoch is not the list's at its index "
                        "was accepted")
@@ -384,7 +385,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             "resuming mid-list continues the list; len() follows "
             "load_state_dict")
         try:
-            ft.Loader(job, epochs=range(2), start=(5, 0))
+            ft.Loader(job, epochs=range(2), start=(5, 0), device=None)
             fflib.fail("a start outside the epochs was accepted")
         except ValueError:
             pass
@@ -403,7 +404,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "normalize: batch %d, max error %g" % (
                       b, np.abs(x.numpy() - ref).max()))
         try:
-            ft.Loader(job, epochs=1, normalize=True)
+            ft.Loader(job, epochs=1, normalize=True, device=None)
             fflib.fail("normalize accepted for a float32 job")
         except ValueError:
             pass

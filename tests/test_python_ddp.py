@@ -83,7 +83,8 @@ def run(loader, stop=0, epochs=None):
 
 
 def loader():
-    return feedfs.torch.Loader(job, epochs=range(2), ids=True, world="auto")
+    return feedfs.torch.Loader(job, epochs=range(2), ids=True, world="auto",
+                               device=None)
 
 
 res = {"rank": rank, "world": world}
@@ -235,7 +236,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         outs, st = [], None
         for r in range(world):
             L = ft.Loader(job, epochs=range(2), rank=r, world=world,
-                          ids=True)
+                          ids=True, device=None)
             L.load_state_dict(json.loads(json.dumps(state)))
             out = []
             for x, y, ids in L:

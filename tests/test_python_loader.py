@@ -22,7 +22,11 @@
   twice; order = relaxed refuses it;
 - explicit sharding: with RANK and WORLD_SIZE set, Job.epoch() and Loader
   read the whole epoch (and log a warning saying so), world="auto" the
-  rank's shard; the view read is logged once.
+  rank's shard; the view read is logged once;
+- the device (issue 36): by default CUDA where torch.cuda.is_available(),
+  else the host (the same bytes); device="cuda" or pin_memory=True
+  without CUDA is refused at construction, RuntimeError in feedfs's
+  words.  Host tensors are asked for with device=None above.
 
 The two-process torchrun side of elastic resume is in test_python_ddp.py.
 """
@@ -86,7 +90,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 
     # ---- one iteration is one epoch ----------------------------------------
     for use_set in (False, True):
-        L = ft.Loader(job, epochs=E, ids=True)
+        L = ft.Loader(job, epochs=E, ids=True, device=None)
         check(len(L) == nb, "len(Loader) %d, an epoch has %d" % (len(L), nb))
         for epoch in range(E):
             if use_set:
@@ -98,7 +102,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "(%d)" % (use_set, epoch, epoch, nb, len(got)))
             check(L.epoch == epoch, "loader.epoch %s" % L.epoch)
     # set_epoch() picks any epoch, and again
-    L = ft.Loader(job, ids=True)
+    L = ft.Loader(job, ids=True, device=None)
     for e in (2, 0, 2):
         L.set_epoch(e)
         check(len(L) == nb and all(same(clone(g), w) for g, w in
@@ -109,7 +113,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     except ValueError:
         pass
     # Resumed mid-epoch in a new Loader: the same loop goes on exactly.
-    L1 = ft.Loader(job, epochs=E, ids=True)
+    L1 = ft.Loader(job, epochs=E, ids=True, device=None)
     head = []
     L1.set_epoch(0)
     head += [clone(bt) for bt in L1]
@@ -122,7 +126,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check((st["index"], st["epoch"], st["batch"], st["world"]) ==
           (1, 1, 2, 1), "state mid-epoch 1: %s" % st)
     for use_set in (False, True):
-        L2 = ft.Loader(job, epochs=E, ids=True)
+        L2 = ft.Loader(job, epochs=E, ids=True, device=None)
         L2.load_state_dict(st)
         check(len(L2) == nb - 2, "len after resuming at batch 2: %d"
               % len(L2))
@@ -139,7 +143,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         "its batch count; resumed mid-epoch, the same loop goes on exactly")
 
     # ---- kept batches stay valid -------------------------------------------
-    kept = [(x, e) for e in range(2) for x, _ in ft.Loader(job, epochs=[e])]
+    kept = [(x, e) for e in range(2)
+            for x, _ in ft.Loader(job, epochs=[e], device=None)]
     check(len(kept) == 2 * nb, "%d kept" % len(kept))
     for k, (x, e) in enumerate(kept):
         check(torch.equal(x, ref[e][k % nb][0]),
@@ -148,7 +153,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check(len(ptrs) == len(kept), "%d kept batches share %d storages"
           % (len(kept), len(ptrs)))
     # Dropped at once, batches reuse the buffers: no new memory per batch.
-    L = ft.Loader(job, epochs=[0])
+    L = ft.Loader(job, epochs=[0], device=None)
     seen = set()
     for x, y in L:
         seen.add(x.data_ptr())
@@ -156,10 +161,11 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
           "batches dropped at once used %d buffers (pool %d)"
           % (len(seen), len(L._pool)))
     # A view of a batch (x[0]) keeps its buffer too.
-    rows = [x[0] for x, _ in ft.Loader(job, epochs=[1])]
+    rows = [x[0] for x, _ in ft.Loader(job, epochs=[1], device=None)]
     check(all(torch.equal(r, ref[1][b][0][0]) for b, r in enumerate(rows)),
           "a kept row of a batch was overwritten")
-    reuse = [x for x, _ in ft.Loader(job, epochs=[0], reuse_buffers=True)]
+    reuse = [x for x, _ in ft.Loader(job, epochs=[0], reuse_buffers=True,
+                                     device=None)]
     ptrs = {x.data_ptr() for x in reuse}
     check(len(ptrs) <= 4, "reuse_buffers: %d storages" % len(ptrs))
     log("host batches stay valid when kept (%d batches, as many storages); "
@@ -169,7 +175,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     # ---- a state_dict that knows its job -----------------------------------
     other = feedfs.Job(m.p("other"))
     try:
-        ft.Loader(other).load_state_dict(st)
+        ft.Loader(other, device=None).load_state_dict(st)
         fflib.fail("a checkpoint of another job was accepted")
     except ValueError as e:
         check("seed 77 in the checkpoint, 78 here" in str(e) and
@@ -177,7 +183,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               "samples" not in str(e), "the refusal: %s" % e)
         log("another job's checkpoint: %s" % e)
     records.clear()
-    L = ft.Loader(other)
+    L = ft.Loader(other, device=None)
     L.load_state_dict(st, strict=False)
     check(L.state_dict()["epoch"] == 1 and any(
         lv == logging.WARNING and "seed 77" in msg for lv, msg in records),
@@ -197,7 +203,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         batches): ([batches of rank r], the state after, len() before)."""
         outs, states, lens = [], [], []
         for r in range(W):
-            L = ft.Loader(job, epochs=E, rank=r, world=W, ids=True)
+            L = ft.Loader(job, epochs=E, rank=r, world=W, ids=True,
+                          device=None)
             if state is not None:
                 L.load_state_dict(json.loads(json.dumps(state)))
             lens.append(len(L))
@@ -281,7 +288,8 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     dref = [(x, ids) for x, _, ids in dl.epoch(0, ids=True, copy=True)]
     dpix = {int(i): x[s] for x, ids in dref for s, i in enumerate(ids)}
     dorder = np.concatenate([ids for _, ids in dref]).tolist()
-    Ls = [ft.Loader(dl, rank=r, world=2, ids=True) for r in range(2)]
+    Ls = [ft.Loader(dl, rank=r, world=2, ids=True, device=None)
+          for r in range(2)]
     done = []
     for L in Ls:
         for k, (x, y, ids) in enumerate(L):
@@ -293,7 +301,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     per = (m3 // 3) // B * B
     outs = []
     for r in range(3):
-        L = ft.Loader(dl, rank=r, world=3, ids=True)
+        L = ft.Loader(dl, rank=r, world=3, ids=True, device=None)
         L.load_state_dict(st)
         out = [(x.clone(), ids.clone()) for x, _, ids in L]
         check(all(len(i) == B for _, i in out) and len(out) == per // B,
@@ -315,10 +323,10 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     log("drop_last 2 -> 3: whole batches, %d of the %d left, none twice"
         % (3 * per, m3))
     rel = feedfs.Job(m.p("relaxed"))
-    rst = ft.Loader(rel, rank=0, world=2).state_dict()
+    rst = ft.Loader(rel, rank=0, world=2, device=None).state_dict()
     rst["batch"] = 1
     try:
-        ft.Loader(rel, rank=0, world=3).load_state_dict(rst)
+        ft.Loader(rel, rank=0, world=3, device=None).load_state_dict(rst)
         fflib.fail("elastic resume of a relaxed job")
     except ValueError as e:
         check("relaxed" in str(e), "relaxed: %s" % e)
@@ -334,7 +342,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
         check(any(lv == logging.WARNING and "whole epoch" in msg and
                   "rank 1 of 5" in msg for lv, msg in records),
               "no warning: %s" % records)
-        L = ft.Loader(job, epochs=1)
+        L = ft.Loader(job, epochs=1, device=None)
         check((L.rank, L.world) == (0, 1) and len(L) == nb,
               "RANK/WORLD_SIZE set: Loader reads %d of %d" % (L.rank,
                                                               L.world))
@@ -348,7 +356,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             % ep.dir)
         check(any(lv == logging.INFO and "rank-1-of-5" in msg
                   for lv, msg in records), "no log of the view: %s" % records)
-        L = ft.Loader(job, epochs=1, rank="auto", world="auto")
+        L = ft.Loader(job, epochs=1, rank="auto", world="auto", device=None)
         check((L.rank, L.world) == (1, 5), "Loader auto: %d %d"
               % (L.rank, L.world))
     finally:
@@ -361,4 +369,48 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
             pass
     log("RANK/WORLD_SIZE set: the whole epoch unless world='auto' (a "
         "warning says so); the view is logged once")
+
+    # ---- the device (issue 36): CUDA where torch has it, else the host ---
+    has_cuda = torch.cuda.is_available()
+    L = ft.Loader(job, epochs=[1], ids=True)
+    got = [clone(bt) for bt in L]
+    if has_cuda:
+        check(L.device.type == "cuda" and got[0][0].is_cuda,
+              "the default with CUDA: %s" % L.device)
+        got = [tuple(v.cpu() for v in bt) for bt in got]
+    else:
+        check(L.device is None and not L.pin_memory and
+              got[0][0].device.type == "cpu",
+              "the default without CUDA: %s" % L.device)
+    check(len(got) == nb and all(same(g, w) for g, w in zip(got, ref[1])),
+          "the default device's epoch is not epoch 1")
+    saved = torch.cuda.is_available
+    try:  # what "auto" chooses where torch says it has CUDA
+        torch.cuda.is_available = lambda: True
+        check(ft.Loader(job, epochs=1).device.type == "cuda",
+              "the default with CUDA is not CUDA")
+        torch.cuda.is_available = lambda: False
+        check(ft.Loader(job, epochs=1).device is None,
+              "the default without CUDA is not the host")
+    finally:
+        torch.cuda.is_available = saved
+    L = ft.Loader(job, epochs=[1], device="cpu")
+    check(all(same(clone(g), w) for g, w in zip(L, ref[1])), "device='cpu'")
+    if not has_cuda:
+        # Asked for explicitly: refused at once, in feedfs's words (it
+        # used to build, then fail at the first batch with torch's
+        # "Pinned memory requires CUDA").
+        for bad in (dict(device="cuda"), dict(device="cuda:0"),
+                    dict(pin_memory=True)):
+            try:
+                ft.Loader(job, epochs=1, **bad)
+                fflib.fail("Loader(%s) built without CUDA" % bad)
+            except RuntimeError as ex:
+                check("feedfs.torch.Loader" in str(ex) and "needs CUDA" in
+                      str(ex) and "torch.cuda.is_available() is False" in
+                      str(ex), "Loader(%s): %s" % (bad, ex))
+                if bad == dict(device="cuda"):
+                    log("device='cuda' without CUDA: %s" % ex)
+    log("device: CUDA where torch has it (%s here), else the host; "
+        "cuda asked for without it refused at construction" % has_cuda)
 sys.exit(0)

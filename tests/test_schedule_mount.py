@@ -178,7 +178,7 @@ with fflib.Mount(t, cfg, t.path("mnt"), "-o", "readahead=0") as m:
             check(np.array_equal(x, want), "Job.epoch(%d) batch %d" % (e, b))
     for reuse in (False, True):
         loader = feedfs.torch.Loader(job, epochs=[0, 5, 2, 3],
-                                     reuse_buffers=reuse)
+                                     reuse_buffers=reuse, device=None)
         got = {}
         for e in (0, 5, 2, 3):
             loader.set_epoch(e)

@@ -1533,6 +1533,134 @@ test_bounds(void)
  * from blocks it keeps (no block mapped anew: no fresh page); it keeps
  * under its cap, and what exceeds the cap is malloc'd and freed.
  */
+/*
+ * p=P and solarize (issue 36).  p= parses as the last argument of every
+ * op after cache (spaces around '=' too) and is refused elsewhere, with
+ * a message that says why; an op with p= applies where xf_op_applies
+ * says, and then with the parameters it draws without p=, and its
+ * presence changes no other op's draws: the pipeline with
+ * color_jitter(..., p=0.7) equals the one with color_jitter(...) on the
+ * keys where it applies and the one with color_jitter(0,0,0,0) (which
+ * draws and changes nothing) on the others, byte for byte.
+ */
+static void
+test_apply_p(void)
+{
+	static const char *const head = "decode resize(8,8) cache "
+					 "random_resized_crop(12, 0.3, 1) "
+					 "flip(0.5) ";
+	static const char *const tail = " grayscale(0.3) "
+					"gaussian_blur(3, 0.1, 2.0) "
+					"solarize(100)";
+	char t1[256], t2[256], t3[256];
+	struct xf_image in = {20, 14, malloc(20 * 14 * 3)};
+	uint8_t o1[12 * 12 * 3], o2[sizeof(o1)], o3[sizeof(o1)];
+	struct xf_pipeline *pl;
+	unsigned applied = 0, differ = 0, n = 2000;
+
+	pl = parse_ok("decode cache random_resized_crop(12, 0.5, 1, p=0.5) "
+		      "flip(0.5, p = 0.25) center_crop(8) solarize(128,p=1) "
+		      "normalize(imagenet) random_erasing(0.5,p=0)");
+	if (pl != NULL) {
+		CHECK(pl->ops[2].has_p && pl->ops[2].p_apply == 0.5);
+		CHECK(pl->ops[2].scale[0] == 0.5); /* the others as before */
+		CHECK(pl->ops[3].has_p && pl->ops[3].p_apply == 0.25);
+		CHECK(pl->ops[3].p == 0.5);
+		CHECK(!pl->ops[4].has_p && pl->ops[4].p_apply == 1);
+		CHECK_EQ_INT(pl->ops[5].kind, XF_OP_SOLARIZE);
+		CHECK(pl->ops[5].threshold == 128 && pl->ops[5].p_apply == 1);
+		CHECK(pl->ops[7].has_p && pl->ops[7].p_apply == 0);
+		CHECK(xf_op_draws(&pl->ops[2]) && !xf_op_draws(&pl->ops[4]));
+		CHECK_EQ_INT(pl->out_w, 8);
+		for (uint64_t k = 0; k < 100; k++) /* p=1 and p=0 */
+			CHECK(xf_op_applies(pl, 5, k) &&
+			      !xf_op_applies(pl, 7, k));
+		xf_pipeline_free(pl);
+	}
+	parse_bad("decode cache center_crop(8) flip(p=0.5, 0.5)",
+	    "flip: p=0.5 must be the last argument");
+	parse_bad("decode cache center_crop(8) flip(0.5, q=0.5)",
+	    "unknown keyword argument \"q=0.5\"");
+	parse_bad("decode cache center_crop(8) flip(0.5, p=1.5)",
+	    "flip: p=1.5: p is a probability");
+	parse_bad("decode cache center_crop(8) flip(0.5, p=)", "probability");
+	parse_bad("decode cache center_crop(8) flip(0.5, p=x)", "probability");
+	parse_bad("decode cache center_crop(8) flip(p=0.5)", "1 argument");
+	parse_bad("decode cache center_crop(8) normalize(imagenet, p=0.5)",
+	    "normalize takes no p=");
+	parse_bad("decode cache center_crop(8) mixup_cutmix(0.2, 1, 0.5, "
+		  "p=0.5)",
+	    "takes no p=");
+	parse_bad("decode cache(p=0.5) center_crop(8)", "takes no p=");
+	parse_bad("decode shrink(64, p=0.5) cache center_crop(8)",
+	    "shrink takes no p=");
+	parse_bad("decode resize(16, p=0.5) cache center_crop(8)",
+	    "random op resize (with p=, it is drawn per sample) before cache");
+	parse_bad("decode cache random_resized_crop(8, p=0.5)",
+	    "random_resized_crop with p= sets the output size");
+	parse_bad("decode cache center_crop(8) solarize()", "1 argument");
+	parse_bad("decode cache center_crop(8) solarize(256)",
+	    "solarize: threshold 256 not in 0..255");
+	parse_bad("decode cache center_crop(8) solarize(-1)", "not in 0..255");
+	parse_bad("decode solarize(128) cache center_crop(8)",
+	    "random op solarize before cache");
+	parse_bad("decode cache center_crop(8) normalize(imagenet) "
+		  "solarize(128)",
+	    "solarize after normalize");
+	/* Without cache the prefix ends at the first op with p=. */
+	pl = parse_ok("decode center_crop(10, p=0.5) center_crop(8)");
+	if (pl != NULL) {
+		CHECK_EQ_INT(xf_prefix_text(pl, NULL, 0), 0);
+		xf_pipeline_free(pl);
+	}
+
+	/* solarize(100): F.solarize's v >= 100 ? 255 - v : v, all values. */
+	if (in.px == NULL)
+		return;
+	{
+		struct xf_image sq = {16, 16, malloc(16 * 16 * 3)};
+		uint8_t out[16 * 16 * 3];
+
+		for (size_t i = 0; sq.px && i < sizeof(out); i++)
+			sq.px[i] = (uint8_t)(i % 256);
+		CHECK_EQ_INT(run_on("decode cache center_crop(16) "
+				    "solarize(100)",
+				 &sq, 1, out),
+		    0);
+		for (size_t i = 0; i < sizeof(out); i++)
+			CHECK_EQ_INT(out[i],
+			    i % 256 >= 100 ? 255 - i % 256 : i % 256);
+		free(sq.px);
+	}
+
+	for (size_t i = 0; i < (size_t)in.w * in.h * 3; i++)
+		in.px[i] = (uint8_t)(rng_u64(36, i) >> 56);
+	snprintf(t1, sizeof(t1), "%scolor_jitter(0.4,0.4,0.4,0.1)%s", head,
+	    tail);
+	snprintf(t2, sizeof(t2), "%scolor_jitter(0.4,0.4,0.4,0.1, p=0.7)%s",
+	    head, tail);
+	snprintf(t3, sizeof(t3), "%scolor_jitter(0,0,0,0)%s", head, tail);
+	if ((pl = parse_ok(t2)) == NULL) {
+		free(in.px);
+		return;
+	}
+	for (uint64_t key = 0; key < n; key++) {
+		bool on = xf_op_applies(pl, 5, key);
+
+		CHECK_EQ_INT(run_on(t1, &in, key, o1), 0);
+		CHECK_EQ_INT(run_on(t2, &in, key, o2), 0);
+		CHECK_EQ_INT(run_on(t3, &in, key, o3), 0);
+		CHECK(memcmp(o2, on ? o1 : o3, sizeof(o1)) == 0);
+		applied += on;
+		differ += memcmp(o1, o3, sizeof(o1)) != 0;
+	}
+	/* 0.7 of 2000: 1400, sigma 20.5; and the jitter shows */
+	CHECK(applied > 1300 && applied < 1500);
+	CHECK(differ > n * 9 / 10);
+	xf_pipeline_free(pl);
+	free(in.px);
+}
+
 static void
 test_arena(void)
 {
@@ -1580,6 +1708,17 @@ test_arena(void)
 	xf_free(q);
 	xf_free(NULL);
 	CHECK(xf_arena_bytes(a) <= (64u << 20));
+	/* Trimmed (an idle worker, issue 36): nothing kept; the next
+	 * sample maps its blocks afresh and gives the same bytes. */
+	CHECK(xf_arena_trim(a) > 0);
+	CHECK_EQ_INT(xf_arena_bytes(a), 0);
+	CHECK_EQ_INT(xf_arena_trim(a), 0);
+	CHECK_EQ_INT(xf_run(pl, j[1], len[1], 7, XF_UINT8, XF_HWC, got, err,
+			 sizeof(err)),
+	    0);
+	CHECK(memcmp(got, want[1], sizeof(got)) == 0);
+	xf_arena_counts(a, &reused, &fresh1);
+	CHECK(fresh1 > fresh && xf_arena_bytes(a) > 0);
 	xf_arena_use(NULL);
 	xf_arena_free(a);
 	/* Without one: malloc and free. */
@@ -1734,5 +1873,6 @@ main(void)
 	test_augment();
 	test_augment_degenerate();
 	test_augment_avx2();
+	test_apply_p();
 	return TEST_SUMMARY();
 }

@@ -16,6 +16,9 @@ multi-crop as 2 global views at 64 and 4 local views at 32.
   its seed, has the bytes of view 0; shuffle_seed alone changes the order
   and not a sample's pixels, aug_seed alone the pixels and not the order;
 - .feedfs/stats counts each view as job="ssl.viewV";
+- p=P and solarize in views (issue 36): every file equals feedfs-ref's,
+  and a solarize(128, p=0) added last to a view's tail changes no byte
+  of any file of its job;
 - feedfs.Job.epoch(e, views=True) and feedfs.torch.Loader(views=True) hand
   over the list of views, equal to feedfs-ref's; a Loader's checkpoint
   names the shuffle_seed (a checkpoint without it, of an older feedfs, is
@@ -47,6 +50,15 @@ AUGTAIL2 = ("random_resized_crop(32) rand_augment(2, 9) "
             "color_jitter(0.4, 0.4, 0.4, 0.1) normalize(imagenet) "
             "random_erasing(1.0)")
 
+# issue 36: p=P and solarize in views, as the README's DINO and BYOL
+# write them; an op with p=0 added last changes no byte.
+PGLOBAL = ("decode resize(100) cache random_resized_crop(64, 0.4, 1.0) "
+           "flip(0.5) color_jitter(0.4, 0.4, 0.2, 0.1, p=0.8) grayscale(0.2) "
+           "gaussian_blur(7, 0.1, 2.0) normalize(imagenet)")
+PTAIL = ("random_resized_crop(64, 0.4, 1.0) flip(0.5) "
+         "color_jitter(0.4, 0.4, 0.2, 0.1, p=0.8) grayscale(0.2) "
+         "gaussian_blur(7, 0.1, 2.0, p=0.1)")
+
 t = fflib.Test()
 data = t.gen(t.path("data"), n=N, classes=3, seed=4)
 cfg = t.config(t.path("feedfs.conf"), data, {
@@ -62,6 +74,14 @@ cfg = t.config(t.path("feedfs.conf"), data, {
     # issue 28's per-sample ops in views' tails (torchvision's order).
     "sslaug": {"epochs": 1, "seed": 3, "batch_size": B, "pipeline": GLOBAL,
                "views": 3, "view.1": AUGTAIL1, "view.2": AUGTAIL2},
+    "sslp": {"epochs": 1, "seed": 3, "batch_size": B, "pipeline": PGLOBAL,
+             "views": 3,
+             "view.1": PTAIL + " solarize(128, p=0.2) normalize(imagenet)",
+             "view.2": PTAIL + " solarize(128, p=0) normalize(imagenet)"},
+    "sslq": {"epochs": 1, "seed": 3, "batch_size": B, "pipeline": PGLOBAL,
+             "views": 3,
+             "view.1": PTAIL + " solarize(128, p=0.2) normalize(imagenet)",
+             "view.2": PTAIL + " normalize(imagenet)"},
 }, threads=2, memory="32M")
 
 
@@ -86,6 +106,8 @@ for j in ("plain", "seeds", "shuf", "aug"):
     refs[j] = t.ref(cfg, j, 0, t.path("ref", j))
 for v in range(3):
     refs["sslaug"] = ref("sslaug", 0, t.path("ref", "sslaug"), view=v)
+    for j in ("sslp", "sslq"):
+        refs[j] = ref(j, 0, t.path("ref", j), view=v)
 
 sys.path.insert(0, os.path.join(fflib.SRCDIR, "python"))
 import feedfs  # noqa: E402
@@ -180,6 +202,18 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "sslaug batch %d sample %d: view 2 not erased" % (b, i))
     log("trivial_augment, rand_augment, color_jitter and random_erasing in "
         "views' tails equal feedfs-ref's")
+    # p= and solarize (issue 36): every file equals feedfs-ref's; solarize
+    # with p=0 as the last pixel op changes nothing (sslp's view 2 is
+    # sslq's), while the same job's other files are the same too.
+    m.read_epoch("sslp", 0, refs["sslp"])
+    m.read_epoch("sslq", 0, refs["sslq"])
+    for n in sorted(os.listdir(refs["sslp"])):
+        same = fflib.read_file(m.p("sslp", "epoch-0000", n)) == \
+            fflib.read_file(m.p("sslq", "epoch-0000", n))
+        check(same, "sslp %s differs from sslq's: adding solarize(128, "
+              "p=0) changed bytes" % n)
+    log("p= and solarize in views equal feedfs-ref's; solarize(128, p=0) "
+        "changes no byte")
     # The seeds.
     d0 = m.p("ssl", "epoch-0000")
     for j in ("plain", "seeds"):
@@ -227,7 +261,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                   "Job.epoch(1, views=True) batch %d view %d" % (b, v))
     for reuse in (False, True):
         loader = feedfs.torch.Loader(job, epochs=[1, 0], views=True,
-                                     reuse_buffers=reuse)
+                                     reuse_buffers=reuse, device=None)
         for e in (1, 0):
             loader.set_epoch(e)
             for b, (xs, y) in enumerate(loader):
@@ -235,7 +269,7 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
                 check(len(xs) == V and all(
                     np.array_equal(x.numpy(), w) for x, w in zip(xs, want)),
                     "Loader views=True epoch %d batch %d" % (e, b))
-        for x, y in feedfs.torch.Loader(job, epochs=[0]):
+        for x, y in feedfs.torch.Loader(job, epochs=[0], device=None):
             check(isinstance(x, torch.Tensor) and x.shape[2] == 64,
                   "Loader without views= yields view 0")
     log("Job.epoch and Loader hand over every view")

@@ -216,13 +216,14 @@ print_prefixes(struct cache *c, const struct tally *t, const char *dir,
 		    p->n, p->bytes, fmt ? fmt + 8 : "raw");
 		if (counted && h + m > 0)
 			printf("\thits %" PRIu64 " misses %" PRIu64
-			       " (%.1f%% since the mount started)",
+			       " (%.1f%%: the owner's own lookups of this "
+			       "prefix, since it took the store)",
 			    h, m, 100.0 * (double)h / (double)(h + m));
 		else if (live && !counted && nrec < PFX_COUNTED &&
 			 strlen(reply) + 320 < sizeof(reply))
 			/* Every counted prefix came back: not this one. */
-			printf("\thits 0 misses 0 (not looked up since the "
-			       "mount started)");
+			printf("\thits 0 misses 0 (the owner has not looked "
+			       "it up since it took the store)");
 		else if (live)
 			printf("\thits n/a (more than %d prefixes: not "
 			       "counted)",
@@ -248,8 +249,8 @@ print_prefixes(struct cache *c, const struct tally *t, const char *dir,
 
 /*
  * The mounts that share the store, from its owner's table: "mount PID
- * ROLE hits H misses M MOUNTPOINT" (hits and misses above are the
- * store's, every mount's together).
+ * ROLE hits H misses M MOUNTPOINT", each mount's own lookups (hits and
+ * misses above are the store's, every mount's together), so labelled.
  */
 static void
 print_mounts(const char *dir)
@@ -275,8 +276,10 @@ print_mounts(const char *dir)
 			&pid, role, &h, &m, label) < 4)
 			continue;
 		printf("mount\t%ld\t%s\thits %" PRIu64 "\tmisses %" PRIu64
-		       "\t%s\n",
-		    pid, role, h, m, label);
+		       "\t%s\tthis mount's own lookups%s\n",
+		    pid, role, h, m, label,
+		    strcmp(role, "owner") == 0 ? ""
+					       : ", as of its last request");
 	}
 	free(text);
 }
@@ -312,8 +315,14 @@ cmd_stats(const char *dir, const struct cfg *cfg)
 	    fc_ctl(dir, who, "stats", reply, sizeof(reply)) == 0 &&
 	    sscanf(reply, "ok hits %" SCNu64 " misses %" SCNu64, &hits,
 		&misses) == 2) {
-		printf("hits\t%" PRIu64 "\n", hits);
-		printf("misses\t%" PRIu64 "\n", misses);
+		/* Three pairs of hits and misses: each says whose (issue
+		 * 36). */
+		printf("hits\t%" PRIu64 "\tthe store's: lookups that found "
+		       "an entry, every mount's, since its owner took it\n",
+		    hits);
+		printf("misses\t%" PRIu64 "\tthe store's: lookups that found "
+		       "none, every mount's, since its owner took it\n",
+		    misses);
 		if (sscanf(reply,
 			"ok hits %*u misses %*u inserts %" SCNu64
 			" denied %" SCNu64 " evictions %" SCNu64

@@ -139,6 +139,20 @@ unmap_block(struct xf_arena *a, struct block *s)
 	s->busy = false;
 }
 
+size_t
+xf_arena_trim(struct xf_arena *a)
+{
+	size_t before;
+
+	if (a == NULL)
+		return 0;
+	before = a->kept;
+	for (int i = 0; i < ARENA_SLOTS; i++)
+		if (a->b[i].p != NULL && !a->b[i].busy)
+			unmap_block(a, &a->b[i]);
+	return before - a->kept;
+}
+
 /*
  * A large buffer the arena does not keep: malloc'd, and counted by the
  * owner (before its pages are touched, so that it can make room) while a

@@ -295,6 +295,8 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	uint32_t cw, ch;
 	int r;
 
+	if (!xf_op_applies(pl, i, rngkey)) /* p= */
+		return 0;
 	switch (op->kind) {
 	case XF_OP_RESIZE:
 		if (tw == 0)
@@ -369,6 +371,10 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		if (r != 0)
 			break;
 		return 0;
+	case XF_OP_SOLARIZE:
+		if ((r = xf_aug_op(img, XF_AUG_SOLARIZE, op->threshold)) != 0)
+			break;
+		return 0;
 	case XF_OP_TRIVIAL_AUGMENT:
 	case XF_OP_RAND_AUGMENT:
 	case XF_OP_AUTO_AUGMENT:
@@ -391,6 +397,16 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	return r;
 }
 
+bool
+xf_op_applies(const struct xf_pipeline *pl, size_t i, uint64_t rngkey)
+{
+	const struct xf_op *op = &pl->ops[i];
+
+	return !op->has_p ||
+	       rng_uniform(rngkey, ((uint64_t)i << 32) + XF_APPLY_DRAW) <
+		   op->p_apply;
+}
+
 int
 xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
     uint64_t rngkey, char *err, size_t errlen)
@@ -406,6 +422,7 @@ xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
 	uint32_t top, left, eh, ew;
 
 	if (pl->ops[i].kind == XF_OP_RANDOM_ERASING &&
+	    xf_op_applies(pl, i, rngkey) &&
 	    xf_erasing_params(&pl->ops[i], w, h, rngkey, (uint64_t)i << 32,
 		&top, &left, &eh, &ew))
 		xf_erase(dst, dtype, layout, w, h, top, left, eh, ew);
@@ -421,7 +438,7 @@ prefix_end(const struct xf_pipeline *pl)
 	if (pl->cache_at < pl->nops)
 		return pl->cache_at;
 	for (size_t i = 0; i < pl->nops; i++)
-		if (xf_op_random(pl->ops[i].kind))
+		if (xf_op_draws(&pl->ops[i]))
 			return i;
 	return pl->nops;
 }
@@ -582,7 +599,7 @@ run_rrc_partial(const struct xf_pipeline *pl, const uint8_t *jpeg,
 	int r;
 
 	if (pl->cache_at < pl->nops || pl->nops < 2 || op->kind != XF_OP_RRC ||
-	    xf_jpeg_dims(jpeg, len, &w, &h) != 0)
+	    op->has_p || xf_jpeg_dims(jpeg, len, &w, &h) != 0)
 		return 1;
 	xf_rrc_params(w, h, op->scale, op->ratio, rngkey, 1ULL << 32, &x, &y,
 	    &cw, &ch);

@@ -63,6 +63,8 @@ static const struct op_info {
     [XF_OP_AUTO_AUGMENT] = {"auto_augment", OC_PIXEL, true, false},
     [XF_OP_COLOR_JITTER] = {"color_jitter", OC_PIXEL, true, false},
     [XF_OP_GRAYSCALE] = {"grayscale", OC_PIXEL, true, false},
+    /* issue 36: per-sample like the colour ops (never cached) */
+    [XF_OP_SOLARIZE] = {"solarize", OC_PIXEL, true, false},
     /* issue 36: the source kept, bounded, for random_resized_crop */
     [XF_OP_SHRINK] = {"shrink", OC_SHRINK, false, true},
 };
@@ -105,6 +107,12 @@ bool
 xf_op_random(enum xf_opkind k)
 {
 	return op_info[k].random;
+}
+
+bool
+xf_op_draws(const struct xf_op *op)
+{
+	return op_info[op->kind].random || op->has_p;
 }
 
 bool
@@ -203,10 +211,14 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 				return -EINVAL;
 			}
 			if (first_random < i) {
+				const struct xf_op *r = &pl->ops[first_random];
+
 				snprintf(err, errlen,
-				    "random op %s before "
-				    "cache",
-				    op_name(pl->ops[first_random].kind));
+				    "random op %s%s before cache",
+				    op_name(r->kind),
+				    xf_op_random(r->kind)
+					? ""
+					: " (with p=, it is drawn per sample)");
 				return -EINVAL;
 			}
 			pl->cache_at = i;
@@ -234,7 +246,7 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 			memcpy(pl->std, op->std, sizeof(pl->std));
 			break;
 		default:
-			if (xf_op_random(op->kind) && first_random == pl->nops)
+			if (xf_op_draws(op) && first_random == pl->nops)
 				first_random = i;
 			if (op_info[op->kind].sized)
 				size_op = op;
@@ -250,6 +262,14 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 		    "output size not fixed: the last resize "
 		    "or crop must be resize(W,H), center_crop or "
 		    "random_resized_crop");
+		return -EINVAL;
+	}
+	if (size_op->has_p) {
+		/* a sample it skipped would have another size */
+		snprintf(err, errlen,
+		    "%s with p= sets the output size: the samples it skips "
+		    "would have another; put a crop or resize(W,H) after it",
+		    op_name(size_op->kind));
 		return -EINVAL;
 	}
 	pl->out_w = size_op->w;

@@ -91,9 +91,34 @@ pipeline_next_op(const char **sp, struct optext *t, char *err, size_t errlen)
 			return -EINVAL;
 		}
 		memcpy(t->args[t->nargs], s, n);
-		t->args[t->nargs++][n] = '\0';
+		t->args[t->nargs][n] = '\0';
 		s += n;
 		skip_space(&s);
+		if (*s == '=' || t->args[t->nargs][n - 1] == '=') {
+			/* a keyword argument: "p = 0.8" reads as "p=0.8" */
+			size_t m = 0;
+
+			if (*s == '=') {
+				s++;
+				skip_space(&s);
+			}
+			while (s[m] != '\0' && s[m] != ',' && s[m] != ')' &&
+			       !isspace((unsigned char)s[m]))
+				m++;
+			if (t->args[t->nargs][n - 1] != '=')
+				t->args[t->nargs][n++] = '=';
+			if (n + m >= ARG_LEN) {
+				snprintf(err, errlen,
+				    "%s: argument \"%.16s...\" too long",
+				    t->name, t->args[t->nargs]);
+				return -EINVAL;
+			}
+			memcpy(t->args[t->nargs] + n, s, m);
+			t->args[t->nargs][n + m] = '\0';
+			s += m;
+			skip_space(&s);
+		}
+		t->nargs++;
 		if (*s == ',') {
 			s++;
 			continue;
@@ -249,6 +274,22 @@ make_aug_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 				op->jitter[k][0] = 1 - d < 0 ? 0 : 1 - d;
 				op->jitter[k][1] = 1 + d;
 			}
+		}
+		return 0;
+	}
+	if (strcmp(t->name, "solarize") == 0) {
+		/* F.solarize: a uint8 image's bound is 255 (torchvision
+		 * refuses a threshold above it) */
+		op->kind = XF_OP_SOLARIZE;
+		if (t->nargs != 1)
+			return bad_nargs(
+			    t, "1 argument (threshold)", err, errlen);
+		if ((r = parse_real(t, 0, &op->threshold, err, errlen)) != 0)
+			return r;
+		if (op->threshold < 0 || op->threshold > 255) {
+			snprintf(err, errlen, "%s: threshold %s not in 0..255",
+			    t->name, t->args[0]);
+			return -EINVAL;
 		}
 		return 0;
 	}
@@ -414,10 +455,9 @@ make_decode(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 	return -EINVAL;
 }
 
-/* One op from its text: names, argument counts and ranges. */
-int
-pipeline_make_op(
-    const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+/* One op from its text, p= aside: names, argument counts and ranges. */
+static int
+make_op(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 {
 	double d[MAX_ARGS];
 	int r;
@@ -531,4 +571,77 @@ pipeline_make_op(
 		return r;
 	snprintf(err, errlen, "unknown op \"%s\"", t->name);
 	return -EINVAL;
+}
+
+/*
+ * A keyword argument of t ("p=0.8"): only p=, only last.  *has_p and *p
+ * set when it is there (then t's count leaves it out).
+ */
+static int
+keyword_p(struct optext *t, bool *has_p, double *p, char *err, size_t errlen)
+{
+	*has_p = false;
+	for (int k = 0; k < t->nargs; k++) {
+		const char *a = t->args[k];
+		char *end;
+
+		if (strchr(a, '=') == NULL)
+			continue;
+		if (strncmp(a, "p=", 2) != 0) {
+			snprintf(err, errlen,
+			    "%s: unknown keyword argument \"%s\" (an op takes "
+			    "p=P, its probability, as its last argument)",
+			    t->name, a);
+			return -EINVAL;
+		}
+		if (k != t->nargs - 1) {
+			snprintf(err, errlen,
+			    "%s: %s must be the last argument", t->name, a);
+			return -EINVAL;
+		}
+		errno = 0;
+		*p = strtod(a + 2, &end);
+		if (errno != 0 || end == a + 2 || *end != '\0' ||
+		    !(*p >= 0 && *p <= 1)) {
+			snprintf(err, errlen,
+			    "%s: %s: p is a probability, a number in 0..1",
+			    t->name, a);
+			return -EINVAL;
+		}
+		*has_p = true;
+		t->nargs--;
+	}
+	return 0;
+}
+
+/* One op from its text: names, argument counts and ranges, and p=. */
+int
+pipeline_make_op(
+    const struct optext *t0, struct xf_op *op, char *err, size_t errlen)
+{
+	struct optext t = *t0;
+	bool has_p;
+	double p = 1;
+	int r;
+
+	if ((r = keyword_p(&t, &has_p, &p, err, errlen)) != 0 ||
+	    (r = make_op(&t, op, err, errlen)) != 0)
+		return r;
+	op->has_p = has_p;
+	op->p_apply = has_p ? p : 1;
+	if (has_p &&
+	    (op->kind == XF_OP_DECODE || op->kind == XF_OP_CACHE ||
+		op->kind == XF_OP_SHRINK || op->kind == XF_OP_NORMALIZE ||
+		op->kind == XF_OP_MIXUP || op->kind == XF_OP_CUTMIX ||
+		op->kind == XF_OP_MIXUP_CUTMIX)) {
+		snprintf(err, errlen,
+		    "%s takes no p= (p=P applies a per-sample op after cache "
+		    "with probability P%s)",
+		    t.name,
+		    op->kind == XF_OP_MIXUP_CUTMIX ? "; mixup_cutmix's third "
+						     "argument switches"
+						   : "");
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -60,6 +60,8 @@ enum xf_opkind {
 	XF_OP_AUTO_AUGMENT,    /* AutoAugment(policy) */
 	XF_OP_COLOR_JITTER,    /* ColorJitter(jitter ranges) */
 	XF_OP_GRAYSCALE,       /* RandomGrayscale(p), 3 channels out */
+	/* Issue 36: F.solarize(img, threshold) (RandomSolarize with p=). */
+	XF_OP_SOLARIZE,
 	/* Short side to w when longer (Lanczos), never larger; keeps the
 	 * frame for random_resized_crop (issue 36). */
 	XF_OP_SHRINK,
@@ -80,8 +82,23 @@ struct xf_op {
 	 * jitter_on[k] false where torchvision's is None. */
 	double jitter[4][2];
 	bool jitter_on[4];
+	double threshold; /* SOLARIZE: values >= it are inverted */
+	/* p=P, the optional last argument of an op after cache: applied
+	 * with probability p_apply (xf_op_applies); has_p false and p_apply
+	 * 1 without it. */
+	bool has_p;
+	double p_apply;
 	bool scaled; /* DECODE: decode(scaled) */
 };
+
+/*
+ * The counter of op i's p= draw: (i << 32) + XF_APPLY_DRAW, apart from
+ * every counter its own draws use ((i << 32) + k for small k, and those
+ * plus multiples of 2^48 where rng_below draws again), so that adding
+ * p= to an op changes neither what it draws when it applies nor any
+ * other op's draws.
+ */
+#define XF_APPLY_DRAW 0xffffffffu
 
 struct xf_pipeline {
 	struct xf_op *ops;
@@ -208,6 +225,15 @@ const char *xf_src_decoder_id(enum xf_src kind);
  * cache; without cache the prefix ends before the first one).
  */
 bool xf_op_random(enum xf_opkind k);
+/* Whether op draws per sample: a random kind, or any op with p=. */
+bool xf_op_draws(const struct xf_op *op);
+/*
+ * Whether op i of pl applies to the sample of rngkey: always without
+ * p=; with it, when its uniform draw (counter (i << 32) + XF_APPLY_DRAW)
+ * is below p_apply, as torchvision's RandomApply applies its transforms
+ * when torch.rand(1) <= p (the two differ only on a draw equal to p).
+ */
+bool xf_op_applies(const struct xf_pipeline *pl, size_t i, uint64_t rngkey);
 
 /*
  * Refuses combinations of pipeline and output: normalize with uint8,
@@ -485,6 +511,10 @@ void xf_arena_use(struct xf_arena *a);
 void xf_arena_count(struct xf_arena *a,
     void (*count)(void *arg, size_t n, bool held), void *arg);
 size_t xf_arena_bytes(const struct xf_arena *a);
+/* Unmap the blocks a keeps that are not handed out (an idle worker's:
+ * its next samples map fresh ones); the bytes unmapped.  On the arena's
+ * thread, as every call but xf_arena_free. */
+size_t xf_arena_trim(struct xf_arena *a);
 /* Requests served by a block kept, and blocks mapped (fresh pages). */
 void xf_arena_counts(const struct xf_arena *a, uint64_t *reused,
     uint64_t *fresh);

@@ -1,7 +1,7 @@
 """feedfs.torch - a PyTorch loader over a feedfs job (needs torch).
 
     import feedfs, feedfs.torch
-    loader = feedfs.torch.Loader("/mnt/feed/train", device="cuda")
+    loader = feedfs.torch.Loader("/mnt/feed/train")   # CUDA where torch has it
     loader.load_state_dict(ckpt["loader"])        # resume, even mid-epoch
     for epoch in range(ckpt["epoch"], 90):
         loader.set_epoch(epoch)                   # as DistributedSampler
@@ -51,6 +51,33 @@ def fingerprint(job):
     return fp
 
 
+def _device(device, pin_memory):
+    """The torch.device batches go to (None: the host).  "auto" is CUDA
+    when torch has it, else the host.  CUDA asked for where torch has none
+    (a CPU-only build, no device visible) fails now, in our words, rather
+    than at the first batch with torch's ("Pinned memory requires
+    CUDA")."""
+    if isinstance(device, str) and device == "auto":
+        dev = torch.device("cuda") if torch.cuda.is_available() else None
+    else:
+        dev = torch.device(device) if device is not None else None
+    cuda = dev is not None and dev.type == "cuda"
+    if not (cuda or pin_memory) or torch.cuda.is_available():
+        if cuda and dev.index is not None and \
+                dev.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                "feedfs.torch.Loader: device=%r, but torch sees %d CUDA "
+                "device(s)" % (str(dev), torch.cuda.device_count()))
+        return dev
+    raise RuntimeError(
+        "feedfs.torch.Loader: %s needs CUDA, and this torch (%s) has none "
+        "(torch.cuda.is_available() is False: a CPU-only build, or no GPU "
+        "visible); leave device out (the default takes CUDA where there is "
+        "one, else the host) or pass device=\"cpu\"%s"
+        % ("device=%r" % str(dev) if cuda else "pin_memory=True",
+           torch.__version__, "" if cuda else " and no pin_memory"))
+
+
 def _refs(slot):
     """References to slot[0], counted the same way for every slot."""
     return sys.getrefcount(slot[0])
@@ -71,7 +98,10 @@ class Loader:
                feedfs.rank_world)
     pin_memory host buffers in pinned memory (default: when device is a
                CUDA device)
-    device     where the tensors go (None: they stay on the host)
+    device     where the tensors go: "auto" (the default) is CUDA when
+               torch.cuda.is_available(), else the host; None or "cpu":
+               they stay on the host.  An explicit CUDA device (or
+               pin_memory=True) without CUDA is refused here, RuntimeError
     non_blocking  the copy to device is asynchronous (from pinned memory)
     ids        yield (images, labels, ids); with captions (job.text),
                (images, labels, text, ids)
@@ -131,7 +161,7 @@ class Loader:
     those of the batch last yielded."""
 
     def __init__(self, job, epochs=None, start=None, rank=None, world=None,
-                 pin_memory=None, device=None, non_blocking=True, ids=False,
+                 pin_memory=None, device="auto", non_blocking=True, ids=False,
                  normalize=False, mean=None, std=None, prefetch=2,
                  reuse_buffers=False, views=False):
         self.job = job if isinstance(job, feedfs.Job) else feedfs.Job(job)
@@ -144,7 +174,7 @@ class Loader:
         self.rank, self.world = feedfs.rank_world(rank, world)
         feedfs._say_view(self.job, self.rank, self.world, rank, world)
         self.batches_per_epoch = self.job.nbatches(self.world)
-        self.device = torch.device(device) if device is not None else None
+        self.device = _device(device, pin_memory)
         cuda = self.device is not None and self.device.type == "cuda"
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
         self.non_blocking = non_blocking
