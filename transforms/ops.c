@@ -372,7 +372,8 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 			break;
 		return 0;
 	case XF_OP_SOLARIZE:
-		if ((r = xf_aug_op(img, XF_AUG_SOLARIZE, op->threshold)) != 0)
+		if ((r = own(img)) != 0 ||
+		    (r = xf_aug_op(img, XF_AUG_SOLARIZE, op->threshold)) != 0)
 			break;
 		return 0;
 	case XF_OP_TRIVIAL_AUGMENT:
