@@ -54,18 +54,66 @@ by_key(const void *a, const void *b)
 	return x->m->off < y->m->off ? -1 : x->m->off > y->m->off;
 }
 
-static bool
-is_image_ext(const char *ext)
+/*
+ * The digest of img (its index saw its bytes) appended to ds->digests
+ * (*dcap their room): its record's number + 1 in *at.  0 or -ENOMEM.
+ */
+static int
+add_digest(struct dataset *ds, const struct tar_member *img, size_t *dcap,
+    uint32_t *at)
 {
-	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
-	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
+	struct ds_digest *d;
+
+	if (ds->ndigests == *dcap) {
+		size_t c = *dcap ? *dcap * 2 : 1024;
+
+		if ((d = realloc(ds->digests, c * sizeof(*d))) == NULL)
+			return -ENOMEM;
+		ds->digests = d;
+		*dcap = c;
+	}
+	d = &ds->digests[ds->ndigests++];
+	memcpy(d->sha256, img->digest, 32);
+	memcpy(d->head, img->head, img->hlen);
+	d->hlen = img->hlen;
+	*at = (uint32_t)ds->ndigests;
+	return 0;
 }
 
-/* Samples of one shard's index appended to *v. */
+/* Room for one more sample in *v (*cap of it): 0 or -ENOMEM. */
+static int
+grow(struct ds_sample **v, size_t n, size_t *cap)
+{
+	if (n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		struct ds_sample *nv = realloc(*v, c * sizeof(*nv));
+
+		if (nv == NULL)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	return 0;
+}
+
+/* What the samples of a dataset's shards are added with. */
+struct adder {
+	struct dataset *ds;
+	const struct ds_label *lb;
+	size_t rootlen;
+	size_t cap, dcap; /* ds->samples', ds->digests' room */
+	ds_progress_fn progress;
+	void *arg;
+};
+
+/* Samples of one shard's index appended to ad->ds's. */
 static int
 shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
-    const struct ds_label *lb, struct ds_sample **v, size_t *n, size_t *cap)
+    struct adder *ad)
 {
+	const struct ds_label *lb = ad->lb;
+	struct ds_sample **v = &ad->ds->samples;
+	size_t *n = &ad->ds->n, *cap = &ad->cap;
 	const char *want = ds_label_ext(lb);
 	struct mref *g;
 	size_t k = 0;
@@ -100,7 +148,7 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 		     b++)
 			;
 		for (size_t i = a; i < b; i++) {
-			if (is_image_ext(g[i].ext)) {
+			if (ds_tar_is_image_ext(g[i].ext)) {
 				if (img == NULL)
 					img = g[i].m;
 				nimg++;
@@ -118,17 +166,8 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 			bad = ds_tm_why(img->kind);
 		else if (nimg > 1)
 			bad = "duplicate key: more than one image member";
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 1024;
-			struct ds_sample *nv = realloc(*v, c * sizeof(*nv));
-
-			if (nv == NULL) {
-				r = -ENOMEM;
-				break;
-			}
-			*v = nv;
-			*cap = c;
-		}
+		if ((r = grow(v, *n, cap)) != 0)
+			break;
 		s = &(*v)[*n];
 		memset(s, 0, sizeof(*s));
 		if (asprintf(&s->path, "%s:%s", rel, img->name) < 0) {
@@ -141,6 +180,9 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 		s->off = img->off;
 		s->size = img->size;
 		s->bad = bad;
+		if (bad == NULL && img->has_digest &&
+		    (r = add_digest(ad->ds, img, &ad->dcap, &s->digest)) != 0)
+			break;
 	}
 	free(g);
 	return r;
@@ -190,8 +232,50 @@ ds_open_shards(const char *name, const char *shards, const char *label,
     int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
     char *err, size_t errlen)
 {
-	return ds_open_shards_remote(name, shards, label, NULL, index_fd,
+	return ds_open_shards_remote(name, shards, label, NULL, NULL, index_fd,
 	    progress, arg, out, err, errlen);
+}
+
+/* Why a shard that could not be indexed fails its sample (the log has
+ * the failure itself). */
+static const char not_indexed[] =
+    "its shard could not be indexed (the log says why); the next mount "
+    "indexes it again";
+
+/*
+ * A shard's samples (ds_shard_add_fn): of its index ix, or for a shard
+ * that failed, one sample named "SHARD:" that fails when read.
+ */
+static int
+add_shard(void *arg, size_t i, const struct tar_index *ix, const char *why)
+{
+	struct adder *ad = arg;
+	struct dataset *ds = ad->ds;
+	const char *path = ds->shards[i].path;
+	struct ds_sample *s;
+	int r;
+
+	if (ix != NULL) {
+		log_shard(path, ix);
+		r = shard_samples(ix, (uint32_t)i, path + ad->rootlen, ad);
+	} else {
+		log_warn("%s; its samples fail (on_error) until a mount "
+			 "indexes it",
+		    why);
+		if ((r = grow(&ds->samples, ds->n, &ad->cap)) != 0)
+			return r;
+		s = &ds->samples[ds->n];
+		memset(s, 0, sizeof(*s));
+		if (asprintf(&s->path, "%s:", path + ad->rootlen) < 0)
+			return -ENOMEM;
+		ds->n++;
+		s->label = -1;
+		s->shard = (uint32_t)i;
+		s->bad = not_indexed;
+	}
+	if (r == 0 && ad->progress != NULL)
+		ad->progress(ds->n, ad->arg);
+	return r;
 }
 
 /*
@@ -226,13 +310,15 @@ remote_open(struct dataset *ds, const struct remote_opts *ropts,
 
 int
 ds_open_shards_remote(const char *name, const char *shards, const char *label,
-    const struct remote_opts *ropts, int index_fd, ds_progress_fn progress,
-    void *arg, struct dataset **out, char *err, size_t errlen)
+    const struct remote_opts *ropts, const struct ds_remote_hooks *hooks,
+    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
+    char *err, size_t errlen)
 {
 	struct dataset *ds;
 	struct ds_label lb;
+	struct adder ad = {0};
 	char **paths = NULL, **specs = NULL;
-	size_t np = 0, cap = 0, rootlen;
+	size_t np = 0;
 	int64_t *lv = NULL;
 	int r;
 
@@ -254,8 +340,22 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		r = -ENOMEM;
 		goto fail;
 	}
-	rootlen = strcmp(ds->root, "/") == 0 ? 1 : strlen(ds->root) + 1;
-	for (size_t i = 0; i < np; i++) {
+	ad.ds = ds;
+	ad.lb = &lb;
+	ad.rootlen = strcmp(ds->root, "/") == 0 ? 1 : strlen(ds->root) + 1;
+	ad.progress = progress;
+	ad.arg = arg;
+	if (specs != NULL) {
+		for (size_t i = 0; i < np; i++) {
+			ds->shards[i].path = paths[i]; /* transferred */
+			paths[i] = NULL;
+		}
+		ds->nshards = np;
+		if ((r = ds_remote_pass(ds, hooks, index_fd, add_shard, &ad,
+			 err, errlen)) != 0)
+			goto fail;
+	}
+	for (size_t i = 0; specs == NULL && i < np; i++) {
 		struct ds_shard *sh = &ds->shards[ds->nshards];
 		struct tar_index ix;
 		bool scanned;
@@ -263,12 +363,7 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		sh->path = paths[i]; /* transferred */
 		paths[i] = NULL;
 		ds->nshards++;
-		if (specs != NULL) {
-			if ((r = ds_remote_shard(ds->remote, &ds->robjs[i],
-				 index_fd, &sh->st, &ix, err, errlen)) != 0)
-				goto fail;
-		} else if (stat(sh->path, &sh->st) != 0 ||
-			   !S_ISREG(sh->st.st_mode)) {
+		if (stat(sh->path, &sh->st) != 0 || !S_ISREG(sh->st.st_mode)) {
 			r = errno ? -errno : -EINVAL;
 			snprintf(err, errlen, "shard %s: %s", sh->path,
 			    S_ISREG(sh->st.st_mode) ? strerror(-r)
@@ -276,18 +371,13 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 			r = -EINVAL;
 			goto fail;
 		}
-		if (specs == NULL &&
-		    (r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
+		if ((r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
 			 &scanned, err, errlen)) != 0)
 			goto fail;
-		log_shard(sh->path, &ix);
-		r = shard_samples(&ix, (uint32_t)i, sh->path + rootlen, &lb,
-		    &ds->samples, &ds->n, &cap);
+		r = add_shard(&ad, i, &ix, NULL);
 		ds_tar_index_free(&ix);
 		if (r != 0)
 			goto fail;
-		if (progress != NULL)
-			progress(ds->n, arg);
 	}
 	if (ds->n == 0) {
 		snprintf(err, errlen,
@@ -449,6 +539,17 @@ out_err:
 	close(fd);
 	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
 	return r;
+}
+
+const struct ds_digest *
+ds_sample_digest(const struct dataset *ds, size_t id)
+{
+	uint32_t k;
+
+	if (id >= ds->n || (k = ds->samples[id].digest) == 0 ||
+	    k > ds->ndigests)
+		return NULL;
+	return &ds->digests[k - 1];
 }
 
 const struct remote_stats *
