@@ -111,6 +111,15 @@ int
 ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
     void *arg, struct dataset **out, char *err, size_t errlen)
 {
+	return ds_open_cfg_with(
+	    d, index_fd, NULL, progress, arg, out, err, errlen);
+}
+
+int
+ds_open_cfg_with(const struct cfg_dataset *d, int index_fd,
+    const struct ds_remote_hooks *hooks, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen)
+{
 	struct dataset *ds;
 	int r;
 
@@ -124,7 +133,7 @@ ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
 		    (uint32_t)d->remote_retries};
 
 		r = ds_open_shards_remote(d->name, d->shards, d->label, &ro,
-		    index_fd, progress, arg, &ds, err, errlen);
+		    hooks, index_fd, progress, arg, &ds, err, errlen);
 	}
 	if (r != 0)
 		return r;
