@@ -5,6 +5,8 @@
  * and ns.h; the engine's tests do):
  *
  *	feed.c     setup and teardown, the nodes' metadata
+ *	prefill.c  the datasets opened, with the one pass over remote
+ *	           shards (prefill.h; a budget of its own, in a child)
  *	files.c    open/read/release of batch files
  *	jobs.c     the jobs as fs/ sees them, batch files' keys and sizes
  *	mixture.c  a mixture's weights files, read and written
@@ -38,7 +40,8 @@
  * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
  * then sched.c (readahead, workers), batch.c, relaxed.c,
  * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
- * the bottom; text.c and stats.c below feed.c, jobs.c below them all.
+ * the bottom; prefill.c (over budget.c), text.c and stats.c below
+ * feed.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -50,6 +53,7 @@
 
 #include "engine/budget.h"
 #include "engine/feed.h"
+#include "engine/prefill.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
 
@@ -180,6 +184,7 @@ struct text {
 struct feed {
 	struct cfg *cfg;
 	struct dataset **ds; /* one per cfg dataset */
+	struct prefill_report *pass; /* each one's index pass (prefill.h) */
 	struct job *jobs;
 	size_t njobs;  /* the config's jobs, then their views 1..N-1 */
 	size_t nshown; /* the config's jobs: jobs[0..nshown) (feed_njobs) */
