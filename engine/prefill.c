@@ -512,7 +512,7 @@ run_child(
 
 	if (pipe(p) != 0)
 		return -errno;
-	fflush(stderr);
+	fflush(NULL); /* nothing buffered is written twice */
 	if ((pid = fork()) < 0) {
 		close(p[0]);
 		close(p[1]);
