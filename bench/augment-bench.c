@@ -153,7 +153,7 @@ main(int argc, char **argv)
 	}
 	for (uint32_t r = 0; r < rounds; r++)
 		for (size_t i = 0; i < nb; i++) {
-			struct xf_image img = {s, s, NULL}, out;
+			struct xf_image img = {.w = s, .h = s}, out;
 			double scale[2] = {0.08, 1.0},
 			       ratio[2] = {0.75, 4.0 / 3};
 			double t0 = now_ns();

@@ -193,7 +193,8 @@ bench_synthetic(unsigned nb, uint32_t B, uint32_t S, enum xf_dtype dt)
 
 	/* The CPU conversion is not timed: the .npy path's bytes exist. */
 	for (uint32_t s = 0; s < B; s++) {
-		struct xf_image img = { S, S, src + (size_t)s * S * S * 3 };
+		struct xf_image img = {
+		    .w = S, .h = S, .px = src + (size_t)s * S * S * 3};
 
 		xf_convert(&img, true, cv.mean, cv.std, dt, XF_CHW,
 		    conv + s * (out / B));

@@ -33,12 +33,14 @@
  * 4: the payload checksum is XXH3_64bits, digest memos hold the ctime;
  * 5: the values live in a column family of their own; 6: values are
  * envelopes (codec.h): key, shape and payload under one checksum, the
- * same bytes in the store, on the socket and in the cluster tier.
+ * same bytes in the store, on the socket and in the cluster tier; 7: the
+ * envelope holds the frame (src_w, src_h), and a plain decode is Pillow's
+ * full one (a DCT-scaled decode is decode(scaled), another prefix text).
  *
  * CACHE_FORMAT_TEST_NEXT: a build of the next format, only for the tests
  * (tests/format-peer: a newer feedfs on the same cache_dir).
  */
-#define CACHE_FORMAT_CURRENT 6
+#define CACHE_FORMAT_CURRENT 7
 #ifdef CACHE_FORMAT_TEST_NEXT
 #define CACHE_FORMAT_VERSION (CACHE_FORMAT_CURRENT + 1)
 #else
@@ -60,6 +62,12 @@ struct cache_val {
 	 * header beside dtype.
 	 */
 	uint32_t enc;
+	/*
+	 * The frame: the size of the source image the array stands for
+	 * (transforms' shrink, xf.h's struct xf_image), kept in the header;
+	 * 0 0 for none, else at least w x h.
+	 */
+	uint32_t src_w, src_h;
 };
 
 struct cache_stats {
@@ -175,6 +183,15 @@ struct cache_opts {
 	 */
 	unsigned workers, conns;
 	uint64_t share_mem;
+	/*
+	 * The node's bound on its caches of cache_size = auto (core/node.h):
+	 * node_total bytes, or node_pct of the filesystem, shared equally by
+	 * the users that node_registry counts there (NULL: no bound, auto is
+	 * half the free space); node_conf names the file, for messages.
+	 */
+	uint64_t node_total;
+	unsigned node_pct;
+	const char *node_registry, *node_conf;
 };
 #define CACHE_CONNS_DEFAULT 1024
 #define CACHE_SHARE_MEM_DEFAULT (256u << 20)

@@ -115,6 +115,11 @@ struct cache {
 	uint64_t mem_bound, wbuf; /* wbuf: RocksDB's write buffer size */
 	bool size_auto, size_clamped;
 	char auto_from[4096 + 256], auto_note[4096 + 512];
+	/* cache_opts' node_*: the node's bound on auto (registry.c). */
+	uint64_t node_total;
+	unsigned node_pct;
+	bool node_failed; /* the registry refused: said as a warning */
+	char node_registry[4096], node_conf[256];
 
 	/*
 	 * The room on the store's filesystem (room.c): dirfd is the store's
@@ -358,5 +363,15 @@ void cache_keep_bound(struct cache *c, uint64_t was);
  * error (cache_close, and admin.c's cache_flush). */
 void cache_flush_cfs(struct cache *c, const rocksdb_flushoptions_t *fo,
     char **e);
+
+/*
+ * registry.c: this cache (dfd, named dir) entered in the node's registry
+ * reg, and counted: *users with a cache on its filesystem there (this one
+ * included), *mine of this user's.  0, or -errno with err (a registry
+ * missing or not root's 1777).
+ */
+#define CACHE_REGISTRY_STALE_DAYS 30
+int cache_registry_count(const char *reg, int dfd, const char *dir,
+    unsigned *users, unsigned *mine, char *err, size_t errlen);
 
 #endif

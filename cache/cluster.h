@@ -21,7 +21,7 @@
  * the "ffc2:HEX" items of a secret's clients before the namespaces,
  * which are computed again): the head item holds a
  * 16-byte item header (magic, version, flags, chunk count, chunk size), a
- * 32-byte MAC field, the envelope's 72-byte header and, when it fits in
+ * 32-byte MAC field, the envelope's 80-byte header and, when it fits in
  * one item, the payload.  A larger payload goes to chunk items
  * "NSHEX#1".."#N" of exactly the chunk size (the last one shorter),
  * stored before the head and placed on the same server as the head

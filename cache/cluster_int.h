@@ -34,7 +34,7 @@
  *	16	MAC (32 bytes): HMAC-SHA256 under the secret of bytes 0..15,
  *		then the envelope (header and payload); zeros without
  *	48	the envelope's header (codec.h, CODEC_ENV_HDR bytes)
- *	120	the payload, when the chunk count is 0
+ *	128	the payload, when the chunk count is 0
  *
  * Chunk item "NSHEX#I" (I = 1..count in decimal, no leading zero):
  * payload bytes (I - 1) * size .. I * size, the last one shorter.

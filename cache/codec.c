@@ -42,7 +42,7 @@ env_sum(const uint8_t *hdr, const void *payload, size_t len)
 	XXH3_state_t st;
 
 	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, hdr, 64);
+	XXH3_64bits_update(&st, hdr, CODEC_ENV_SUMMED);
 	XXH3_64bits_update(&st, payload, len);
 	return (uint64_t)XXH3_64bits_digest(&st);
 }
@@ -59,7 +59,9 @@ codec_env_seal(uint8_t hdr[CODEC_ENV_HDR], const uint8_t key[CACHE_KEY_LEN],
 	codec_put_le32(hdr + 20, (v->dtype & 0xff) | v->enc << 8);
 	codec_put_le64(hdr + 24, v->len);
 	memcpy(hdr + 32, key, CACHE_KEY_LEN);
-	codec_put_le64(hdr + 64, env_sum(hdr, v->data, v->len));
+	codec_put_le32(hdr + 64, v->src_w);
+	codec_put_le32(hdr + 68, v->src_h);
+	codec_put_le64(hdr + CODEC_ENV_SUMMED, env_sum(hdr, v->data, v->len));
 }
 
 /* Is enc a format this build knows (format.h)? */
@@ -90,7 +92,7 @@ codec_env_open(const uint8_t *env, size_t len,
     const uint8_t key[CACHE_KEY_LEN], struct cache_val *out,
     const char **why)
 {
-	uint32_t w, h, c, de, enc;
+	uint32_t w, h, c, de, enc, sw, sh;
 	uint64_t plen, raw;
 
 	if (len < CODEC_ENV_HDR)
@@ -112,6 +114,10 @@ codec_env_open(const uint8_t *env, size_t len,
 		ENV_FAIL("bad shape");
 	if (!env_enc_ok(enc))
 		ENV_FAIL("unknown format");
+	sw = codec_get_le32(env + 64);
+	sh = codec_get_le32(env + 68);
+	if ((sw | sh) != 0 && (sw < w || sh < h))
+		ENV_FAIL("a frame smaller than the shape");
 	plen = codec_get_le64(env + 24);
 	if (plen != len - CODEC_ENV_HDR)
 		ENV_FAIL("payload length differs from the header's");
@@ -124,11 +130,14 @@ codec_env_open(const uint8_t *env, size_t len,
 	 */
 	if (enc == 0 ? plen != raw : plen > 2 * raw + 65536)
 		ENV_FAIL("payload length does not fit the shape");
-	if (env_sum(env, env + CODEC_ENV_HDR, plen) != codec_get_le64(env + 64))
+	if (env_sum(env, env + CODEC_ENV_HDR, plen) !=
+	    codec_get_le64(env + CODEC_ENV_SUMMED))
 		ENV_FAIL("checksum mismatch");
 	out->w = w;
 	out->h = h;
 	out->c = c;
+	out->src_w = sw;
+	out->src_h = sh;
 	out->dtype = de & 0xff;
 	out->enc = enc;
 	out->data = NULL;

@@ -33,11 +33,14 @@
  *					the only one for other than uint8)
  *	24	payload length		u64 LE
  *	32	key[32]			the cache key it belongs to
- *	64	XXH3_64bits of bytes 0..63 then the payload	u64 LE
- *	72	the payload
+ *	64	src_w src_h		2 x u32 LE: the frame (0 0: none)
+ *	72	XXH3_64bits of bytes 0..71 then the payload	u64 LE
+ *	80	the payload
  */
 #define CODEC_ENV_MAGIC "FFEV"
-#define CODEC_ENV_HDR 72
+#define CODEC_ENV_HDR 80
+/* The bytes of the header that its checksum covers (all before it). */
+#define CODEC_ENV_SUMMED 72
 /* Bounds codec_env_open holds every envelope to, whoever sent it. */
 #define CODEC_ENV_MAX_DIM 65535u  /* w and h */
 #define CODEC_ENV_MAX_C 4u
@@ -125,7 +128,8 @@ void codec_env_seal(uint8_t hdr[CODEC_ENV_HDR],
  * of key (NULL: of the key it names, at env + 32)?  Magic, version, key,
  * a shape within the bounds above whose raw size matches the payload
  * length (a raw value) or bounds it (an encoded one, whose decoder checks
- * the rest), a known format, the length and the checksum.  0 and out's
+ * the rest), a frame that is none or at least the shape, a known format,
+ * the length and the checksum.  0 and out's
  * shape and len filled (out->data and out->prefix NULL: the payload is
  * env + CODEC_ENV_HDR), else -EINVAL and why (may be NULL) says what.
  */

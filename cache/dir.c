@@ -160,7 +160,9 @@ restart: /* rest is an absolute path */
 	if (cur >= 0)
 		close(cur);
 	strcpy(at, "/");
-	if ((cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	/* O_PATH on the way: a directory we may pass through but not list
+	 * (0711) is enough, as for any path lookup. */
+	if ((cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    fstat(cur, &st) != 0) {
 		r = -errno;
 		snprintf(err, errlen, "/: %s", strerror(-r));
@@ -198,7 +200,13 @@ restart: /* rest is an absolute path */
 			(mkdirat(cur, name, 0700) != 0 && errno != EEXIST) ||
 			fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) != 0)) {
 			r = -errno;
-			snprintf(err, errlen, "%s: %s", shown, strerror(-r));
+			/* the cache_dir named, and the part of it missing */
+			if (r == -ENOENT)
+				snprintf(err, errlen, "%s: %s (no %s)", dir,
+				    strerror(-r), shown);
+			else
+				snprintf(
+				    err, errlen, "%s: %s", shown, strerror(-r));
 			goto fail;
 		}
 		if (S_ISLNK(st.st_mode)) {
@@ -231,9 +239,8 @@ restart: /* rest is an absolute path */
 			p = rest; /* from cur, where the link is */
 			continue;
 		}
-		fd = openat(cur, name,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
-			O_CLOEXEC);
+		fd = openat(
+		    cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &st) != 0) {
 			r = -errno;
 			snprintf(err, errlen, "%s: %s", shown, strerror(-r));

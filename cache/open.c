@@ -444,6 +444,14 @@ cache_open_opts(const char *dir, const struct cache_opts *o,
 	atomic_flag_clear(&c->evicting);
 	c->dirfd = -1;
 	c->say = o->say;
+	if (o->node_registry && (o->node_total || o->node_pct)) {
+		c->node_total = o->node_total;
+		c->node_pct = o->node_pct;
+		snprintf(c->node_registry, sizeof(c->node_registry), "%s",
+		    o->node_registry);
+		snprintf(c->node_conf, sizeof(c->node_conf), "%s",
+		    o->node_conf ? o->node_conf : "the node's config");
+	}
 	snprintf(c->dir, sizeof(c->dir), "%s", dir);
 	/* cache_size = auto: chosen by open_store, on the checked directory. */
 	c->size_auto = size_bound == CACHE_SIZE_AUTO;

@@ -3,8 +3,9 @@
  * nothing).  The RocksDB options a store is opened with, and its size
  * bound: a set cache_size (clamped to its filesystem: cache_clamp_bound),
  * or cache_size = auto, chosen from the filesystem before the store is
- * opened (cache_choose_bound) and kept at least the previous owner's on a
- * takeover (cache_keep_bound).
+ * opened (cache_choose_bound: half the free space, or the node's bound
+ * shared by its users, registry.c) and kept at least the previous
+ * owner's on a takeover (cache_keep_bound).
  */
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -235,18 +236,62 @@ auto_bound(struct cache *c, uint64_t avail, uint64_t used, const char *dir,
 	return b;
 }
 
+/*
+ * cache_size = auto under the node's bound (core/node.h): the bound on
+ * all the node's caches on dfd's filesystem, shared equally by the users
+ * the registry counts there, this user's share split between their
+ * caches there; never more than the free space and what the store takes,
+ * at least CACHE_SIZE_AUTO_MIN.  0, or -1 with why (the registry).
+ */
+static int
+node_bound(struct cache *c, int dfd, const char *dir, uint64_t avail,
+    uint64_t total, uint64_t used, uint64_t *out, char *why, size_t len)
+{
+	uint64_t all = c->node_pct ? total / 100 * c->node_pct : c->node_total;
+	uint64_t b;
+	unsigned users, mine;
+	char a[32], pct[16] = "";
+
+	if (cache_registry_count(
+		c->node_registry, dfd, dir, &users, &mine, why, len) != 0)
+		return -1;
+	b = all / users / mine;
+	if (b > avail + used)
+		b = avail + used;
+	if (b < CACHE_SIZE_AUTO_MIN)
+		b = CACHE_SIZE_AUTO_MIN;
+	set_bound(c, b, c->mem_bound);
+	human(all, a, sizeof(a));
+	if (c->node_pct)
+		snprintf(pct, sizeof(pct), " (%u%%)", c->node_pct);
+	snprintf(c->auto_from, sizeof(c->auto_from),
+	    "the node's bound of %s%s on %.1500s's filesystem (%.200s) shared "
+	    "by the %u user%s with a cache there (%.1500s), and this user's "
+	    "share by "
+	    "their %u cache%s there",
+	    a, pct, dir, c->node_conf, users, users == 1 ? "" : "s",
+	    c->node_registry, mine, mine == 1 ? "" : "s");
+	*out = b;
+	return 0;
+}
+
 void
 cache_choose_bound(struct cache *c, int dfd, const char *dir)
 {
 	uint64_t avail, total, used, b;
-	char h[32];
+	char h[32], why[4400] = "";
 
 	measure(dfd, &avail, &total, &used);
-	b = auto_bound(c, avail, used, dir, CACHE_SIZE_AUTO_MIN);
+	if (c->node_registry[0] == '\0' ||
+	    node_bound(c, dfd, dir, avail, total, used, &b, why,
+		sizeof(why)) != 0)
+		b = auto_bound(c, avail, used, dir, CACHE_SIZE_AUTO_MIN);
+	c->node_failed = why[0] != '\0';
 	human(b, h, sizeof(h));
 	snprintf(c->auto_note, sizeof(c->auto_note),
-	    "cache_size = auto: %s (%" PRIu64 " bytes), %s", h, b,
-	    c->auto_from);
+	    "cache_size = auto: %s (%" PRIu64 " bytes), %s%s%s%s", h, b,
+	    c->auto_from, why[0] ? "; the node's bound is not applied: " : "",
+	    why, why[0] ? " (feedfs.conf(5), THE NODE)" : "");
 }
 
 void
@@ -274,7 +319,7 @@ cache_clamp_bound(struct cache *c, int dfd, const char *dir)
 const char *
 cache_size_note(struct cache *c, bool *warn)
 {
-	*warn = c->size_clamped;
+	*warn = c->size_clamped || c->node_failed;
 	return c->size_auto || c->size_clamped ? c->auto_note : NULL;
 }
 

@@ -44,6 +44,8 @@ check_run(const struct cfg *c, bool full, FILE *out, char *err, size_t errlen)
 		}
 	}
 	fprintf(out, "feedfs --check%s %s\n", full ? "=full" : "", c->path);
+	if (c->layout != NULL)
+		fprintf(out, "%s\n", c->layout);
 	for (size_t i = 0; i < c->ndatasets; i++) {
 		const struct cfg_dataset *cd = &c->datasets[i];
 		struct dsres *d = &res[i];

@@ -1,113 +1,32 @@
 /*
  * check_tree.c - what `feedfs --check` says of a dataset's tree (see
  * check_int.h): the samples of each class and the empty classes, and the
- * files in class directories the scan does not take (an image of another
- * format, named by transforms/' xf_format_name, is a problem; anything
- * else is listed as skipped).  Layer: core/ (the model).
+ * files the ImageFolder scan left out, as it counted them (ds->left: an
+ * image of another format, named by transforms/' xf_format_name, is a
+ * problem, and so is an image's name behind a link not followed;
+ * anything else is listed as skipped).  Layer: core/ (the model).
  */
-#include <sys/stat.h>
-
-#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "core/check_int.h"
 #include "dataset/dataset.h"
 #include "transforms/probe.h"
 
-#define CHK_MAX_DEPTH 64
 #define CHK_SKIP_SHOWN 20
 
 /*
- * The names the ImageFolder scan takes as images (ds_scan.c's is_image):
- * the files in class directories with other names are reported here.
+ * What the scan of an ImageFolder tree left out (ds->left, dataset.h),
+ * one line each: a file of another image format (by its first bytes) is
+ * a problem (unsupported), and so is an image's name that cannot be
+ * served (a dangling link, a loop, a link refused: unreadable); anything
+ * else is listed as skipped, the first CHK_SKIP_SHOWN of them.
  */
-static bool
-scanned_name(const char *name)
-{
-	static const char *const ext[] = {".jpg", ".jpeg", ".png", ".webp"};
-	size_t n = strlen(name);
-
-	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
-		size_t e = strlen(ext[i]);
-
-		if (n > e && strcasecmp(name + n - e, ext[i]) == 0)
-			return true;
-	}
-	return false;
-}
-
-/*
- * The files below directory dfd (rel: its path from the root) that the
- * scan skips: an image of another format is a problem (unsupported),
- * anything else is listed as skipped.  Links are not followed; depth and
- * the entries read are bounded by the tree.
- */
-static void
-walk_skipped(struct run *r, int dfd, const char *rel, int depth)
-{
-	DIR *dir;
-	struct dirent *e;
-
-	if ((dir = fdopendir(dfd)) == NULL) {
-		close(dfd);
-		return;
-	}
-	while ((e = readdir(dir)) != NULL) {
-		char path[4096], why[256];
-		struct stat st;
-		uint8_t magic[16];
-		const char *fmt, *dot;
-		ssize_t n;
-		int fd;
-
-		if (e->d_name[0] == '.')
-			continue;
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", rel,
-			e->d_name) >= sizeof(path))
-			continue;
-		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
-		    0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			if (depth < CHK_MAX_DEPTH &&
-			    (fd = openat(dirfd(dir), e->d_name,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-				     O_CLOEXEC)) >= 0)
-				walk_skipped(r, fd, path, depth + 1);
-			continue;
-		}
-		if (!S_ISREG(st.st_mode) || scanned_name(e->d_name))
-			continue;
-		n = 0;
-		if ((fd = openat(dirfd(dir), e->d_name,
-			 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-			     O_CLOEXEC)) >= 0) {
-			n = pread(fd, magic, sizeof(magic), 0);
-			close(fd);
-		}
-		dot = strrchr(e->d_name, '.');
-		fmt = n > 0 ? xf_format_name(magic, (size_t)n) : NULL;
-		snprintf(why, sizeof(why),
-		    "not a sample: the scan takes .jpg, .jpeg, .png and .webp, "
-		    "not %.32s%s%s%s",
-		    dot ? dot : "a name without extension", fmt ? " (" : "",
-		    fmt ? fmt : "", fmt ? ")" : "");
-		if (fmt != NULL) {
-			r->counts[K_UNSUPPORTED]++;
-			check_report(r, "unsupported", path, why);
-		} else if (r->skipped++ < CHK_SKIP_SHOWN)
-			check_report(r, "skipped", path, why);
-	}
-	closedir(dir);
-}
-
-/* The class directories of an ImageFolder root, walked for skipped files. */
 void
 check_skipped(struct run *r, const struct dataset *ds)
 {
@@ -116,19 +35,59 @@ check_skipped(struct run *r, const struct dataset *ds)
 
 	if (ds->manifest || ds->nshards > 0)
 		return;
-	if ((rfd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return;
-	for (size_t c = 0; c < ds->nclasses; c++) {
-		int fd = openat(rfd, ds->classes[c],
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rfd = open(ds->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; i < ds->nleft; i++) {
+		const struct ds_left *e = &ds->left[i];
+		const char *fmt, *dot = strrchr(e->path, '.');
+		char why[PATH_MAX + 256];
+		uint8_t magic[16];
+		ssize_t n = 0;
+		int fd;
 
-		if (fd >= 0)
-			walk_skipped(r, fd, ds->classes[c], 1);
+		if (e->why != DS_LEFT_NAME) {
+			ds_left_text(e, why, sizeof(why));
+			if (e->image && (e->why == DS_LEFT_DANGLING ||
+					    e->why == DS_LEFT_LOOP ||
+					    e->why == DS_LEFT_REFUSED ||
+					    e->why == DS_LEFT_UNREACHABLE ||
+					    e->why == DS_LEFT_SPECIAL)) {
+				r->counts[K_UNREADABLE]++;
+				check_report(r, "unreadable", e->path, why);
+			} else if (r->skipped++ < CHK_SKIP_SHOWN)
+				check_report(r, "skipped", e->path, why);
+			continue;
+		}
+		if (dot != NULL && strchr(dot, '/') != NULL)
+			dot = NULL;
+		/* A file the scan took as a file (a link to one is followed:
+		 * as root, only one its owner may read). */
+		if (rfd >= 0 &&
+		    (fd = openat(rfd, e->path,
+			 O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) >= 0) {
+			n = pread(fd, magic, sizeof(magic), 0);
+			close(fd);
+		}
+		fmt = n > 0 ? xf_format_name(magic, (size_t)n) : NULL;
+		snprintf(why, sizeof(why),
+		    "not a sample: the scan takes .jpg, .jpeg, .png and .webp, "
+		    "not %.32s%s%s%s",
+		    dot ? dot : "a name without extension", fmt ? " (" : "",
+		    fmt ? fmt : "", fmt ? ")" : "");
+		if (fmt != NULL) {
+			r->counts[K_UNSUPPORTED]++;
+			check_report(r, "unsupported", e->path, why);
+		} else if (r->skipped++ < CHK_SKIP_SHOWN)
+			check_report(r, "skipped", e->path, why);
 	}
-	close(rfd);
+	if (rfd >= 0)
+		close(rfd);
 	if (r->skipped - before > CHK_SKIP_SHOWN)
 		fprintf(r->out, "  skipped: ... and %zu more files\n",
 		    r->skipped - before - CHK_SKIP_SHOWN);
+	if (ds_skipped_total(ds) > ds->nleft)
+		fprintf(r->out,
+		    "  left out: %zu more, not listed (the first %zu are)\n",
+		    ds_skipped_total(ds) - ds->nleft, ds->nleft);
 }
 
 void

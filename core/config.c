@@ -23,7 +23,7 @@
 
 static const char *const section_names[] = {"", "mount", "dataset", "job"};
 
-static struct cfg *
+struct cfg *
 cfg_new(const char *path)
 {
 	struct cfg *c = calloc(1, sizeof(*c));
@@ -79,6 +79,7 @@ cfg_free(struct cfg *c)
 	}
 	free(c->datasets);
 	free(c->jobs);
+	free(c->layout);
 	free(c->mount.cache_dir);
 	free(c->mount.cluster);
 	free(c->mount.cluster_auth);
@@ -394,10 +395,11 @@ check_cfg(struct parser *p)
 			    d->name);
 		if (d->label && strcmp(d->label, "cls") != 0 &&
 		    strcmp(d->label, "none") != 0 &&
+		    strcmp(d->label, "auto") != 0 &&
 		    (strncmp(d->label, "json:", 5) != 0 || d->label[5] == '\0'))
 			return cfg_perr(p, d->line,
-			    "[dataset %s]: label '%s': expected cls, json:KEY "
-			    "or none",
+			    "[dataset %s]: label '%s': expected cls, json:KEY, "
+			    "none or auto",
 			    d->name, d->label);
 		if (d->classes &&
 		    (r = cfg_load_classes(p, &c->datasets[i])) != 0)
@@ -475,44 +477,6 @@ out:
 	return r;
 }
 
-int
-cfg_default(const char *dir, struct cfg **out, char *err, size_t errlen)
-{
-	struct cfg *c = cfg_new(dir);
-	struct cfg_job *j;
-	char msg[512];
-
-	if (!c || !(c->datasets = calloc(1, sizeof(*c->datasets))) ||
-	    !(c->jobs = calloc(2, sizeof(*c->jobs))))
-		goto nomem;
-	c->ndatasets = 1;
-	if (!(c->datasets[0].name = strdup(CFG_DEFAULT_DATASET)) ||
-	    !(c->datasets[0].root = cfg_join_path(NULL, dir)))
-		goto nomem;
-	for (size_t i = 0; i < 2; i++) {
-		j = &c->jobs[i];
-		cfg_job_defaults(j);
-		c->njobs++;
-		if (!(j->name = strdup(i == 0 ? "train" : "val")) ||
-		    !(j->dataset = strdup(CFG_DEFAULT_DATASET)) ||
-		    !(j->pipeline = strdup(i == 0 ? DEFAULT_TRAIN_PIPELINE
-						  : DEFAULT_VAL_PIPELINE)))
-			goto nomem;
-		if (xf_pipeline_parse(j->pipeline, &j->pl, msg, sizeof(msg)) !=
-		    0)
-			goto nomem; /* the defaults parse: only memory fails */
-		j->pl->max_pixels = j->max_pixels;
-	}
-	c->jobs[1].shuffle = false;
-	c->jobs[1].epochs = 1;
-	*out = c;
-	return 0;
-nomem:
-	cfg_free(c);
-	snprintf(err, errlen, "out of memory");
-	return -ENOMEM;
-}
-
 const char *
 cfg_cluster_warning(const struct cfg_mount *m)
 {
@@ -522,14 +486,4 @@ cfg_cluster_warning(const struct cfg_mount *m)
 	       "memcached servers can store the pixels this mount serves for "
 	       "any sample; set cluster_secret = FILE (openssl rand -hex 32, "
 	       "mode 0600, the same on every node: feedfs.conf(5))";
-}
-
-unsigned
-cfg_threads(const struct cfg_mount *m)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (m->threads)
-		return (unsigned)m->threads;
-	return ncpu > 0 ? 2 * (unsigned)ncpu : 2;
 }

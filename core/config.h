@@ -22,11 +22,10 @@
 
 #include "transforms/xf.h"
 
+/* root's default cache_dir; every other user's: cfg_default_cache_dir. */
 #define CFG_DEFAULT_CACHE_DIR "/var/cache/feedfs"
 /* A size key's value `auto` (cache_size): UINT64_MAX, as no size parses. */
 #define CFG_SIZE_AUTO UINT64_MAX
-/* The dataset of `feedfs DATASET_DIR MOUNTPOINT` (cfg_default). */
-#define CFG_DEFAULT_DATASET "default"
 /* The longest job or dataset name (they are directory names). */
 #define CFG_MAX_NAME 128
 
@@ -38,8 +37,10 @@ struct cfg_mount {
 	/* bytes; 0 = no cache; CFG_SIZE_AUTO (the default): chosen from the
 	 * disk when the cache is opened (cache.h's CACHE_SIZE_AUTO) */
 	uint64_t cache_size;
-	uint64_t threads;    /* 0 = two per online CPU (cfg_threads) */
-	uint64_t memory;     /* bytes */
+	uint64_t threads;    /* 0 = two per CPU the process may use
+				(cfg_threads); cfg_fit sets it at mount */
+	uint64_t memory;     /* bytes; unless given, cfg_fit sets it */
+	int memory_line;     /* of `memory =`; -1: -o; 0: not given */
 	uint64_t readahead;  /* batches ahead of each sequential reader */
 	uint64_t gpu_memory; /* bytes: the device pool of gpu = on jobs */
 	char *cluster;       /* memcached servers "H:P,...", or NULL */
@@ -119,6 +120,7 @@ struct cfg_job {
 	uint64_t epoch_samples; /* 0: the sum of the sources' sizes */
 	int mixture_line, schedule_line, epoch_samples_line;
 	uint64_t batch_size;
+	int batch_size_line; /* of its key; -1: -o; 0: the default */
 	uint64_t epochs;
 	uint64_t seed;
 	bool shuffle, drop_last;
@@ -156,7 +158,12 @@ struct cfg_job {
 };
 
 struct cfg {
-	char *path; /* the file, as named; the directory for cfg_default */
+	char *path; /* the file, as named; the dataset path for cfg_default */
+	/* cfg_default: what the path was taken as and which jobs it gives,
+	 * one line, said at mount and by --check (layout_warn: a warning:
+	 * no val job); NULL for a config file */
+	char *layout;
+	bool layout_warn;
 	struct cfg_mount mount;
 	struct cfg_dataset *datasets;
 	size_t ndatasets;
@@ -183,11 +190,24 @@ void cfg_classes_free(char **names, size_t n);
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
 
 /*
- * The config of `feedfs DATASET_DIR MOUNTPOINT`: dataset
- * CFG_DEFAULT_DATASET at dir and the jobs "train" and "val" of DESIGN.md
- * (torchvision's ImageNet transforms).
+ * The config of `feedfs PATH MOUNTPOINT` without a config file
+ * (config_layout.c): PATH is a dataset directory (a ROOT with train/ and
+ * val/, a class tree, a folder of tar shards) or one tar shard; datasets
+ * "train" (and "val" when PATH has a val split of its own) and the jobs
+ * "train" and "val" of DESIGN.md (torchvision's ImageNet transforms) over
+ * them; c->layout says which.  -errno with err when PATH cannot be read.
  */
-int cfg_default(const char *dir, struct cfg **out, char *err, size_t errlen);
+int cfg_default(const char *path, struct cfg **out, char *err, size_t errlen);
+/* Whether path is a tar file (by its name, or ustar's magic): a shard
+ * given as the dataset, not a config. */
+bool cfg_is_tar(const char *path);
+/*
+ * The default jobs over the class trees train and (unless NULL) val,
+ * taken as they are, nothing read: cfg_default's config of a ROOT with
+ * train/ and val/ (for tests and fuzz targets).
+ */
+int cfg_default_trees(const char *train, const char *val, struct cfg **out,
+    char *err, size_t errlen);
 
 /* Whether the len bytes at key name a [mount] key (-o KEY=VALUE is ours). */
 bool cfg_is_mount_key(const char *key, size_t len);
@@ -213,6 +233,26 @@ int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
     size_t errlen);
 
 /*
+ * A [dataset] key given with -o (issue 36): cfg_is_dataset_key says
+ * whether the len bytes at key are one.  cfg_set_dataset_opt sets label
+ * on the tar shards of a dataset path's default config (cfg_default);
+ * every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
+ * ..."): the [dataset NAME] section of the config, or, for a dataset
+ * path, a config (a key of remote shards does nothing on local disk).
+ * -ENOENT: not a [dataset] key.
+ */
+bool cfg_is_dataset_key(const char *key, size_t len);
+int cfg_set_dataset_opt(struct cfg *c, const char *key, const char *value,
+    char *err, size_t errlen);
+
+/*
+ * The keys -o takes, in words for "expected ..." messages: the [mount]
+ * keys and log, and with jobs (a dataset path's default config) the [job]
+ * keys of the default jobs and label.
+ */
+void cfg_opt_keys(bool jobs, char *buf, size_t len);
+
+/*
  * "50G", "512M", "4096", "1.5G" (K, M, G, T; powers of 1024; an optional
  * trailing B or iB) to bytes.  -EINVAL on anything else or overflow.
  */
@@ -220,10 +260,41 @@ int cfg_parse_size(const char *s, uint64_t *out);
 
 /*
  * The preprocessing workers that m asks for: threads, or for 0 two per
- * online CPU (a cold epoch's workers also wait on the source disk, and
- * bench/run measures two per core best).  At least 1.
+ * CPU the process may use (cfg_res_threads; a cold epoch's workers also
+ * wait on the source disk, and bench/run measures two per core best).
+ * At least 1.
  */
 unsigned cfg_threads(const struct cfg_mount *m);
+
+/*
+ * The [mount] values that follow what the process is given (res:
+ * util/cgroup.h; config_res.c), as feedfs.conf(5) states them.  L is
+ * cgroup_mem_bound(res): the cgroup's memory limit or the RAM, the
+ * smaller.
+ *
+ * cfg_memory_default: half of L less CFG_MEMORY_SLACK, at most
+ * CFG_MEMORY_DEFAULT_MAX, at least 16M.  cfg_memory_ceiling: L less
+ * CFG_MEMORY_KEEP, at least the default: a `memory` above it is lowered
+ * to it.  cfg_res_threads: two per CPU of cgroup_cpus(res).
+ */
+#define CFG_MEMORY_DEFAULT_MAX (2ull << 30)
+#define CFG_MEMORY_SLACK (64ull << 20)
+#define CFG_MEMORY_KEEP (128ull << 20)
+struct cgroup_res;
+uint64_t cfg_memory_default(const struct cgroup_res *res);
+uint64_t cfg_memory_ceiling(const struct cgroup_res *res);
+unsigned cfg_res_threads(const struct cgroup_res *res);
+/*
+ * Fit c's [mount] to res at mount: threads = 0 becomes cfg_res_threads,
+ * memory not given cfg_memory_default, a memory given above
+ * cfg_memory_ceiling that ceiling.  info: a line for the log, what was
+ * chosen and from what; warn: the line that says memory was lowered
+ * ("FILE:LINE: memory = ...: ..."), or "" when it was not.
+ */
+void cfg_fit(struct cfg *c, const struct cgroup_res *res, char *info,
+    size_t ilen, char *warn, size_t wlen);
+/* bytes as a size key's value: "512M", "1.5G", "100T", "4096". */
+void cfg_size_text(uint64_t bytes, char *buf, size_t len);
 
 /*
  * What a mount of m should warn of as it starts: cluster without
@@ -259,5 +330,13 @@ uint64_t cfg_job_aug_seed(const struct cfg_job *j);
 int cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len);
 
 void cfg_free(struct cfg *c); /* NULL is fine */
+
+/*
+ * The default cache_dir of this process's user (its effective uid):
+ * root's CFG_DEFAULT_CACHE_DIR; another user's $XDG_CACHE_HOME/feedfs
+ * (an absolute one), else $HOME/.cache/feedfs, else the passwd entry's
+ * home's.  Malloc'd; NULL only when out of memory.
+ */
+char *cfg_default_cache_dir(void);
 
 #endif

@@ -2,7 +2,9 @@
  * config_int.h - the model (core/): what the files of the config share,
  * private to them: config.c (the grammar, the sections, cfg_load),
  * config_keys.c (the key table and the values), config_job.c (the checks
- * of a job) and config_classes.c (class lists).
+ * of a job), config_classes.c (class lists), config_layout.c (the
+ * config of a dataset path: cfg_default) and config_opts.c (-o's
+ * [dataset] keys and the words of -o's keys).
  */
 #ifndef FEEDFS_CONFIG_INT_H
 #define FEEDFS_CONFIG_INT_H
@@ -46,8 +48,15 @@ struct key {
 	const char *what;         /* the expected value, for messages */
 };
 
+/*
+ * The default jobs (issue 36): train's crops are torchvision's
+ * RandomResizedCrop's of the source (shrink keeps up to 512 on the short
+ * side, Lanczos, and the crop's box is drawn in the source's pixels; the
+ * DCT-scaled decode only for sources of 2048 and more), val is exactly
+ * torchvision's Resize(256) CenterCrop(224) (Pillow's full decode).
+ */
 #define DEFAULT_TRAIN_PIPELINE                                                 \
-	"decode resize(256) cache random_resized_crop(224) flip(0.5) "         \
+	"decode(scaled) shrink(512) cache random_resized_crop(224) flip(0.5) " \
 	"normalize(imagenet)"
 #define DEFAULT_VAL_PIPELINE                                                   \
 	"decode resize(256) center_crop(224) cache normalize(imagenet)"
@@ -95,6 +104,12 @@ const struct key *cfg_find_key(int sec, const char *name, size_t len);
 unsigned cfg_key_index(const struct key *k);
 /* "a, b or c": the keys of sec. */
 void cfg_list_keys(int sec, char *buf, size_t len);
+/* "a, b or c" of n words; the k-th key of sec (NULL past the last); the
+ * [job] keys -o takes for the default jobs (NULL-terminated). */
+void cfg_list_words(const char *const *words, size_t n, char *buf,
+    size_t len);
+const struct key *cfg_key_at(int sec, size_t k);
+const char *const *cfg_job_opt_names(void);
 /*
  * Set the field of key k in the section struct at base from val; dir
  * resolves a relative path (NULL: the working directory).  -EINVAL with
@@ -105,6 +120,8 @@ int cfg_set_key(const struct key *k, void *base, const char *dir,
 /* dir/path unless path is absolute; dir NULL: the working directory. */
 char *cfg_join_path(const char *dir, const char *path);
 void cfg_job_defaults(struct cfg_job *j);
+/* A cfg named path with the [mount] defaults and nothing else (config.c). */
+struct cfg *cfg_new(const char *path);
 int cfg_mount_defaults(struct cfg_mount *m);
 
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,9 @@ static const struct key keys[] = {
     {SEC_MOUNT, "cache_stale", K_COUNT, M(cache_stale), -1, 0, UINT64_MAX,
 	NULL, "a count of seconds (0: any entry may make room)"},
     {SEC_MOUNT, "threads", K_COUNT, M(threads), -1, 0, MAX_THREADS, NULL,
-	"a count from 0 to 1024 (0 = one per core)"},
-    {SEC_MOUNT, "memory", K_SIZE, M(memory), -1, MIN_MEMORY, 0, NULL,
+	"a count from 0 to 1024 (0 = two per CPU the process may use)"},
+    {SEC_MOUNT, "memory", K_SIZE, M(memory), M(memory_line), MIN_MEMORY, 0,
+	NULL,
 	"like 2G or 512M; at least 16M"},
     {SEC_MOUNT, "readahead", K_COUNT, M(readahead), -1, 0, MAX_READAHEAD, NULL,
 	"a count from 0 to 1024"},
@@ -87,8 +89,8 @@ static const struct key keys[] = {
 	0, 0, NULL, "steps EPOCH:NAME:W,NAME:W, like 10:web:0.5,curated:0.5"},
     {SEC_JOB, "epoch_samples", K_COUNT, J(epoch_samples), J(epoch_samples_line),
 	1, UINT32_MAX, NULL, "a count from 1 to 4294967295"},
-    {SEC_JOB, "batch_size", K_COUNT, J(batch_size), -1, 1, MAX_BATCH_SIZE, NULL,
-	"a count from 1 to 1048576"},
+    {SEC_JOB, "batch_size", K_COUNT, J(batch_size), J(batch_size_line), 1,
+	MAX_BATCH_SIZE, NULL, "a count from 1 to 1048576"},
     {SEC_JOB, "epochs", K_COUNT, J(epochs), -1, 1, MAX_EPOCHS, NULL,
 	"a count from 1 to 10000"},
     {SEC_JOB, "seed", K_COUNT, J(seed), -1, 0, UINT64_MAX, NULL,
@@ -220,6 +222,15 @@ cfg_find_key(int sec, const char *name, size_t len)
 	return NULL;
 }
 
+const struct key *
+cfg_key_at(int sec, size_t k)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((int)keys[i].sec == sec && k-- == 0)
+			return &keys[i];
+	return NULL;
+}
+
 unsigned
 cfg_key_index(const struct key *k)
 {
@@ -260,6 +271,7 @@ cfg_is_job_opt(const char *key, size_t len)
 	return job_opt_key(key, len) != NULL;
 }
 
+
 /* "a, b or c" of the keys of sec (or of the names of an enum). */
 static void
 list_words(const char *const *words, size_t n, char *buf, size_t len)
@@ -273,6 +285,18 @@ list_words(const char *const *words, size_t n, char *buf, size_t len)
 		    : i + 1 == n ? " or "
 				 : ", ",
 		    words[i]);
+}
+
+void
+cfg_list_words(const char *const *words, size_t n, char *buf, size_t len)
+{
+	list_words(words, n, buf, len);
+}
+
+const char *const *
+cfg_job_opt_names(void)
+{
+	return job_opts;
 }
 
 void
@@ -423,130 +447,27 @@ cfg_job_defaults(struct cfg_job *j)
 	j->views = 1;
 }
 
-/* A decimal of at most 9 digits at *s; advances *s. */
-static bool
-res_num(const char **s, uint64_t *v)
+char *
+cfg_default_cache_dir(void)
 {
-	const char *p = *s;
+	const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	const struct passwd *pw;
+	char *out;
 
-	*v = 0;
-	while (*p >= '0' && *p <= '9' && p - *s < 9)
-		*v = *v * 10 + (uint64_t)(*p++ - '0');
-	if (p == *s || (*p >= '0' && *p <= '9'))
-		return false;
-	*s = p;
-	return true;
-}
-
-/* "A..B" at *s (blanks allowed around ".."); advances *s. */
-static bool
-res_range(const char **s, uint64_t *a, uint64_t *b)
-{
-	if (!res_num(s, a))
-		return false;
-	while (**s == ' ' || **s == '\t')
-		(*s)++;
-	if (strncmp(*s, "..", 2) != 0)
-		return false;
-	*s += 2;
-	while (**s == ' ' || **s == '\t')
-		(*s)++;
-	return res_num(s, b);
-}
-
-/* FFCV's rounding of an interpolated resolution: half to even. */
-static uint32_t
-res_round(double r)
-{
-	return (uint32_t)nearbyint(r / 32.0) * 32;
-}
-
-int
-cfg_parse_res(const char *s, struct cfg_res *r, char *msg, size_t len)
-{
-	uint64_t lo, hi, e0, e1;
-
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (!res_range(&s, &lo, &hi)) {
-		snprintf(msg, len, "expected sizes LO..HI first");
-		return -EINVAL;
-	}
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (*s != '@') {
-		snprintf(
-		    msg, len, "expected '@ epochs E0..E1' after the sizes");
-		return -EINVAL;
-	}
-	s++;
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (strncmp(s, "epochs", 6) != 0 ||
-	    (s[6] != ' ' && s[6] != '\t' && s[6] != '\0')) {
-		snprintf(msg, len, "expected the word 'epochs' after '@'");
-		return -EINVAL;
-	}
-	s += 6;
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (!res_range(&s, &e0, &e1)) {
-		snprintf(msg, len, "expected epochs E0..E1 after '@ epochs'");
-		return -EINVAL;
-	}
-	while (*s == ' ' || *s == '\t')
-		s++;
-	if (*s != '\0') {
-		snprintf(msg, len, "text after the epochs");
-		return -EINVAL;
-	}
-	if (lo < 32 || hi > 65504 || lo > hi) {
-		snprintf(msg, len, "sizes need 32 <= LO <= HI <= 65504");
-		return -EINVAL;
-	}
-	if (e0 >= e1 || e1 > 9999) {
-		snprintf(msg, len,
-		    e0 >= e1 ? "the ramp's first epoch must be below its last"
-			     : "epochs go up to 9999");
-		return -EINVAL;
-	}
-	r->lo = (uint32_t)lo;
-	r->hi = (uint32_t)hi;
-	r->e0 = (uint32_t)e0;
-	r->e1 = (uint32_t)e1;
-	return 0;
-}
-
-uint32_t
-cfg_job_res(const struct cfg_job *j, uint32_t epoch)
-{
-	const struct cfg_res *r = &j->res;
-	double x;
-
-	if (j->res_line == 0)
-		return 0;
-	/* FFCV's get_resolution: the ends as given, the ramp between them
-	 * np.interp's value rounded to a multiple of 32. */
-	if (epoch <= r->e0)
-		return r->lo;
-	if (epoch >= r->e1)
-		return r->hi;
-	x = ((double)r->hi - r->lo) / ((double)r->e1 - r->e0) *
-		((double)epoch - r->e0) +
-	    r->lo;
-	return res_round(x);
-}
-
-uint64_t
-cfg_job_shuffle_seed(const struct cfg_job *j)
-{
-	return j->shuffle_seed_line ? j->shuffle_seed : j->seed;
-}
-
-uint64_t
-cfg_job_aug_seed(const struct cfg_job *j)
-{
-	return j->aug_seed_line ? j->aug_seed : j->seed;
+	if (geteuid() == 0)
+		return strdup(CFG_DEFAULT_CACHE_DIR);
+	/* The XDG Base Directory rule: a relative value is ignored. */
+	if (x != NULL && x[0] == '/')
+		return asprintf(&out, "%s/feedfs", x) < 0 ? NULL : out;
+	if ((home == NULL || home[0] != '/') &&
+	    (pw = getpwuid(geteuid())) != NULL)
+		home = pw->pw_dir;
+	if (home == NULL || home[0] != '/')
+		return strdup(CFG_DEFAULT_CACHE_DIR); /* refused, and said */
+	return asprintf(&out, "%s/.cache/feedfs", strcmp(home, "/") ? home : "") <
+		       0
+		   ? NULL
+		   : out;
 }
 
 int
@@ -555,10 +476,10 @@ cfg_mount_defaults(struct cfg_mount *m)
 	m->cache_size = CFG_SIZE_AUTO; /* half the disk's free space */
 	m->cache_stale = 86400;
 	m->threads = 0;
-	m->memory = 2ull << 30;
+	m->memory = CFG_MEMORY_DEFAULT_MAX; /* until cfg_fit */
 	m->readahead = 4;
 	m->gpu_memory = 1ull << 30;
-	return (m->cache_dir = strdup(CFG_DEFAULT_CACHE_DIR)) ? 0 : -ENOMEM;
+	return (m->cache_dir = cfg_default_cache_dir()) ? 0 : -ENOMEM;
 }
 
 int
@@ -577,6 +498,8 @@ cfg_set_mount(
 	if ((r = cfg_set_key(k, &c->mount, NULL, value, msg, sizeof(msg))) ==
 	    -EINVAL)
 		snprintf(err, errlen, "-o %s=%s: %s", key, value, msg);
+	else if (r == 0 && k->line_off >= 0) /* given, on no line: -o */
+		*(int *)((char *)&c->mount + k->line_off) = -1;
 	else if (r == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return r;

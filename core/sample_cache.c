@@ -28,7 +28,9 @@
  * key (the key names the format) is damaged or forged: a miss.  So is one
  * over the job's max_pixels, which no prefix makes, refused before it is
  * decoded: a few KB of zstd or JPEG from the tier would else decode into
- * any size the envelope claims (65535 x 65535 x 3 bytes).
+ * any size the envelope claims (65535 x 65535 x 3 bytes); and so is a
+ * frame (the source's size, after shrink) over max_pixels, which no
+ * source passed.
  */
 static int
 val_pixels(const struct job *j, const struct cache_val *v, struct xf_image *img)
@@ -42,6 +44,8 @@ val_pixels(const struct job *j, const struct cache_val *v, struct xf_image *img)
 	    v->w == 0 || v->h == 0 ||
 	    __builtin_mul_overflow((size_t)v->w, (size_t)v->h, &n) ||
 	    (j->cfg->max_pixels != 0 && n > j->cfg->max_pixels) ||
+	    (j->cfg->max_pixels != 0 &&
+		(uint64_t)v->src_w * v->src_h > j->cfg->max_pixels) ||
 	    __builtin_mul_overflow(n, (size_t)3, &n))
 		return -EBADMSG;
 	if (v->enc == 0) {
@@ -51,9 +55,11 @@ val_pixels(const struct job *j, const struct cache_val *v, struct xf_image *img)
 	} else if (cache_fmt_decode(
 		       v->enc, v->w, v->h, v->data, v->len, &px) != 0)
 		return -EBADMSG; /* checks w x h against the bytes */
-	img->w = v->w;
-	img->h = v->h;
-	img->px = px;
+	*img = (struct xf_image){.w = v->w,
+	    .h = v->h,
+	    .px = px,
+	    .src_w = v->src_w,
+	    .src_h = v->src_h};
 	return 0;
 }
 
@@ -181,9 +187,16 @@ to_format(struct job *j, struct xf_image *img, bool store, struct cache_val *ev,
 	size_t len = 0;
 	int r = 0;
 
-	*ev = (struct cache_val){.w = img->w, .h = img->h, .c = 3,
-	    .dtype = 0, .data = img->px, .len = (size_t)img->w * img->h * 3,
-	    .prefix = j->cache_text, .enc = 0};
+	*ev = (struct cache_val){.w = img->w,
+	    .h = img->h,
+	    .c = 3,
+	    .dtype = 0,
+	    .data = img->px,
+	    .len = (size_t)img->w * img->h * 3,
+	    .prefix = j->cache_text,
+	    .enc = 0,
+	    .src_w = img->src_w,
+	    .src_h = img->src_h};
 	*stored = store && enc == 0;
 	if (enc == 0 || (!store && !cache_fmt_lossy(enc)))
 		return 0;

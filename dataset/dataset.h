@@ -5,11 +5,15 @@
  * Sample ids are positions in the list of samples sorted by relative path
  * (byte order), so they are stable across mounts.  ImageFolder: classes are
  * the subdirectories of root sorted by name (as torchvision does), label =
- * index of the class; files ending in .jpg/.jpeg/.png (any case) are found
- * at any depth below a class directory; hidden entries are skipped; symbolic
- * links are followed only where they lead to a place inside root (others
- * are skipped), and a directory reached through links is read at most
- * once.  Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
+ * index of the class; files ending in .jpg/.jpeg/.png/.webp (any case) are
+ * found at any depth below a class directory; hidden entries are skipped;
+ * symbolic links are followed as torchvision's ImageFolder follows them,
+ * out of root too, except where ds_scan.c says (dangling, loops, and, when
+ * feedfs runs as root, a link out of root to what the link's owner cannot
+ * read); a directory reached through links is read at most once a
+ * class.  What the scan leaves out is counted, and the first of it kept
+ * (ds->left).
+ * Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
  * = max label + 1; a path that is absolute or has a ".." component is an
  * error.  Immutable after ds_open; safe to read from any thread.
  */
@@ -25,8 +29,9 @@
 struct ds_sample {
 	char *path; /* relative to root; a shard's: "SHARD:MEMBER" */
 	int64_t label;
-	/* The file itself, relative to root and through no symbolic link,
-	 * where path goes through one (scan only); NULL: path. */
+	/* The file itself through no symbolic link, where path goes through
+	 * one (scan only): relative to root, or absolute for a file out of
+	 * it; NULL: path. */
 	char *open_path;
 	/* Tar shards only: the image member's data, size bytes at off in
 	 * shards[shard]; bad, when set, why it cannot be served (a static
@@ -35,6 +40,10 @@ struct ds_sample {
 	/* A remote shard's member whose bytes its index saw: 1 + its
 	 * record in dataset.digests (ds_sample_digest); 0: none. */
 	uint32_t digest;
+	/* Scan only: 0, or 1 + the index in ds->guards of the user whose
+	 * link led out of root to this file: it is served only while that
+	 * user may read it (ds_sample_open checks it again). */
+	uint32_t guard;
 	uint64_t off, size;
 	const char *bad;
 };
@@ -67,6 +76,43 @@ struct ds_shard {
 
 #define DS_SKIP_KINDS 8
 
+/* Why a file of an ImageFolder tree is not served (ds->left). */
+enum ds_left_why {
+	DS_LEFT_NAME,	  /* not an image by its name (ds->skipped: by ext) */
+	DS_LEFT_ROOT,	  /* a file beside the class folders */
+	DS_LEFT_HIDDEN,	  /* a name starting with '.' in a class folder */
+	DS_LEFT_SPECIAL,  /* a FIFO, socket or device (or a link to one) */
+	DS_LEFT_DANGLING, /* a symbolic link to nothing */
+	DS_LEFT_LOOP,	  /* a loop of links, or a link to a directory that
+			     holds it (or holds the root) */
+	DS_LEFT_REFUSED,  /* as root: a link out of root to what its owner
+			     cannot read */
+	DS_LEFT_UNREACHABLE, /* a link whose target cannot be reached */
+	DS_LEFT_AGAIN,	  /* a directory reached again through a link: its
+			     files are served once, under the first path */
+	DS_NLEFT
+};
+
+/* One thing the scan left out, for --check's list. */
+struct ds_left {
+	char *path;   /* relative to root, as the scan met it */
+	char *target; /* a link's: what it names, or where it leads; NULL */
+	uint32_t uid; /* DS_LEFT_REFUSED: the link's owner */
+	uint8_t why;  /* enum ds_left_why */
+	bool image;   /* the name is one the scan takes as an image */
+};
+
+/* The left-out entries kept for --check (all of them are counted). */
+#define DS_LEFT_KEPT 10000
+
+/* A user whose link led out of root (ds_guard.c). */
+struct ds_guard {
+	uint32_t uid, gid;
+	uint32_t *groups; /* supplementary, from getgrouplist */
+	size_t ngroups;
+	char *okdir; /* the last directory whose path it may search (scan) */
+};
+
 struct dataset {
 	char *name;
 	char *root; /* absolute; shards: the directory they are found under */
@@ -92,25 +138,38 @@ struct dataset {
 	size_t ndigests;
 	struct ds_pass pass;
 	/*
-	 * ImageFolder: the files the scan left out (not images by their
-	 * name), by extension ("" for none), the first DS_SKIP_KINDS
-	 * extensions met; the rest counted in skipped_other.
+	 * ImageFolder: the files the scan left out, counted by why
+	 * (nleft_by), the first DS_LEFT_KEPT of them kept (left, nleft);
+	 * those not images by their name also by extension ("" for none),
+	 * the first DS_SKIP_KINDS extensions met, the rest in skipped_other.
 	 */
+	size_t nleft_by[DS_NLEFT];
+	struct ds_left *left;
+	size_t nleft;
 	struct {
 		char ext[16];
 		size_t n;
 	} skipped[DS_SKIP_KINDS];
 	size_t nskipped_kinds, skipped_other;
-	size_t skipped_root; /* files beside the class folders */
+	uint32_t refused_uid; /* the first refused link's owner */
+	bool refused_many;    /* links of more than one owner refused */
+	/* The users whose links led out of root (ds_sample.guard). */
+	struct ds_guard *guards;
+	size_t nguards;
 };
 
 /*
  * The files an ImageFolder scan left out: their count, and a text like
  * "12 .tif, 3 .bmp, 1 without an extension, 2 directly under the root,
- * not in a class folder" (empty for none).
+ * not in a class folder, 1 dangling symbolic link" (empty for none).
  */
 size_t ds_skipped_total(const struct dataset *ds);
 void ds_skipped_text(const struct dataset *ds, char *buf, size_t len);
+/*
+ * Why e was left out, in words: "a dangling symbolic link (to
+ * nosuch.jpg)", ...; for DS_LEFT_NAME "not an image by its name".
+ */
+void ds_left_text(const struct ds_left *e, char *buf, size_t len);
 
 /* Called now and then while scanning (for a progress line). */
 typedef void (*ds_progress_fn)(size_t nfound, void *arg);
@@ -271,7 +330,9 @@ int ds_member_read(const struct dataset *ds, size_t id, size_t max,
  * RESOLVE_NO_SYMLINKS where the kernel has it, else component by
  * component with O_NOFOLLOW), the scan having resolved the links it
  * allowed (open_path).  A manifest's path that goes through links is
- * resolved here, and opened only if it stays inside root.  fstat before
+ * resolved here, and opened only if it stays inside root.  A file a
+ * link out of root led to (guard) must still be readable by the link's
+ * owner, else -EACCES.  fstat before
  * reading: anything but a regular file is -EINVAL "not a regular file"; a
  * FIFO or a device does not block.  On success *fd (blocking, close-on-
  * exec; the caller closes it) and *st are set.  On error err names the

@@ -32,6 +32,16 @@ ds_free(struct dataset *ds)
 	if (ds == NULL)
 		return;
 	ds_free_samples(ds->samples, ds->n);
+	for (size_t i = 0; i < ds->nleft; i++) {
+		free(ds->left[i].path);
+		free(ds->left[i].target);
+	}
+	free(ds->left);
+	for (size_t i = 0; i < ds->nguards; i++) {
+		free(ds->guards[i].groups);
+		free(ds->guards[i].okdir);
+	}
+	free(ds->guards);
 	if (ds->remote != NULL || ds->robjs != NULL)
 		remote_close(ds->remote, ds->robjs, ds->nshards);
 	for (size_t i = 0; i < ds->nshards; i++)

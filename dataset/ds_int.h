@@ -38,10 +38,37 @@ int ds_scan(struct dataset *ds, const char *root, ds_progress_fn progress,
     void *arg, char *err, size_t errlen);
 
 /*
- * A regular file of ds's class folders that is not an image by its name:
- * counted in ds->skipped by extension (ds_skipped.c).
+ * Something the scan leaves out (ds_skipped.c): dir/name (dir relative
+ * to the root, "" for the root itself) counted in ds->nleft_by[why] (and
+ * by extension for DS_LEFT_NAME), and kept in ds->left while fewer than
+ * DS_LEFT_KEPT are; target (may be NULL) is copied, uid is a refused
+ * link's owner.  0 or -ENOMEM.
  */
-void ds_skipped_count(struct dataset *ds, const char *name);
+int ds_left_add(struct dataset *ds, const char *dir, const char *name,
+    enum ds_left_why why, const char *target, uint32_t uid);
+
+/* The names the scan takes as images: .jpg .jpeg .png .webp, any case. */
+bool ds_is_image_name(const char *name);
+
+/*
+ * ds_guard.c: links out of the root when feedfs may read what others
+ * cannot (see there).  ds_guard_active: whether the process is such
+ * (euid 0, CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH).  ds_guard_of: the
+ * guard of uid in ds (1 + its index in ds->guards, added with its groups
+ * if new); 0 or -ENOMEM.  ds_guard_allows: whether guard g (0: none,
+ * anything goes) may have want (4 read, 5 read and search) of a file of
+ * stat st with (acl) or without a POSIX ACL.  ds_guard_path: the same of
+ * the absolute path (no link on it): it readable (a directory also
+ * searchable), every directory above it searchable.  ds_has_acl: whether
+ * fd (or, fd < 0, path, not followed) has a POSIX access ACL (true when
+ * that cannot be told).
+ */
+bool ds_guard_active(void);
+int ds_guard_of(struct dataset *ds, uint32_t uid, uint32_t *g);
+bool ds_guard_allows(const struct dataset *ds, uint32_t g,
+    const struct stat *st, bool acl, unsigned want);
+bool ds_guard_path(struct dataset *ds, uint32_t g, const char *path);
+bool ds_has_acl(int fd, const char *path);
 
 /*
  * openat(dirfd, rel, flags) following no symbolic link and never leaving

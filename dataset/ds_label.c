@@ -104,7 +104,8 @@ int
 ds_label_parse(const char *label, struct ds_label *lb, char *err, size_t errlen)
 {
 	lb->key = NULL;
-	if (label == NULL || strcmp(label, "cls") == 0)
+	if (label == NULL || strcmp(label, "cls") == 0 ||
+	    strcmp(label, "auto") == 0)
 		lb->mode = LBL_CLS;
 	else if (strcmp(label, "none") == 0)
 		lb->mode = LBL_NONE;
@@ -113,7 +114,7 @@ ds_label_parse(const char *label, struct ds_label *lb, char *err, size_t errlen)
 		lb->key = label + 5;
 	} else {
 		snprintf(err, errlen,
-		    "label '%s': expected cls, json:KEY or none", label);
+		    "label '%s': expected cls, json:KEY, none or auto", label);
 		return -EINVAL;
 	}
 	return 0;
@@ -139,7 +140,7 @@ ds_label_of(const struct ds_label *lb, const struct tar_member *lm,
 	if (lb->mode == LBL_NONE)
 		return 0;
 	if (count == 0)
-		*bad = cls ? "no .cls member" : "no .json member";
+		*bad = cls ? DS_NO_CLS : "no .json member";
 	else if (count > 1)
 		*bad =
 		    cls ? "duplicate .cls members" : "duplicate .json members";

@@ -1,8 +1,9 @@
 /*
- * ds_safeopen.c - opening a dataset's samples through no symbolic link
- * (ds_sample_open, and ds_sample_prefetch's hint; see dataset.h for the
- * contract).  Layer: dataset/ (the datasets), under dataset.c and
- * ds_scan.c.
+ * ds_safeopen.c - layer: dataset/ (the datasets), under dataset.c and the scan
+ * (calls ds_guard.c).  Opening a dataset's samples through no symbolic
+ * link (ds_sample_open, and ds_sample_prefetch's hint; see dataset.h for
+ * the contract): a file a link led to out of the root is opened from
+ * "/", and judged again against the link's owner (ds_guard.c).
  */
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -139,6 +140,7 @@ ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
 	const int flags =
 	    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
 	const struct ds_sample *sm;
+	const char *rel;
 	struct stat sb;
 	int rootfd, f, fl, r;
 
@@ -147,11 +149,13 @@ ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
 		return -EINVAL;
 	}
 	sm = &ds->samples[id];
-	/* Opened per call: a root moved away is reported, not read. */
-	if ((rootfd = open(ds->root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+	rel = sm->open_path ? sm->open_path : sm->path;
+	/* Opened per call: a root moved away is reported, not read.  A file
+	 * out of the root (a link led there): from "/", through no link. */
+	if ((rootfd = open(rel[0] == '/' ? "/" : ds->root,
+		 O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return open_error(ds, sm, -errno, NULL, err, errlen);
-	f = ds_open_beneath(
-	    rootfd, sm->open_path ? sm->open_path : sm->path, flags);
+	f = ds_open_beneath(rootfd, rel[0] == '/' ? rel + 1 : rel, flags);
 	if (f < 0 && ds->manifest && (errno == ELOOP || errno == ENOTDIR))
 		f = open_resolved(ds, rootfd, sm->path, flags);
 	r = f < 0 ? -errno : 0;
@@ -173,6 +177,21 @@ ds_sample_open(const struct dataset *ds, size_t id, int *fd, struct stat *st,
 		close(f);
 		return open_error(
 		    ds, sm, -EINVAL, "not a regular file", err, errlen);
+	}
+	if (sm->guard != 0 &&
+	    !ds_guard_allows(ds, sm->guard, &sb, ds_has_acl(f, NULL), 4)) {
+		char why[256];
+
+		close(f);
+		snprintf(why, sizeof(why),
+		    "%s: refused: uid %u, who owns the symbolic link that "
+		    "leads "
+		    "there, may not read it (feedfs reads as root)",
+		    rel,
+		    sm->guard <= ds->nguards
+			? (unsigned)ds->guards[sm->guard - 1].uid
+			: 0u);
+		return open_error(ds, sm, -EACCES, why, err, errlen);
 	}
 	/* O_NONBLOCK was for FIFOs and devices; reads of the file block. */
 	if ((fl = fcntl(f, F_GETFL)) >= 0)

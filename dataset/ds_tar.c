@@ -388,6 +388,19 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
+	/* label = auto: cls, or none when no sample has a .cls member. */
+	if (label != NULL && strcmp(label, "auto") == 0) {
+		size_t nocls = 0;
+
+		for (size_t i = 0; i < ds->n; i++)
+			nocls += ds->samples[i].bad != NULL &&
+				 strcmp(ds->samples[i].bad, DS_NO_CLS) == 0;
+		if (nocls == ds->n) {
+			lb.mode = LBL_NONE;
+			for (size_t i = 0; i < ds->n; i++)
+				ds->samples[i].bad = NULL;
+		}
+	}
 	/*
 	 * The classes: the distinct labels, in increasing order, named by
 	 * their number; a sample's label becomes its class's index (labels

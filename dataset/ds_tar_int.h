@@ -100,8 +100,9 @@ struct ds_label {
 };
 
 /*
- * Parse label = (NULL: cls): "cls", "none" or "json:KEY".  0, or -EINVAL
- * with err.  lb->key points into label.
+ * Parse label = (NULL: cls): "cls", "none", "json:KEY" or "auto" (cls
+ * here; ds_open_shards makes it none when no sample has a .cls member).
+ * 0, or -EINVAL with err.  lb->key points into label.
  */
 int ds_label_parse(
     const char *label, struct ds_label *lb, char *err, size_t errlen);
@@ -118,6 +119,8 @@ const char *ds_label_ext(const struct ds_label *lb);
  */
 int ds_label_of(const struct ds_label *lb, const struct tar_member *lm,
     size_t count, int64_t *label, const char **bad);
+/* Its *bad for a sample without a .cls member (label = cls or auto). */
+#define DS_NO_CLS "no .cls member"
 
 /*
  * The integer text of a .cls member (spaces around allowed): 0, -EINVAL

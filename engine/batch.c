@@ -8,11 +8,14 @@
  * The budget bounds what readers can make the daemon hold, whatever they
  * open: opening a file makes only the batch's struct, and its data only
  * if it fits; a read makes the data, waiting for room while other
- * batches are being built or read.  The budget asks batch.c's reclaimers
- * for room: batches read to their end that no file holds, then idle
- * batches, dropping the data of those held open (they are built again,
- * to the same bytes, when read again), and, for metadata, the structs of
- * batches no file holds.  Every function is called with feed.lock held.
+ * batches are being built or read, and is refused (ENOMEM) when the
+ * rest is held by what cannot be given back (metadata).  The budget
+ * asks batch.c's reclaimers for room: batches read to their end that no
+ * file holds, then idle batches, dropping the data of those held open
+ * (they are built again, to the same bytes, when read again, but not
+ * while a reader is in the middle of one: reading()), and, for
+ * metadata, the structs of batches no file holds.  Every function is
+ * called with feed.lock held.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,13 +57,44 @@ batch_find(struct feed *f, const struct feed_key *k)
 	return NULL;
 }
 
-/* Bytes of a batch's data: its files (or raw samples) and slot positions. */
+/* Bytes of the data of a batch of j of geometry g: its files (or raw
+ * samples) and slot positions. */
+static uint64_t
+geom_bytes(const struct job *j, const struct batch_geom *g)
+{
+	return (j->cfg->gpu ? g->raw_size : g->size[BK_IMAGES]) +
+	       g->size[BK_LABELS] + g->size[BK_IDS] +
+	       (uint64_t)g->len * sizeof(uint64_t);
+}
+
 static uint64_t
 data_bytes(const struct batch *b)
 {
-	return (b->job->cfg->gpu ? b->g.raw_size : b->g.size[BK_IMAGES]) +
-	       b->g.size[BK_LABELS] + b->g.size[BK_IDS] +
-	       (uint64_t)b->g.len * sizeof(uint64_t);
+	return geom_bytes(b->job, &b->g);
+}
+
+uint64_t
+batch_need_max(const struct feed *f, size_t job, uint32_t *epoch)
+{
+	const struct job *j = &f->jobs[job];
+	uint64_t most = 0;
+	struct batch_geom g;
+
+	*epoch = 0;
+	for (uint32_t e = 0; e < j->cfg->epochs; e++) {
+		uint64_t n;
+
+		job_batch_geom(j, e, 1, 0, &g);
+		n = geom_bytes(j, &g) + (uint64_t)j->plan.n * sizeof(uint32_t) +
+		    (j->cfg->gpu ? g.size[BK_IMAGES] : 0);
+		if (n > most) {
+			most = n;
+			*epoch = e;
+		}
+		if (j->cfg->res_line == 0)
+			break; /* every epoch the same */
+	}
+	return most;
 }
 
 /* The size of b's large buffer: its raw samples or its images. */
@@ -127,21 +161,50 @@ batch_unref(struct feed *f, struct batch *b)
 }
 
 /*
- * Whether b's data may be given back now: idle (ready, no read in
+ * A reader is in the middle of b: held open, not read to its end, its
+ * last read ended less than READ_PAUSE_NS before now.  Its data is not
+ * given back to make room for another batch: with room for one batch
+ * and two readers on two batches (a 512M cgroup, batches of 147 MiB),
+ * each read request took the other reader's batch, and each was made
+ * again at every request (two sha256sum readers took more than 10
+ * minutes for an epoch of two batches).  So readers take turns, batch by
+ * batch; a reader that pauses longer loses its batch's data, as before,
+ * and one that never reads on holds nothing for long.
+ */
+#define READ_PAUSE_NS 1000000000ull
+
+static bool
+reading(const struct batch *b, uint64_t now)
+{
+	return b->refs > 0 && !b->consumed && b->ready && b->read_ns != 0 &&
+	       now - b->read_ns < READ_PAUSE_NS;
+}
+
+/*
+ * Whether b's data may be dropped now: idle (ready, no read in
  * progress), and, for a relaxed batch, its content chosen, so that it is
  * built again the same.
  */
 static bool
-evictable(const struct batch *b)
+idle(const struct batch *b)
 {
 	return !b->empty && b->ready && b->active == 0 && !b->converting &&
 	       (!b->r.rv || b->r.fixed || b->err);
 }
 
+/* Whether b's data may be given back to make room: idle, and no reader
+ * in the middle of it. */
+static bool
+evictable(const struct batch *b, uint64_t now)
+{
+	return idle(b) && !reading(b, now);
+}
+
 bool
 batch_renew(struct feed *f, struct batch *b)
 {
-	if (!b->err || !sample_unavailable(b->err) || !evictable(b))
+	/* Its own reader may be in the middle of it: made again anyway. */
+	if (!b->err || !sample_unavailable(b->err) || !idle(b))
 		return false;
 	drop_data(f, b);
 	return true;
@@ -165,10 +228,11 @@ static struct batch *
 victim(struct feed *f, bool unheld, bool done)
 {
 	struct batch *v = NULL;
+	uint64_t now = feed_mono_ns();
 
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *b = f->table[i]; b; b = b->hnext)
-			if (evictable(b) && (!unheld || b->refs == 0) &&
+			if (evictable(b, now) && (!unheld || b->refs == 0) &&
 			    (!done || b->consumed) &&
 			    (!v || better_victim(b, v)))
 				v = b;
@@ -231,15 +295,18 @@ batch_budget(struct feed *f)
 	budget_register(&f->budget, BUDGET_META_BATCHES, &meta);
 }
 
-/* Whether a batch other than b is being built or read: memory will come
- * back when it is done. */
+/* Whether a batch other than b is being built or read, or a reader is
+ * in the middle of it: memory will come back when it is done. */
 static bool
 others_busy(struct feed *f, const struct batch *b)
 {
+	uint64_t now = feed_mono_ns();
+
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (x != b && !x->empty &&
-			    (!x->ready || x->active || x->converting))
+			    (!x->ready || x->active || x->converting ||
+				reading(x, now)))
 				return true;
 	return false;
 }
@@ -315,19 +382,73 @@ fill(struct feed *f, struct batch *b)
 	return 0;
 }
 
-/* Room for need more bytes for b's read: wait while other batches are
- * being built or read; over the budget only when nothing else can give
- * memory back (one batch larger than the budget still gets made). */
-static void
-wait_room(struct feed *f, struct batch *b, uint64_t need, size_t buf)
+/* How long a read waits for metadata to go (a file closed) when nothing
+ * else it could wait for holds memory. */
+#define ROOM_GRACE_NS 1000000000ull
+
+/* Say why b's read is refused: need bytes do not fit.  Locked. */
+static int
+refuse(struct feed *f, const struct batch *b, uint64_t need)
+{
+	if (f->room_refused++ % 1000 == 0)
+		log_warn(
+		    "memory: job %s, epoch %" PRIu32 ", batch %" PRIu64
+		    "%s needs %" PRIu64 " bytes, and the budget of %" PRIu64
+		    " has %" PRIu64 " in use that nothing can give back "
+		    "now (metadata %" PRIu64 ": open files, relaxed views, "
+		    "names; the workers' scratch %" PRIu64 "): its read "
+		    "fails with ENOMEM (%" PRIu64 " so far); close files, "
+		    "lower batch_size or raise memory",
+		    b->job->name, b->key.epoch, b->key.batch,
+		    b->key.world > 1 ? " of a rank view" : "", need, f->memory,
+		    f->mem_used, f->meta_used,
+		    f->scratch_reserved + f->scratch_outside, f->room_refused);
+	return -ENOMEM;
+}
+
+/* Whether what a read of b waits for room for was made meanwhile, by
+ * another reader: its data, or (images) its images from the raw ones. */
+static bool
+made_meanwhile(const struct batch *b, bool images)
+{
+	return images ? b->file[BK_IMAGES] != NULL || b->converting || b->err
+		      : !b->empty;
+}
+
+/*
+ * Room for need more bytes for b's read: wait while other batches are
+ * being built or read, and then a moment for metadata to go; when that
+ * is not enough the read is refused (-ENOMEM), never made past the
+ * budget: the budget is what keeps the daemon inside its cgroup.  A
+ * batch that could never fit is refused at mount (feed.c).  Done as
+ * soon as another reader made what this one waits for (made_meanwhile):
+ * the room is then held by b itself.
+ */
+static int
+wait_room(
+    struct feed *f, struct batch *b, uint64_t need, size_t buf, bool images)
 {
 	size_t keep = bufpool_has(f, buf);
+	uint64_t until = 0, now;
 
-	while (!budget_make_room(&f->budget, need, BUDGET_ANY, keep) &&
-	       !f->stopping && others_busy(f, b)) {
-		budget_wait(&f->budget);
+	while (!made_meanwhile(b, images) &&
+	       !budget_make_room(&f->budget, need, BUDGET_ANY, keep) &&
+	       !f->stopping) {
+		if (others_busy(f, b)) {
+			/* Timed: a reader's pause (reading()) ends unsaid. */
+			until = 0;
+			budget_wait_ns(&f->budget, READ_PAUSE_NS / 10);
+		} else {
+			now = feed_mono_ns();
+			if (until == 0)
+				until = now + ROOM_GRACE_NS;
+			else if (now >= until)
+				return refuse(f, b, need);
+			budget_wait_ns(&f->budget, ROOM_GRACE_NS / 10);
+		}
 		keep = bufpool_has(f, buf);
 	}
+	return 0;
 }
 
 /*
@@ -341,13 +462,14 @@ recycle(struct feed *f, const struct batch *b)
 {
 	size_t size = main_buf(b);
 	struct batch *victim = NULL;
+	uint64_t now = feed_mono_ns();
 
 	if (size == 0 || bufpool_has(f, size))
 		return;
 	for (size_t i = 0; i < FEED_HASH; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (x != b && x->refs == 0 && x->consumed &&
-			    evictable(x) && main_buf(x) == size &&
+			    evictable(x, now) && main_buf(x) == size &&
 			    (!victim || x->used < victim->used))
 				victim = x;
 	if (victim)
@@ -381,9 +503,10 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	    data_bytes(b) + (o ? 0 : f->jobs[k->job].plan.n * sizeof(*o->ids));
 	if (need == BN_READ) {
 		b->active++; /* not destroyed while we wait */
-		wait_room(f, b, bytes, main_buf(b));
+		r = wait_room(f, b, bytes, main_buf(b), false);
 		b->active--;
-		r = b->empty ? fill(f, b) : 0;
+		if (r == 0 && b->empty)
+			r = fill(f, b);
 		order_put(o);
 		return r == 0 ? b : NULL;
 	}
@@ -406,11 +529,17 @@ batch_images(struct feed *f, struct batch *b)
 	const struct job_geo *geo = job_geo(j, b->key.epoch);
 	uint8_t *img;
 
-	while (b->converting)
-		pthread_cond_wait(&b->cv, &f->lock);
-	if (b->file[BK_IMAGES] || b->err)
-		return b->err ? -EIO : 0;
-	wait_room(f, b, b->g.size[BK_IMAGES], b->g.size[BK_IMAGES]);
+	for (;;) {
+		while (b->converting)
+			pthread_cond_wait(&b->cv, &f->lock);
+		if (b->file[BK_IMAGES] || b->err)
+			return b->err ? -EIO : 0;
+		if (wait_room(f, b, b->g.size[BK_IMAGES], b->g.size[BK_IMAGES],
+			true) != 0)
+			return -ENOMEM;
+		if (!made_meanwhile(b, true))
+			break; /* else another reader makes them: wait for it */
+	}
 	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)
 		return -ENOMEM;
 	b->converting = true;
@@ -419,8 +548,9 @@ batch_images(struct feed *f, struct batch *b)
 	pthread_mutex_unlock(&f->lock);
 	job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
 	for (uint32_t s = 0; s < b->g.len; s++) {
-		struct xf_image im = {geo->pl->out_w, geo->pl->out_h,
-		    b->raw + (size_t)s * geo->raw_bytes};
+		struct xf_image im = {.w = geo->pl->out_w,
+		    .h = geo->pl->out_h,
+		    .px = b->raw + (size_t)s * geo->raw_bytes};
 
 		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
 		    j->cfg->dtype, j->cfg->layout,

@@ -35,8 +35,10 @@
  * The generated text files (README, info.json, samples.tsv) are counted
  * in mem_used outside both parts: they are made once at setup.  So the
  * daemon holds at most `memory` whatever readers open, save what was
- * being made when more was counted (a batch, a few samples), names the
- * kernel has not forgotten yet, and one batch larger than the budget.
+ * being made when more was counted (a batch, a few samples) and names
+ * the kernel has not forgotten yet.  A batch larger than what the budget
+ * leaves for one is refused at mount (feed.c), and a read whose batch
+ * does not fit beside the metadata held fails (batch.c's wait_room).
  *
  * Locking: every function is called with the lock given to budget_init
  * held (feed.lock), reclaimers are called with it held and may not drop

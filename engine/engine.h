@@ -50,10 +50,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine/budget.h"
 #include "engine/feed.h"
 #include "engine/prefill.h"
+#include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
 
@@ -122,6 +124,8 @@ struct batch {
 	bool queued, demanded;     /* in a queue; read by a reader */
 	bool consumed;             /* read to its end */
 	uint64_t used;             /* last use (feed.tick) */
+	uint64_t read_ns;          /* when its last read ended (feed_unpin,
+				      feed_mono_ns); 0: never read */
 	pthread_cond_t cv;         /* ready, converted */
 	struct batch *hnext;       /* hash chain */
 	struct batch *qnext;       /* queue link */
@@ -193,6 +197,7 @@ struct feed {
 	struct gpu *gpu;     /* NULL unless a job has gpu = on */
 	atomic_bool cache_warned;
 	char cache_err[1024]; /* why cache_open failed; set before the threads */
+	struct cfg_node node; /* the node's bound on cache_size = auto */
 	char *mountpoint;     /* feed_set_mountpoint's; NULL: not told */
 	struct cache_ctl *ctl; /* the cache's control socket (feedfs-cache) */
 	unsigned nthreads;
@@ -246,6 +251,10 @@ struct feed {
 	 * sched_start to sched_stop; remote: some dataset has them. */
 	uint64_t remote_reserved;
 	bool remote;
+	/* Reads refused for want of room that nothing else would free
+	 * (batch.c's wait_room): the batch and the metadata held, over
+	 * the budget. */
+	uint64_t room_refused;
 };
 
 /* An open batch file. */
@@ -284,6 +293,13 @@ struct batch *batch_find(struct feed *f, const struct feed_key *k);
  */
 struct batch *batch_get(struct feed *f, const struct feed_key *k,
     enum batch_need need);
+/*
+ * The most bytes a read of job's batches needs at once: its largest
+ * batch over the epochs (world 1, batch 0), with its slot positions, its
+ * epoch's order, and with gpu = on the images made from the raw samples;
+ * *epoch: the first epoch that needs them.  Geometry only: unlocked.
+ */
+uint64_t batch_need_max(const struct feed *f, size_t job, uint32_t *epoch);
 /* Make the images of a ready gpu = on batch from its raw samples (an
  * active reader holds b).  Locked; may unlock while converting. */
 int batch_images(struct feed *f, struct batch *b);
@@ -366,6 +382,10 @@ struct ahead {
 void sched_readahead(struct feed *f, const struct feed_key *k);
 int sched_start(struct feed *f);
 void sched_stop(struct feed *f);
+/* What sched_start counts in the budget from the start: the workers'
+ * scratch arenas (an eighth of it at most) and the remote datasets'
+ * windows. */
+uint64_t sched_fixed_bytes(const struct feed *f);
 
 /* relaxed.c */
 /* Metadata of rv: counted in rv->mem and the budget (relaxed.c and
@@ -413,8 +433,17 @@ char *feed_stats(struct feed *f, size_t *len);
  * with gpu = on its images), and unpin it.  Locked. */
 int feed_pin(struct feed *f, struct feed_handle *h, bool whole);
 void feed_unpin(struct feed *f, struct batch *b);
-/* pin.c: CLOCK_MONOTONIC in ns, the clock of the readers' waits (starved). */
-uint64_t feed_mono_ns(void);
+/* CLOCK_MONOTONIC in ns: the clock of the readers' waits (starved) and
+ * of their pauses (batch.c's reading()).  Here, not in pin.c, so that
+ * batch.c, below pin.c, calls nothing above it. */
+static inline uint64_t
+feed_mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /* stage.c: whether a device serves job cj (0 at once for gpu = off),
  * asked in a child process (gpu_probe) before anything is mounted; else

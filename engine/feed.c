@@ -6,6 +6,8 @@
  * datasets (core/dsopen.c), the cache and the GPU.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 
 #include "cache/cache.h"
 #include "cache/cluster.h"
+#include "cache/format.h"
+#include "core/cachefit.h"
 #include "engine/engine.h"
 #include "engine/prefill.h"
 #include "util/log.h"
@@ -22,19 +26,20 @@
 
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
- * (on the terminal): files that are not JPEG, PNG or WebP by their name,
- * and class directories without an image (their label is never served).
+ * (on the terminal): every file not served, counted by why (not JPEG,
+ * PNG or WebP by its name, a dangling link, a loop...), and class
+ * directories without an image (their label is never served).
  */
 static void
 say_dataset(const struct dataset *ds)
 {
-	char text[512];
+	char text[1024];
 	size_t *per, none = 0;
 
 	if (ds_skipped_total(ds) > 0) {
 		ds_skipped_text(ds, text, sizeof(text));
-		log_warn("dataset %s: %zu files under %s were skipped (not "
-			 "JPEG, PNG or WebP images in a class folder): %s",
+		log_warn("dataset %s: %zu files under %s are not served: %s "
+			 "(feedfs --check lists them)",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
@@ -118,6 +123,60 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 	return 0;
 }
 
+/*
+ * Refuse a job whose largest batch does not fit in what the budget
+ * leaves for one: `memory` less the cache's share, the text files and
+ * what sched_start counts from the start (the workers' scratch arenas,
+ * the remote windows).  Such a batch could only be made past the budget,
+ * which is what keeps the daemon inside its cgroup.  Every batch's size
+ * is known now: the output size of a pipeline is fixed (a resolution
+ * schedule's, per epoch).
+ */
+static int
+check_batches(struct feed *f, char *err, size_t errlen)
+{
+	const struct cfg *c = f->cfg;
+	uint64_t fixed = f->mem_used + sched_fixed_bytes(f), room, need;
+	char at[PATH_MAX + 96], sz[4][32];
+	uint32_t e;
+
+	room = f->memory > fixed ? f->memory - fixed : 0;
+	for (size_t i = 0; i < f->njobs; i++) {
+		const struct job *j = &f->jobs[i];
+		const struct cfg_job *cj = j->cfg;
+		const uint64_t *shape;
+
+		if ((need = batch_need_max(f, i, &e)) <= room)
+			continue;
+		shape = job_geo(j, e)->shape;
+		if (cj->batch_size_line > 0 || cj->line > 0)
+			snprintf(at, sizeof(at), "%s:%d: ", c->path,
+			    cj->batch_size_line > 0 ? cj->batch_size_line
+						    : cj->line);
+		else
+			snprintf(at, sizeof(at), "%s",
+			    cj->batch_size_line < 0 ? "-o batch_size: " : "");
+		cfg_size_text(need, sz[0], sizeof(sz[0]));
+		cfg_size_text(c->mount.memory, sz[1], sizeof(sz[1]));
+		cfg_size_text(room, sz[2], sizeof(sz[2]));
+		cfg_size_text(fixed + f->cache_mem, sz[3], sizeof(sz[3]));
+		snprintf(err, errlen,
+		    "%sjob %s: a batch%s needs %s (%" PRIu64 " samples of "
+		    "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s%s, its labels, ids "
+		    "and the epoch's order), more than memory = %s leaves for "
+		    "one: %s (%s go to the cache, the workers' scratch and the "
+		    "text files); lower batch_size or raise memory "
+		    "(feedfs.conf(5) says how far it may go)",
+		    at, j->name, cj->res_line ? " of its largest epoch" : "",
+		    sz[0], shape[0] < j->plan.n ? shape[0] : j->plan.n,
+		    shape[1], shape[2], shape[3], cfg_dtype_name(cj->dtype),
+		    cj->gpu ? ", with gpu = on twice: raw and converted" : "",
+		    sz[1], sz[2], sz[3]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int
 feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
     char *err, size_t errlen)
@@ -149,7 +208,9 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if ((r = load_jobs(f, progress, arg, err, errlen)) != 0)
+	/* A mistake in the node's config stops the mount as one in c. */
+	if ((r = cfg_node_load(&f->node, err, errlen)) != 0 ||
+	    (r = load_jobs(f, progress, arg, err, errlen)) != 0)
 		goto fail;
 	/* RocksDB's block cache and memtables are counted in `memory`. */
 	f->cache_mem = c->mount.cache_size ? c->mount.memory / 8 : 0;
@@ -162,6 +223,8 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	if ((r = check_batches(f, err, errlen)) != 0)
+		goto fail;
 	*out = f;
 	return 0;
 fail:
@@ -203,7 +266,11 @@ open_cache(struct feed *f)
 	    .label = f->mountpoint,
 	    .say = cache_say,
 	    .workers = cfg_threads(m),
-	    .share_mem = f->cache_mem / 4};
+	    .share_mem = f->cache_mem / 4,
+	    .node_total = f->node.cache_total,
+	    .node_pct = f->node.cache_pct,
+	    .node_registry = f->node.path[0] ? f->node.registry : NULL,
+	    .node_conf = f->node.path};
 
 	if (cache_open_shared(m->cache_dir, &o, &f->cache, msg, sizeof(msg)) !=
 	    0) {
@@ -214,6 +281,86 @@ open_cache(struct feed *f)
 		/* Opened and left alone (a newer format): said at mount. */
 		log_warn("cache: %s; serving without the cache",
 		    cache_error(f->cache));
+}
+
+/* Whether job i's prefix is an earlier job's (the same cache entries). */
+static bool
+same_prefix(const struct cfg *c, size_t i)
+{
+	char a[1024], b[1024];
+
+	xf_prefix_text(c->jobs[i].pl, a, sizeof(a));
+	for (size_t k = 0; k < i; k++) {
+		const struct cfg_job *x = &c->jobs[k], *y = &c->jobs[i];
+
+		xf_prefix_text(x->pl, b, sizeof(b));
+		if (strcmp(a, b) == 0 && x->cache_format == y->cache_format &&
+		    x->dataset_index == y->dataset_index && x->nsources == 0 &&
+		    y->nsources == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * What each job's prefix needs in its cache_format against cache_size,
+ * estimated as --check estimates it (cachefit.h), from 16 of its images
+ * (remote ones are not fetched for it): a warning for each job the cache
+ * is too small for, or for the jobs together; else one line in the log.
+ */
+static void
+say_cache_fit(struct feed *f)
+{
+	const struct cfg *c = f->cfg;
+	uint64_t size, total = 0;
+	char v[512], need[32], name[32];
+	bool warned = false;
+	size_t njobs = 0;
+
+	if (f->cache == NULL)
+		return;
+	size = c->mount.cache_size;
+	if (size == CFG_SIZE_AUTO) {
+		struct cache_stats st;
+
+		/* the bound the owner chose: admit_bytes is 19/20 of it */
+		cache_get_stats(f->cache, &st);
+		size = st.admit_bytes + st.admit_bytes / 19;
+	}
+	for (size_t i = 0; i < c->njobs; i++) {
+		const struct cfg_job *cj = &c->jobs[i];
+		struct cachefit fit;
+		uint64_t bytes;
+		size_t nok;
+
+		if (cj->pl->cache_at >= cj->pl->nops || same_prefix(c, i) ||
+		    cachefit_job(cj, f->ds, &fit, &nok) != 0)
+			continue;
+		bytes = cachefit_bytes(&fit, fit.own, UINT64_MAX, nok, NULL);
+		total += bytes;
+		njobs++;
+		if (cachefit_verdict(size, NULL, bytes, v, sizeof(v)))
+			continue;
+		cachefit_human(bytes, need, sizeof(need));
+		cache_fmt_name(cj->cache_format, name, sizeof(name));
+		log_warn("job %s needs ~%s in cache_format %s (%zu of its "
+			 "%zu images run through its prefix, as feedfs --check "
+			 "estimates): %s",
+		    cj->name, need, name, fit.done, nok, v);
+		warned = true;
+	}
+	if (warned || njobs == 0)
+		return;
+	cachefit_human(total, need, sizeof(need));
+	if (cachefit_verdict(size, NULL, total, v, sizeof(v)))
+		log_info("the jobs' prefixes need ~%s of cache (estimated "
+			 "from 16 images of each, as feedfs --check does): %s",
+		    need, v);
+	else
+		log_warn("the jobs' prefixes together need ~%s of cache "
+			 "(estimated from 16 images of each, as feedfs --check "
+			 "does): %s",
+		    need, v);
 }
 
 /* The cluster tier; a failure (an auth file refused) serves without. */
@@ -283,6 +430,7 @@ feed_start(struct feed *f)
 	int r;
 
 	open_cache(f);
+	say_cache_fit(f);
 	open_cluster(f);
 	for (size_t i = 0; i < f->njobs && !f->gpu; i++) {
 		if (!f->jobs[i].cfg->gpu)

@@ -13,15 +13,6 @@
 
 #include "engine/engine.h"
 
-uint64_t
-feed_mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* A reader begins or ends a wait: the spans with one waiting at least. */
 static void
 starved_begin(struct starved *s, uint64_t now)
@@ -93,6 +84,7 @@ void
 feed_unpin(struct feed *f, struct batch *b)
 {
 	if (--b->active == 0) {
+		b->read_ns = feed_mono_ns(); /* batch.c: a reader in it */
 		budget_wake(&f->budget);
 		if (b->refs == 0 || budget_over(&f->budget))
 			budget_make_room(&f->budget, 0, 0, 0);

@@ -377,29 +377,65 @@ worker(void *arg)
  * The remote datasets' windows: an eighth of the budget in all (at least
  * 4 MiB, at most 256 MiB), shared equally, counted in it from the start
  * as the scratch arenas are: what waits for a worker is within `memory`.
- * Locked.
+ * Each one's window; *n: how many (0: none).
  */
-static void
-remote_reserve(struct feed *f)
+static uint64_t
+remote_window(const struct feed *f, size_t *n)
 {
-	uint64_t w = f->memory / 8, each;
-	size_t n = 0;
+	uint64_t w = f->memory / 8;
 
+	*n = 0;
 	for (size_t i = 0; i < f->cfg->ndatasets; i++)
-		n += f->ds[i] != NULL && f->ds[i]->robjs != NULL;
-	f->remote = n > 0;
-	if (n == 0)
-		return;
+		*n += f->ds[i] != NULL && f->ds[i]->robjs != NULL;
+	if (*n == 0)
+		return 0;
 	if (w < (4u << 20))
 		w = 4u << 20;
 	if (w > (256u << 20))
 		w = 256u << 20;
-	each = w / n;
+	return w / *n;
+}
+
+/* Give the remote datasets their windows, counted.  Locked. */
+static void
+remote_reserve(struct feed *f)
+{
+	size_t n;
+	uint64_t each = remote_window(f, &n);
+
+	f->remote = n > 0;
+	if (n == 0)
+		return;
 	for (size_t i = 0; i < f->cfg->ndatasets; i++)
 		if (f->ds[i] != NULL)
 			ds_remote_window(f->ds[i], each);
 	f->remote_reserved = each * n;
 	budget_add(&f->budget, f->remote_reserved);
+}
+
+/*
+ * A worker's buffers for one sample are a few megabytes (a decoded
+ * photo, its resized copy, the resize's rows): its arena keeps up to 32
+ * MB, and all of them an eighth of the budget at most, counted in it
+ * from the start (batches get the rest).  Larger images' buffers are
+ * malloc'd and freed as before.
+ */
+static uint64_t
+scratch_cap(const struct feed *f, unsigned nthreads)
+{
+	uint64_t cap = f->memory / 8 / nthreads;
+
+	return cap > (32u << 20) ? 32u << 20 : cap;
+}
+
+uint64_t
+sched_fixed_bytes(const struct feed *f)
+{
+	unsigned n = cfg_threads(&f->cfg->mount);
+	size_t nremote;
+	uint64_t each = remote_window(f, &nremote);
+
+	return scratch_cap(f, n) * n + each * nremote;
 }
 
 int
@@ -408,16 +444,7 @@ sched_start(struct feed *f)
 	int r;
 
 	f->nthreads = cfg_threads(&f->cfg->mount);
-	/*
-	 * A worker's buffers for one sample are a few megabytes (a decoded
-	 * photo, its resized copy, the resize's rows): its arena keeps up to
-	 * 32 MB, and all of them an eighth of the budget at most, counted
-	 * in it from the start (batches get the rest).  Larger images'
-	 * buffers are malloc'd and freed as before.
-	 */
-	f->scratch_cap = f->memory / 8 / f->nthreads;
-	if (f->scratch_cap > (32u << 20))
-		f->scratch_cap = 32u << 20;
+	f->scratch_cap = scratch_cap(f, f->nthreads);
 	pthread_mutex_lock(&f->lock);
 	f->scratch_reserved = f->scratch_cap * f->nthreads;
 	budget_add(&f->budget, f->scratch_reserved);

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "config.h" /* PACKAGE_VERSION */
+#include "ff_commit.h"
+
 #include "cache/cache.h"
 #include "cache/cluster.h"
 #include "engine/engine.h"
@@ -360,6 +363,10 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "metadata at its cap.\n"
 	    "# TYPE feedfs_metadata_refused_total counter\n"
 	    "feedfs_metadata_refused_total %" PRIu64 "\n"
+	    "# HELP feedfs_read_room_refused_total Reads refused (ENOMEM): "
+	    "their batch did not fit beside what nothing could give back.\n"
+	    "# TYPE feedfs_read_room_refused_total counter\n"
+	    "feedfs_read_room_refused_total %" PRIu64 "\n"
 	    "# HELP feedfs_node_bytes Bytes of the mount's inode table in "
 	    "feedfs_metadata_bytes.\n# TYPE feedfs_node_bytes gauge\n"
 	    "feedfs_node_bytes %" PRIu64 "\n"
@@ -375,7 +382,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    "# TYPE feedfs_relaxed_stale_total counter\n"
 	    "feedfs_relaxed_stale_total %" PRIu64 "\n",
 	    f->meta_used, f->meta_peak, f->meta_cap, f->meta_refused,
-	    f->node_bytes, f->nrviews, f->rforgotten, f->rstale);
+	    f->room_refused, f->node_bytes, f->nrviews, f->rforgotten,
+	    f->rstale);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
 	    "from those kept (no page faults).\n"
@@ -637,6 +645,18 @@ stats_pass(struct feed *f, struct sbuf *sb)
 	}
 }
 
+/* What was built: the version and the commit (git describe, make time). */
+static void
+stats_build(struct sbuf *sb)
+{
+	sb_printf(sb,
+	    "# HELP feedfs_build_info The version of feedfs and the commit it "
+	    "was built from (labels).\n"
+	    "# TYPE feedfs_build_info gauge\n"
+	    "feedfs_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+	    PACKAGE_VERSION, FEEDFS_COMMIT);
+}
+
 char *
 feed_stats(struct feed *f, size_t *len)
 {
@@ -650,5 +670,6 @@ feed_stats(struct feed *f, size_t *len)
 	stats_cluster(f, &sb);
 	stats_remote(f, &sb);
 	stats_pass(f, &sb);
+	stats_build(&sb);
 	return sb_done(&sb, len);
 }

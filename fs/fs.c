@@ -84,6 +84,18 @@ close_files(struct feedfs *fs)
 	pthread_mutex_unlock(&fs->files_lock);
 }
 
+size_t
+fs_open_files(struct feedfs *fs)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&fs->files_lock);
+	for (const struct ofile *of = fs->files; of != NULL; of = of->next)
+		n++;
+	pthread_mutex_unlock(&fs->files_lock);
+	return n;
+}
+
 int
 fs_init_state(struct feedfs *fs, struct feed *feed)
 {

@@ -59,5 +59,7 @@ extern const struct fuse_lowlevel_ops fs_ops;
  */
 int fs_init_state(struct feedfs *fs, struct feed *feed);
 void fs_fini_state(struct feedfs *fs);
+/* The files readers hold open now (opened, not yet released). */
+size_t fs_open_files(struct feedfs *fs);
 
 #endif

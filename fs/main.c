@@ -26,59 +26,18 @@
 #include "core/check.h"
 #include "core/config.h"
 #include "engine/feed.h"
+#include "util/cgroup.h"
 #include "util/log.h"
 #include "fs/fs.h"
+#include "fs/mountpoint.h"
 #include "fs/nodes.h"
+#include "fs/metrics.h"
+#include "fs/mountopts.h"
+#include "fs/privs.h"
+#include "fs/opts.h"
 
 #define EXIT_CONFIG 2
 #define FS_READAHEAD_KB 1024 /* = the largest request, FS_MAX_REQUEST */
-
-static void
-usage(FILE *fp)
-{
-	fprintf(fp,
-	    "usage: feedfs [-f] [-d] [-o opt[,opt...]] config mountpoint\n"
-	    "       feedfs [-f] [-d] [-o opt[,opt...]] dataset_dir mountpoint\n"
-	    "       feedfs --check[=full] [-o opt[,opt...]] config|dataset_dir\n"
-	    "\n"
-	    "  --check   read every image's header and report: samples per "
-	    "class,\n"
-	    "            unreadable, unsupported, truncated files, empty "
-	    "classes, the\n"
-	    "            cache each job needs; exit 0 (no problem) or 1 "
-	    "(=full: decode\n"
-	    "            every image, as a worker does)\n"
-	    "  -f        stay in the foreground, log to stderr\n"
-	    "  -d        debug output (implies -f)\n"
-	    "  -o opt    a [mount] key of feedfs.conf(5) (cache_dir=DIR,\n"
-	    "            cache_size=SIZE, threads=N, memory=SIZE, "
-	    "readahead=N,\n"
-	    "            gpu_memory=SIZE, cache_stale=SECONDS,\n"
-	    "            cluster=HOST:PORT[,HOST:PORT...], cluster_auth=FILE,\n"
-	    "            cluster_secret=FILE), or a FUSE mount option "
-	    "(allow_other);\n"
-	    "            with a dataset_dir, also a [job] key of the jobs "
-	    "train and val:\n"
-	    "            KEY=VALUE for both, train.KEY=VALUE for one "
-	    "(on_error=substitute,\n"
-	    "            batch_size=N, epochs=N, seed=N, shuffle=yes|no, "
-	    "drop_last=yes|no,\n"
-	    "            order=strict|relaxed, dtype=T, layout=L, gpu=on|off,\n"
-	    "            max_pixels=N, cache_format=F); log=FILE: the log "
-	    "appended to FILE\n"
-	    "            too (it outlives the mount)\n"
-	    "  -h        this help;  -V  the version\n"
-	    "\n"
-	    "The log: stderr with -f; else syslog (journalctl -t feedfs), and\n"
-	    "always its last 256 KiB in MOUNTPOINT/.feedfs/log (and FILE with\n"
-	    "-o log=FILE).  Samples that failed, with file and reason:\n"
-	    "MOUNTPOINT/JOB/errors.tsv.\n"
-	    "Warnings of the start (a cache refused, a mountpoint not empty,\n"
-	    "skipped files, empty classes) are printed here before feedfs\n"
-	    "returns.\n"
-	    "\n"
-	    "See feedfs(8) and feedfs.conf(5).\n");
-}
 
 /* A progress line while scanning a large dataset, on a terminal only. */
 struct progress {
@@ -103,137 +62,6 @@ scan_progress(size_t n, void *arg)
 	p->last = now;
 	p->shown = true;
 	fprintf(stderr, "\rfeedfs: scanning dataset: %zu images", n);
-}
-
-/* Options of -o that are ours go to the config; the rest to FUSE. */
-struct opts {
-	bool foreground, debug;
-	int check; /* --check: 1, --check=full: 2 */
-	const char *source, *mountpoint;
-	char *fuse_opts; /* comma separated, for fuse_session_new */
-	const char *log_path; /* -o log=FILE: the log appended there too */
-	char *log_opt;	      /* its token */
-	char **mount_kv; /* key=value of [mount] keys (and of [job] keys for
-			    the default jobs), applied after load */
-	size_t nmount_kv;
-};
-
-static int
-add_opts(struct opts *o, const char *list)
-{
-	char *dup = strdup(list), *save = NULL, *tok;
-
-	if (!dup)
-		return -ENOMEM;
-	for (tok = strtok_r(dup, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		/*
-		 * cluster=h1:11211,h2:11211: a HOST:PORT after cluster= goes
-		 * on its server list (no FUSE option has a colon and no =).
-		 */
-		if (o->nmount_kv > 0 && !strchr(tok, '=') && strchr(tok, ':') &&
-		    strncmp(o->mount_kv[o->nmount_kv - 1], "cluster=", 8) ==
-			0) {
-			char **last = &o->mount_kv[o->nmount_kv - 1];
-			char *s;
-
-			if (asprintf(&s, "%s,%s", *last, tok) < 0) {
-				free(dup);
-				return -ENOMEM;
-			}
-			free(*last);
-			*last = s;
-			continue;
-		}
-		if (strncmp(tok, "log=", 4) == 0) {
-			free(o->log_opt);
-			if ((o->log_opt = strdup(tok)) == NULL) {
-				free(dup);
-				return -ENOMEM;
-			}
-			o->log_path = o->log_opt + 4;
-			continue;
-		}
-		if (cfg_is_mount_key(tok, strcspn(tok, "=")) ||
-		    cfg_is_job_opt(tok, strcspn(tok, "="))) {
-			char **kv = realloc(
-			    o->mount_kv, (o->nmount_kv + 1) * sizeof(*kv));
-
-			if (!kv || !(kv[o->nmount_kv] = strdup(tok))) {
-				free(kv);
-				free(dup);
-				return -ENOMEM;
-			}
-			o->mount_kv = kv;
-			o->nmount_kv++;
-		} else if (strcmp(tok, "defaults") != 0 &&
-			   strcmp(tok, "rw") != 0) {
-			/* rw is what mount(8) adds; feedfs is read-only. */
-			size_t len = o->fuse_opts ? strlen(o->fuse_opts) : 0;
-			char *s = realloc(o->fuse_opts, len + strlen(tok) + 2);
-
-			if (!s) {
-				free(dup);
-				return -ENOMEM;
-			}
-			snprintf(s + len, strlen(tok) + 2, "%s%s",
-			    len ? "," : "", tok);
-			o->fuse_opts = s;
-		}
-	}
-	free(dup);
-	return 0;
-}
-
-static int
-parse_args(int argc, char **argv, struct opts *o)
-{
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (strcmp(a, "-f") == 0)
-			o->foreground = true;
-		else if (strcmp(a, "-d") == 0)
-			o->debug = o->foreground = true;
-		else if (strcmp(a, "--check") == 0)
-			o->check = 1;
-		else if (strcmp(a, "--check=full") == 0)
-			o->check = 2;
-		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			exit(0);
-		} else if (strcmp(a, "-V") == 0 ||
-			   strcmp(a, "--version") == 0) {
-			printf("feedfs %s\n", PACKAGE_VERSION);
-			exit(0);
-		} else if (strncmp(a, "-o", 2) == 0) {
-			const char *v = a[2] ? a + 2 : argv[++i];
-
-			if (!v) {
-				fprintf(stderr, "feedfs: -o needs options\n");
-				return -EINVAL;
-			}
-			if (add_opts(o, v) != 0)
-				return -ENOMEM;
-		} else if (a[0] == '-' && a[1] != '\0') {
-			fprintf(stderr, "feedfs: unknown option %s\n", a);
-			usage(stderr);
-			return -EINVAL;
-		} else if (!o->source)
-			o->source = a;
-		else if (!o->mountpoint)
-			o->mountpoint = a;
-		else {
-			fprintf(stderr, "feedfs: too many arguments\n");
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (!o->source || (!o->mountpoint) != (o->check != 0)) {
-		usage(stderr);
-		return -EINVAL;
-	}
-	return 0;
 }
 
 /*
@@ -277,42 +105,71 @@ raise_readahead(const char *mnt)
 }
 
 /*
- * Whether a feedfs already serves mnt (/proc/self/mountinfo: a
- * fuse.feedfs mount there).  A second one would stack on it, and two
- * unmounts would be needed.
+ * The real path of mountpoint p into mnt (PATH_MAX): realpath, or, when
+ * p is a mount left dead (its root answers ENOTCONN), its directory's
+ * real path and its name.  0 or -errno.
  */
-static bool
-feedfs_mounted(const char *mnt)
+static int
+mountpoint_path(const char *p, char *mnt)
 {
-	char line[PATH_MAX + 512], where[PATH_MAX + 1], type[64], *d;
-	bool found = false;
-	FILE *fp;
+	char dir[PATH_MAX], *copy, *slash;
+	const char *parent = ".";
+	int r = 0;
 
-	if ((fp = fopen("/proc/self/mountinfo", "re")) == NULL)
-		return false;
-	while (!found && fgets(line, sizeof(line), fp)) {
-		const char *dash = strstr(line, " - ");
-
-		if (sscanf(line, "%*d %*d %*s %*s %4096s", where) != 1 ||
-		    dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
-		    strcmp(type, "fuse.feedfs") != 0)
-			continue;
-		/* Spaces and the like are escaped as \ooo (octal). */
-		d = where;
-		for (const char *s = where; *s; s++, d++)
-			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-			    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
-			    s[3] <= '7') {
-				*d = (char)((s[1] - '0') * 64 +
-					    (s[2] - '0') * 8 + (s[3] - '0'));
-				s += 3;
-			} else
-				*d = *s;
-		*d = '\0';
-		found = strcmp(where, mnt) == 0;
+	if (realpath(p, mnt) != NULL)
+		return 0;
+	if (errno != ENOTCONN)
+		return -errno;
+	if ((copy = strdup(p)) == NULL)
+		return -ENOMEM;
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = '\0';
+	slash = strrchr(copy, '/');
+	if (slash == copy)
+		parent = "/";
+	else if (slash != NULL) {
+		*slash = '\0';
+		parent = copy;
 	}
-	fclose(fp);
-	return found;
+	if (realpath(parent, dir) == NULL)
+		r = -errno;
+	else if ((size_t)snprintf(mnt, PATH_MAX, "%s/%s",
+		     strcmp(dir, "/") == 0 ? "" : dir,
+		     slash == NULL ? copy : slash + 1) >= PATH_MAX)
+		r = -ENAMETOOLONG;
+	free(copy);
+	return r;
+}
+
+/*
+ * Why the mount ends, in the log (issue 40): the signal that stopped it
+ * (SIGTERM from systemd or kill) and the files readers still hold, whose
+ * reads fail from now on; or an unmount from outside; or the session's
+ * error (loop: fuse_session_loop_mt's return).
+ */
+static void
+say_stop(struct feedfs *fs, int loop, const char *mnt)
+{
+	size_t n = fs_open_files(fs);
+	char sig[32];
+
+	if (sigabbrev_np(loop) != NULL)
+		snprintf(sig, sizeof(sig), "SIG%s", sigabbrev_np(loop));
+	else
+		snprintf(sig, sizeof(sig), "signal %d", loop);
+	if (loop > 0)
+		log_msg(n > 0 ? LOG_LVL_WARN : LOG_LVL_INFO,
+		    "stopping on %s: unmounting %s with %zu file%s open by "
+		    "readers%s",
+		    sig, mnt, n, n == 1 ? "" : "s",
+		    n > 0 ? ", whose reads fail from now on (ENOTCONN)" : "");
+	else if (loop == 0)
+		log_info("%s was unmounted (fusermount3 -u or umount): "
+			 "stopping",
+		    mnt);
+	else
+		log_err("%s: the FUSE session failed: %s; stopping", mnt,
+		    strerror(-loop));
 }
 
 /* The entries of directory mnt (not . and ..), at most a few counted. */
@@ -397,53 +254,6 @@ daemon_done(int *fd, int *term, int status)
 	*fd = -1;
 }
 
-/* Load the config (or the default one for a dataset dir), apply -o. */
-static int
-load_config(struct opts *o, struct cfg **out, char *err, size_t errlen)
-{
-	struct cfg *c = NULL;
-	struct stat st;
-	int r;
-
-	bool dir = stat(o->source, &st) == 0 && S_ISDIR(st.st_mode);
-
-	if (dir)
-		r = cfg_default(o->source, &c, err, errlen);
-	else
-		r = cfg_load(o->source, &c, err, errlen);
-	if (r != 0)
-		return r;
-	for (size_t i = 0; i < o->nmount_kv; i++) {
-		char *kv = o->mount_kv[i], *eq = strchr(kv, '=');
-
-		if (!eq) {
-			snprintf(
-			    err, errlen, "-o %s: expected %s=VALUE", kv, kv);
-			cfg_free(c);
-			return -EINVAL;
-		}
-		*eq = '\0';
-		if (cfg_is_mount_key(kv, strlen(kv)))
-			r = cfg_set_mount(c, kv, eq + 1, err, errlen);
-		else if (!dir) {
-			snprintf(err, errlen,
-			    "-o %s: a [job] key; with a config, set it in its "
-			    "[job NAME] sections (-o takes job keys only for "
-			    "a dataset directory's default jobs)",
-			    kv);
-			r = -EINVAL;
-		} else
-			r = cfg_set_job(c, kv, eq + 1, err, errlen);
-		*eq = '=';
-		if (r != 0) {
-			cfg_free(c);
-			return r;
-		}
-	}
-	*out = c;
-	return 0;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -454,14 +264,19 @@ main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct feedfs fs;
 	struct feed *feed = NULL;
+	struct fs_metrics *mx = NULL;
 	struct cfg *c = NULL;
 	const char *warn; /* cfg_cluster_warning's, a constant */
-	char err[2048], mnt[PATH_MAX], fsname[PATH_MAX + 64];
-	int ret = 1, r, said = -1, term = -1, logfd = -1;
+	struct cgroup_res res;
+	char err[2048], mnt[PATH_MAX], fsname[FS_MOUNT_OPTS_MAX];
+	char fsname_rw[FS_MOUNT_OPTS_MAX];
+	char fit_info[2 * CGROUP_PATH_MAX + 512],
+	    fit_warn[CGROUP_PATH_MAX + 512];
+	int ret = 1, r, said = -1, term = -1;
 	size_t hidden;
 	bool state = false;
 
-	if (parse_args(argc, argv, &o) != 0)
+	if (fs_opts_parse(argc, argv, &o) != 0)
 		return EXIT_CONFIG;
 	/*
 	 * Every file feedfs makes is its user's alone: RocksDB makes the
@@ -470,9 +285,23 @@ main(int argc, char **argv)
 	umask(077);
 	feed_keep_freed_memory(); /* before any thread */
 	log_init("feedfs", false, o.debug);
+	if (o.log_level && log_set_level_name(o.log_level + 10) != 0) {
+		fprintf(stderr,
+		    "feedfs: -o %s: expected error, warning, info or debug\n",
+		    o.log_level);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	if (privs_resolve(&o.privs, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
 	if (o.check) {
 		/* No mount: a report on stdout, 0 or 1 (2: no dataset). */
-		if (load_config(&o, &c, err, sizeof(err)) != 0 ||
+		if (privs_begin(&o.privs, NULL, NULL, NULL, err, sizeof(err)) !=
+			0 ||
+		    fs_opts_load(&o, &c, err, sizeof(err)) != 0 ||
 		    (r = check_run(c, o.check == 2, stdout, err, sizeof(err))) <
 			0) {
 			fprintf(stderr, "feedfs: %s\n", err);
@@ -481,42 +310,80 @@ main(int argc, char **argv)
 			ret = r;
 		goto out_opts;
 	}
-	if (realpath(o.mountpoint, mnt) == NULL) {
-		fprintf(
-		    stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(errno));
-		return 1;
-	}
-	if (feedfs_mounted(mnt)) {
-		fprintf(stderr,
-		    "feedfs: %s: a feedfs is mounted there already; "
-		    "unmount it first (fusermount3 -u %s)\n",
-		    mnt, mnt);
+	if ((r = mountpoint_path(o.mountpoint, mnt)) != 0) {
+		fprintf(stderr, "feedfs: %s: %s\n", o.mountpoint, strerror(-r));
 		ret = 1;
 		goto out_opts;
 	}
-	if (o.log_path != NULL) {
-		/* Opened here: a relative name is the caller's, and a bad one
-		 * is said before anything is mounted. */
-		if (o.log_path[0] == '\0' ||
-		    (logfd = open(o.log_path,
-			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			 0600)) < 0) {
-			fprintf(stderr, "feedfs: -o log=%s: %s\n", o.log_path,
-			    o.log_path[0] ? strerror(errno) : "an empty name");
-			ret = EXIT_CONFIG;
+	/* A live feedfs there is refused; one left dead is detached. */
+	switch (fs_mnt_state(mnt, err, sizeof(err))) {
+	case FS_MNT_LIVE:
+		fprintf(stderr,
+		    "feedfs: %s: a feedfs is mounted there already%s%s%s; "
+		    "unmount it first (fusermount3 -u %s)\n",
+		    mnt, err[0] ? " (" : "", err, err[0] ? ")" : "", mnt);
+		ret = 1;
+		goto out_opts;
+	case FS_MNT_DEAD: {
+		char why[512];
+
+		if (fs_mnt_detach(mnt, why, sizeof(why)) != 0) {
+			fprintf(stderr,
+			    "feedfs: %s: the feedfs mounted there is gone "
+			    "(%s), and its mount could not be detached: %s; "
+			    "detach it with fusermount3 -u -z %s (umount -l "
+			    "as root)\n",
+			    mnt, err, why, mnt);
+			ret = 1;
 			goto out_opts;
 		}
-		log_set_file(logfd);
+		log_warn("%s: the feedfs mounted there is gone (%s): its "
+			 "mount detached, as fusermount3 -u -z would",
+		    mnt, err);
+		break;
 	}
-	if (load_config(&o, &c, err, sizeof(err)) != 0) {
+	case FS_MNT_FREE:
+		break;
+	}
+	/* -o uid=: the user from here on, before anything is read (a helper
+	 * mounts: privs.h), with the mount's -o, ro or not, fixed now. */
+	fs_mount_opts(o.source, o.fuse_opts, false, fsname, sizeof(fsname));
+	fs_mount_opts(o.source, o.fuse_opts, true, fsname_rw, sizeof(fsname));
+	if (privs_begin(&o.privs, mnt, (const char *const[]){fsname, fsname_rw},
+		raise_readahead, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: %s\n", err);
+		goto out_opts;
+	}
+	/* Opened here: a relative name is the caller's, and a bad one is
+	 * said before anything is mounted. */
+	if (o.log_path && log_open_file(o.log_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "feedfs: -o log=%s\n", err);
+		ret = EXIT_CONFIG;
+		goto out_opts;
+	}
+	if (fs_opts_load(&o, &c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "feedfs: %s\n", err);
 		ret = EXIT_CONFIG;
 		goto out_opts;
 	}
+	/* memory and threads from what the process is given (its cgroup). */
+	cgroup_probe(NULL, &res);
+	cfg_fit(
+	    c, &res, fit_info, sizeof(fit_info), fit_warn, sizeof(fit_warn));
 	/* On the terminal that mounts; in syslog too once in the background. */
+	if (c->layout != NULL && c->layout_warn)
+		log_warn("%s", c->layout);
+	else if (c->layout != NULL)
+		log_info("%s", c->layout);
 	warn = cfg_cluster_warning(&c->mount);
 	if (warn)
 		log_warn("%s", warn);
+	/* Said once everywhere: in the background, the log's copy waits
+	 * until syslog is open (below); the terminal has it now. */
+	if (fit_warn[0] && o.foreground)
+		log_warn("%s", fit_warn);
+	else if (fit_warn[0])
+		fprintf(stderr, "feedfs: warning: %s\n", fit_warn);
 	prog.tty = isatty(STDERR_FILENO);
 	r = feed_new(c, scan_progress, &prog, &feed, err, sizeof(err));
 	c = NULL; /* transferred */
@@ -537,14 +404,17 @@ main(int argc, char **argv)
 		goto out_feed;
 	}
 	state = true;
+	if (o.metrics && fs_metrics_open(o.metrics + 8, &mx, err, sizeof(err))) {
+		fprintf(stderr, "feedfs: %s\n", err); /* a port taken */
+		ret = EXIT_CONFIG;
+		goto out_state;
+	}
 
 	/* Read-only, unless a mixture's JOB/mixture is to be written. */
-	snprintf(fsname, sizeof(fsname), "fsname=feedfs,subtype=feedfs%s%s%s",
-	    feed_writable(feed) ? "" : ",ro", o.fuse_opts ? "," : "",
-	    o.fuse_opts ? o.fuse_opts : "");
 	if (fuse_opt_add_arg(&args, argv[0]) != 0 ||
 	    fuse_opt_add_arg(&args, "-o") != 0 ||
-	    fuse_opt_add_arg(&args, fsname) != 0 ||
+	    fuse_opt_add_arg(&args,
+		feed_writable(feed) ? fsname_rw : fsname) != 0 ||
 	    (o.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
 		fprintf(stderr, "feedfs: out of memory\n");
 		goto out_state;
@@ -560,7 +430,8 @@ main(int argc, char **argv)
 	/*
 	 * libfuse ends the loop on SIGHUP too: a closed terminal would
 	 * unmount.  Nothing can be reloaded (the config and the dataset
-	 * are read once), so it is ignored.
+	 * are read once), so it is ignored until log_hup_start takes it to
+	 * reopen the log file.
 	 */
 	signal(SIGHUP, SIG_IGN);
 	if ((hidden = dir_entries(mnt)) > 0)
@@ -575,7 +446,7 @@ main(int argc, char **argv)
 		    o.log_path
 			? ", and in -o log=FILE"
 			: " (keep it with -o log=FILE, or run feedfs -f)");
-	if (fuse_session_mount(se, mnt) != 0)
+	if (privs_mount(&o.privs, se, mnt, feed_writable(feed)) != 0)
 		goto out_signals;
 	if (fs_io_attach(se, &fs.io) != 0)
 		goto out_unmount;
@@ -590,13 +461,21 @@ main(int argc, char **argv)
 		if (warn)
 			log_warn(
 			    "%s", warn); /* to syslog: said on the terminal */
+		if (fit_warn[0])
+			log_warn("%s", fit_warn); /* the terminal had it */
 		log_set_term(term);
 	}
+	log_info("%s", fit_info);
 
-	/* Threads from here on. */
+	/* Threads from here on, SIGHUP blocked in all: one thread takes it
+	 * and reopens the log file (-o log=FILE). */
+	if ((r = log_hup_start()) != 0)
+		log_warn("SIGHUP will not reopen the log: %s", strerror(-r));
 	if (feed_start(feed) != 0)
 		goto out_unmount;
 	fs_prune_start(&fs, se); /* without it, only unbounded (said) */
+	if (mx && (r = fs_metrics_start(mx, feed, mnt)) != 0)
+		log_warn("-o %s: not served: %s", o.metrics, strerror(-r));
 	log_info("serving %s on %s", o.source, mnt);
 	/* The mount is in place: the command that started it returns. */
 	daemon_done(&said, &term, 0);
@@ -606,12 +485,15 @@ main(int argc, char **argv)
 	fuse_loop_cfg_set_max_threads(lc, 64);
 	fuse_loop_cfg_set_idle_threads(lc, 16);
 	/* > 0: the signal (SIGTERM, SIGINT) that ended the loop. */
-	ret = fuse_session_loop_mt(se, lc) >= 0 ? 0 : 1;
+	r = fuse_session_loop_mt(se, lc);
+	ret = r >= 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
+	say_stop(&fs, r, mnt);
 out_unmount:
 	if (!fs_prune_stop(&fs))
 		state = false; /* its thread may still use the state */
 	fuse_session_unmount(se);
+	privs_unmount(&o.privs, se, mnt);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -622,18 +504,13 @@ out_state:
 	if (state)
 		fs_fini_state(&fs);
 out_feed:
+	fs_metrics_free(mx); /* it reads feed */
 	feed_free(feed);
 out_opts:
 	daemon_done(&said, &term, ret != 0 ? ret : 1);
 	cfg_free(c);
-	for (size_t i = 0; i < o.nmount_kv; i++)
-		free(o.mount_kv[i]);
-	free(o.mount_kv);
-	free(o.fuse_opts);
-	free(o.log_opt);
-	if (logfd >= 0) {
-		log_set_file(-1);
-		close(logfd);
-	}
+	fs_opts_free(&o);
+	log_hup_stop();
+	log_close_file();
 	return ret;
 }

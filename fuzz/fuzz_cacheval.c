@@ -71,6 +71,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		in.c = codec_get_le32(buf + 16);
 		in.dtype = codec_get_le32(buf + 20) & 0xff;
 		in.enc = codec_get_le32(buf + 20) >> 8;
+		in.src_w = codec_get_le32(buf + 64);
+		in.src_h = codec_get_le32(buf + 68);
 		in.data = buf + CODEC_ENV_HDR;
 		in.len = n - CODEC_ENV_HDR;
 		in.prefix = NULL;
@@ -78,7 +80,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* A sealed header opens unless its shape is out of bounds. */
 		if (codec_env_open(buf, n, key, &v, NULL) == 0 &&
 		    (v.w != in.w || v.h != in.h || v.c != in.c ||
-			v.dtype != in.dtype || v.enc != in.enc))
+			v.dtype != in.dtype || v.enc != in.enc ||
+			v.src_w != in.src_w || v.src_h != in.src_h))
 			abort();
 	}
 	if (codec_env_open(buf, n, key, &v, NULL) == 0) {
@@ -90,6 +93,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    memcmp(buf + 32, key, CACHE_KEY_LEN) != 0)
 			abort();
 		if (v.w == 0 || v.h == 0 || (v.enc == 0 && v.len != raw))
+			abort();
+		/* a frame is none, or at least the shape */
+		if ((v.src_w | v.src_h) != 0 &&
+		    (v.src_w < v.w || v.src_h < v.h))
 			abort();
 		decode_payload(&v, buf + CODEC_ENV_HDR);
 	}

@@ -96,6 +96,8 @@ head(const uint8_t *d, size_t n, unsigned mode)
 		in.c = codec_get_le32(env + 16);
 		in.dtype = codec_get_le32(env + 20) & 0xff;
 		in.enc = codec_get_le32(env + 20) >> 8;
+		in.src_w = codec_get_le32(env + 64);
+		in.src_h = codec_get_le32(env + 68);
 		in.data = item + CLUSTER_HEAD_LEN;
 		in.len = n - CLUSTER_HEAD_LEN;
 		in.prefix = NULL;

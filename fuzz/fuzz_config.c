@@ -67,7 +67,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((nl = strchr(line, '\n')) != NULL)
 		*nl = '\0';
 	if ((eq = strchr(line, '=')) != NULL &&
-	    cfg_default("/nonexistent", &c, err, sizeof(err)) == 0) {
+	    cfg_default_trees("/nonexistent/train", "/nonexistent/val", &c, err,
+		sizeof(err)) == 0) {
 		*eq = '\0';
 		err[0] = '\0';
 		if (cfg_is_mount_key(line, strlen(line)))
@@ -76,6 +77,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 cfg_set_job(c, line, eq + 1, err, sizeof(err)) != 0 &&
 			 err[0] == '\0')
 			abort(); /* an error must say why */
+		else if (cfg_is_dataset_key(line, strlen(line)) &&
+			 cfg_set_dataset_opt(
+			     c, line, eq + 1, err, sizeof(err)) != 0 &&
+			 err[0] == '\0')
+			abort();
 		cfg_free(c);
 	}
 	free(line);

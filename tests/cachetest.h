@@ -33,7 +33,8 @@ static inline struct cache_val
 val_shaped(
     int i, uint32_t w, uint32_t h, uint32_t c, uint32_t dtype, size_t len)
 {
-	struct cache_val v = {w, h, c, dtype, NULL, len, NULL, 0};
+	struct cache_val v = {
+	    .w = w, .h = h, .c = c, .dtype = dtype, .len = len};
 	uint8_t *p = malloc(len ? len : 1);
 
 	for (size_t k = 0; k < len; k++)

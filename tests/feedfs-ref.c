@@ -119,7 +119,8 @@ main(int argc, char **argv)
 				"OUTDIR\n");
 		return 2;
 	}
-	if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+	if ((stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) ||
+	    cfg_is_tar(argv[i]))
 		r = cfg_default(argv[i], &c, err, sizeof(err));
 	else
 		r = cfg_load(argv[i], &c, err, sizeof(err));

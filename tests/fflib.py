@@ -179,11 +179,13 @@ def accepts(port):
 class Mount:
     """`feedfs -f [args] SOURCE MNT` in the background; entering waits until
     MNT/README can be stat'ed through the mount (the daemon answers), leaving
-    unmounts with fusermount3 -u and requires exit status 0."""
+    unmounts with fusermount3 -u and requires exit status 0.  preexec: run
+    in the child before feedfs (a cgroup to enter, an affinity to set)."""
 
-    def __init__(self, t, source, mnt, *args, timeout=30):
+    def __init__(self, t, source, mnt, *args, timeout=30, preexec=None):
         self.t, self.source, self.mnt, self.args = t, source, mnt, args
         self.timeout = timeout
+        self.preexec = preexec
         self.proc = None
         self.logpath = None
 
@@ -197,7 +199,8 @@ class Mount:
         self.logf = open(self.logpath, "wb")
         self.proc = subprocess.Popen(
             [FEEDFS, "-f"] + list(self.args) + [self.source, self.mnt],
-            stdout=self.logf, stderr=subprocess.STDOUT)
+            stdout=self.logf, stderr=subprocess.STDOUT,
+            preexec_fn=self.preexec)
         _mounts.append(self)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:

@@ -91,6 +91,12 @@ bad_case rand-augment-bad-m 14 14 "pipeline = decode resize(72) cache center_cro
 bad_case auto-augment-policy 14 14 "pipeline = decode resize(72) cache center_crop(64) auto_augment(svhn)"
 bad_case grayscale-probability 14 14 "pipeline = decode resize(72) cache center_crop(64) grayscale(1.2)"
 bad_case normalize-before-colour 14 14 "pipeline = decode resize(72) cache center_crop(64) normalize(imagenet) color_jitter(0.4)"
+# issue 36: shrink and decode's argument
+bad_case shrink-zero 14 14 "pipeline = decode shrink(0) cache random_resized_crop(64)"
+bad_case shrink-no-size 14 14 "pipeline = decode shrink cache random_resized_crop(64)"
+bad_case shrink-not-first 14 14 "pipeline = decode resize(300) shrink(200) cache random_resized_crop(64)"
+bad_case shrink-then-crop 14 14 "pipeline = decode shrink(200) cache center_crop(64)"
+bad_case decode-argument 14 14 "pipeline = decode(fast) resize(72) cache random_resized_crop(64)"
 bad_case normalize-uint8 "14 15" 15 "dtype = uint8"
 bad_case missing-dataset 11 11 "dataset = nosuch"
 bad_case root-missing "7 8" 8 "root = $T/nosuchdir"

@@ -1217,7 +1217,7 @@ test_admin(void)
 	CHECK_EQ_INT(cache_ctl_request(dir, "evict-prefix p1", reply,
 			 sizeof(reply), CACHE_CTL_TIMEOUT_MS),
 	    0);
-	CHECK(strcmp(reply, "ok 1 840") == 0);
+	CHECK(strcmp(reply, "ok 1 848") == 0);
 	CHECK_EQ_INT(cache_ctl_request(dir, "flush", reply, sizeof(reply),
 			 CACHE_CTL_TIMEOUT_MS),
 	    0);
@@ -1293,6 +1293,26 @@ test_codec(void)
 	/* A forged length that would wrap is refused, nothing read past. */
 	codec_put_le64(buf + 24, UINT64_MAX - 5);
 	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), -EINVAL);
+	/*
+	 * The frame (issue 36: a shrunk prefix's source size) goes round
+	 * trip under the checksum; one smaller than the shape is refused.
+	 */
+	in.src_w = 1600;
+	in.src_h = 1200;
+	codec_env_seal(buf, key, &in);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), 0);
+	CHECK(out.src_w == 1600 && out.src_h == 1200);
+	codec_put_le32(buf + 64, 1601);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, &why), -EINVAL);
+	CHECK(strcmp(why, "checksum mismatch") == 0);
+	in.src_w = 3; /* narrower than w = 4 */
+	codec_env_seal(buf, key, &in);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, &why), -EINVAL);
+	CHECK(strcmp(why, "a frame smaller than the shape") == 0);
+	in.src_w = in.src_h = 0;
+	codec_env_seal(buf, key, &in);
+	CHECK_EQ_INT(codec_env_open(buf, n, key, &out, NULL), 0);
+	CHECK(out.src_w == 0 && out.src_h == 0);
 	free(buf);
 	free(in.data);
 
@@ -1395,7 +1415,7 @@ test_admin_run(void)
 	CHECK_EQ_STR(reply, "ok 0 0 0");
 	CHECK_EQ_INT(
 	    cache_admin_run(c, "evict-prefix p2", reply, sizeof(reply)), 0);
-	CHECK_EQ_STR(reply, "ok 1 840");
+	CHECK_EQ_STR(reply, "ok 1 848");
 	CHECK_EQ_INT(cache_admin_run(c, "flush", reply, sizeof(reply)), 0);
 	CHECK_EQ_STR(reply, "ok");
 	CHECK_EQ_INT(cache_admin_run(c, "compact", reply, sizeof(reply)), 0);
@@ -1403,7 +1423,7 @@ test_admin_run(void)
 	CHECK_EQ_INT(cache_admin_run(c, "stats", reply, sizeof(reply)), 0);
 	CHECK(strncmp(reply, "ok hits ", 8) == 0);
 	CHECK_EQ_INT(cache_admin_run(c, "clear", reply, sizeof(reply)), 0);
-	CHECK_EQ_STR(reply, "ok 3 2520");
+	CHECK_EQ_STR(reply, "ok 3 2544");
 	CHECK_EQ_INT(cache_scan(c, count_entries, cnt, NULL, 0), 0);
 	CHECK_EQ_INT(cnt[0], 0);
 	cache_close(c);

@@ -123,7 +123,8 @@ test_header(void)
 {
 	static const uint8_t key[CACHE_KEY_LEN] = {9};
 	uint8_t buf[CODEC_ENV_HDR + 16] = {0}, data[16] = {1, 2, 3, 4};
-	struct cache_val v = {2, 2, 1, 0, data, 4, NULL, 0}, out;
+	struct cache_val v = {.w = 2, .h = 2, .c = 1, .data = data, .len = 4},
+			 out;
 
 	v.enc = CACHE_FMT_ENC(CACHE_FMT_JPEG, 77);
 	codec_env_seal(buf, key, &v);

@@ -179,7 +179,7 @@ e = 0
 while "owner of" not in mb.log():
     check(__import__("time").monotonic() < deadline,
           "B never took the cache over:\n%s" % mb.log())
-    read_epoch(mb, "val", 0)
+    read_epoch(mb, "train", 0)
 b4, _ = chosen(mb)
 check(b4 == 200 * MB and "the bound the previous owner served with, more "
       "than half of the" in mb.log(),

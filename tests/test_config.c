@@ -2,6 +2,8 @@
  * test_config - the config parser: values, defaults, and one case per kind
  * of mistake, each reported as FILE:LINE: message with the right line.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,7 +185,7 @@ test_full(void)
 	CHECK_EQ_INT(j->dtype, XF_FLOAT32);
 	CHECK_EQ_INT(j->layout, XF_CHW);
 	CHECK_EQ_INT(j->on_error, CFG_ON_ERROR_FAIL);
-	CHECK_EQ_STR(j->pipeline, "decode resize(256) cache "
+	CHECK_EQ_STR(j->pipeline, "decode(scaled) shrink(512) cache "
 				  "random_resized_crop(224) flip(0.5) "
 				  "normalize(imagenet)");
 	cfg_free(c);
@@ -230,7 +232,8 @@ test_defaults(void)
 	CHECK(c->mount.gpu_memory == 2ull << 30);
 	cfg_free(c);
 
-	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    cfg_default_trees("/data/x", "/data/v", &c, err, sizeof(err)), 0);
 	CHECK_EQ_INT(c->njobs, 2);
 	CHECK_EQ_STR(c->jobs[0].name, "train");
 	CHECK_EQ_STR(c->jobs[1].name, "val");
@@ -238,6 +241,8 @@ test_defaults(void)
 	CHECK_EQ_STR(c->jobs[1].pipeline, "decode resize(256) center_crop(224) "
 					  "cache normalize(imagenet)");
 	CHECK_EQ_STR(c->datasets[0].root, "/data/x");
+	CHECK_EQ_STR(c->datasets[1].root, "/data/v");
+	CHECK(c->jobs[0].dataset_index == 0 && c->jobs[1].dataset_index == 1);
 	cfg_free(c);
 	cfg_free(NULL);
 }
@@ -255,7 +260,8 @@ test_job_opts(void)
 	CHECK(!cfg_is_job_opt("dataset", 7));
 	CHECK(!cfg_is_job_opt("threads", 7));
 	CHECK(!cfg_is_job_opt("allow_other", 11));
-	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    cfg_default_trees("/data/x", "/data/v", &c, err, sizeof(err)), 0);
 	CHECK_EQ_INT(
 	    cfg_set_job(c, "on_error", "substitute", err, sizeof(err)), 0);
 	CHECK(c->jobs[0].on_error == CFG_ON_ERROR_SUBSTITUTE &&
@@ -335,9 +341,9 @@ test_mistakes(void)
 	bad("[dataset d]\nroot = /\nlabel = cls\n[job j]\n", 1,
 	    "label applies to shards only");
 	bad("[dataset d]\nshards = /x/*.tar\nlabel = json:\n[job j]\n", 1,
-	    "expected cls, json:KEY or none");
+	    "expected cls, json:KEY, none or auto");
 	bad("[dataset d]\nshards = /x/*.tar\nlabel = txt\n[job j]\n", 1,
-	    "expected cls, json:KEY or none");
+	    "expected cls, json:KEY, none or auto");
 	/* Remote shards (issue 30): their keys' values. */
 	bad("[dataset d]\nshards = s3://b/k.tar\ns3_path_style = maybe\n"
 	    "[job j]\n",
@@ -716,7 +722,8 @@ test_schedule_seeds(void)
 	CHECK_EQ_INT(
 	    cfg_parse_res("160..192", &j.res, err, sizeof(err)), -EINVAL);
 	CHECK_EQ_INT(j.res.hi, 171); /* unchanged on error */
-	CHECK_EQ_INT(cfg_default("/data/x", &c, err, sizeof(err)), 0);
+	CHECK_EQ_INT(
+	    cfg_default_trees("/data/x", "/data/v", &c, err, sizeof(err)), 0);
 	CHECK(cfg_job_shuffle_seed(&c->jobs[0]) == 42 &&
 	      cfg_job_aug_seed(&c->jobs[0]) == 42);
 	CHECK_EQ_INT(cfg_set_job(c, "seed", "7", err, sizeof(err)), 0);
@@ -730,6 +737,140 @@ test_schedule_seeds(void)
 	      cfg_job_aug_seed(&c->jobs[1]) == 7);
 	CHECK(c->jobs[0].views == 1 && c->jobs[1].views == 1);
 	cfg_free(c);
+}
+
+/* dir/rel made: a directory, or with text a file. */
+static void
+mk(const char *rel, const char *text)
+{
+	char p[512], *s;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	for (s = p + strlen(dir) + 1; (s = strchr(s, '/')) != NULL; s++) {
+		*s = '\0';
+		(void)mkdir(p, 0755);
+		*s = '/';
+	}
+	if (text == NULL) {
+		(void)mkdir(p, 0755);
+		return;
+	}
+	FILE *f = fopen(p, "w");
+
+	if (f != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/* cfg_default of dir/rel: 0 and *c, or the error. */
+static int
+layout(const char *rel, struct cfg **c, char *err, size_t len)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	*c = NULL;
+	return cfg_default(p, c, err, len);
+}
+
+/*
+ * Issue 36: what a dataset path is taken as without a config (the
+ * mounts of tests/test_layouts.py read them).
+ */
+static void
+test_layouts(void)
+{
+	char err[512], want[512];
+	struct cfg *c;
+
+	mk("L/in/train/a/1.jpg", "");
+	mk("L/in/train/b/2.jpg", "");
+	mk("L/in/val/b/3.jpg", "");
+	mk("L/in/README.md", "");
+	/* ROOT: train/ and val/, val's classes by name as train's. */
+	CHECK_EQ_INT(layout("L/in", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_INT(c->njobs, 2);
+		CHECK_EQ_INT(c->ndatasets, 2);
+		snprintf(want, sizeof(want), "%s/L/in/val", dir);
+		CHECK_EQ_STR(c->datasets[1].root, want);
+		CHECK_EQ_INT(c->datasets[1].nclass_names, 2);
+		CHECK(!c->layout_warn && strstr(c->layout, "job val from") !=
+						 NULL);
+		cfg_free(c);
+	}
+	/* ROOT/train: the val/ beside it. */
+	CHECK_EQ_INT(layout("L/in/train", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_INT(c->njobs, 2);
+		CHECK(strstr(c->layout, ", the val/ beside it") != NULL);
+		cfg_free(c);
+	}
+	/* A val/ with a class train has not: no val job, said. */
+	mk("L/in/val/zz", NULL);
+	CHECK_EQ_INT(layout("L/in/train", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_INT(c->njobs, 1);
+		CHECK(c->layout_warn && strstr(c->layout, "no val job") &&
+		      strstr(c->layout, "zz are not train's"));
+		cfg_free(c);
+	}
+	/* A class tree not called train: train alone. */
+	CHECK_EQ_INT(layout("L/in/val", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_INT(c->njobs, 1);
+		CHECK(c->layout_warn && strstr(c->layout, "no val/ beside it"));
+		cfg_free(c);
+	}
+	/* A folder of shards, one shard; ROOT of shard folders. */
+	mk("L/sh/a-0.tar", "");
+	mk("L/sh/a-1.tar", "");
+	CHECK_EQ_INT(layout("L/sh", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		snprintf(want, sizeof(want), "%s/L/sh/*.tar", dir);
+		CHECK_EQ_STR(c->datasets[0].shards, want);
+		CHECK_EQ_STR(c->datasets[0].label, "auto");
+		CHECK(c->datasets[0].root == NULL && c->njobs == 1);
+		CHECK(strstr(c->layout, "(2 tar shards)") != NULL);
+		/* -o label= (issue 36 §3), and a remote key's answer */
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "label", "json:y", err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(c->datasets[0].label, "json:y");
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "label", "bogus", err, sizeof(err)),
+		    -EINVAL);
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "remote_retries", "3", err, sizeof(err)),
+		    -EINVAL);
+		CHECK(strstr(err, "on local disk") != NULL);
+		CHECK_EQ_INT(
+		    cfg_set_dataset_opt(c, "nosuch", "3", err, sizeof(err)),
+		    -ENOENT);
+		cfg_free(c);
+	}
+	snprintf(want, sizeof(want), "%s/L/sh/a-0.tar", dir);
+	CHECK(cfg_is_tar(want));
+	CHECK(!cfg_is_tar(path));
+	CHECK_EQ_INT(layout("L/sh/a-0.tar", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_STR(c->datasets[0].shards, want);
+		cfg_free(c);
+	}
+	mk("L/ws/train/t.tar", "");
+	mk("L/ws/validation/v.tar", "");
+	CHECK_EQ_INT(layout("L/ws", &c, err, sizeof(err)), 0);
+	if (c != NULL) {
+		CHECK_EQ_INT(c->njobs, 2);
+		snprintf(want, sizeof(want), "%s/L/ws/validation/*.tar", dir);
+		CHECK_EQ_STR(c->datasets[1].shards, want);
+		cfg_free(c);
+	}
+	CHECK_EQ_INT(layout("L/none", &c, err, sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "L/none: No such file") != NULL);
+	snprintf(want, sizeof(want), "rm -rf %s/L", dir);
+	CHECK_EQ_INT(system(want), 0);
 }
 
 int
@@ -754,6 +895,7 @@ main(void)
 	test_cluster();
 	test_job_opts();
 	test_schedule_seeds();
+	test_layouts();
 	unlink(path);
 	rmdir(dir);
 	return TEST_SUMMARY();

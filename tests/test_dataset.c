@@ -144,6 +144,23 @@ test_folder(void)
 		else
 			CHECK(ds->samples[i].open_path == NULL);
 	}
+	/* What it left out, each counted (issue 36); the root's .git is a
+	 * tool's, not counted. */
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_NAME], 3);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_ROOT], 1);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_HIDDEN], 2);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_DANGLING], 1);
+	CHECK_EQ_INT(ds->nleft_by[DS_LEFT_LOOP], 2);
+	CHECK_EQ_INT(ds_skipped_total(ds), 9);
+	CHECK_EQ_INT(ds->nleft, 9);
+	ds_skipped_text(ds, path, sizeof(path));
+	/* (the extensions in the order the scan met them) */
+	CHECK(strstr(path, "1 .bak") != NULL);
+	CHECK(strstr(path, "1 without an extension") != NULL);
+	CHECK(strstr(path, ", 1 directly under the root, not in a class "
+			   "folder, 2 hidden (names starting with '.'), 1 "
+			   "dangling symbolic link, 2 symbolic link loops") !=
+	      NULL);
 	ds_free(ds);
 
 	/* A relative root comes back absolute. */
@@ -378,16 +395,20 @@ open_sample(const struct dataset *ds, const char *path, char *text, size_t len,
 }
 
 /*
- * Issue 12 item 9: links are followed only inside the root, and
- * ds_sample_open follows none, whatever replaced a file after the scan.
- * Run with openat2 and with the fallback (noopenat2).
+ * Issue 12 item 9, issue 36: links are followed inside the root and out
+ * of it (as torchvision's ImageFolder follows them), and ds_sample_open
+ * follows none, whatever replaced a file after the scan.  Run with
+ * openat2 and with the fallback (noopenat2).
  */
 static void
 test_links(bool noopenat2)
 {
-	static const char *want[] = {
-	    "c/dirlink/x.jpg", "c/in.jpg", "c/link-in.jpg", "d/x.jpg"};
-	static const char *open_want[] = {"d/x.jpg", NULL, "c/in.jpg", NULL};
+	static const char *want[] = {"c/dirlink/x.jpg", "c/in.jpg",
+	    "c/link-in.jpg", "c/link-out.jpg", "c/outdir/x.jpg", "d/x.jpg",
+	    "e/x.jpg"};
+	/* "/" + ...: out of the root, absolute (tmp's) */
+	static const char *open_want[] = {"d/x.jpg", NULL, "c/in.jpg",
+	    "/outside.jpg", "/outdir/x.jpg", NULL, "/outdir/x.jpg"};
 	struct dataset *ds = NULL, *mds = NULL;
 	char err[512], text[64], path[512], want_err[600];
 	char sub[16];
@@ -409,7 +430,8 @@ test_links(bool noopenat2)
 	link_to("in.jpg", path);
 	snprintf(path, sizeof(path), "%s/c/dirlink", sub);
 	link_to("../d", path);
-	/* Out of the root: a file, a directory, a class; all skipped. */
+	/* Out of the root: a file, a directory, a class; all followed (the
+	 * class e reads outdir again: once a class). */
 	snprintf(path, sizeof(path), "%s/c/link-out.jpg", sub);
 	link_to("../../outside.jpg", path);
 	snprintf(path, sizeof(path), "%s/c/outdir", sub);
@@ -424,15 +446,27 @@ test_links(bool noopenat2)
 		fprintf(stderr, "ds_open: %s\n", err);
 		return;
 	}
-	CHECK_EQ_INT(ds->nclasses, 2);
-	CHECK_EQ_INT(ds->n, 4);
-	for (size_t i = 0; i < ds->n && i < 4; i++) {
+	CHECK_EQ_INT(ds->nclasses, 3);
+	CHECK_EQ_INT(ds->n, 7);
+	for (size_t i = 0; i < ds->n && i < 7; i++) {
 		CHECK_EQ_STR(ds->samples[i].path, want[i]);
-		if (open_want[i] != NULL)
+		if (open_want[i] != NULL && open_want[i][0] == '/') {
+			snprintf(want_err, sizeof(want_err), "%s%s", tmp,
+			    open_want[i]);
+			CHECK_EQ_STR(ds->samples[i].open_path, want_err);
+		} else if (open_want[i] != NULL)
 			CHECK_EQ_STR(ds->samples[i].open_path, open_want[i]);
 		else
 			CHECK(ds->samples[i].open_path == NULL);
 	}
+	CHECK_EQ_INT(open_sample(ds, "c/link-out.jpg", text, sizeof(text), err,
+			 sizeof(err)),
+	    0);
+	CHECK_EQ_STR(text, "out");
+	CHECK_EQ_INT(
+	    open_sample(ds, "e/x.jpg", text, sizeof(text), err, sizeof(err)), 0);
+	CHECK_EQ_STR(text, "outdir");
+	CHECK_EQ_INT(ds_skipped_total(ds), 0);
 	CHECK_EQ_INT(
 	    open_sample(ds, "c/in.jpg", text, sizeof(text), err, sizeof(err)),
 	    0);

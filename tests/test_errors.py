@@ -39,7 +39,11 @@ sys.path.insert(0, os.path.join(fflib.SRCDIR, "python"))
 import feedfs  # noqa: E402
 
 t = fflib.Test()
-data = t.gen(t.path("data"), n=40, classes=2, seed=3)
+# torchvision's layout, ROOT/train and ROOT/val; val is train here (a
+# link), read without shuffle.
+os.makedirs(t.path("root"))
+data = t.gen(t.path("root", "train"), n=40, classes=2, seed=3)
+os.symlink("train", t.path("root", "val"))
 classes = sorted(os.listdir(data))
 # The truncated JPEG: the 5th file of the first class (sorted: sample 4).
 bad_rel = os.path.join(classes[0], sorted(os.listdir(
@@ -102,7 +106,7 @@ def daemon_pid(p):
 logfile = t.path("feedfs.log")
 opts = ("cache_dir=%s,threads=2,memory=256M,batch_size=8,log=%s"
         % (cache, logfile))
-rc, err = feedfs_bg("-o", opts, data, mnt)
+rc, err = feedfs_bg("-o", opts, t.path("root"), mnt)
 import atexit  # noqa: E402
 atexit.register(fflib._force_umount, mnt)
 log("start said:\n" + err)
@@ -125,7 +129,8 @@ check("serving" in text and "zz_empty" in text,
       ".feedfs/log lacks the start's lines:\n" + text)
 
 # ---- a double mount is refused ---------------------------------------------
-rc2, err2 = feedfs_bg("-o", "cache_dir=%s" % t.path("c2"), data, mnt)
+rc2, err2 = feedfs_bg("-o", "cache_dir=%s" % t.path("c2"), t.path("root"),
+                      mnt)
 check(rc2 == 1 and "already" in err2 and "fusermount3 -u" in err2,
       "a second feedfs on %s: exit %d, said %r" % (mnt, rc2, err2))
 with open(os.path.join(mnt, "README")) as f:
@@ -224,9 +229,9 @@ check(rc == 2 and "log=" in err, "a log file that cannot be opened: exit "
 
 # ---- -o job keys without a config ------------------------------------------
 os.remove(os.path.join(mnt, "left-here"))
-m = fflib.Mount(t, data, mnt, "-o", "cache_dir=%s,threads=2,memory=256M,"
-                "on_error=substitute,batch_size=8,val.epochs=2"
-                % t.path("cache"))
+m = fflib.Mount(t, t.path("root"), mnt, "-o",
+                "cache_dir=%s,threads=2,memory=256M,on_error=substitute,"
+                "batch_size=8,val.epochs=2" % t.path("cache"))
 with m:
     j = feedfs.Job(m.p("val"))
     check(j.info["on_error"] == "substitute" and j.info["batch_size"] == 8

@@ -70,8 +70,8 @@ expected(const struct gpu_conv *cv, const uint8_t *src, uint32_t n)
 	uint8_t *e = malloc(out * n);
 
 	for (uint32_t s = 0; e && s < n; s++) {
-		struct xf_image img = { cv->w, cv->h,
-			(uint8_t *)src + s * in };
+		struct xf_image img = {
+		    .w = cv->w, .h = cv->h, .px = (uint8_t *)src + s * in};
 
 		xf_convert(&img, cv->normalize, cv->mean, cv->std, xd, xl,
 		    e + s * out);

@@ -5,7 +5,7 @@
 #      bad IHDR and IDAT CRCs, a cut IDAT,
 #      truncations, 12-bit, 65500x65500 bombs, 1x65500 and 65500x1 images
 #      that resize(72) would make gigabytes, 576 progressive scans, odd
-#      names, symlinks, those out of the root skipped ...):
+#      names, symlinks, those out of the root followed ...):
 #      samples.tsv lists exactly the expected samples with their labels;
 #      under on_error = fail each valid image's batch equals feedfs-ref and
 #      each broken one's gives EIO, with exactly one log line naming the

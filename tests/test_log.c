@@ -5,11 +5,16 @@
  * short copy keeps the newest whole lines.  A job's failed samples
  * (JOB/errors.tsv): each once with its first reason, the path as in
  * samples.tsv and the reason without it, escaped, at most
- * JOB_ERRORS_MAX, the oldest going first and counted.
+ * JOB_ERRORS_MAX, the oldest going first and counted.  And the file of
+ * -o log=FILE (issue 40, 5): a relative name opened again by its
+ * absolute one after a rename (logrotate's), the lines before in the old
+ * file and those after in the new; the level drops what is above it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/job.h"
 #include "util/log.h"
@@ -122,6 +127,56 @@ test_errors_tsv(void)
 	free(v);
 }
 
+/* The whole of file path, or NULL. */
+static char *
+slurp(const char *path)
+{
+	static char text[8192];
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (fp == NULL)
+		return NULL;
+	n = fread(text, 1, sizeof(text) - 1, fp);
+	text[n] = '\0';
+	fclose(fp);
+	return text;
+}
+
+static void
+test_file(void)
+{
+	char dir[] = "/tmp/test_log.XXXXXX", old[64], cwd[4096], err[256];
+	const char *t;
+
+	CHECK(mkdtemp(dir) != NULL && getcwd(cwd, sizeof(cwd)) != NULL);
+	CHECK(chdir(dir) == 0);
+	CHECK_EQ_INT(log_open_file("x.log", err, sizeof(err)), 0);
+	CHECK(chdir(cwd) == 0); /* the daemon moves to / */
+	log_warn("before the rename");
+	snprintf(old, sizeof(old), "%s/x.log", dir);
+	snprintf(cwd, sizeof(cwd), "%s/x.log.1", dir);
+	CHECK(rename(old, cwd) == 0);
+	CHECK_EQ_INT(log_reopen(), 0);
+	log_warn("after the rename");
+	CHECK((t = slurp(cwd)) != NULL && strstr(t, "before the rename") &&
+	      !strstr(t, "after the rename"));
+	CHECK((t = slurp(old)) != NULL && strstr(t, "reopened the log") &&
+	      strstr(t, "after the rename") && strstr(t, " warning: "));
+	/* The level: info dropped at warning, everywhere. */
+	CHECK_EQ_INT(log_set_level_name("loud"), -EINVAL);
+	CHECK_EQ_INT(log_set_level_name("warning"), 0);
+	log_info("an info line");
+	CHECK((t = slurp(old)) != NULL && !strstr(t, "an info line"));
+	CHECK_EQ_INT(log_set_level_name("info"), 0);
+	CHECK(log_open_file("", err, sizeof(err)) != 0);
+	log_close_file();
+	CHECK_EQ_INT(log_reopen(), 0); /* no file: nothing to do */
+	unlink(old);
+	unlink(cwd);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -159,5 +214,6 @@ main(void)
 	CHECK_EQ_INT(last, 19999);
 	free(buf);
 	test_errors_tsv();
+	test_file();
 	return TEST_SUMMARY();
 }

@@ -9,7 +9,11 @@
  *     sample is made again with the right bytes;
  *   - a value whose shape is over the job's max_pixels (a few KB of zstd
  *     that would decode to 12 MB: what a forged cluster value could be) is
- *     a miss, refused before it is decoded.
+ *     a miss, refused before it is decoded;
+ *   - issue 36: a prefix that shrink made keeps its frame (the source's
+ *     size, in whose pixels random_resized_crop draws) through the cache
+ *     in every cache_format: a miss, a hit and a read without a cache give
+ *     the same bytes; a frame over max_pixels is a miss.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,9 +37,10 @@ struct setup {
 	struct job j;
 };
 
-/* Job "j" of pipeline, cache_format fmt and max_pixels over dir/data. */
+/* Job "j" of pipeline pl, cache_format fmt and max_pixels over dir/data. */
 static int
-setup(struct setup *s, const char *fmt, const char *max_pixels)
+setup_pl(
+    struct setup *s, const char *pl, const char *fmt, const char *max_pixels)
 {
 	char path[512], err[2048];
 	FILE *fp;
@@ -47,9 +52,9 @@ setup(struct setup *s, const char *fmt, const char *max_pixels)
 	fprintf(fp,
 	    "[mount]\ncache_dir = %s/cache\n[dataset d]\nroot = %s/data\n"
 	    "[job j]\nbatch_size = 2\ndtype = uint8\nlayout = HWC\n"
-	    "pipeline = decode resize(40) cache center_crop(32)\n"
+	    "pipeline = %s\n"
 	    "cache_format = %s\nmax_pixels = %s\n",
-	    dir, dir, fmt, max_pixels);
+	    dir, dir, pl, fmt, max_pixels);
 	fclose(fp);
 	if (cfg_load(path, &s->cfg, err, sizeof(err)) != 0 ||
 	    ds_open_cfg(&s->cfg->datasets[0], -1, NULL, NULL, &s->ds, err,
@@ -60,6 +65,13 @@ setup(struct setup *s, const char *fmt, const char *max_pixels)
 		return -1;
 	}
 	return 0;
+}
+
+static int
+setup(struct setup *s, const char *fmt, const char *max_pixels)
+{
+	return setup_pl(
+	    s, "decode resize(40) cache center_crop(32)", fmt, max_pixels);
 }
 
 static void
@@ -200,6 +212,87 @@ test_other_format(void)
 	free(px);
 }
 
+/*
+ * shrink(24) shrinks every image of gen-jpegs (short sides from 40): each
+ * crop's box is drawn in the source's pixels, so a hit that lost the
+ * frame would draw it in the smaller image's and serve other bytes.
+ */
+#define SHRINK_PL "decode shrink(24) cache random_resized_crop(16) flip(0.5)"
+
+static void
+test_frame(void)
+{
+	static const char *const fmts[] = {"raw", "lossless", "jpeg(90)"};
+	char rmcmd[600];
+
+	for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++) {
+		struct setup s;
+		struct cache *c;
+
+		if (setup_pl(&s, SHRINK_PL, fmts[f], "100000000") != 0) {
+			CHECK(0);
+			return;
+		}
+		snprintf(rmcmd, sizeof(rmcmd), "rm -rf %s/cache", dir);
+		CHECK(system(rmcmd) == 0);
+		c = open_cache();
+		for (uint32_t id = 0; id < 4; id++) {
+			uint8_t *none = make(&s, NULL, id);
+			uint8_t *miss = make(&s, c, id);
+			uint8_t *hit = make(&s, c, id);
+
+			CHECK(memcmp(miss, hit, s.j.sample_bytes) == 0);
+			CHECK(memcmp(none, hit, s.j.sample_bytes) == 0);
+			free(none);
+			free(miss);
+			free(hit);
+		}
+		CHECK(atomic_load(&s.j.st.cache_hits) == 4);
+		CHECK(atomic_load(&s.j.st.cache_misses) == 4);
+		cache_close(c);
+		teardown(&s);
+	}
+}
+
+/* A frame over max_pixels: no source of the job was that large. */
+static void
+test_frame_over_max_pixels(void)
+{
+	uint8_t *px = calloc(24 * 24 * 3, 1);
+	struct cache_val v = {.w = 24,
+	    .h = 24,
+	    .c = 3,
+	    .dtype = 0,
+	    .data = px,
+	    .len = 24 * 24 * 3,
+	    .enc = 0,
+	    .src_w = 2000,
+	    .src_h = 2000};
+	struct setup s;
+	uint8_t key[CACHE_KEY_LEN], *got;
+	struct cache *c;
+	char rmcmd[600];
+
+	snprintf(rmcmd, sizeof(rmcmd), "rm -rf %s/cache", dir);
+	CHECK(system(rmcmd) == 0);
+	if (setup_pl(&s, SHRINK_PL, "raw", "1000000") != 0) {
+		CHECK(0);
+		free(px);
+		return;
+	}
+	c = open_cache();
+	key_of(&s, 2, key);
+	v.prefix = s.j.cache_text;
+	cache_put(c, key, &v);
+	got = make(&s, c, 2);
+	CHECK(atomic_load(&s.j.st.cache_hits) == 0);
+	CHECK(atomic_load(&s.j.st.cache_misses) == 1);
+	free(got);
+	cache_close(c);
+	teardown(&s);
+	free(px);
+}
+
 static void
 test_over_max_pixels(void)
 {
@@ -232,6 +325,8 @@ main(void)
 	test_jpeg();
 	test_other_format();
 	test_over_max_pixels();
+	test_frame();
+	test_frame_over_max_pixels();
 	test_rmtree(dir);
 	return TEST_SUMMARY();
 }

@@ -184,7 +184,8 @@ static int
 run_on(const char *text, const struct xf_image *in, uint64_t key, uint8_t *out)
 {
 	struct xf_pipeline *pl = parse_ok(text);
-	struct xf_image img = {in->w, in->h, malloc((size_t)in->w * in->h * 3)};
+	struct xf_image img = {
+	    .w = in->w, .h = in->h, .px = malloc((size_t)in->w * in->h * 3)};
 	int r;
 
 	if (pl == NULL || img.px == NULL) {
@@ -259,7 +260,7 @@ test_augment(void)
 	in.h = 12;
 	in.px = px;
 	for (uint64_t key = 1; key < 40; key++) {
-		struct xf_image img = {16, 12, NULL};
+		struct xf_image img = {.w = 16, .h = 12, .px = NULL};
 
 		CHECK_EQ_INT(run_on("decode cache center_crop(16,12) flip(0.5) "
 				    "trivial_augment",
@@ -305,7 +306,7 @@ static uint8_t *
 aug_copy(const struct xf_image *in, int op, double v, bool scalar)
 {
 	size_t n = (size_t)in->w * in->h * 3;
-	struct xf_image img = {in->w, in->h, malloc(n)};
+	struct xf_image img = {.w = in->w, .h = in->h, .px = malloc(n)};
 
 	if (img.px == NULL)
 		return NULL;
@@ -346,7 +347,7 @@ test_augment_avx2(void)
 	for (size_t s = 0; s < sizeof(sz) / sizeof(sz[0]); s++) {
 		uint32_t w = sz[s][0], h = sz[s][1];
 		size_t n = (size_t)w * h * 3;
-		struct xf_image in = {w, h, malloc(n)};
+		struct xf_image in = {.w = w, .h = h, .px = malloc(n)};
 
 		if (in.px == NULL)
 			return;
@@ -401,7 +402,8 @@ test_augment_degenerate(void)
 		for (int op = 0; op < XF_AUG_COUNT + 5; op++)
 			for (size_t m = 0; m < sizeof(mags) / sizeof(mags[0]);
 			     m++) {
-				struct xf_image img = {w, h, malloc(n)};
+				struct xf_image img = {
+				    .w = w, .h = h, .px = malloc(n)};
 				double v = mags[m];
 
 				if (img.px == NULL)
@@ -432,7 +434,7 @@ test_augment_degenerate(void)
 static struct xf_image
 make_image(uint32_t w, uint32_t h, const uint8_t *px)
 {
-	struct xf_image im = {w, h, malloc((size_t)w * h * 3)};
+	struct xf_image im = {.w = w, .h = h, .px = malloc((size_t)w * h * 3)};
 
 	memcpy(im.px, px, (size_t)w * h * 3);
 	return im;
@@ -442,7 +444,7 @@ make_image(uint32_t w, uint32_t h, const uint8_t *px)
 static struct xf_image
 gray_image(uint32_t w, uint32_t h, const uint8_t *v)
 {
-	struct xf_image im = {w, h, malloc((size_t)w * h * 3)};
+	struct xf_image im = {.w = w, .h = h, .px = malloc((size_t)w * h * 3)};
 
 	for (size_t i = 0; i < (size_t)w * h; i++)
 		im.px[i * 3] = im.px[i * 3 + 1] = im.px[i * 3 + 2] = v[i];
@@ -578,7 +580,8 @@ test_flip_paths(void)
 		uint32_t w = ws[i], h = 3;
 		size_t n = (size_t)w * h * 3;
 		uint8_t *a = malloc(n), *b = malloc(n), *want = malloc(n);
-		struct xf_image ia = {w, h, a}, ib = {w, h, b};
+		struct xf_image ia = {.w = w, .h = h, .px = a},
+				ib = {.w = w, .h = h, .px = b};
 
 		CHECK(a && b && want);
 		for (size_t k = 0; k < n; k++) {
@@ -772,7 +775,8 @@ static void
 test_convert(void)
 {
 	/* 2x1: (0, 128, 255), (255, 0, 51). */
-	struct xf_image im = {2, 1, (uint8_t[]){0, 128, 255, 255, 0, 51}};
+	struct xf_image im = {
+	    .w = 2, .h = 1, .px = (uint8_t[]){0, 128, 255, 255, 0, 51}};
 	static const float mean[3] = {0.485f, 0.456f, 0.406f};
 	static const float std[3] = {0.229f, 0.224f, 0.225f};
 	float f[6];

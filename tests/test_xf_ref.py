@@ -7,9 +7,16 @@ image:
 
 - a full decode equals Image.open(p).convert('RGB') (YCbCr and grayscale
   exactly, CMYK within 1),
-- "decode resize(S)" equals T.Resize(S) bit for bit where the decode is not
-  DCT-scaled (where it is, only a loose bound: a scaled IDCT is not Pillow's
-  full decode followed by its filter),
+- "decode resize(S)" equals T.Resize(S) bit for bit at every size (the
+  plain decode is Pillow's full one); "decode(scaled) resize(S)" where it
+  is DCT-scaled only within a loose bound (a scaled IDCT is not Pillow's
+  full decode followed by its filter), else bit for bit,
+- shrink(S): T.Resize(S, LANCZOS) where the short side is over S, else the
+  image as it is; random_resized_crop after it draws its box in the
+  source's pixels (a Python copy of get_params on the source's size) and
+  equals PIL's resize of that box of the shrunk image (fractional, Pillow's
+  box argument) where the source was shrunk, the crop + resize of the
+  source where not,
 - resize(W,H), center_crop (with zero padding, half-to-even offsets) and
   their uint8 output exactly,
 - float32 ToTensor/Normalize within 1e-6, float16 equal to numpy's
@@ -146,7 +153,8 @@ def resize_dims(w, h, s):
 
 
 def dct_scaled(w, h, tw, th):
-    """Whether xf_run_prefix decodes at a DCT scale for target tw x th."""
+    """Whether xf_run_prefix decodes at a DCT scale for target tw x th
+    (with decode(scaled))."""
     for num in range(1, 8):
         if -(-w * num // 8) >= 2 * tw and -(-h * num // 8) >= 2 * th:
             return True
@@ -175,22 +183,60 @@ def test_image(path, idx):
     check(d <= (0 if exact_decode else 1),
           "%s (%s): decode differs from PIL by %d" % (name, mode, d))
 
-    # Short-side resize, prefix only.
+    # Short-side resize, prefix only: exact with the plain decode.
     for s in (256, 64, min(w, h)):
         tw, th = resize_dims(w, h, s)
-        got = prefix("decode resize(%d) cache center_crop(8)" % s, path)
-        check(got.shape == (th, tw, 3),
-              "%s: resize(%d) shape %s, want %s" % (name, s, got.shape,
-                                                    (th, tw, 3)))
         ref = np.asarray(T.Resize(s)(img))
-        d = maxdiff(got, ref)
-        if dct_scaled(w, h, tw, th):
-            md = float(np.abs(got.astype(int) - ref.astype(int)).mean())
-            check(md < 3.0, "%s: DCT-scaled resize(%d) mean diff %.2f"
-                  % (name, s, md))
-        else:
+        for dec in ("decode", "decode(scaled)"):
+            got = prefix("%s resize(%d) cache center_crop(8)" % (dec, s),
+                         path)
+            check(got.shape == (th, tw, 3),
+                  "%s: %s resize(%d) shape %s, want %s"
+                  % (name, dec, s, got.shape, (th, tw, 3)))
+            d = maxdiff(got, ref)
+            if dec != "decode" and dct_scaled(w, h, tw, th):
+                md = float(np.abs(got.astype(int) - ref.astype(int)).mean())
+                check(md < 3.0, "%s: DCT-scaled resize(%d) mean diff %.2f"
+                      % (name, s, md))
+            else:
+                check(d <= (0 if exact_decode else 1),
+                      "%s: %s resize(%d) differs from T.Resize by %d"
+                      % (name, dec, s, d))
+
+    # shrink(S): Lanczos past S, else the image; its crops in the frame.
+    for s in (max(min(w, h) - 1, 1), min(w, h), 96):
+        sh = img if min(w, h) <= s else T.Resize(
+            s, interpolation=T.InterpolationMode.LANCZOS)(img)
+        pl = "decode shrink(%d) cache random_resized_crop(64)" % s
+        data, so = xfrun(pl, path, "--prefix-only")
+        dims = list(map(int, so.split()))
+        got = np.frombuffer(data, np.uint8).reshape(dims[1], dims[0], 3)
+        d = maxdiff(got, np.asarray(sh))
+        check(d <= (0 if exact_decode else 1) and dims[2:] == [w, h],
+              "%s: shrink(%d) differs from Resize(LANCZOS) by %d, "
+              "dims %s" % (name, s, d, dims))
+        for key in (idx * 3 + 1, idx * 3 + 2):
+            out, so = sample(pl, path, 64, 64, "uint8", "HWC", key,
+                             "--print-rrc")
+            x, y, bw, bh = map(int, so.split())
+            want = rrc_params(w, h, key, 3 << 32)
+            check((x, y, bw, bh) == want, "%s shrink(%d) key %d: box %s, "
+                  "want %s (in the source's pixels)"
+                  % (name, s, key, (x, y, bw, bh), want))
+            if sh is img:
+                ref = img.crop((x, y, x + bw, y + bh)).resize(
+                    (64, 64), Image.BILINEAR)
+            else:
+                fx, fy = sh.size[0] / w, sh.size[1] / h
+                box = [float(np.float32(v)) for v in
+                       (x * fx, y * fy, (x + bw) * fx, (y + bh) * fy)]
+                box[2], box[3] = min(box[2], sh.size[0]), min(box[3],
+                                                              sh.size[1])
+                ref = sh.resize((64, 64), Image.BILINEAR, box=tuple(box))
+            d = maxdiff(out, np.asarray(ref))
             check(d <= (0 if exact_decode else 1),
-                  "%s: resize(%d) differs from T.Resize by %d" % (name, s, d))
+                  "%s shrink(%d) key %d: crop differs from PIL by %d"
+                  % (name, s, key, d))
 
     # resize(W,H) to an odd size, up and down.
     for tw, th in ((97, 61), (w + 13, h // 2 + 1)):
@@ -215,11 +261,9 @@ def test_image(path, idx):
     pl = "decode resize(256) center_crop(224)"
     got, _ = sample(pl, path, 224, 224)
     ref_img = T.CenterCrop(224)(T.Resize(256)(img))
-    scaled = dct_scaled(w, h, *resize_dims(w, h, 256))
-    if not scaled:
-        d = maxdiff(got, np.asarray(ref_img))
-        check(d <= (0 if exact_decode else 1),
-              "%s: %s differs by %d" % (name, pl, d))
+    d = maxdiff(got, np.asarray(ref_img))
+    check(d <= (0 if exact_decode else 1),
+          "%s: %s differs by %d" % (name, pl, d))
     # Floats are checked on feedfs's own uint8 pixels, so that a decode
     # difference does not hide a conversion error.
     base = Image.fromarray(np.ascontiguousarray(got))
@@ -249,7 +293,7 @@ def test_image(path, idx):
     s = 160
     pre = T.Resize(s)(img)
     pw, ph = pre.size
-    pre_exact = not dct_scaled(w, h, pw, ph) and exact_decode
+    pre_exact = exact_decode
     pl = "decode resize(%d) cache random_resized_crop(96)" % s
     boxes = set()
     for key in (idx * 7 + 1, idx * 7 + 2, idx * 7 + 3):
@@ -295,7 +339,7 @@ def test_errors(good):
         "garbage.jpg": (b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8,
                         "corrupt data"),
         "text.jpg": (b"this is not a jpeg\n", "not a JPEG"),
-        "empty.jpg": (b"", "not a JPEG"),
+        "empty.jpg": (b"", "empty file"),
     }
     for fname, (blob, msg) in cases.items():
         p = os.path.join(TMP, fname)

@@ -4,12 +4,15 @@
  *
  *   xfrun PIPELINE JPEG OUT [--dtype uint8|float16|float32]
  *       [--layout HWC|CHW] [--key N] [--prefix-only] [--print-rrc]
- *       [--count N] [--print-params]
+ *       [--rrc-only] [--count N] [--print-params]
  *
  * Writes the raw sample bytes to OUT.  With --prefix-only it writes the
- * prefix image (raw HWC uint8) instead and prints "W H".  --print-rrc
- * prints "x y w h", the box of the first random_resized_crop, computed on
- * the prefix image (right when that op is the first one after the prefix).
+ * prefix image (raw HWC uint8) instead and prints "W H" (and "SW SH",
+ * its frame, when shrink set one).  --print-rrc prints "x y w h", the box
+ * of the first random_resized_crop, computed on the prefix image in its
+ * frame (the source's pixels after shrink; right when that op is the
+ * first one after the prefix), a line for each of the --count keys;
+ * --rrc-only prints them and stops there (nothing is written to OUT).
  * --count N runs the ops after the prefix N times, with keys KEY .. KEY +
  * N - 1, on copies of the prefix image, and writes the N samples one after
  * the other.  --print-params prints, for each of those keys, a line of the
@@ -31,8 +34,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: xfrun PIPELINE JPEG OUT [--dtype "
 			"uint8|float16|float32] [--layout HWC|CHW] [--key N] "
-			"[--prefix-only] [--print-rrc] [--count N] "
-			"[--print-params] [--params-only]\n");
+			"[--prefix-only] [--print-rrc] [--rrc-only] "
+			"[--count N] [--print-params] [--params-only]\n");
 }
 
 static int
@@ -93,7 +96,7 @@ main(int argc, char **argv)
 	enum xf_layout layout = XF_HWC;
 	uint64_t key = 0;
 	bool prefix_only = false, print_rrc = false, print_params = false;
-	bool params_only = false;
+	bool params_only = false, rrc_only = false;
 	uint64_t count = 1;
 	struct xf_pipeline *pl = NULL;
 	struct xf_image img = {0};
@@ -117,6 +120,8 @@ main(int argc, char **argv)
 			prefix_only = true;
 		else if (strcmp(a, "--print-rrc") == 0)
 			print_rrc = true;
+		else if (strcmp(a, "--rrc-only") == 0)
+			print_rrc = rrc_only = true;
 		else if (strcmp(a, "--print-params") == 0)
 			print_params = true;
 		else if (strcmp(a, "--params-only") == 0)
@@ -210,16 +215,25 @@ main(int argc, char **argv)
 
 			if (op->kind != XF_OP_RRC)
 				continue;
-			xf_rrc_params(img.w, img.h, op->scale, op->ratio, key,
-			    (uint64_t)i << 32, &x, &y, &cw, &ch);
-			printf("%" PRId32 " %" PRId32 " %" PRIu32 " %" PRIu32
-			       "\n",
-			    x, y, cw, ch);
+			for (uint64_t n = 0; n < count; n++) {
+				xf_rrc_box(
+				    pl, i, &img, key + n, &x, &y, &cw, &ch);
+				printf("%" PRId32 " %" PRId32 " %" PRIu32
+				       " %" PRIu32 "\n",
+				    x, y, cw, ch);
+			}
 			break;
+		}
+		if (rrc_only) {
+			ret = 0;
+			goto out;
 		}
 	}
 	if (prefix_only) {
-		printf("%" PRIu32 " %" PRIu32 "\n", img.w, img.h);
+		printf("%" PRIu32 " %" PRIu32, img.w, img.h);
+		if (img.src_w != 0)
+			printf(" %" PRIu32 " %" PRIu32, img.src_w, img.src_h);
+		printf("\n");
 		if (write_all(outpath, img.px, (size_t)img.w * img.h * 3) !=
 		    0) {
 			fprintf(stderr, "xfrun: %s: %s\n", outpath,

@@ -266,7 +266,7 @@ main(int argc, char **argv)
 	const char *dir = NULL, *config = NULL, *cmd = NULL;
 	const char *prefix = NULL, *age = NULL;
 	struct cfg *cfg = NULL;
-	char err[2048], req[4200];
+	char err[2048], req[4200], *dflt = NULL;
 	int i, ret;
 
 	/*
@@ -325,8 +325,12 @@ main(int argc, char **argv)
 		fprintf(stderr, "feedfs-cache: %s\n", err);
 		return EXIT_USAGE;
 	}
+	if (!dir && !cfg && (dflt = cfg_default_cache_dir()) == NULL) {
+		fprintf(stderr, "feedfs-cache: out of memory\n");
+		return EXIT_USAGE;
+	}
 	if (!dir)
-		dir = cfg ? cfg->mount.cache_dir : CFG_DEFAULT_CACHE_DIR;
+		dir = cfg ? cfg->mount.cache_dir : dflt;
 	if (strcmp(cmd, "evict") != 0 && (prefix || age)) {
 		fprintf(stderr, "feedfs-cache: --prefix and --older-than are "
 				"options of evict\n");
@@ -377,5 +381,6 @@ main(int argc, char **argv)
 		ret = EXIT_USAGE;
 	}
 	cfg_free(cfg);
+	free(dflt);
 	return fc_timed_out ? EXIT_TIMEOUT : ret;
 }

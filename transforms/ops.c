@@ -1,9 +1,10 @@
 /*
- * ops.c - crop, flip, random resized crop parameters, and running a
- * pipeline's ops: the deterministic prefix (xf_run_prefix) and the rest
- * (xf_run_suffix).  Layer: transforms/ (pixels).  A JPEG's size before
- * decoding (for the DCT scale and the partial decode) is the JPEG
- * probe's (xf_jpeg_dims, jpeg_probe.c).
+ * ops.c - crop, shrink, random resized crop parameters (in the frame
+ * shrink keeps), and running a pipeline's ops: the deterministic prefix
+ * (xf_run_prefix) and the rest (xf_run_suffix).  Layer: transforms/
+ * (pixels); the flip is flip.c's.  A JPEG's size before decoding (for
+ * the DCT scale and the partial decode) is the JPEG probe's
+ * (xf_jpeg_dims, jpeg_probe.c).
  *
  * Each op does what torchvision 0.14 does on a PIL image, so that feedfs
  * and a torchvision DataLoader give the same tensors for the same boxes.
@@ -50,89 +51,6 @@ xf_crop(const struct xf_image *in, int32_t x, int32_t y, uint32_t w, uint32_t h,
 	out->h = h;
 	out->px = px;
 	return 0;
-}
-
-/* Pixels o.. of row (w pixels) mirrored into out, one at a time. */
-static void
-flip_row_scalar(const uint8_t *row, uint32_t w, uint32_t o, uint8_t *out)
-{
-	for (; o < w; o++)
-		memcpy(out + (size_t)o * 3, row + ((size_t)w - 1 - o) * 3, 3);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-
-static bool
-flip_use_ssse3(void)
-{
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
-		return false;
-	return __builtin_cpu_supports("ssse3");
-}
-
-/*
- * Row (w pixels) mirrored into out (3w + 16 bytes): five pixels a step,
- * loaded as 16 bytes from the byte before them (so no load passes the
- * row's end) and reversed by one pshufb; a store's 16th byte is
- * overwritten by the next; the pixels left (fewer than six) one at a
- * time.  The same bytes as flip_row_scalar.
- */
-__attribute__((target("ssse3"))) static void
-flip_row_ssse3(const uint8_t *row, uint32_t w, uint8_t *out)
-{
-	const __m128i rev = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4,
-	    5, 6, 1, 2, 3, (char)0x80);
-	uint32_t o = 0;
-
-	for (; o + 6 <= w; o += 5) {
-		__m128i v = _mm_loadu_si128(
-		    (const __m128i *)(row + ((size_t)w - o - 5) * 3 - 1));
-
-		_mm_storeu_si128(
-		    (__m128i *)(out + (size_t)o * 3), _mm_shuffle_epi8(v, rev));
-	}
-	flip_row_scalar(row, w, o, out);
-}
-#endif
-
-/* Rows up to this many pixels go through a row buffer on the stack. */
-#define FLIP_ROW_MAX 2048
-
-void
-xf_flip(struct xf_image *img)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-	if (img->w >= 6 && img->w <= FLIP_ROW_MAX && flip_use_ssse3()) {
-		uint8_t tmp[FLIP_ROW_MAX * 3 + 16];
-		size_t rb = (size_t)img->w * 3;
-
-		for (uint32_t r = 0; r < img->h; r++) {
-			uint8_t *a = img->px + (size_t)r * rb;
-
-			flip_row_ssse3(a, img->w, tmp);
-			memcpy(a, tmp, rb);
-		}
-		return;
-	}
-#endif
-	for (uint32_t r = 0; r < img->h; r++) {
-		uint8_t *a = img->px + (size_t)r * img->w * 3;
-		uint8_t *b = a + ((size_t)img->w - 1) * 3;
-
-		for (; a < b; a += 3, b -= 3) {
-			uint8_t t0 = a[0], t1 = a[1], t2 = a[2];
-
-			a[0] = b[0];
-			a[1] = b[1];
-			a[2] = b[2];
-			b[0] = t0;
-			b[1] = t1;
-			b[2] = t2;
-		}
-	}
 }
 
 /* Python's int(round(v)): half to even, as nearbyint in FE_TONEAREST. */
@@ -206,6 +124,38 @@ xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
 	*x = (int32_t)floor_div((int64_t)w - tw, 2);
 	*cw = (uint32_t)tw;
 	*ch = (uint32_t)th;
+}
+
+bool
+xf_rrc_box(const struct xf_pipeline *pl, size_t i, const struct xf_image *img,
+    uint64_t rngkey, int32_t *x, int32_t *y, uint32_t *cw, uint32_t *ch)
+{
+	const struct xf_op *op = &pl->ops[i];
+	/* A frame smaller than the image is none: shrink never enlarges. */
+	bool own = img->src_w <= img->w || img->src_h <= img->h;
+
+	xf_rrc_params(own ? img->w : img->src_w, own ? img->h : img->src_h,
+	    op->scale, op->ratio, rngkey, (uint64_t)i << 32, x, y, cw, ch);
+	return own;
+}
+
+/* Pillow's resize maps a pixel of the shrunk image onto w / src_w of the
+ * source's: the source's x is x * w / src_w in img. */
+void
+xf_rrc_fbox(const struct xf_image *img, int32_t x, int32_t y, uint32_t cw,
+    uint32_t ch, float box[4])
+{
+	double sx = (double)img->w / img->src_w,
+	       sy = (double)img->h / img->src_h;
+
+	box[0] = (float)(x * sx);
+	box[1] = (float)(y * sy);
+	box[2] = (float)(((double)x + cw) * sx);
+	box[3] = (float)(((double)y + ch) * sy);
+	if (box[2] > (float)img->w)
+		box[2] = (float)img->w;
+	if (box[3] > (float)img->h)
+		box[3] = (float)img->h;
 }
 
 /* int(s * a / b), saturated at UINT32_MAX (which no bound allows). */
@@ -298,12 +248,13 @@ bound(const struct xf_pipeline *pl, const struct xf_op *op, const char *what,
 	return -EFBIG;
 }
 
-/* img takes n's pixels; its old ones are freed. */
+/* img takes n's pixels, a new image without a frame; its old ones are
+ * freed. */
 static int
 replace(struct xf_image *img, struct xf_image *n)
 {
 	xf_free(img->px);
-	*img = *n;
+	*img = (struct xf_image){.w = n->w, .h = n->h, .px = n->px};
 	return 0;
 }
 
@@ -345,19 +296,42 @@ apply_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 		if ((r = xf_crop(img, x, y, op->w, op->h, &n)) != 0)
 			break;
 		return replace(img, &n);
-	case XF_OP_RRC:
-		xf_rrc_params(img->w, img->h, op->scale, op->ratio, rngkey,
-		    (uint64_t)i << 32, &x, &y, &cw, &ch);
+	case XF_OP_SHRINK: /* resize(S) that never enlarges; sets the frame */
+		cw = img->w;
+		ch = img->h;
+		if (tw == 0 && (cw < ch ? cw : ch) > op->w)
+			resize_dims(cw, ch, op, &tw, &th);
+		if (tw != 0 && (tw != cw || th != ch)) {
+			/* smaller than img: within max_pixels */
+			r = xf_resize_filter(img, tw, th, XF_LANCZOS, &n);
+			if (r != 0)
+				break;
+			replace(img, &n);
+		}
+		img->src_w = cw;
+		img->src_h = ch;
+		return 0;
+	case XF_OP_RRC: {
+		/* a shrunk image: the source's box, fractional in img */
+		bool own = xf_rrc_box(pl, i, img, rngkey, &x, &y, &cw, &ch);
+		float box[4];
+
+		if (!own)
+			xf_rrc_fbox(img, x, y, cw, ch, box);
 		if ((r = bound(pl, op, "output", op->w, op->h, err, errlen)) !=
 			0 ||
-		    (op->w != cw && (r = bound(pl, op, "intermediate", op->w,
-					 ch, err, errlen)) != 0))
+		    ((op->w != cw || !own) &&
+			(r = bound(pl, op, "intermediate", op->w,
+			     own ? ch : img->h, err, errlen)) != 0))
 			return r;
 		/* The box is inside: crop + resize without the copy. */
-		if ((r = xf_resize_box(img, (uint32_t)x, (uint32_t)y, cw, ch,
-			 op->w, op->h, &n)) != 0)
+		r = own ? xf_resize_box(img, (uint32_t)x, (uint32_t)y, cw, ch,
+			      op->w, op->h, &n)
+			: xf_resize_fbox(img, box, op->w, op->h, &n);
+		if (r != 0)
 			break;
 		return replace(img, &n);
+	}
 	case XF_OP_FLIP:
 		if (rng_uniform(rngkey, (uint64_t)i << 32) < op->p)
 			xf_flip(img);
@@ -437,7 +411,9 @@ xf_prefix_dims(
 		const struct xf_op *op = &pl->ops[i];
 		uint32_t tw, th;
 
-		if (op->kind == XF_OP_RESIZE) {
+		if (op->kind == XF_OP_SHRINK && (w < h ? w : h) <= op->w)
+			continue;
+		if (op->kind == XF_OP_RESIZE || op->kind == XF_OP_SHRINK) {
 			resize_dims(w, h, op, &tw, &th);
 			if (tw == w && th == h)
 				continue;
@@ -468,16 +444,27 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	uint32_t w, h, tw = 0, th = 0, min_w = 0, min_h = 0;
 	int r;
 
+	if (len == 0) {
+		snprintf(err, errlen, XF_EMPTY_FILE);
+		return -EINVAL;
+	}
+
 	/*
-	 * DCT scaling when a resize follows decode.  A scaled decode is not
-	 * Pillow's full decode followed by the resize, so scale only while
-	 * the scaled image stays at least twice the target in both sides:
-	 * the antialiasing resize then averages the difference away (a few
+	 * DCT scaling, with decode(scaled), when a resize or a shrink that
+	 * shrinks follows decode.  A scaled decode is not Pillow's full
+	 * decode followed by the resize, so scale only while the scaled
+	 * image stays at least twice the target in both sides: the
+	 * antialiasing resize then averages the difference away (a few
 	 * levels at most).  The target comes from the full size, so a scaled
-	 * decode gives the same shape as a full one.
+	 * decode gives the same shape (and shrink the same frame) as a full
+	 * one.
 	 */
-	if (end > 1 && pl->ops[1].kind == XF_OP_RESIZE &&
-	    xf_jpeg_dims(jpeg, len, &w, &h) == 0) {
+	if (end > 1 && pl->ops[0].scaled &&
+	    (pl->ops[1].kind == XF_OP_RESIZE ||
+		pl->ops[1].kind == XF_OP_SHRINK) &&
+	    xf_jpeg_dims(jpeg, len, &w, &h) == 0 &&
+	    (pl->ops[1].kind == XF_OP_RESIZE ||
+		(w < h ? w : h) > pl->ops[1].w)) {
 		resize_dims(w, h, &pl->ops[1], &tw, &th);
 		min_w = tw > 0x7fffffff ? UINT32_MAX : 2 * tw;
 		min_h = th > 0x7fffffff ? UINT32_MAX : 2 * th;
@@ -485,6 +472,7 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	if ((r = xf_decode_max(jpeg, len, min_w, min_h, pl->max_pixels, &img,
 		 err, errlen)) != 0)
 		return r;
+	img.src_w = img.src_h = 0;
 	for (size_t i = 1; i < end; i++) {
 		r = apply_op(pl, i, &img, 0, i == 1 ? tw : 0, i == 1 ? th : 0,
 		    err, errlen);
@@ -492,6 +480,11 @@ xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 			xf_free(img.px);
 			return r;
 		}
+	}
+	/* After a scaled decode, shrink's frame is still the source's. */
+	if (tw != 0 && pl->ops[1].kind == XF_OP_SHRINK) {
+		img.src_w = w;
+		img.src_h = h;
 	}
 	*out = img;
 	return 0;
@@ -595,6 +588,10 @@ xf_run(const struct xf_pipeline *pl, const uint8_t *jpeg, size_t len,
 	struct xf_image img;
 	int r;
 
+	if (len == 0) {
+		snprintf(err, errlen, XF_EMPTY_FILE);
+		return -EINVAL;
+	}
 	r = run_rrc_partial(pl, jpeg, len, rngkey, dtype, layout, dst, err,
 	    errlen);
 	if (r <= 0)

@@ -24,6 +24,7 @@
 enum op_class {
 	OC_DECODE,
 	OC_CACHE,
+	OC_SHRINK,    /* shrink: right after decode (check_shrink too) */
 	OC_GEOM,      /* resize, center_crop, random_resized_crop, flip */
 	OC_PIXEL,     /* gaussian_blur, the augmentations of augment.c */
 	OC_NORMALIZE, /* normalize */
@@ -62,7 +63,15 @@ static const struct op_info {
     [XF_OP_AUTO_AUGMENT] = {"auto_augment", OC_PIXEL, true, false},
     [XF_OP_COLOR_JITTER] = {"color_jitter", OC_PIXEL, true, false},
     [XF_OP_GRAYSCALE] = {"grayscale", OC_PIXEL, true, false},
+    /* issue 36: the source kept, bounded, for random_resized_crop */
+    [XF_OP_SHRINK] = {"shrink", OC_SHRINK, false, true},
 };
+
+/* Why shrink must come right after decode (order_rule's messages). */
+#define SHRINK_FIRST                                                           \
+	"%s after %s: shrink must come right after decode (the ops after "     \
+	"it take the image it receives for the source: random_resized_crop "   \
+	"draws its box in that image's pixels)"
 
 /*
  * The order rules: after[a][b] is the message (a format of the later op's
@@ -85,6 +94,11 @@ static const char *const order_rule[OC_COUNT][OC_COUNT] = {
     [OC_ERASE][OC_GEOM] =
 	"%s after %s: random_erasing erases a box of the output, so it must "
 	"come after every op that changes the image",
+    [OC_CACHE][OC_SHRINK] = SHRINK_FIRST,
+    [OC_SHRINK][OC_SHRINK] = SHRINK_FIRST,
+    [OC_GEOM][OC_SHRINK] = SHRINK_FIRST,
+    [OC_PIXEL][OC_SHRINK] = SHRINK_FIRST,
+    [OC_ERASE][OC_SHRINK] = SHRINK_FIRST,
 };
 
 bool
@@ -125,6 +139,41 @@ check_order(const struct xf_pipeline *pl, char *err, size_t errlen)
 			}
 		if (seen[b] == NULL)
 			seen[b] = &pl->ops[i];
+	}
+	return 0;
+}
+
+/*
+ * After shrink the image stands for the source at a smaller size: until
+ * a random_resized_crop (which draws its box in the source's pixels, and
+ * makes an image of its own) only cache and flip may come, and normalize,
+ * which acts at the output.  A resize, a crop or a pixel op there would
+ * act on the smaller image as if it were the source.
+ */
+static int
+check_shrink(const struct xf_pipeline *pl, char *err, size_t errlen)
+{
+	bool framed = false;
+
+	for (size_t i = 1; i < pl->nops; i++) {
+		enum xf_opkind k = pl->ops[i].kind;
+
+		if (k == XF_OP_SHRINK)
+			framed = true;
+		else if (k == XF_OP_RRC)
+			framed = false;
+		else if (framed && k != XF_OP_CACHE && k != XF_OP_FLIP &&
+			 k != XF_OP_NORMALIZE) {
+			snprintf(err, errlen,
+			    "%s after shrink: until random_resized_crop only "
+			    "cache and flip may follow shrink (its image "
+			    "stands for the source at a smaller size, which "
+			    "random_resized_crop takes into account): write "
+			    "%s after random_resized_crop, or resize instead "
+			    "of shrink",
+			    op_name(k), op_name(k));
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -192,9 +241,10 @@ check_pipeline(struct xf_pipeline *pl, char *err, size_t errlen)
 			break;
 		}
 	}
-	if (check_order(pl, err, errlen) != 0)
+	if (check_order(pl, err, errlen) != 0 ||
+	    check_shrink(pl, err, errlen) != 0)
 		return -EINVAL;
-	if (size_op == NULL ||
+	if (size_op == NULL || size_op->kind == XF_OP_SHRINK ||
 	    (size_op->kind == XF_OP_RESIZE && size_op->h == 0)) {
 		snprintf(err, errlen,
 		    "output size not fixed: the last resize "
@@ -321,7 +371,11 @@ xf_prefix_text(const struct xf_pipeline *pl, char *buf, size_t len)
 
 		switch (op->kind) {
 		case XF_OP_DECODE:
-			append(buf, len, &pos, "%sdecode", sep);
+			append(buf, len, &pos, "%sdecode%s", sep,
+			    op->scaled ? "(scaled)" : "");
+			break;
+		case XF_OP_SHRINK:
+			append(buf, len, &pos, "%sshrink(%d)", sep, (int)op->w);
 			break;
 		case XF_OP_RESIZE:
 			if (op->h == 0)

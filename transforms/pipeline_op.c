@@ -390,6 +390,30 @@ make_erasing(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * decode, decode(exact): Pillow's full decode; decode(scaled): a JPEG may
+ * be DCT-scaled where the next op shrinks it (xf_run_prefix).
+ */
+static int
+make_decode(const struct optext *t, struct xf_op *op, char *err, size_t errlen)
+{
+	op->kind = XF_OP_DECODE;
+	if (t->nargs > 1)
+		return bad_nargs(
+		    t, "no argument, or exact or scaled", err, errlen);
+	if (t->nargs == 0 || strcmp(t->args[0], "exact") == 0)
+		return 0;
+	if (strcmp(t->args[0], "scaled") == 0) {
+		op->scaled = true;
+		return 0;
+	}
+	snprintf(err, errlen,
+	    "%s: unknown argument \"%s\" (expected exact, the default, or "
+	    "scaled)",
+	    t->name, t->args[0]);
+	return -EINVAL;
+}
+
 /* One op from its text: names, argument counts and ranges. */
 int
 pipeline_make_op(
@@ -399,11 +423,20 @@ pipeline_make_op(
 	int r;
 
 	memset(op, 0, sizeof(*op));
-	if (strcmp(t->name, "decode") == 0 || strcmp(t->name, "cache") == 0) {
-		op->kind = t->name[0] == 'd' ? XF_OP_DECODE : XF_OP_CACHE;
+	if (strcmp(t->name, "cache") == 0) {
+		op->kind = XF_OP_CACHE;
 		if (t->nargs != 0)
 			return bad_nargs(t, "no arguments", err, errlen);
 		return 0;
+	}
+	if (strcmp(t->name, "decode") == 0)
+		return make_decode(t, op, err, errlen);
+	if (strcmp(t->name, "shrink") == 0) {
+		op->kind = XF_OP_SHRINK;
+		if (t->nargs != 1)
+			return bad_nargs(t,
+			    "1 argument (the largest short side)", err, errlen);
+		return parse_size(t, 0, &op->w, err, errlen);
 	}
 	if (strcmp(t->name, "resize") == 0 ||
 	    strcmp(t->name, "center_crop") == 0) {

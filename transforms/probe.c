@@ -90,7 +90,7 @@ xf_probe(const struct xf_reader *rd, uint64_t max_pixels, unsigned flags,
 	*out = (struct xf_probe){.format = XF_SRC_NONE};
 	why[0] = '\0';
 	if (rd->size == 0) {
-		snprintf(why, whylen, "empty file");
+		snprintf(why, whylen, XF_EMPTY_FILE);
 		return XF_PROBE_TRUNCATED;
 	}
 	n = rd->read(rd->arg, 0, head,
@@ -110,7 +110,7 @@ xf_probe_mem(const uint8_t *buf, size_t len, uint64_t max_pixels,
 	*out = (struct xf_probe){.format = XF_SRC_NONE};
 	why[0] = '\0';
 	if (len == 0) {
-		snprintf(why, whylen, "empty file");
+		snprintf(why, whylen, XF_EMPTY_FILE);
 		return XF_PROBE_TRUNCATED;
 	}
 	return dispatch(&in, max_pixels, flags, out, why, whylen);

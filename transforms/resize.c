@@ -1,10 +1,13 @@
 /*
  * resize.c - layer: transforms (calls resize_avx2.c's kernels where the
- * CPU has AVX2).  Antialiased bilinear resize, bit-exact with Pillow 9.4's
+ * CPU has AVX2).  Antialiased resize, bit-exact with Pillow 9.4's
  * Image.resize(size, Image.BILINEAR) on RGB images (src/libImaging/
  * Resample.c): a triangle filter widened by the scale when shrinking,
  * coefficients normalized in double and rounded to 22-bit fixed point,
- * a horizontal pass into an 8-bit temporary, then a vertical pass.
+ * a horizontal pass into an 8-bit temporary, then a vertical pass.  The
+ * same with Pillow's Lanczos filter (support 3, negative lobes: its
+ * coefficients are rounded away from zero on both sides, as Pillow's
+ * normalize_coeffs_8bpc does) for Image.LANCZOS, which shrink uses.
  *
  * Every sum is Pillow's exact int32 sum of pixel * coefficient products
  * (plus the rounding bias), so any order of summation gives Pillow's
@@ -46,6 +49,33 @@ bilinear_filter(double x)
 	return 0.0;
 }
 
+static double
+sinc_filter(double x)
+{
+	if (x == 0.0)
+		return 1.0;
+	x = x * M_PI;
+	return sin(x) / x;
+}
+
+/* Pillow's lanczos_filter: sinc windowed by sinc(x / 3) on [-3, 3). */
+static double
+lanczos_filter(double x)
+{
+	if (-3.0 <= x && x < 3.0)
+		return sinc_filter(x) * sinc_filter(x / 3);
+	return 0.0;
+}
+
+/* Pillow's struct filter: the function and its support at scale 1. */
+static const struct filter {
+	double (*fn)(double);
+	double support;
+} filters[] = {
+    [XF_BILINEAR] = {bilinear_filter, 1.0},
+    [XF_LANCZOS] = {lanczos_filter, 3.0},
+};
+
 static void
 coeffs_free(struct coeffs *c)
 {
@@ -55,11 +85,12 @@ coeffs_free(struct coeffs *c)
 
 /*
  * Pillow's precompute_coeffs + normalize_coeffs_8bpc for the box (in0,
- * in1) of an input of insize pixels ((0, insize) for a plain resize).
+ * in1) of an input of insize pixels ((0, insize) for a plain resize),
+ * with filter f.
  */
 static int
-coeffs_make(
-    uint32_t insize, float in0, float in1, uint32_t outsize, struct coeffs *c)
+coeffs_make(uint32_t insize, float in0, float in1, uint32_t outsize,
+    const struct filter *f, struct coeffs *c)
 {
 	double support, scale, filterscale;
 	double *kk = NULL;
@@ -68,7 +99,7 @@ coeffs_make(
 	filterscale = scale = (double)(in1 - in0) / outsize;
 	if (filterscale < 1.0)
 		filterscale = 1.0;
-	support = 1.0 * filterscale;
+	support = f->support * filterscale;
 	ksize = (int)ceil(support) * 2 + 1;
 
 	c->ksize = ksize;
@@ -95,22 +126,28 @@ coeffs_make(
 			xmax = (int)insize;
 		xmax -= xmin;
 		for (x = 0; x < xmax; x++) {
-			double w =
-			    bilinear_filter((x + xmin - center + 0.5) * ss);
+			double v = (x + xmin - center + 0.5) * ss;
+			/* bilinear, every crop's, inlined */
+			double w = f->fn == bilinear_filter ? bilinear_filter(v)
+							    : f->fn(v);
 
 			kk[x] = w;
 			ww += w;
 		}
 		/*
 		 * Pillow divides by ww (unless 0), then rounds away from
-		 * zero; the triangle is never negative, so only the
-		 * "+ 0.5" of its two roundings is ever taken.
+		 * zero (the triangle is never negative; Lanczos's lobes
+		 * are).
 		 */
 		if (ww == 0.0)
 			ww = 1.0;
-		for (x = 0; x < xmax; x++)
-			k[x] =
-			    (int32_t)(0.5 + kk[x] / ww * (1 << PRECISION_BITS));
+		for (x = 0; x < xmax; x++) {
+			double v = kk[x] / ww;
+
+			k[x] = v < 0
+				   ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS))
+				   : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
+		}
 		c->bounds[xx * 2] = xmin;
 		c->bounds[xx * 2 + 1] = xmax;
 		if (xmax > c->nmax)
@@ -178,11 +215,12 @@ pass_vertical(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
  * The box fb (x0, y0, x1, y1; NULL: the whole image) of the inw x inh
  * image at src (rows stride bytes apart; end: the end of the buffer src
  * lies in, which the vector kernels must not read past) to w x h at dst,
- * as Pillow's resize(size, box=fb).
+ * as Pillow's resize(size, filter f, box=fb).
  */
 static int
 resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
-    uint32_t inh, const float *fb, uint32_t w, uint32_t h, uint8_t *dst)
+    uint32_t inh, const float *fb, uint32_t w, uint32_t h,
+    const struct filter *f, uint8_t *dst)
 {
 	float bx0 = fb ? fb[0] : 0.0f, by0 = fb ? fb[1] : 0.0f;
 	float bx1 = fb ? fb[2] : (float)inw, by1 = fb ? fb[3] : (float)inh;
@@ -206,7 +244,7 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 			    src + (size_t)y * stride, (size_t)w * 3);
 		return 0;
 	}
-	if ((r = coeffs_make(inh, by0, by1, h, &cv)) != 0)
+	if ((r = coeffs_make(inh, by0, by1, h, f, &cv)) != 0)
 		return r;
 	/* Only the rows the vertical pass reads, as Pillow does. */
 	first = cv.bounds[0];
@@ -217,7 +255,7 @@ resize_rect(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t inw,
 		/* Square (box and size): the same coefficients both ways. */
 		if (inw == inh && w == h && bx0 == by0 && bx1 == by1)
 			hc = &cv;
-		else if ((r = coeffs_make(inw, bx0, bx1, w, &ch)) != 0)
+		else if ((r = coeffs_make(inw, bx0, bx1, w, f, &ch)) != 0)
 			goto out;
 		r = -ENOMEM;
 		if ((tmp = xf_alloc((size_t)w * (last - first) * 3)) == NULL)
@@ -267,23 +305,35 @@ xf_resize(
 
 /* resize_rect into a new w x h image *out (set on success only). */
 static int
-resize_new(const uint8_t *src, size_t stride, const uint8_t *end,
-    uint32_t cw, uint32_t ch, const float *box, uint32_t w, uint32_t h,
-    struct xf_image *out)
+resize_new(const uint8_t *src, size_t stride, const uint8_t *end, uint32_t cw,
+    uint32_t ch, const float *box, uint32_t w, uint32_t h,
+    const struct filter *f, struct xf_image *out)
 {
 	uint8_t *px;
 	int r;
 
 	if ((px = xf_alloc((size_t)w * h * 3)) == NULL)
 		return -ENOMEM;
-	if ((r = resize_rect(src, stride, end, cw, ch, box, w, h, px)) != 0) {
+	if ((r = resize_rect(src, stride, end, cw, ch, box, w, h, f, px)) !=
+	    0) {
 		xf_free(px);
 		return r;
 	}
-	out->w = w;
-	out->h = h;
-	out->px = px; /* transferred */
+	*out = (struct xf_image){.w = w, .h = h, .px = px}; /* transferred */
 	return 0;
+}
+
+int
+xf_resize_filter(const struct xf_image *in, uint32_t w, uint32_t h,
+    enum xf_filter f, struct xf_image *out)
+{
+	size_t stride = (size_t)in->w * 3;
+
+	if (w == 0 || h == 0 || in->w == 0 || in->h == 0 ||
+	    (f != XF_BILINEAR && f != XF_LANCZOS))
+		return -EINVAL;
+	return resize_new(in->px, stride, in->px + stride * in->h, in->w, in->h,
+	    NULL, w, h, &filters[f], out);
 }
 
 int
@@ -297,7 +347,8 @@ xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y, uint32_t cw,
 	    ch > in->h - y)
 		return -EINVAL;
 	return resize_new(in->px + (size_t)y * stride + (size_t)x * 3, stride,
-	    in->px + stride * in->h, cw, ch, NULL, w, h, out);
+	    in->px + stride * in->h, cw, ch, NULL, w, h, &filters[XF_BILINEAR],
+	    out);
 }
 
 int
@@ -310,6 +361,6 @@ xf_resize_fbox(const struct xf_image *in, const float box[4], uint32_t w,
 	    !(box[0] >= 0.0f && box[0] < box[2] && box[2] <= (float)in->w) ||
 	    !(box[1] >= 0.0f && box[1] < box[3] && box[3] <= (float)in->h))
 		return -EINVAL;
-	return resize_new(in->px, stride, in->px + stride * in->h, in->w,
-	    in->h, box, w, h, out);
+	return resize_new(in->px, stride, in->px + stride * in->h, in->w, in->h,
+	    box, w, h, &filters[XF_BILINEAR], out);
 }

@@ -22,24 +22,31 @@ enum xf_layout { XF_HWC, XF_CHW };
 /*
  * An 8-bit RGB image; px is owned by whoever holds the struct and comes
  * from xf_alloc: it is freed with xf_free, on the thread that made it.
+ * src_w x src_h, the frame: the size of the source image that this one
+ * stands for, set by shrink (the image it received), in whose pixels a
+ * random_resized_crop then draws its box (a cached prefix keeps it beside
+ * the pixels).  0 x 0: none, the image is its own frame.  Every op that
+ * makes a new image leaves it 0 x 0; flip keeps it.
  */
 struct xf_image {
 	uint32_t w, h;
 	uint8_t *px; /* w * h * 3 bytes, HWC */
+	uint32_t src_w, src_h;
 };
 
 enum xf_opkind {
-	XF_OP_DECODE,
-	XF_OP_RESIZE,      /* h == 0: short side to w, aspect kept; else to w x h */
+	XF_OP_DECODE, /* scaled: a JPEG may be DCT-scaled (PIL's draft) */
+	XF_OP_RESIZE, /* h == 0: short side to w, aspect kept; else to w x h */
 	XF_OP_CENTER_CROP, /* w x h, zero padded where the image is smaller */
-	XF_OP_RRC,         /* random_resized_crop to w x h */
-	XF_OP_FLIP,        /* horizontal, probability p */
-	XF_OP_NORMALIZE,   /* applied at the output conversion, wherever written */
-	XF_OP_CACHE,       /* end of the cached, deterministic prefix */
+	XF_OP_RRC,	   /* random_resized_crop to w x h */
+	XF_OP_FLIP,	   /* horizontal, probability p */
+	XF_OP_NORMALIZE,   /* applied at the output conversion, wherever written
+			    */
+	XF_OP_CACHE,	   /* end of the cached, deterministic prefix */
 	/* Batch ops (transforms/mix.c): the last op, on the whole batch. */
-	XF_OP_MIXUP,        /* Beta(alpha[0], alpha[0]) */
-	XF_OP_CUTMIX,       /* Beta(alpha[1], alpha[1]) */
-	XF_OP_MIXUP_CUTMIX, /* cutmix with probability p, else mixup */
+	XF_OP_MIXUP,	      /* Beta(alpha[0], alpha[0]) */
+	XF_OP_CUTMIX,	      /* Beta(alpha[1], alpha[1]) */
+	XF_OP_MIXUP_CUTMIX,   /* cutmix with probability p, else mixup */
 	XF_OP_GAUSSIAN_BLUR,  /* kernel ksize, sigma uniform in sigma[0..1] */
 	XF_OP_RANDOM_ERASING, /* with probability p a box of the output to 0 */
 	/* The per-sample augmentations of transforms/augment.c (issue 28). */
@@ -48,6 +55,9 @@ enum xf_opkind {
 	XF_OP_AUTO_AUGMENT,    /* AutoAugment(policy) */
 	XF_OP_COLOR_JITTER,    /* ColorJitter(jitter ranges) */
 	XF_OP_GRAYSCALE,       /* RandomGrayscale(p), 3 channels out */
+	/* Short side to w when longer (Lanczos), never larger; keeps the
+	 * frame for random_resized_crop (issue 36). */
+	XF_OP_SHRINK,
 };
 
 struct xf_op {
@@ -65,6 +75,7 @@ struct xf_op {
 	 * jitter_on[k] false where torchvision's is None. */
 	double jitter[4][2];
 	bool jitter_on[4];
+	bool scaled; /* DECODE: decode(scaled) */
 };
 
 struct xf_pipeline {
@@ -207,16 +218,21 @@ size_t xf_sample_bytes(const struct xf_pipeline *pl, enum xf_dtype dtype);
 /*
  * Decode a JPEG (grayscale, YCbCr, CMYK, YCCK all give RGB) and run the ops
  * before `cache` (all ops when there is no cache op, except the random ones
- * and normalize, which xf_run_suffix does).  DCT scaling is used where the
- * op after decode is a resize or a crop that shrinks the image enough.
- * On success *out holds a new image.  -EINVAL/-ENOMEM with a message on
- * error ("not a JPEG", "corrupt data: ...", "too many scans (501 > 500)"),
+ * and normalize, which xf_run_suffix does).  The decode is Pillow's full
+ * one, unless the pipeline says decode(scaled): then a JPEG is DCT-scaled
+ * (1/2, 1/4, 1/8) where the op after decode is a resize or a shrink and
+ * the scaled image stays at least twice that op's output in both sides.
+ * On success *out holds a new image, with its frame (src_w x src_h) when
+ * the prefix holds a shrink.  -EINVAL/-ENOMEM with a message on
+ * error (XF_EMPTY_FILE for no bytes at all, as xf_run says it too; "not a
+ * JPEG", "corrupt data: ...", "too many scans (501 > 500)"),
  * -EFBIG for an image over the pipeline's max_pixels: the source image,
  * and every image an op would make, checked before it is allocated
  * ("resize(256): output 256x16768000 exceeds max_pixels (100000000)";
  * "intermediate" for the horizontal pass of a resize, its output width x
  * the rows it reads).
  */
+#define XF_EMPTY_FILE "empty file" /* the reason, everywhere (--check) */
 int xf_run_prefix(const struct xf_pipeline *pl, const uint8_t *jpeg,
     size_t len, struct xf_image *out, char *err, size_t errlen);
 
@@ -293,6 +309,11 @@ int xf_decode_max(const uint8_t *jpeg, size_t len, uint32_t min_w,
     size_t errlen);
 int xf_resize(const struct xf_image *in, uint32_t w, uint32_t h,
     struct xf_image *out);
+/* Pillow's filters: BILINEAR (xf_resize's), LANCZOS (shrink's). */
+enum xf_filter { XF_BILINEAR, XF_LANCZOS };
+/* Pillow's resize((w, h), f) of the whole image. */
+int xf_resize_filter(const struct xf_image *in, uint32_t w, uint32_t h,
+    enum xf_filter f, struct xf_image *out);
 /* The box (x, y, cw, ch), inside in, resized to w x h: the bytes of
  * xf_crop then xf_resize, without the copy.  -EINVAL if not inside. */
 int xf_resize_box(const struct xf_image *in, uint32_t x, uint32_t y,
@@ -319,6 +340,21 @@ void xf_flip(struct xf_image *img);  /* in place */
 void xf_rrc_params(uint32_t w, uint32_t h, const double scale[2],
     const double ratio[2], uint64_t rngkey, uint64_t counter, int32_t *x,
     int32_t *y, uint32_t *cw, uint32_t *ch);
+/*
+ * The box random_resized_crop op i of pl (an XF_OP_RRC) draws for img with
+ * key rngkey, in the pixels of img's frame (src_w x src_h when set, else
+ * img's own): get_params of the source image, as torchvision draws it
+ * there.  Returns whether the frame is img itself (the box is then in
+ * img's pixels, else it is scaled into them by img->w / src_w, img->h /
+ * src_h: xf_rrc_fbox).
+ */
+bool xf_rrc_box(const struct xf_pipeline *pl, size_t i,
+    const struct xf_image *img, uint64_t rngkey, int32_t *x, int32_t *y,
+    uint32_t *cw, uint32_t *ch);
+/* The box (x, y, cw, ch) of img's frame in img's pixels (x0 y0 x1 y1),
+ * clamped to them: where a shrunk image holds the source's box. */
+void xf_rrc_fbox(const struct xf_image *img, int32_t x, int32_t y, uint32_t cw,
+    uint32_t ch, float box[4]);
 void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
 uint16_t xf_float_to_half(float f);

@@ -33,6 +33,29 @@ void log_set_term(int fd);
  * the pid: "2026-11-25T21:30:00Z feedfs[123] warning: message". */
 void log_set_file(int fd);
 /*
+ * -o log=FILE: path opened (O_APPEND, 0600, its last component not
+ * followed) for log_set_file, its absolute name kept for log_reopen
+ * (SIGHUP: logrotate's rename, then HUP), which opens it again in place
+ * of the old (0: no file, or done).  log_open_file: 0, or -errno with
+ * err ("FILE: why").  log_close_file: no more file.
+ */
+int log_open_file(const char *path, char *err, size_t errlen);
+int log_reopen(void);
+void log_close_file(void);
+/*
+ * SIGHUP blocked in this thread and every thread it starts from here on
+ * (call before any other thread), and taken by a thread of its own that
+ * calls log_reopen; log_hup_stop ends it.
+ */
+int log_hup_start(void);
+void log_hup_stop(void);
+/*
+ * Lines above the level named s ("error", "warning", "info", "debug")
+ * are dropped everywhere (default: info; debug with log_init's debug).
+ * 0, or -EINVAL for another word.
+ */
+int log_set_level_name(const char *s);
+/*
  * The newest lines of the ring, whole, into buf (at most len bytes):
  * "2026-11-25T21:30:00Z warning: message\n" each.  Returns the length.
  */
