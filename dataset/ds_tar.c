@@ -388,17 +388,25 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
-	/* label = auto: cls, or none when no sample has a .cls member. */
+	/*
+	 * label = auto: cls, or none when no sample has a .cls member.  A
+	 * shard that could not be indexed (its one sample, not_indexed) has
+	 * no say, and stays bad.
+	 */
 	if (label != NULL && strcmp(label, "auto") == 0) {
-		size_t nocls = 0;
+		size_t nocls = 0, nfailed = 0;
 
-		for (size_t i = 0; i < ds->n; i++)
-			nocls += ds->samples[i].bad != NULL &&
-				 strcmp(ds->samples[i].bad, DS_NO_CLS) == 0;
-		if (nocls == ds->n) {
+		for (size_t i = 0; i < ds->n; i++) {
+			const char *bad = ds->samples[i].bad;
+
+			nocls += bad != NULL && strcmp(bad, DS_NO_CLS) == 0;
+			nfailed += bad == not_indexed;
+		}
+		if (nocls + nfailed == ds->n) {
 			lb.mode = LBL_NONE;
 			for (size_t i = 0; i < ds->n; i++)
-				ds->samples[i].bad = NULL;
+				if (ds->samples[i].bad != not_indexed)
+					ds->samples[i].bad = NULL;
 		}
 	}
 	/*

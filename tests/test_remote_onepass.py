@@ -28,10 +28,16 @@ nginx's access log and the proxy's stats, never time.
    served, errors.tsv names it, the log says why), .feedfs/stats counts
    one failed shard; a remount with the server back indexes the shard
    and serves the epoch as feedfs-ref does.
+5. The same failed shard under label = auto, over shards without .cls
+   members: the label is none (only the failed shard's placeholder has
+   no .cls, and it is no vote), so the other shards' samples are served
+   and errors.tsv names the placeholder alone (before, the placeholder
+   kept auto at cls and every sample failed "no .cls member").
 """
 
 import os
 import sys
+import tarfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +54,15 @@ N, NSHARDS = 64, 4
 data = t.gen(t.path("data"), n=N, classes=4, seed=38)
 local = t.path("shards")
 paths = rs.make_shards(data, local, NSHARDS)
+# the same shards without their .cls members, beside them (case 5)
+os.makedirs(os.path.join(local, "nocls"))
+for p in paths:
+    with tarfile.open(p) as src, tarfile.open(
+            os.path.join(local, "nocls", os.path.basename(p)), "w",
+            format=tarfile.USTAR_FORMAT) as dst:
+        for ti in src.getmembers():
+            if not ti.name.endswith(".cls"):
+                dst.addfile(ti, src.extractfile(ti))
 SHARD_BYTES = sum(os.path.getsize(p) for p in paths)
 BRACE = "shard-{000000..%06d}.tar" % (NSHARDS - 1)
 PIPE = "decode resize(72) cache center_crop(64) flip(0.5)"
@@ -55,14 +70,14 @@ BIG = "decode resize(512) cache center_crop(64) flip(0.5)"
 
 
 def conf(name, shards, cache_size="1G", fill="yes", pipe=PIPE,
-         on_error="fail", retries=2):
+         on_error="fail", retries=2, label="cls"):
     path = t.path(name + ".conf")
     with open(path, "w") as f:
         f.write("\n".join([
             "[mount]", "cache_dir = %s" % t.path("cache-" + name),
             "cache_size = %s" % cache_size, "threads = 2",
             "memory = 256M", "readahead = 2", "",
-            "[dataset d]", "shards = %s" % shards, "label = cls",
+            "[dataset d]", "shards = %s" % shards, "label = %s" % label,
             "remote_fill = %s" % fill, "remote_timeout = 5",
             "remote_retries = %d" % retries, "",
             "[job train]", "dataset = d", "batch_size = 8", "epochs = 1",
@@ -198,4 +213,21 @@ with rs.Nginx(local, t.path("ng")) as ng, \
             n = len(f.read().splitlines())
         check(n == N, "the remount has %d samples, not %d" % (n, N))
     log("the remount indexes it: %d samples" % n)
+
+    # 5. label = auto over shards without .cls, one shard failed
+    px.set("status", code=503, when="stream", path="shard-000002")
+    cfg = conf("auto", px.url + "/nocls/" + BRACE, on_error="substitute",
+               retries=1, label="auto")
+    with fflib.Mount(t, cfg, t.path("mnt")) as m:
+        m.read_epoch("train", 0)
+        with open(m.p("train", "errors.tsv")) as f:
+            errors = [ln for ln in f.read().splitlines()
+                      if ln and not ln.startswith("#")]
+    check(len(errors) == 1 and "shard-000002.tar:" in errors[0]
+          and "no .cls member" not in errors[0],
+          "label = auto, shards without .cls, one shard failed: errors.tsv "
+          "has %d rows: %s" % (len(errors), errors[:3]))
+    px.set("pass")
+    log("label = auto with a failed shard: none, only the placeholder "
+        "fails")
 log("ok")
