@@ -50,6 +50,7 @@
 #include "core/config.h"
 #include "core/dsopen.h"
 #include "core/job.h"
+#include "core/node.h"
 #include "core/sample.h"
 #include "dataset/remote/remote.h"
 #include "engine/budget.h"
@@ -359,7 +360,13 @@ say_cache(bool warn, const char *msg)
 	    warn ? LOG_LVL_WARN : LOG_LVL_INFO, "cache (index pass): %s", msg);
 }
 
-/* The child's cache and tier, as feed_start opens the mount's. */
+/*
+ * The child's cache and tier, as feed_start opens the mount's: with the
+ * node's bound on cache_size = auto too (core/node.h), so that the pass
+ * fills no more than the mount will keep.  The mount read the node's
+ * config before (a mistake in it stopped the mount); read again here, a
+ * file that went since is no bound.
+ */
 static void
 fill_open(struct fill *f, const struct cfg *c, unsigned workers)
 {
@@ -376,8 +383,15 @@ fill_open(struct fill *f, const struct cfg *c, unsigned workers)
 	    .secret_file = m->cluster_secret,
 	    .pool = workers + PREFILL_STREAMS_MAX};
 	struct cache_stats cs = {0};
+	struct cfg_node node;
 	char msg[1024];
 
+	if (cfg_node_load(&node, msg, sizeof(msg)) == 0) {
+		o.node_total = node.cache_total;
+		o.node_pct = node.cache_pct;
+		o.node_registry = node.path[0] ? node.registry : NULL;
+		o.node_conf = node.path;
+	}
 	if (m->cache_size != 0 && cache_open_shared(m->cache_dir, &o, &f->cache,
 				      msg, sizeof(msg)) != 0)
 		f->cache = NULL; /* the mount says why, when it opens it */

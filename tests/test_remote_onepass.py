@@ -33,6 +33,11 @@ nginx's access log and the proxy's stats, never time.
    no .cls, and it is no vote), so the other shards' samples are served
    and errors.tsv names the placeholder alone (before, the placeholder
    kept auto at cls and every sample failed "no .cls member").
+6. cache_size = auto under the node's bound (feedfs.conf(5), THE NODE:
+   $FEEDFS_NODE_CONF saying cache_total = 16M, a registry of root's, so
+   as root only): the pass fills only what that bound admits, as the
+   mount would (before, the pass's child opened the cache without the
+   node's config, took half the free disk, and made every prefix).
 """
 
 import os
@@ -230,4 +235,31 @@ with rs.Nginx(local, t.path("ng")) as ng, \
     px.set("pass")
     log("label = auto with a failed shard: none, only the placeholder "
         "fails")
+
+    # 6. cache_size = auto under the node's bound of 16M
+    if os.geteuid() == 0:
+        reg = t.path("registry")
+        os.makedirs(reg)
+        os.chmod(reg, 0o1777)
+        node = t.path("node-config")
+        with open(node, "w") as f:
+            f.write("[node]\ncache_total = 16M\ncache_registry = %s\n"
+                    % reg)
+        os.environ["FEEDFS_NODE_CONF"] = node
+        try:
+            cfg = conf("nodebound", url, cache_size="auto", pipe=BIG)
+            with fflib.Mount(t, cfg, t.path("mnt")) as m:
+                made = stat(m, "feedfs_index_fill_total", dataset="d",
+                            outcome="made")
+                unfilled = stat(m, "feedfs_index_fill_total", dataset="d",
+                                outcome="unfilled")
+                m.read_epoch("train", 0, ref(BIG))
+        finally:
+            del os.environ["FEEDFS_NODE_CONF"]
+        check(unfilled > 0 and made < N,
+              "cache_size = auto under a node's bound of 16M: the pass "
+              "made %d prefixes of about 1 MB (of %d), %d unfilled"
+              % (made, N, unfilled))
+        log("cache_size = auto, the node's 16M: the pass made %d "
+            "prefixes, passed %d by" % (made, unfilled))
 log("ok")
