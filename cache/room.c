@@ -29,17 +29,9 @@
 #include <unistd.h>
 
 #include "cache/cache_int.h"
+#include "cache/wire.h"
 
 #define FLOOR_MIN (1u << 20)
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 human(uint64_t b, char *out, size_t len)
@@ -122,7 +114,7 @@ enter_full(struct cache *c, const char *why)
 bool
 cache_room_ok(struct cache *c)
 {
-	uint64_t now = mono_ns(), at = atomic_load(&c->room_at), avail;
+	uint64_t now = wire_now_ns(), at = atomic_load(&c->room_at), avail;
 	bool full = atomic_load(&c->full);
 	char f[32], fl[32], why[4096 + 128];
 
@@ -155,7 +147,7 @@ cache_room_nospace(struct cache *c, const char *msg)
 	char why[4096 + 300];
 
 	/* No check before the next second: no write before it either. */
-	atomic_store(&c->room_at, mono_ns() + CACHE_ROOM_CHECK_NS);
+	atomic_store(&c->room_at, wire_now_ns() + CACHE_ROOM_CHECK_NS);
 	snprintf(why, sizeof(why), "%s: %s", c->dir, msg);
 	enter_full(c, why);
 }

@@ -155,6 +155,11 @@ check_open(struct run *r, const struct dataset *ds, size_t id, struct src *s,
 	char err[4600];
 	int fd;
 
+	/* Known bad at the index, in any dataset (a missing caption too). */
+	if (x->bad != NULL) {
+		snprintf(why, len, "%s", x->bad);
+		return K_UNREADABLE;
+	}
 	if (ds->nshards == 0) {
 		if (ds_sample_open(ds, id, &fd, &st, err, sizeof(err)) != 0) {
 			const char *m = strrchr(err, ':');
@@ -166,10 +171,6 @@ check_open(struct run *r, const struct dataset *ds, size_t id, struct src *s,
 		s->base = 0;
 		s->size = (uint64_t)st.st_size;
 		return K_OK;
-	}
-	if (x->bad != NULL) {
-		snprintf(why, len, "%s", x->bad);
-		return K_UNREADABLE;
 	}
 	if (ds->robjs != NULL) {
 		/* A remote member: fetched whole (a range request). */

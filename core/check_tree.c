@@ -8,10 +8,12 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/check_int.h"
@@ -20,12 +22,26 @@
 
 #define CHK_SKIP_SHOWN 20
 
+/* Whether path names a caption's sidecar (.txt or .json; text =). */
+static bool
+sidecar_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	const char *dot;
+
+	base = base != NULL ? base + 1 : path;
+	dot = strrchr(base, '.');
+	return dot != NULL && dot != base &&
+	       (strcasecmp(dot, ".txt") == 0 || strcasecmp(dot, ".json") == 0);
+}
+
 /*
  * What the scan of an ImageFolder tree left out (ds->left, dataset.h),
  * one line each: a file of another image format (by its first bytes) is
  * a problem (unsupported), and so is an image's name that cannot be
  * served (a dangling link, a loop, a link refused: unreadable); anything
- * else is listed as skipped, the first CHK_SKIP_SHOWN of them.
+ * else is listed as skipped, the first CHK_SKIP_SHOWN of them.  With
+ * text, a caption's sidecar is no skipped file.
  */
 void
 check_skipped(struct run *r, const struct dataset *ds)
@@ -44,6 +60,9 @@ check_skipped(struct run *r, const struct dataset *ds)
 		ssize_t n = 0;
 		int fd;
 
+		if (e->why == DS_LEFT_NAME && ds->text &&
+		    sidecar_name(e->path))
+			continue;
 		if (e->why != DS_LEFT_NAME) {
 			ds_left_text(e, why, sizeof(why));
 			if (e->image && (e->why == DS_LEFT_DANGLING ||
@@ -107,15 +126,27 @@ check_classes(struct run *r, const struct dsres *d)
 		free(bad);
 		return;
 	}
+	if (ds->multi)
+		fprintf(r->out,
+		    "  labels are lists (multi-hot): a sample counts "
+		    "in each of its classes\n");
 	for (size_t i = 0; i < ds->n; i++) {
-		int64_t l = ds->samples[i].label;
+		const uint32_t *lv = ds->multi ? ds->samples[i].labels : NULL;
+		uint32_t nl = ds->multi ? (lv ? lv[0] : 0) : 1;
 
-		if (l < 0 || (uint64_t)l >= ds->nclasses)
+		if (ds->multi && lv == NULL)
 			nolabel++;
-		else if (d->kind[i] == K_OK)
-			ok[l]++;
-		else
-			bad[l]++;
+		for (uint32_t k = 0; k < nl; k++) {
+			int64_t l =
+			    lv ? (int64_t)lv[k + 1] : ds->samples[i].label;
+
+			if (l < 0 || (uint64_t)l >= ds->nclasses)
+				nolabel++;
+			else if (d->kind[i] == K_OK)
+				ok[l]++;
+			else
+				bad[l]++;
+		}
 	}
 	for (size_t c = 0; c < ds->nclasses; c++) {
 		fprintf(r->out, "  class %zu ", c);

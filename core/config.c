@@ -48,6 +48,7 @@ cfg_free(struct cfg *c)
 		free(c->datasets[i].manifest);
 		free(c->datasets[i].shards);
 		free(c->datasets[i].label);
+		free(c->datasets[i].text);
 		free(c->datasets[i].s3_endpoint);
 		free(c->datasets[i].s3_region);
 		free(c->datasets[i].ca_file);
@@ -368,6 +369,25 @@ parse_line(struct parser *p, char *s)
 	return set_line_key(p, key, val);
 }
 
+/* A dataset's text = (captions): txt | json:KEY | none. */
+static int
+check_text(struct parser *p, const struct cfg_dataset *d)
+{
+	if (d->text == NULL)
+		return 0;
+	if (strcmp(d->text, "txt") != 0 && strcmp(d->text, "none") != 0 &&
+	    (strncmp(d->text, "json:", 5) != 0 || d->text[5] == '\0'))
+		return cfg_perr(p, d->text_line,
+		    "[dataset %s]: text '%s': expected txt, json:KEY or none",
+		    d->name, d->text);
+	if (d->manifest && strncmp(d->text, "json:", 5) == 0)
+		return cfg_perr(p, d->text_line,
+		    "[dataset %s]: text = %s: a manifest's caption is its "
+		    "third column (text = txt)",
+		    d->name, d->text);
+	return 0;
+}
+
 /* Whole-file checks, after every line has been read. */
 static int
 check_cfg(struct parser *p)
@@ -401,6 +421,8 @@ check_cfg(struct parser *p)
 			    "[dataset %s]: label '%s': expected cls, json:KEY, "
 			    "none or auto",
 			    d->name, d->label);
+		if ((r = check_text(p, d)) != 0)
+			return r;
 		if (d->classes &&
 		    (r = cfg_load_classes(p, &c->datasets[i])) != 0)
 			return r;

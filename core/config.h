@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "transforms/xf.h"
 
@@ -56,6 +57,9 @@ struct cfg_dataset {
 	char *manifest; /* absolute, or NULL for ImageFolder */
 	char *shards;   /* WebDataset tar shards: a glob or a list file */
 	char *label;    /* with shards: cls | json:KEY | none (NULL: cls) */
+	/* captions: txt | json:KEY | none (NULL: none); its line */
+	char *text;
+	int text_line;
 	/* remote shards (dataset/remote/remote.h) */
 	char *s3_endpoint;    /* scheme://host[:port], NULL: AWS's */
 	char *s3_region;      /* NULL: AWS_REGION, else us-east-1 */
@@ -186,6 +190,13 @@ int cfg_classes_parse(const char *text, size_t len, const char *fname,
     char ***names, size_t *n, char *err, size_t errlen);
 void cfg_classes_free(char **names, size_t n);
 
+/* Whether dataset d has captions (text = txt or json:KEY). */
+static inline bool
+cfg_dataset_text(const struct cfg_dataset *d)
+{
+	return d->text != NULL && strcmp(d->text, "none") != 0;
+}
+
 /* Load and check a config file. */
 int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
 
@@ -235,8 +246,8 @@ int cfg_set_job(struct cfg *c, const char *key, const char *value, char *err,
 /*
  * A [dataset] key given with -o (issue 36): cfg_is_dataset_key says
  * whether the len bytes at key are one.  cfg_set_dataset_opt sets label
- * on the tar shards of a dataset path's default config (cfg_default);
- * every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
+ * on the tar shards of a dataset path's default config (cfg_default), and
+ * text (captions, issue 39) on each of its datasets; every other case is -EINVAL with where the key belongs ("-o KEY=VALUE:
  * ..."): the [dataset NAME] section of the config, or, for a dataset
  * path, a config (a key of remote shards does nothing on local disk).
  * -ENOENT: not a [dataset] key.

@@ -86,6 +86,21 @@ check_mixture(struct parser *p, struct cfg_job *j)
 		names[i] = c->datasets[k].name;
 		w[i] = pv[i].w;
 	}
+	/* Captions: every source has them, or none (a batch's text file
+	 * would lack some samples' lines). */
+	for (size_t i = 1; i < np; i++) {
+		const struct cfg_dataset *a = &c->datasets[j->source_index[0]],
+					 *b = &c->datasets[j->source_index[i]];
+
+		if (cfg_dataset_text(a) != cfg_dataset_text(b)) {
+			r = cfg_perr(p, j->mixture_line,
+			    "mixture: dataset %s has captions (text =) and %s "
+			    "has none: every source or none",
+			    cfg_dataset_text(a) ? a->name : b->name,
+			    cfg_dataset_text(a) ? b->name : a->name);
+			goto out;
+		}
+	}
 	/* The sum is checked by mix_weights over the sources' names. */
 	if (mix_weights(j->mixture, names, np, w, msg, sizeof(msg)) != 0) {
 		r = cfg_perr(p, j->mixture_line, "mixture: %s", msg);

@@ -65,6 +65,8 @@ static const struct key keys[] = {
 	"a glob of tar files or a file listing them"},
     {SEC_DATASET, "label", K_STR, D(label), -1, 0, 0, NULL,
 	"cls, json:KEY or none"},
+    {SEC_DATASET, "text", K_STR, D(text), D(text_line), 0, 0, NULL,
+	"txt, json:KEY or none"},
     {SEC_DATASET, "s3_endpoint", K_STR, D(s3_endpoint), -1, 0, 0, NULL,
 	"a URL like https://minio.example:9000"},
     {SEC_DATASET, "s3_region", K_STR, D(s3_region), -1, 0, 0, NULL,

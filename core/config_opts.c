@@ -1,7 +1,8 @@
 /*
  * config_opts.c - the model (core/): the keys -o gives besides the
  * [mount] ones (see config.h): [dataset] keys, said where they belong or
- * set on a dataset path's shards, and the words of the keys -o takes for
+ * set on a dataset path's datasets (label on its shards, text on all),
+ * and the words of the keys -o takes for
  * "expected ..." messages.  Over config_keys.c's table (config_int.h).
  */
 #include <errno.h>
@@ -42,7 +43,8 @@ cfg_opt_keys(bool jobs, char *buf, size_t len)
 	if (used < len)
 		cfg_list_words(words, n, buf + used, len - used);
 	used = strlen(buf);
-	snprintf(buf + used, len - used, "; label (of tar shards)");
+	snprintf(buf + used, len - used,
+	    "; label (of tar shards), text (captions)");
 }
 
 /* The [dataset] keys of remote shards (s3://, https://). */
@@ -56,6 +58,32 @@ remote_key(const char *key)
 		if (strcmp(key, rk[i]) == 0)
 			return true;
 	return false;
+}
+
+/*
+ * -o text=: the captions of every dataset of a dataset path's config, a
+ * class tree's (sidecars) as a folder of shards' (members).
+ */
+static int
+set_text(struct cfg *c, const struct key *k, const char *value, char *err,
+    size_t errlen)
+{
+	char msg[512];
+	int r;
+
+	if (strcmp(value, "txt") != 0 && strcmp(value, "none") != 0 &&
+	    (strncmp(value, "json:", 5) != 0 || value[5] == '\0')) {
+		snprintf(err, errlen,
+		    "-o text=%s: expected txt, json:KEY or none", value);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < c->ndatasets; i++)
+		if ((r = cfg_set_key(k, &c->datasets[i], NULL, value, msg,
+			 sizeof(msg))) != 0) {
+			snprintf(err, errlen, "-o text=%s: %s", value, msg);
+			return r;
+		}
+	return 0;
 }
 
 int
@@ -87,6 +115,8 @@ cfg_set_dataset_opt(
 		    key, value, c->path);
 		return -EINVAL;
 	}
+	if (strcmp(key, "text") == 0)
+		return set_text(c, k, value, err, errlen);
 	if (strcmp(key, "label") != 0) {
 		snprintf(err, errlen,
 		    "-o %s=%s: a [dataset] key; without a config the dataset "

@@ -33,7 +33,10 @@ class_index(char *const *v, size_t n, const char *name)
  * a manifest or of shards are indexes into the list (a manifest's label
  * past its end is an error, a shard member's makes a sample that fails).
  * A shard's label comes as the index of its class among the distinct
- * labels (ds_open_shards), whose name is the integer.
+ * labels (ds_open_shards), whose name is the integer.  A multi-label
+ * dataset's lists hold indexes into the list already (a .json's names
+ * were looked up in it by the shard index): one past its end makes a
+ * sample that fails.
  */
 static int
 apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
@@ -48,7 +51,23 @@ apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
 	for (size_t i = 0; i < n; i++)
 		if ((names[i] = strdup(d->class_names[i])) == NULL)
 			goto nomem;
-	if (!ds->manifest && ds->nshards == 0) {
+	if (ds->multi) {
+		/* Multi-label: the lists' indexes are lines of the file. */
+		for (size_t i = 0; i < ds->n; i++) {
+			struct ds_sample *x = &ds->samples[i];
+
+			if (x->bad != NULL || x->labels == NULL ||
+			    x->labels[0] == 0 ||
+			    x->labels[x->labels[0]] < (uint64_t)n)
+				continue;
+			x->bad = "a label of its list is past the end of the "
+				 "classes list";
+			free(x->labels);
+			x->labels = NULL;
+			free(x->text);
+			x->text = NULL;
+		}
+	} else if (!ds->manifest && ds->nshards == 0) {
 		if ((map = calloc(ds->nclasses ? ds->nclasses : 1,
 			 sizeof(*map))) == NULL)
 			goto nomem;
@@ -95,6 +114,7 @@ apply_classes(const struct cfg_dataset *d, struct dataset *ds, char *err,
 	free(ds->classes);
 	ds->classes = names; /* transferred */
 	ds->nclasses = n;
+	ds->classes_file = true;
 	return 0;
 nomem:
 	snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -123,16 +143,19 @@ ds_open_cfg_with(const struct cfg_dataset *d, int index_fd,
 	struct dataset *ds;
 	int r;
 
+	struct ds_meta meta = {
+	    d->label, d->text, d->class_names, d->nclass_names};
+
 	if (d->shards == NULL)
-		r = ds_open(d->name, d->root, d->manifest, progress, arg, &ds,
-		    err, errlen);
+		r = ds_open_meta(d->name, d->root, d->manifest, &meta, progress,
+		    arg, &ds, err, errlen);
 	else {
 		struct remote_opts ro = {d->s3_endpoint, d->s3_region,
 		    d->s3_path_style == 0 ? -1 : d->s3_path_style == 2,
 		    d->ca_file, d->remote_timeout * 1000,
 		    (uint32_t)d->remote_retries};
 
-		r = ds_open_shards_remote(d->name, d->shards, d->label, &ro,
+		r = ds_open_shards_remote(d->name, d->shards, &meta, &ro,
 		    hooks, index_fd, progress, arg, &ds, err, errlen);
 	}
 	if (r != 0)

@@ -171,7 +171,17 @@ job_init_common(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		return -EINVAL;
 	}
 	j->soft = j->pl->batch_op != NULL;
+	j->multi = j->ds->multi;
+	j->text = j->ds->text;
 	j->nclasses = (uint32_t)j->ds->nclasses;
+	if (j->multi && j->ds->nclasses > CFG_MAX_CLASSES) {
+		snprintf(err, errlen,
+		    "%s:%d: job %s: multi-hot labels over %zu classes (at "
+		    "most %u)",
+		    c->path, cj->line, cj->name, j->ds->nclasses,
+		    CFG_MAX_CLASSES);
+		return -EINVAL;
+	}
 	if (j->soft &&
 	    (j->ds->nclasses == 0 || j->ds->nclasses > CFG_MAX_CLASSES)) {
 		snprintf(err, errlen,
@@ -316,12 +326,14 @@ job_fini(struct job *j)
 		j->errlog = NULL;
 	}
 	if (j->merged) {
-		/* Its strings are the sources'. */
+		/* Its strings are the sources', its label lists mlabels. */
 		free(j->merged->samples);
 		free(j->merged->classes);
 		free(j->merged);
 		j->merged = NULL;
 	}
+	free(j->mlabels);
+	j->mlabels = NULL;
 	free(j->class_src);
 	free(j->src);
 	free(j->src_names);

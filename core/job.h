@@ -185,6 +185,13 @@ struct job {
 	 * soft labels instead of int64 (B,).  nclasses: the dataset's. */
 	bool soft;
 	uint32_t nclasses;
+	/* Multi-label (the dataset's multi): .labels.npy is float32 (B,
+	 * nclasses) multi-hot rows (mixed by a batch op when soft). */
+	bool multi;
+	/* Captions (the dataset's text): each batch has a .text.jsonl. */
+	bool text;
+	uint32_t *mlabels; /* a mixture's multi-label lists, remapped: the
+			      merged samples' labels point into it */
 	const char *descr;    /* npy dtype of the images */
 	uint64_t shape[4];    /* of one batch of B: B, then H W C or C H W */
 	atomic_uchar *logged; /* one bit per sample: its failure was logged */
@@ -279,7 +286,9 @@ size_t job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
  * (world, rank, b)); the soft labels of len samples ids under draw m into
  * out (len x nclasses float32), -ENOMEM; and a complete batch mixed in
  * place: images px (len samples of sample_bytes), labels from ids into
- * labels, tmp one sample.  Only for a job with soft set.
+ * labels, tmp one sample.  Only for a job with soft set, save that
+ * job_mix_batch of a multi-label job without a batch op makes its
+ * multi-hot rows alone (job_float_labels: what a complete batch needs).
  */
 void job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank,
     uint32_t world, uint64_t b, struct xf_mix *m);
@@ -288,6 +297,36 @@ int job_soft_labels(const struct job *j, const struct xf_mix *m,
 int job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
     uint32_t world, uint64_t b, uint32_t len, void *px, const int64_t *ids,
     float *labels, void *tmp);
+
+/* Whether j's .labels.npy is float32 (B, nclasses) rows (a batch op's soft
+ * labels, multi-hot rows) rather than int64 (B,). */
+static inline bool
+job_float_labels(const struct job *j)
+{
+	return j->soft || j->multi;
+}
+
+/*
+ * The label rows of len samples ids into out (len x nclasses float32):
+ * one-hot or multi-hot, mixed under m as a batch op's soft labels (m
+ * NULL: as they are).  An id out of range (a failed slot) gives a row
+ * of zeros.  -ENOMEM.  Only for a job with job_float_labels.
+ */
+int job_label_rows(const struct job *j, const struct xf_mix *m,
+    const int64_t *ids, uint32_t len, float *out);
+
+/*
+ * A batch's .text.jsonl (core/job_text.c): the captions of its len
+ * samples ids (in its order), one JSON string a line (util/jsonstr.h).
+ * job_batch_text_len says its bytes; job_batch_text writes them at out
+ * (that many).  A sample without one (an id out of range, a bad sample of
+ * a batch that fails) has "".  The one place that makes the file: the
+ * mount's plan and batches call it, and so can a batch worker.
+ */
+uint64_t job_batch_text_len(const struct job *j, const int64_t *ids,
+    uint32_t len);
+void job_batch_text(
+    const struct job *j, const int64_t *ids, uint32_t len, char *out);
 
 /* Count one finished sample in the per-second window (approximate). */
 void job_rate_add(struct job_stats *st);

@@ -1,7 +1,7 @@
 /*
  * job_batch.c - the model (core/): a job's batch files: their geometry
- * and .npy headers, and the draws and soft labels of batch ops (see
- * job.h).
+ * and .npy headers, the float32 label rows (multi-hot, a batch op's soft
+ * labels) and the draws of batch ops (see job.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
 {
 	uint64_t shape[4];
 
-	if (kind == BK_LABELS && j->soft) {
+	if (kind == BK_LABELS && job_float_labels(j)) {
 		shape[0] = len;
 		shape[1] = j->nclasses;
 		return npy_header(buf, "<f4", shape, 2);
@@ -49,7 +49,7 @@ job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
 	    g->hdr[BK_IMAGES] + (uint64_t)g->len * geo->sample_bytes;
 	g->size[BK_LABELS] = g->size[BK_IDS] =
 	    g->hdr[BK_LABELS] + (uint64_t)g->len * sizeof(int64_t);
-	if (j->soft) {
+	if (job_float_labels(j)) {
 		shape[1] = j->nclasses;
 		g->hdr[BK_LABELS] = (uint32_t)npy_header_len("<f4", shape, 2);
 		g->size[BK_LABELS] = g->hdr[BK_LABELS] + (uint64_t)g->len *
@@ -57,6 +57,8 @@ job_batch_geom(const struct job *j, uint32_t epoch, uint32_t world, uint64_t b,
 							     sizeof(float);
 	}
 	g->size[BK_CUDA] = 0; /* the engine's descriptor (feed_file_size) */
+	g->size[BK_TEXT] = 0; /* the captions' (feed_text_size) */
+	g->hdr[BK_TEXT] = 0;
 	g->raw_size = (uint64_t)g->len * geo->raw_bytes;
 }
 
@@ -75,20 +77,57 @@ job_mix_draw(const struct job *j, uint32_t epoch, uint32_t rank, uint32_t world,
 }
 
 int
+job_label_rows(const struct job *j, const struct xf_mix *m, const int64_t *ids,
+    uint32_t len, float *out)
+{
+	const struct dataset *ds = j->ds;
+	uint32_t k = j->nclasses;
+	int64_t *lab;
+	float *tmp;
+
+	if (!j->multi) {
+		/* One label a sample: xf_mix_labels, as torchvision's v2. */
+		if ((lab = malloc((len ? len : 1) * sizeof(*lab))) == NULL)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < len; i++)
+			lab[i] = ids[i] >= 0 && (uint64_t)ids[i] < ds->n
+				     ? ds->samples[ids[i]].label
+				     : -1;
+		if (m != NULL)
+			xf_mix_labels(m, lab, len, k, out);
+		else {
+			static const struct xf_mix none = {
+			    false, 1.0, 0, 0, 0, 0};
+
+			xf_mix_labels(&none, lab, len, k, out);
+		}
+		free(lab);
+		return 0;
+	}
+	memset(out, 0, (size_t)len * k * sizeof(float));
+	for (uint32_t i = 0; i < len; i++) {
+		const uint32_t *l = ids[i] >= 0 && (uint64_t)ids[i] < ds->n
+					? ds->samples[ids[i]].labels
+					: NULL;
+
+		for (uint32_t x = 1; l != NULL && x <= l[0]; x++)
+			if (l[x] < k)
+				out[(size_t)i * k + l[x]] = 1.0f;
+	}
+	if (m == NULL || len == 0)
+		return 0;
+	if ((tmp = malloc((k ? k : 1) * sizeof(float))) == NULL)
+		return -ENOMEM;
+	xf_mix_rows(m, out, len, k, tmp);
+	free(tmp);
+	return 0;
+}
+
+int
 job_soft_labels(const struct job *j, const struct xf_mix *m, const int64_t *ids,
     uint32_t len, float *out)
 {
-	int64_t *lab = malloc((len ? len : 1) * sizeof(*lab));
-
-	if (lab == NULL)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < len; i++)
-		lab[i] = ids[i] >= 0 && (uint64_t)ids[i] < j->ds->n
-			     ? j->ds->samples[ids[i]].label
-			     : -1;
-	xf_mix_labels(m, lab, len, j->nclasses, out);
-	free(lab);
-	return 0;
+	return job_label_rows(j, m, ids, len, out);
 }
 
 int
@@ -99,6 +138,8 @@ job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
 	struct xf_mix m;
 	int r;
 
+	if (!j->soft) /* multi-hot rows, no batch op */
+		return job_label_rows(j, NULL, ids, len, labels);
 	job_mix_draw(j, epoch, rank, world, b, &m);
 	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0)
 		return r;

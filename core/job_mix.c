@@ -12,15 +12,55 @@
 #include "core/job_int.h"
 #include "core/mix.h"
 
+static int
+by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A multi-label sample's list x->labels of its source's classes, mapped
+ * through map into the union's at *at (mlabels), sorted again.
+ */
+static void
+map_list(struct ds_sample *x, const size_t *map, uint32_t **at)
+{
+	uint32_t *l = *at, n;
+
+	if (x->labels == NULL)
+		return;
+	n = x->labels[0];
+	l[0] = n;
+	for (uint32_t i = 1; i <= n; i++)
+		l[i] = (uint32_t)map[x->labels[i]];
+	qsort(l + 1, n, sizeof(*l), by_u32);
+	x->labels = l;
+	*at = l + n + 1;
+}
+
 /* The union of the sources' classes into merged; class_src; labels. */
 static int
 merge_sources(struct job *j)
 {
 	struct dataset *m = j->merged;
-	size_t maxc = 0, at = 0;
+	size_t maxc = 0, at = 0, nl = 0;
+	uint32_t *lat;
 
-	for (size_t s = 0; s < j->nsrc; s++)
-		maxc += j->src[s].ds->nclasses;
+	for (size_t s = 0; s < j->nsrc; s++) {
+		const struct dataset *ds = j->src[s].ds;
+
+		maxc += ds->nclasses;
+		for (size_t i = 0; ds->multi && i < ds->n; i++)
+			if (ds->samples[i].labels != NULL)
+				nl += ds->samples[i].labels[0] + 1;
+	}
+	m->text = j->src[0].ds->text;
+	m->multi = j->src[0].ds->multi;
+	if ((j->mlabels = lat = malloc((nl ? nl : 1) * sizeof(uint32_t))) ==
+	    NULL)
+		return -ENOMEM;
 	if ((m->classes = calloc(maxc ? maxc : 1, sizeof(*m->classes))) ==
 		NULL ||
 	    (j->class_src = calloc(maxc ? maxc : 1, sizeof(*j->class_src))) ==
@@ -53,6 +93,7 @@ merge_sources(struct job *j)
 			    x->label >= 0 && (size_t)x->label < ds->nclasses
 				? (int64_t)map[x->label]
 				: x->label;
+			map_list(x, map, &lat);
 		}
 		free(map);
 	}
@@ -100,6 +141,21 @@ job_init_all(struct job *j, const struct cfg *c, const struct cfg_job *cj,
 		    j->steps[i].w, cj->steps[i].w, j->nsrc * sizeof(uint64_t));
 		j->nsteps++;
 	}
+	/* Multi-hot rows and one label a sample do not mix. */
+	for (size_t s = 1; s < j->nsrc; s++)
+		if (j->src[s].ds->multi != j->src[0].ds->multi) {
+			snprintf(err, errlen,
+			    "%s:%d: mixture: dataset %s has lists of labels "
+			    "(multi-hot) and %s one label a sample: every "
+			    "source or none",
+			    c->path, cj->mixture_line,
+			    j->src[0].ds->multi ? j->src_names[0]
+						: j->src_names[s],
+			    j->src[0].ds->multi ? j->src_names[s]
+						: j->src_names[0]);
+			r = -EINVAL;
+			goto fail;
+		}
 	j->merged->name = cj->name;
 	j->merged->root = j->src[0].ds->root;
 	j->merged->n = (size_t)total;

@@ -9,15 +9,13 @@
 #include <time.h>
 
 #include "core/job.h"
+#include "util/clock.h"
 #include "util/sbuf.h"
 
 static uint64_t
 now_sec(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
+	return ff_mono_ns() / 1000000000u;
 }
 
 void

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "core/sample.h"
 #include "core/sample_int.h"
@@ -24,15 +25,6 @@
 #define SAMPLE_SUBST_MAX 64
 /* A transient failure (out of descriptors, memory) is retried this often. */
 #define SAMPLE_RETRIES 3
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A sample of a pipeline without cache, from the file in one call. */
 static int
@@ -66,11 +58,22 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	const struct xf_pipeline *pl = job_geo(j, epoch)->pl;
 	struct xf_image img = {0};
 	char path[4096];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ff_mono_ns();
 	int r;
 
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
+	if (id < j->ds->n && j->ds->samples[id].bad != NULL) {
+		/*
+		 * Known bad at the index (a member that cannot be served, no
+		 * label, no caption): it fails before any cache is asked, so
+		 * that a prefix cached under the same image (another job,
+		 * another dataset) does not serve it without what it lacks.
+		 */
+		snprintf(err, errlen, "%s: %s", path, j->ds->samples[id].bad);
+		r = -EIO;
+		goto out;
+	}
 	if (j->prefix[0] == '\0') {
 		/*
 		 * No cache op: nothing to store, so the whole pipeline runs
@@ -90,7 +93,7 @@ sample_make(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 		r = -EIO;
 	}
 out:
-	atomic_fetch_add(&j->st.busy_ns, now_ns() - t0);
+	atomic_fetch_add(&j->st.busy_ns, ff_mono_ns() - t0);
 	if (r == 0) {
 		uint32_t local;
 

@@ -15,6 +15,7 @@
 #include "cache/cache.h"
 #include "cache/cluster.h"
 #include "cache/format.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "core/sample.h"
 #include "core/sample_int.h"
@@ -157,10 +158,7 @@ tier_put(struct cluster *cl, const uint8_t key[CACHE_KEY_LEN],
 static uint64_t
 thread_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ff_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /*

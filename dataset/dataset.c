@@ -8,7 +8,9 @@
  *
  * Manifest entries are taken as they are, except that a path must not be
  * absolute or have a ".." component: whether the files exist is found out
- * when they are read.
+ * when they are read.  With text = txt a line has a third column, the
+ * caption (ds_open_meta); an ImageFolder's captions are its sidecars
+ * (ds_sidecar.c).
  */
 #include <sys/stat.h>
 
@@ -23,13 +25,13 @@
 #include <string.h>
 
 #include "dataset/ds_int.h"
+#include "dataset/ds_text.h"
 #include "dataset/remote/remote.h"
 
 #define MAX_LABEL ((1 << 24) - 1) /* bounds the class list a manifest makes */
 
 struct mline {
-	char *path;
-	int64_t label;
+	struct ds_mline d; /* path strdup'd */
 	size_t line;
 };
 
@@ -38,18 +40,34 @@ by_mpath(const void *a, const void *b)
 {
 	const struct mline *x = a, *y = b;
 
-	return strcmp(x->path, y->path);
+	return strcmp(x->d.path, y->d.path);
 }
 
-/* Parse "path<TAB>label" in line (changed in place): 0 or an error text. */
+/*
+ * Parse "path<TAB>label" in line (changed in place): 0 or an error text.
+ * With caption set, "path<TAB>label<TAB>caption": the path ends at the
+ * first tab, and *caption is the rest of the line after the second (NULL
+ * when there is none).
+ */
 static const char *
-parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
+parse_line(char *line, char **path, int64_t *label, char **caption, char *why,
+    size_t len)
 {
 	char *tab = strrchr(line, '\t'), *end, *l;
 	long long v;
 
+	if (caption != NULL) {
+		*caption = NULL;
+		if ((tab = strchr(line, '\t')) != NULL &&
+		    (end = strchr(tab + 1, '\t')) != NULL) {
+			*end = '\0';
+			*caption = end + 1;
+		}
+	}
 	if (tab == NULL)
-		return "expected \"relative/path<TAB>label\"";
+		return caption ? "expected \"relative/path<TAB>label<TAB>"
+				 "caption\""
+			       : "expected \"relative/path<TAB>label\"";
 	*tab = '\0';
 	l = tab + 1;
 	if (line[0] == '\0')
@@ -83,9 +101,35 @@ parse_line(char *line, char **path, int64_t *label, char *why, size_t len)
 	return NULL;
 }
 
+/* See ds_text.h. */
+const char *
+ds_manifest_line(char *line, size_t len, const struct ds_text *tx,
+    struct ds_mline *m, bool *nomem, char *why, size_t whylen)
+{
+	char *cap = NULL;
+	const char *msg;
+
+	memset(m, 0, sizeof(*m));
+	*nomem = false;
+	if ((msg = parse_line(line, &m->path, &m->label,
+		 tx->mode != TXT_NONE ? &cap : NULL, why, whylen)) != NULL)
+		return msg;
+	if (tx->mode == TXT_NONE)
+		return NULL;
+	if (cap == NULL) {
+		m->bad = "no caption: its manifest line has no third column";
+		return NULL;
+	}
+	/* The caption: the rest of the line, as it is (NULs included). */
+	*nomem = ds_text_from(tx, false, cap, (size_t)(line + len - cap),
+		     &m->text, &m->tlen, &m->bad) != 0;
+	return NULL;
+}
+
 static int
-read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
-    void *arg, char *err, size_t errlen)
+read_manifest(const char *manifest, const struct ds_text *tx,
+    struct dataset *ds, ds_progress_fn progress, void *arg, char *err,
+    size_t errlen)
 {
 	struct mline *m = NULL, *nm;
 	size_t n = 0, cap = 0, lineno = 0, linecap = 0;
@@ -102,8 +146,8 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 	}
 	while ((len = getline(&line, &linecap, f)) >= 0) {
 		const char *msg;
-		char *path;
-		int64_t label;
+		struct ds_mline d;
+		bool nomem;
 
 		lineno++;
 		while (
@@ -112,30 +156,36 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 		if (len == 0 || line[0] == '#' ||
 		    strspn(line, " \t") == (size_t)len)
 			continue;
-		if ((msg = parse_line(line, &path, &label, why, sizeof(why))) !=
-		    NULL) {
+		if ((msg = ds_manifest_line(line, (size_t)len, tx, &d, &nomem,
+			 why, sizeof(why))) != NULL) {
 			snprintf(
 			    err, errlen, "%s:%zu: %s", manifest, lineno, msg);
 			r = -EINVAL;
 			goto out;
 		}
+		if (nomem) {
+			r = -ENOMEM;
+			goto out;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 4096;
 			if ((nm = realloc(m, cap * sizeof(*m))) == NULL) {
+				free(d.text);
 				r = -ENOMEM;
 				goto out;
 			}
 			m = nm;
 		}
-		if ((m[n].path = strdup(path)) == NULL) {
+		m[n].d = d;
+		m[n].line = lineno;
+		if ((m[n].d.path = strdup(d.path)) == NULL) {
+			free(d.text);
 			r = -ENOMEM;
 			goto out;
 		}
-		m[n].label = label;
-		m[n].line = lineno;
 		n++;
-		if (label > maxlabel)
-			maxlabel = label;
+		if (d.label > maxlabel)
+			maxlabel = d.label;
 		if (progress != NULL && n % DS_PROGRESS_EVERY == 0)
 			progress(n, arg);
 	}
@@ -151,13 +201,13 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 	}
 	qsort(m, n, sizeof(*m), by_mpath);
 	for (size_t i = 1; i < n; i++) {
-		if (strcmp(m[i - 1].path, m[i].path) != 0)
+		if (strcmp(m[i - 1].d.path, m[i].d.path) != 0)
 			continue;
 		size_t a = m[i - 1].line, b = m[i].line;
 
 		snprintf(err, errlen,
 		    "%s:%zu: duplicate path '%s' (also on line %zu)", manifest,
-		    a > b ? a : b, m[i].path, a > b ? b : a);
+		    a > b ? a : b, m[i].d.path, a > b ? b : a);
 		r = -EINVAL;
 		goto out;
 	}
@@ -178,16 +228,23 @@ read_manifest(const char *manifest, struct dataset *ds, ds_progress_fn progress,
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		ds->samples[i].path = m[i].path; /* transferred */
-		ds->samples[i].label = m[i].label;
-		m[i].path = NULL;
+		struct ds_sample *x = &ds->samples[i];
+
+		x->path = m[i].d.path; /* transferred */
+		x->label = m[i].d.label;
+		x->text = m[i].d.text; /* transferred */
+		x->tlen = m[i].d.tlen;
+		x->bad = m[i].d.bad;
+		m[i].d.path = m[i].d.text = NULL;
 	}
 	ds->n = n;
 out:
 	if (r == -ENOMEM)
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
-	for (size_t i = 0; i < n; i++)
-		free(m[i].path);
+	for (size_t i = 0; i < n; i++) {
+		free(m[i].d.path);
+		free(m[i].d.text);
+	}
 	free(m);
 	free(line);
 	fclose(f);
@@ -199,10 +256,30 @@ ds_open(const char *name, const char *root, const char *manifest,
     ds_progress_fn progress, void *arg, struct dataset **out, char *err,
     size_t errlen)
 {
+	return ds_open_meta(
+	    name, root, manifest, NULL, progress, arg, out, err, errlen);
+}
+
+int
+ds_open_meta(const char *name, const char *root, const char *manifest,
+    const struct ds_meta *meta, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen)
+{
 	struct dataset *ds;
+	struct ds_text tx;
 	struct stat st;
 	int r;
 
+	if ((r = ds_text_parse(meta ? meta->text : NULL, &tx, err, errlen)) !=
+	    0)
+		return r;
+	if (manifest != NULL && tx.mode == TXT_JSON) {
+		snprintf(err, errlen,
+		    "%s: text = json:KEY: a manifest's caption is its third "
+		    "column (text = txt)",
+		    manifest);
+		return -EINVAL;
+	}
 	if ((ds = calloc(1, sizeof(*ds))) == NULL ||
 	    (ds->name = strdup(name ? name : "")) == NULL) {
 		r = -ENOMEM;
@@ -221,10 +298,12 @@ ds_open(const char *name, const char *root, const char *manifest,
 		goto fail;
 	}
 	ds->manifest = manifest != NULL;
+	ds->text = tx.mode != TXT_NONE;
 	if (manifest != NULL)
-		r = read_manifest(manifest, ds, progress, arg, err, errlen);
-	else
-		r = ds_scan(ds, root, progress, arg, err, errlen);
+		r = read_manifest(
+		    manifest, &tx, ds, progress, arg, err, errlen);
+	else if ((r = ds_scan(ds, root, progress, arg, err, errlen)) == 0)
+		r = ds_sidecars(ds, &tx, err, errlen);
 	if (r != 0)
 		goto fail;
 	*out = ds;

@@ -15,7 +15,9 @@
  * (ds->left).
  * Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
  * = max label + 1; a path that is absolute or has a ".." component is an
- * error.  Immutable after ds_open; safe to read from any thread.
+ * error.  With text (ds_open_meta, ds_open_shards_remote) each sample has
+ * a caption; a shard dataset's labels may be lists (multi).  Immutable
+ * after ds_open; safe to read from any thread.
  */
 #ifndef FEEDFS_DATASET_H
 #define FEEDFS_DATASET_H
@@ -28,15 +30,17 @@
 
 struct ds_sample {
 	char *path; /* relative to root; a shard's: "SHARD:MEMBER" */
-	int64_t label;
+	int64_t label; /* -1: none (a bad sample, or a multi-label one) */
 	/* The file itself through no symbolic link, where path goes through
 	 * one (scan only): relative to root, or absolute for a file out of
 	 * it; NULL: path. */
 	char *open_path;
 	/* Tar shards only: the image member's data, size bytes at off in
-	 * shards[shard]; bad, when set, why it cannot be served (a static
-	 * string: "a symbolic link member", ...). */
+	 * shards[shard].  bad, when set, why the sample cannot be served (a
+	 * static string: "a symbolic link member", "no .txt member", ...):
+	 * it fails when made (on_error decides), in any kind of dataset. */
 	uint32_t shard;
+	uint32_t tlen; /* text's bytes */
 	/* A remote shard's member whose bytes its index saw: 1 + its
 	 * record in dataset.digests (ds_sample_digest); 0: none. */
 	uint32_t digest;
@@ -46,6 +50,27 @@ struct ds_sample {
 	uint32_t guard;
 	uint64_t off, size;
 	const char *bad;
+	/* With text (dataset.text): the caption, tlen bytes of valid UTF-8
+	 * (a NUL after them; NULs inside allowed); NULL only with bad. */
+	char *text;
+	/* Multi-label (dataset.multi): labels[0] class indexes, sorted and
+	 * distinct, at labels[1..]; NULL only with bad. */
+	uint32_t *labels;
+};
+
+/*
+ * What a dataset's samples carry besides their image, as its config says
+ * (the keys of feedfs.conf(5)): label (shards: cls | json:KEY | none | auto;
+ * NULL: cls), text (txt | json:KEY | none; NULL: none) and the names of
+ * classes = FILE (NULL: none), by which a shard's .json label may name
+ * its classes.  Any of it may be NULL (ds_open and ds_open_shards pass
+ * NULL: labels as before, no text).
+ */
+struct ds_meta {
+	const char *label;
+	const char *text;
+	char *const *class_names;
+	size_t nclass_names;
 };
 
 /* What an index knows of a member's bytes (see ds_sample_digest). */
@@ -126,6 +151,14 @@ struct dataset {
 	size_t nclasses;
 	bool
 	    manifest; /* links in paths are resolved at open (ds_sample_open) */
+	bool text;  /* its samples have captions (text = txt or json:KEY) */
+	/* Multi-label: label = json:KEY met a list (of class indexes, or of
+	 * names of classes = FILE) in some sample: every sample's labels are
+	 * a list (an integer is a list of one), served multi-hot; classes
+	 * are "0".."K-1", K the largest index + 1, or the names of classes =
+	 * FILE (classes_file, set by core/dsopen.c). */
+	bool multi;
+	bool classes_file;
 	struct ds_shard *shards; /* WebDataset tar shards (ds_open_shards) */
 	size_t nshards;
 	/* Remote shards (dataset/remote/remote.h): the reader of all of them, and one
@@ -183,6 +216,20 @@ int ds_open(const char *name, const char *root, const char *manifest,
     ds_progress_fn progress, void *arg, struct dataset **out, char *err,
     size_t errlen);
 void ds_free(struct dataset *ds);
+/*
+ * ds_open with what the samples carry (meta: NULL for none).  text = txt:
+ * an ImageFolder sample's caption is its sidecar, the file named like it
+ * with .txt in place of its extension in the directory it is listed in
+ * (links to that directory followed as the scan follows them, the
+ * sidecar itself never a link); text = json:KEY: the string field KEY of
+ * its .json sidecar.  A manifest's caption (text = txt) is the rest of
+ * its line after "path<TAB>label<TAB>", taken as it is (tabs included;
+ * the path then ends at the first tab).  A caption that is missing, not
+ * valid UTF-8 or over 64 KiB makes its sample fail when made (bad).
+ */
+int ds_open_meta(const char *name, const char *root, const char *manifest,
+    const struct ds_meta *meta, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen);
 
 /*
  * WebDataset tar shards (dataset/ds_tar*.c).  shards is a glob
@@ -211,18 +258,30 @@ int ds_open_shards(const char *name, const char *shards, const char *label,
     char *err, size_t errlen);
 
 /*
- * The same with the settings of remote shards (ropts: NULL for the
- * defaults).  shards may then be a URL (s3://, https://, http://) with
- * WebDataset brace ranges ("shard-{000000..000999}.tar"), or a list file
- * whose lines are such URLs; a dataset's shards are all local or all
- * remote.  A remote shard is indexed from one streaming GET (the index
- * kept keyed by its URL, size and ETag) and its members read by range
- * requests carrying If-Match (dataset/remote/remote.h).
+ * The same with what the samples carry (meta; NULL: label = cls, no
+ * text), the settings of remote shards (ropts: NULL for the defaults) and
+ * the hooks of their index pass (hooks: NULL for none).  shards may then
+ * be a URL (s3://, https://, http://) with WebDataset brace ranges
+ * ("shard-{000000..000999}.tar"), or a list file whose lines are such
+ * URLs; a dataset's shards are all local or all remote.  A remote shard
+ * is indexed from one streaming GET (the index kept keyed by its URL,
+ * size and ETag) and its members read by range requests carrying If-Match
+ * (dataset/remote/remote.h).
+ *
+ * text = txt: a sample's caption is its member KEY.txt, as it is (UTF-8,
+ * at most 64 KiB); text = json:KEY: the string field KEY of its .json
+ * member.  A caption missing, twice, not UTF-8 or too long makes a
+ * sample with bad set.  label = json:KEY whose value is a list of class
+ * indexes (or of names of meta's classes) makes the dataset multi-label
+ * (ds->multi); an index above DS_MAX_LABEL or a name not in the classes
+ * makes a bad sample.  The index (kept, streamed or from the cluster
+ * tier) holds the captions and the label members' text, so none of them
+ * is read again from a remote shard.
  */
 struct remote_opts;
 struct ds_remote_hooks;
 int ds_open_shards_remote(const char *name, const char *shards,
-    const char *label, const struct remote_opts *ropts,
+    const struct ds_meta *meta, const struct remote_opts *ropts,
     const struct ds_remote_hooks *hooks, int index_fd, ds_progress_fn progress,
     void *arg, struct dataset **out, char *err, size_t errlen);
 

@@ -22,6 +22,8 @@ ds_free_samples(struct ds_sample *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(v[i].path);
 		free(v[i].open_path);
+		free(v[i].text);
+		free(v[i].labels);
 	}
 	free(v);
 }

@@ -3,9 +3,10 @@
  * index share (dataset.c: ds_open and the manifest, on top; ds_scan.c: the
  * ImageFolder scan, ds_skipped.c: what it left out; ds_tar*.c: tar shards;
  * ds_safeopen.c: ds_sample_open and the open through no symbolic link;
- * ds_common.c, under them all: ds_free and the helpers below).  Not for use
- * outside dataset/dataset.c and dataset/ds_*.c (and the tests and fuzz
- * targets of the tar reader).
+ * ds_text.c and ds_sidecar.c: captions (ds_text.h); ds_common.c, under
+ * them all: ds_free and the helpers below).  Not for use outside
+ * dataset/dataset.c and dataset/ds_*.c (and the tests and fuzz targets of
+ * the tar reader).
  */
 #ifndef FEEDFS_DS_INT_H
 #define FEEDFS_DS_INT_H
@@ -112,7 +113,8 @@ struct tar_member {
 	char *name;
 	uint8_t kind;	    /* enum tar_kind */
 	uint64_t off, size; /* the data, inside the shard */
-	/* .cls and .json members of at most 64 KiB: their text (+ NUL) */
+	/* .cls, .json and .txt members of at most 64 KiB: their text (+
+	 * NUL) */
 	bool has_data;
 	char *data;
 	uint32_t dlen;

@@ -1,11 +1,13 @@
 /*
  * ds_tar.c - layer: dataset/ (the datasets), tar shard backend, its top
- * (called by dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
- * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).  WebDataset
+ * (called by dataset.c's ds_open_cfg and core/dsopen.c; calls the others:
+ * ds_shard_list.c, ds_tar_index.c, ds_tar_walk.c, ds_remote.c (the index
+ * pass over remote shards), ds_label.c, ds_label_list.c, ds_text.c and
+ * ds_common.c).  WebDataset
  * tar shards read in place (see dataset.h): ds_open_shards finds the shards,
  * indexes each (the kept index, else a walk of its headers), groups its
- * members into samples by key and labels them; ds_member_read reads a
- * member's bytes with pread, after checking that the shard did not change.
+ * members into samples by key, labels them and reads their captions
+ * (ds_tar_read.c reads their bytes).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -28,6 +30,7 @@
 
 #include "dataset/ds_remote.h"
 #include "dataset/ds_tar_int.h"
+#include "dataset/ds_text.h"
 #include "dataset/remote/remote_int.h"
 #include "util/log.h"
 
@@ -80,6 +83,64 @@ add_digest(struct dataset *ds, const struct tar_member *img, size_t *dcap,
 	return 0;
 }
 
+/* What a shard's samples carry: label, text, class names (ds_meta). */
+struct carry {
+	struct ds_label lb;
+	struct ds_text tx;
+	const struct ds_names *names; /* NULL: no classes = FILE */
+	bool autolabel;	  /* label = auto: cls, or none if no .cls at all */
+	size_t nlabelled; /* samples seen with a label member */
+};
+
+/*
+ * Sample s's label and caption from its members lm (nlm of the label's
+ * extension) and tm (ntm of the caption's); bad, when the image itself
+ * cannot be served, comes first.  0 or -ENOMEM.
+ */
+static int
+sample_meta(struct carry *ca, struct ds_sample *s,
+    const struct tar_member *lm, size_t nlm, const struct tar_member *tm,
+    size_t ntm, const char *bad)
+{
+	struct ds_labels labs;
+	const char *lbad, *tbad;
+	int r;
+
+	s->label = -1;
+	if ((r = ds_labels_of(&ca->lb, lm, nlm, ca->names, &labs, &lbad)) !=
+		0 ||
+	    (r = ds_text_of(&ca->tx, tm, ntm, &s->text, &s->tlen, &tbad)) !=
+		0) {
+		free(labs.v);
+		return r;
+	}
+	ca->nlabelled += nlm > 0;
+	/* label = auto: a sample without a .cls member keeps its caption,
+	 * for the dataset may turn out to have no labels at all (then it is
+	 * served); its caption's fault comes first. */
+	if (ca->autolabel && lbad != NULL && strcmp(lbad, DS_NO_CLS) == 0 &&
+	    tbad != NULL)
+		lbad = NULL;
+	s->bad = bad ? bad : lbad ? lbad : tbad;
+	if (s->bad != NULL &&
+	    !(ca->autolabel && strcmp(s->bad, DS_NO_CLS) == 0)) {
+		free(s->text);
+		s->text = NULL;
+	} else if (labs.list) {
+		/* A list (multi-label): its count first. */
+		if ((s->labels = malloc((labs.n + 1) * sizeof(uint32_t))) ==
+		    NULL) {
+			free(labs.v);
+			return -ENOMEM;
+		}
+		s->labels[0] = labs.n;
+		memcpy(s->labels + 1, labs.v, labs.n * sizeof(uint32_t));
+	} else if (labs.n == 1)
+		s->label = labs.v[0];
+	free(labs.v);
+	return 0;
+}
+
 /* Room for one more sample in *v (*cap of it): 0 or -ENOMEM. */
 static int
 grow(struct ds_sample **v, size_t n, size_t *cap)
@@ -99,7 +160,7 @@ grow(struct ds_sample **v, size_t n, size_t *cap)
 /* What the samples of a dataset's shards are added with. */
 struct adder {
 	struct dataset *ds;
-	const struct ds_label *lb;
+	struct carry *ca;
 	size_t rootlen;
 	size_t cap, dcap; /* ds->samples', ds->digests' room */
 	ds_progress_fn progress;
@@ -111,10 +172,10 @@ static int
 shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
     struct adder *ad)
 {
-	const struct ds_label *lb = ad->lb;
+	struct carry *ca = ad->ca;
 	struct ds_sample **v = &ad->ds->samples;
-	size_t *n = &ad->ds->n, *cap = &ad->cap;
-	const char *want = ds_label_ext(lb);
+	size_t *n = &ad->ds->n;
+	const char *want = ds_label_ext(&ca->lb), *twant = ds_text_ext(&ca->tx);
 	struct mref *g;
 	size_t k = 0;
 	int r = 0;
@@ -136,10 +197,9 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 	}
 	qsort(g, k, sizeof(*g), by_key);
 	for (size_t a = 0, b; a < k; a = b) {
-		const struct tar_member *img = NULL, *lm = NULL;
-		size_t nimg = 0, nlm = 0;
-		const char *bad;
-		int64_t label;
+		const struct tar_member *img = NULL, *lm = NULL, *tm = NULL;
+		size_t nimg = 0, nlm = 0, ntm = 0;
+		const char *bad = NULL;
 		struct ds_sample *s;
 
 		for (b = a + 1;
@@ -152,34 +212,40 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 				if (img == NULL)
 					img = g[i].m;
 				nimg++;
-			} else if (want != NULL &&
-				   strcmp(g[i].ext, want) == 0) {
+				continue;
+			}
+			if (want != NULL && strcmp(g[i].ext, want) == 0) {
 				lm = g[i].m;
 				nlm++;
+			}
+			if (twant != NULL && strcmp(g[i].ext, twant) == 0) {
+				tm = g[i].m;
+				ntm++;
 			}
 		}
 		if (img == NULL)
 			continue; /* no image: not a sample */
-		if ((r = ds_label_of(lb, lm, nlm, &label, &bad)) != 0)
-			break;
 		if (img->kind != TM_FILE)
 			bad = ds_tm_why(img->kind);
 		else if (nimg > 1)
 			bad = "duplicate key: more than one image member";
-		if ((r = grow(v, *n, cap)) != 0)
+		if ((r = grow(v, *n, &ad->cap)) != 0)
 			break;
 		s = &(*v)[*n];
 		memset(s, 0, sizeof(*s));
 		if (asprintf(&s->path, "%s:%s", rel, img->name) < 0) {
+			s->path = NULL;
 			r = -ENOMEM;
 			break;
 		}
 		(*n)++;
-		s->label = bad ? -1 : label;
 		s->shard = shard;
 		s->off = img->off;
 		s->size = img->size;
-		s->bad = bad;
+		if ((r = sample_meta(ca, s, lm, nlm, tm, ntm, bad)) != 0)
+			break;
+		/* The image's digest, whatever its label or caption say: a
+		 * sample label = auto fails for now may be served after all. */
 		if (bad == NULL && img->has_digest &&
 		    (r = add_digest(ad->ds, img, &ad->dcap, &s->digest)) != 0)
 			break;
@@ -232,8 +298,10 @@ ds_open_shards(const char *name, const char *shards, const char *label,
     int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
     char *err, size_t errlen)
 {
-	return ds_open_shards_remote(name, shards, label, NULL, NULL, index_fd,
-	    progress, arg, out, err, errlen);
+	struct ds_meta meta = {label, NULL, NULL, 0};
+
+	return ds_open_shards_remote(name, shards, &meta, NULL, NULL,
+	    index_fd, progress, arg, out, err, errlen);
 }
 
 /* Why a shard that could not be indexed fails its sample (the log has
@@ -244,7 +312,9 @@ static const char not_indexed[] =
 
 /*
  * A shard's samples (ds_shard_add_fn): of its index ix, or for a shard
- * that failed, one sample named "SHARD:" that fails when read.
+ * that failed, one sample named "SHARD:" that fails when read.  That one
+ * has no label member, so it has no vote in label = auto (nlabelled),
+ * and it stays bad whatever label = auto decides.
  */
 static int
 add_shard(void *arg, size_t i, const struct tar_index *ix, const char *why)
@@ -308,27 +378,112 @@ remote_open(struct dataset *ds, const struct remote_opts *ropts,
 	return ds_remote_prepare(ds->remote, *specs, np, ds->robjs, err, errlen);
 }
 
+/*
+ * The classes of a dataset of one label a sample: the distinct labels, in
+ * increasing order, named by their number; a sample's label becomes its
+ * class's index (labels 0, 1, 3, 7 are classes 0..3, as every dataset's
+ * label is).  0 or -ENOMEM.
+ */
+static int
+number_classes(struct dataset *ds)
+{
+	int64_t *lv;
+	size_t k = 0;
+
+	if ((lv = malloc(ds->n * sizeof(*lv))) == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->samples[i].bad == NULL)
+			lv[k++] = ds->samples[i].label;
+	qsort(lv, k, sizeof(*lv), by_i64);
+	if ((ds->classes = calloc(k ? k : 1, sizeof(char *))) == NULL) {
+		free(lv);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < k; i++) {
+		if (i > 0 && lv[i] == lv[i - 1])
+			continue;
+		if (asprintf(&ds->classes[ds->nclasses], "%" PRId64, lv[i]) <
+		    0) {
+			ds->classes[ds->nclasses] = NULL;
+			free(lv);
+			return -ENOMEM;
+		}
+		lv[ds->nclasses++] = lv[i];
+	}
+	for (size_t i = 0; i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
+		const int64_t *c;
+
+		if (x->bad == NULL && (c = bsearch(&x->label, lv, ds->nclasses,
+					   sizeof(*lv), by_i64)) != NULL)
+			x->label = c - lv;
+	}
+	free(lv);
+	return 0;
+}
+
+/* The shards' samples once all are added: label = auto decided, then
+ * the classes (multi-label, numbered, or none).  0 or -ENOMEM. */
+static int
+finish_labels(struct dataset *ds, struct carry *ca)
+{
+	/* label = auto: cls, or none when no sample has a .cls member (a
+	 * shard that could not be indexed has none: no vote). */
+	if (ca->autolabel && ca->nlabelled == 0)
+		ca->lb.mode = LBL_NONE;
+	for (size_t i = 0; ca->autolabel && i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
+
+		if (x->bad == NULL || strcmp(x->bad, DS_NO_CLS) != 0)
+			continue;
+		if (ca->lb.mode == LBL_NONE)
+			x->bad = NULL; /* its caption was kept */
+		else {
+			free(x->text);
+			x->text = NULL;
+		}
+	}
+	for (size_t i = 0; i < ds->n && !ds->multi; i++)
+		ds->multi = ds->samples[i].labels != NULL;
+	if (ds->multi)
+		return ds_multi_classes(ds);
+	return ca->lb.mode != LBL_NONE ? number_classes(ds) : 0;
+}
+
 int
-ds_open_shards_remote(const char *name, const char *shards, const char *label,
-    const struct remote_opts *ropts, const struct ds_remote_hooks *hooks,
-    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
-    char *err, size_t errlen)
+ds_open_shards_remote(const char *name, const char *shards,
+    const struct ds_meta *meta, const struct remote_opts *ropts,
+    const struct ds_remote_hooks *hooks, int index_fd, ds_progress_fn progress,
+    void *arg, struct dataset **out, char *err, size_t errlen)
 {
 	struct dataset *ds;
-	struct ds_label lb;
+	struct carry ca = {.names = NULL};
+	struct ds_names names = {NULL, 0, NULL};
 	struct adder ad = {0};
 	char **paths = NULL, **specs = NULL;
 	size_t np = 0;
-	int64_t *lv = NULL;
 	int r;
 
-	if ((r = ds_label_parse(label, &lb, err, errlen)) != 0)
+	if ((r = ds_label_parse(
+		 meta ? meta->label : NULL, &ca.lb, err, errlen)) != 0 ||
+	    (r = ds_text_parse(
+		 meta ? meta->text : NULL, &ca.tx, err, errlen)) != 0)
 		return r;
 	if ((ds = calloc(1, sizeof(*ds))) == NULL ||
 	    (ds->name = strdup(name ? name : "")) == NULL) {
 		free(ds);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
+	}
+	ds->text = ca.tx.mode != TXT_NONE;
+	ca.autolabel = meta != NULL && meta->label != NULL &&
+		       strcmp(meta->label, "auto") == 0;
+	if (meta != NULL && meta->class_names != NULL) {
+		if ((r = ds_names_init(
+			 &names, meta->class_names, meta->nclass_names)) != 0)
+			goto fail;
+		ca.names = &names;
 	}
 	if ((r = ds_shard_paths(shards, &paths, &np, err, errlen)) != 0)
 		goto fail;
@@ -341,7 +496,7 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	ad.ds = ds;
-	ad.lb = &lb;
+	ad.ca = &ca;
 	ad.rootlen = strcmp(ds->root, "/") == 0 ? 1 : strlen(ds->root) + 1;
 	ad.progress = progress;
 	ad.arg = arg;
@@ -388,72 +543,13 @@ ds_open_shards_remote(const char *name, const char *shards, const char *label,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
-	/*
-	 * label = auto: cls, or none when no sample has a .cls member.  A
-	 * shard that could not be indexed (its one sample, not_indexed) has
-	 * no say, and stays bad.
-	 */
-	if (label != NULL && strcmp(label, "auto") == 0) {
-		size_t nocls = 0, nfailed = 0;
-
-		for (size_t i = 0; i < ds->n; i++) {
-			const char *bad = ds->samples[i].bad;
-
-			nocls += bad != NULL && strcmp(bad, DS_NO_CLS) == 0;
-			nfailed += bad == not_indexed;
-		}
-		if (nocls + nfailed == ds->n) {
-			lb.mode = LBL_NONE;
-			for (size_t i = 0; i < ds->n; i++)
-				if (ds->samples[i].bad != not_indexed)
-					ds->samples[i].bad = NULL;
-		}
-	}
-	/*
-	 * The classes: the distinct labels, in increasing order, named by
-	 * their number; a sample's label becomes its class's index (labels
-	 * 0, 1, 3, 7 are classes 0..3, as every dataset's label is).
-	 */
-	if (lb.mode != LBL_NONE) {
-		size_t k = 0;
-
-		if ((lv = malloc(ds->n * sizeof(*lv))) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		for (size_t i = 0; i < ds->n; i++)
-			if (ds->samples[i].bad == NULL)
-				lv[k++] = ds->samples[i].label;
-		qsort(lv, k, sizeof(*lv), by_i64);
-		if ((ds->classes = calloc(k ? k : 1, sizeof(char *))) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		for (size_t i = 0; i < k; i++) {
-			if (i > 0 && lv[i] == lv[i - 1])
-				continue;
-			if (asprintf(&ds->classes[ds->nclasses], "%" PRId64,
-				lv[i]) < 0) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			lv[ds->nclasses++] = lv[i];
-		}
-		for (size_t i = 0; i < ds->n; i++) {
-			struct ds_sample *x = &ds->samples[i];
-			const int64_t *c;
-
-			if (x->bad == NULL &&
-			    (c = bsearch(&x->label, lv, ds->nclasses,
-				 sizeof(*lv), by_i64)) != NULL)
-				x->label = c - lv;
-		}
-	}
-	free(lv);
+	if ((r = finish_labels(ds, &ca)) != 0)
+		goto fail;
 	free(paths);
 	for (size_t i = 0; specs != NULL && i < np; i++)
 		free(specs[i]);
 	free(specs);
+	ds_names_fini(&names);
 	*out = ds;
 	return 0;
 fail:
@@ -469,147 +565,7 @@ fail:
 	for (size_t i = 0; i < np; i++)
 		free(paths[i]);
 	free(paths);
-	free(lv);
+	ds_names_fini(&names);
 	ds_free(ds);
 	return r;
-}
-
-int
-ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
-    size_t *len, struct stat *st, char *err, size_t errlen)
-{
-	const struct ds_sample *sm;
-	const struct ds_shard *sh;
-	struct stat sb;
-	uint8_t *buf;
-	int fd, r;
-
-	if (id >= ds->n || ds->nshards == 0) {
-		snprintf(err, errlen, "%s: no sample %zu", ds->root, id);
-		return -EINVAL;
-	}
-	sm = &ds->samples[id];
-	sh = &ds->shards[sm->shard];
-	if (sm->bad != NULL) {
-		snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, sm->bad);
-		return -EIO;
-	}
-	if (ds->robjs != NULL) {
-		char why[512];
-
-		if (sm->size > max) {
-			snprintf(err, errlen,
-			    "%s/%s: member too large (%" PRIu64 " bytes)",
-			    ds->root, sm->path, sm->size);
-			return -EFBIG;
-		}
-		if (sm->size == 0) {
-			/* Nothing to ask for (a range cannot be empty). */
-			if ((*out = malloc(1)) == NULL)
-				return -ENOMEM;
-		} else if ((r = remote_read(ds->remote, &ds->robjs[sm->shard],
-				sm->off, sm->size, out, why, sizeof(why))) != 0) {
-			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
-			    why);
-			return r == -ENOMEM || r == -EHOSTDOWN ? r : -EIO;
-		}
-		*len = (size_t)sm->size;
-		*st = sh->st;
-		return 0;
-	}
-	if ((fd = open(
-		 sh->path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) < 0) {
-		r = -errno;
-		snprintf(
-		    err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
-		return r;
-	}
-	if (fstat(fd, &sb) != 0) {
-		r = -errno;
-		goto out_err;
-	}
-	if (!S_ISREG(sb.st_mode) || !ds_shard_same(&sb, &sh->st)) {
-		close(fd);
-		snprintf(err, errlen,
-		    "%s/%s: the shard changed since it was indexed "
-		    "(remount to index it again)",
-		    ds->root, sm->path);
-		return -EIO;
-	}
-	if (sm->size > max) {
-		close(fd);
-		snprintf(err, errlen,
-		    "%s/%s: member too large (%" PRIu64 " bytes)", ds->root,
-		    sm->path, sm->size);
-		return -EFBIG;
-	}
-	if ((buf = malloc(sm->size ? (size_t)sm->size : 1)) == NULL) {
-		r = -ENOMEM;
-		goto out_err;
-	}
-	if ((r = ds_pread_all(fd, buf, (size_t)sm->size, sm->off)) != 0) {
-		free(buf);
-		goto out_err;
-	}
-	close(fd);
-	*out = buf; /* transferred */
-	*len = (size_t)sm->size;
-	*st = sb;
-	return 0;
-out_err:
-	close(fd);
-	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
-	return r;
-}
-
-const struct ds_digest *
-ds_sample_digest(const struct dataset *ds, size_t id)
-{
-	uint32_t k;
-
-	if (id >= ds->n || (k = ds->samples[id].digest) == 0 ||
-	    k > ds->ndigests)
-		return NULL;
-	return &ds->digests[k - 1];
-}
-
-const struct remote_stats *
-ds_remote_stats(const struct dataset *ds)
-{
-	return ds->remote ? &ds->remote->st : NULL;
-}
-
-void
-ds_remote_window(struct dataset *ds, uint64_t bytes)
-{
-	if (ds->remote != NULL)
-		remote_set_window(ds->remote, bytes);
-}
-
-uint64_t
-ds_remote_room(const struct dataset *ds)
-{
-	return ds->remote ? remote_room(ds->remote) : 0;
-}
-
-void
-ds_remote_prefetch(const struct dataset *ds, size_t id)
-{
-	const struct ds_sample *sm = &ds->samples[id];
-
-	if (ds->robjs != NULL && sm->bad == NULL && sm->shard < ds->nshards &&
-	    sm->size > 0)
-		remote_prefetch(ds->remote, &ds->robjs[sm->shard], sm->off,
-		    sm->size);
-}
-
-void
-ds_remote_forget(const struct dataset *ds, size_t id)
-{
-	const struct ds_sample *sm;
-
-	if (ds->robjs == NULL || id >= ds->n)
-		return;
-	sm = &ds->samples[id];
-	remote_forget(ds->remote, &ds->robjs[sm->shard], sm->off, sm->size);
 }

@@ -11,9 +11,10 @@
  * says what kinds of content the whole index carries, and each member
  * ends with records (a tag, a length, its bytes) that a parser skips when
  * it does not know their tag, so that a new kind of content per member is
- * a new tag, not a new format.  Version 3:
+ * a new tag, not a new format; what changes which members a walk keeps
+ * is a new version.  Version 4:
  *
- *	"FFTARIX3"
+ *	"FFTARIX4"
  *	u32 features		IDX_F_*
  *	u32 name length, name	the shard's path, or a remote shard's
  *				display URL
@@ -29,8 +30,10 @@
  *
  * (all numbers little endian).  Tags: IDX_T_DIGEST, 32..48 bytes: the
  * SHA-256 of the member's bytes, then its first bytes (TAR_HEAD_MAX at
- * most).  Versions 1 and 2 (no name, no records) are read as malformed:
- * the shard is indexed again.
+ * most).  A member's text is kept for .cls, .json and .txt members (labels
+ * and captions) up to TAR_LABEL_MAX bytes.  Any other version is read as
+ * malformed, and the shard indexed again: 1 and 2 have no name and no
+ * records (2 keeps .txt text, 1 does not), 3 does not keep .txt text.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -48,7 +51,7 @@
 
 #include "dataset/ds_tar_int.h"
 
-#define IDX_MAGIC "FFTARIX3"
+#define IDX_MAGIC "FFTARIX4"
 /* Features: the image members of a whole stream carry their digests. */
 #define IDX_F_DIGESTS 1u
 /* Member records' tags. */

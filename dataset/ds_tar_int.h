@@ -8,7 +8,8 @@
  *   ds_tar_index.c   the kept index: encode, parse, load, store (the
  *                    encode and parse: ds_int.h), calls ds_tar_walk.c;
  *   ds_shard_list.c  the shard paths of a glob or a list file;
- *   ds_label.c       a sample's label from its .cls or .json member.
+ *   ds_label.c       a sample's label from its .cls or .json member;
+ *   ds_label_list.c  its labels as a list (multi-label), class names.
  *
  * All of them call ds_common.c (ds_int.h) and nothing above.  Not for use
  * outside dataset/ds_*.c, the tests and fuzz/.
@@ -24,8 +25,9 @@
 
 #include "dataset/ds_int.h"
 
-/* .cls and .json members up to this size are read for labels (the walk
- * keeps their text; a kept index holding more is malformed). */
+/* .cls, .json and .txt members up to this size are read for labels and
+ * captions (the walk keeps their text; a kept index holding more is
+ * malformed). */
 #define TAR_LABEL_MAX (64u << 10)
 /* The largest label (a class index): bounds the class list. */
 #define DS_MAX_LABEL ((1 << 24) - 1)
@@ -138,5 +140,57 @@ int ds_label_int(const char *s, size_t n, int64_t *v);
  * bits), -ENOMEM.
  */
 int ds_label_json(const char *s, size_t n, const char *key, int64_t *v);
+
+/* ---- multi-label and class names (ds_label_list.c) ---- */
+
+/* The largest class index in a list (multi-hot): bounds a row's length. */
+#define DS_MAX_MULTI ((1 << 20) - 1)
+
+/* The names of classes = FILE, by which a .json label may name a class:
+ * class i is v[i]; by_name, their indexes sorted by name, for lookup. */
+struct ds_names {
+	char *const *v;
+	size_t n;
+	uint32_t *by_name;
+};
+/* Index v[0..n) (not copied: it must outlive nm).  0 or -ENOMEM. */
+int ds_names_init(struct ds_names *nm, char *const *v, size_t n);
+void ds_names_fini(struct ds_names *nm);
+
+/* A sample's labels: one (list false), or a list of class indexes. */
+struct ds_labels {
+	bool list;
+	uint32_t n;
+	uint32_t *v; /* malloc'd: n class indexes, sorted, distinct */
+};
+
+/*
+ * The labels of field key of the top-level JSON object in s[0..n),
+ * parsed as ds_label_json parses: an integer, or a string holding one,
+ * or (with names) a class name, whose label is its index in names; or a
+ * list of such (then at most DS_MAX_MULTI each; duplicates count once;
+ * empty allowed).  out->v malloc'd on success.  0, the returns of
+ * ds_label_json, and -ENOKEY (a name not in names), -ENODATA (a name, and
+ * no names given), -E2BIG (an index in a list above DS_MAX_MULTI).
+ */
+int ds_labels_json(const char *s, size_t n, const char *key,
+    const struct ds_names *names, struct ds_labels *out);
+
+/*
+ * ds_label_of for every label mode, with lists: out set (out->v
+ * malloc'd), or out->v NULL and *bad why not.  0, or -ENOMEM.
+ */
+int ds_labels_of(const struct ds_label *lb, const struct tar_member *lm,
+    size_t count, const struct ds_names *names, struct ds_labels *out,
+    const char **bad);
+
+/*
+ * The classes of a multi-label dataset (ds->multi set: a sample has a
+ * list): every good sample's labels become a list (a single label a list
+ * of one, bad past DS_MAX_MULTI; ds_sample.label -1), and the classes
+ * "0".."K-1", K the largest index + 1 (a multi-hot row's columns are
+ * the indexes themselves).  0 or -ENOMEM.
+ */
+int ds_multi_classes(struct dataset *ds);
 
 #endif

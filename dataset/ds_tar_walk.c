@@ -253,10 +253,13 @@ ds_tar_is_image_ext(const char *ext)
 	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
 }
 
+/* Members whose text the walk keeps: labels (.cls, .json), captions
+ * (.txt). */
 static bool
 is_label_ext(const char *ext)
 {
-	return strcmp(ext, "cls") == 0 || strcmp(ext, "json") == 0;
+	return strcmp(ext, "cls") == 0 || strcmp(ext, "json") == 0 ||
+	       strcmp(ext, "txt") == 0;
 }
 
 /*
@@ -470,7 +473,7 @@ ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix)
 			free(name);
 			break;
 		}
-		/* The label members' text, while we are here. */
+		/* The label and caption members' text, while we are here. */
 		if (kind == TM_FILE && (uint64_t)size <= TAR_LABEL_MAX) {
 			size_t kl;
 			const char *ext = ds_tar_member_ext(name, &kl);

@@ -22,6 +22,7 @@
  *	stage.c    .cuda files: staging a batch on the device
  *	text.c     README, info.json, samples.tsv, owned texts;
  *	stats.c    .feedfs/stats
+ *	batch_text.c  a batch's .text.jsonl: its size, open and reads
  *
  * Locking: one mutex, feed.lock, protects the batch table, the queues, the
  * orders, the relaxed views and the memory count.  Workers take it only
@@ -41,7 +42,8 @@
  * then sched.c (readahead, workers), batch.c, relaxed.c,
  * relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and budget.c at
  * the bottom; prefill.c (over budget.c), text.c and stats.c below
- * feed.c, jobs.c below them all.
+ * feed.c, batch_text.c below files.c and ns.c (over pin.c), jobs.c
+ * below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -58,6 +60,7 @@
 #include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
+#include "util/clock.h"
 
 #define FEED_HASH 1024
 
@@ -261,11 +264,13 @@ struct feed {
 struct feed_handle {
 	struct batch *b; /* referenced; NULL: the file is in data */
 	enum batch_kind kind;
-	uint8_t *data;   /* labels or ids made from the plan alone */
+	uint8_t *data;   /* labels, ids or text made from the plan alone;
+			    BK_TEXT with b: made by the first read (lock) */
 	size_t len;
 	uint64_t meta;   /* counted in feed.meta_used: the handle, data */
-	/* BK_CUDA: the batch staged by the first read, held until release. */
-	pthread_mutex_t lock; /* the three below */
+	/* BK_CUDA: the batch staged by the first read, held until release;
+	 * BK_TEXT with b: data made by the first read. */
+	pthread_mutex_t lock; /* the three below, or data */
 	struct gpu_buf *gbuf;
 	uint8_t desc[FEEDFS_CUDA_DESC_SIZE];
 	int gerr;
@@ -357,9 +362,10 @@ void sched_demand(struct feed *f, struct batch *b);
 uint8_t *sched_slot(struct batch *b, uint32_t s);
 /* Every slot of b is done: wake its readers.  Locked. */
 void sched_ready(struct feed *f, struct batch *b);
-/* Every slot of b is done: sched_ready, or with a batch op (and no
- * failure) into the mix queue, where a worker mixes it unlocked and then
- * makes it ready (sched.c).  Locked. */
+/* Every slot of b is done: sched_ready, or with float labels (a batch
+ * op, multi-hot rows) and no failure into the mix queue, where a worker
+ * makes its label rows and mixes it unlocked and then makes it ready
+ * (sched.c).  Locked. */
 void sched_complete(struct feed *f, struct batch *b);
 
 /*
@@ -419,6 +425,22 @@ void relaxed_free_all(struct feed *f);
  */
 void feed_drain(struct feed *f);
 
+/*
+ * batch_text.c: whether the plan fixes batch k's content (strict order,
+ * on_error = fail: its labels, ids and text come from the plan); the
+ * planned text into h->data and h->len (not
+ * counted: the caller does); the text of h's batch made into h->data by
+ * its first read (BK_TEXT with h->b; waits until the batch is ready,
+ * -EIO when it failed), counted in h->meta.  Not locked.  A stat's size
+ * is feed_text_size's (feed.h).
+ */
+bool feed_batch_planned(const struct feed *f, const struct feed_key *k);
+int feed_text_plan_file(
+    struct feed *f, const struct feed_key *k, struct feed_handle *h);
+int feed_text_read(struct feed *f, struct feed_handle *h);
+/* A mixture's epoch k->epoch is opened: its weights fixed.  Not locked. */
+void feed_epoch_opened(struct feed *f, const struct feed_key *k);
+
 /* text.c: size bytes for an owned text, counted as metadata until
  * feed_text_free (NULL: no memory, or metadata at its cap). */
 char *feed_owned_alloc(struct feed *f, size_t size);
@@ -439,10 +461,7 @@ void feed_unpin(struct feed *f, struct batch *b);
 static inline uint64_t
 feed_mono_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return ff_mono_ns();
 }
 
 /* stage.c: whether a device serves job cj (0 at once for gpu = off),

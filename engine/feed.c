@@ -24,11 +24,36 @@
 #include "core/dsopen.h"
 #include "gpu/gpu.h"
 
+/* Samples without a caption, and the classes of multi-hot labels. */
+static void
+say_meta(const struct dataset *ds)
+{
+	const struct ds_sample *first = NULL;
+	size_t none = 0;
+
+	for (size_t i = 0; ds->text && i < ds->n; i++)
+		if (ds->samples[i].text == NULL && none++ == 0)
+			first = &ds->samples[i];
+	if (none > 0)
+		log_warn("dataset %s: %zu of %zu samples have no caption that "
+			 "can be served (the first: %s/%s: %s); they fail when "
+			 "read, and on_error decides",
+		    ds->name, none, ds->n, ds->root, first->path,
+		    first->bad ? first->bad : "?");
+	if (ds->multi)
+		log_info("dataset %s: labels are lists: multi-hot rows of %zu "
+			 "classes (%s)",
+		    ds->name, ds->nclasses,
+		    ds->classes_file ? "the lines of classes = FILE"
+				     : "the largest index + 1");
+}
+
 /*
  * What the scan of an ImageFolder dataset left out, said at mount time
  * (on the terminal): every file not served, counted by why (not JPEG,
  * PNG or WebP by its name, a dangling link, a loop...), and class
- * directories without an image (their label is never served).
+ * directories without an image (their label is never served); for any
+ * dataset, say_meta's.
  */
 static void
 say_dataset(const struct dataset *ds)
@@ -42,6 +67,7 @@ say_dataset(const struct dataset *ds)
 			 "(feedfs --check lists them)",
 		    ds->name, ds_skipped_total(ds), ds->root, text);
 	}
+	say_meta(ds);
 	if (ds->manifest || ds->nshards > 0 || ds->nclasses == 0 ||
 	    (per = calloc(ds->nclasses, sizeof(*per))) == NULL)
 		return;

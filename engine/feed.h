@@ -91,6 +91,8 @@ const char *feed_job_name(const struct feed *f, size_t job);
 uint32_t feed_job_epochs(const struct feed *f, size_t job);
 /* Whether the job's batches have .cuda files (gpu = on). */
 bool feed_job_cuda(const struct feed *f, size_t job);
+/* Whether the job's batches have .text.jsonl files (its dataset's text). */
+bool feed_job_text(const struct feed *f, size_t job);
 /* Batches per epoch of each rank of world. */
 uint64_t feed_job_nbatches(const struct feed *f, size_t job, uint32_t world);
 
@@ -124,9 +126,16 @@ int feed_mixture_set(struct feed *f, size_t job, const char *line, size_t len);
 
 /* Whether key names a batch that exists (epoch, batch, rank < world). */
 bool feed_key_valid(const struct feed *f, const struct feed_key *k);
-/* Size of the file of kind of batch k (header included). */
+/* Size of the file of kind of batch k (header included); 0 for BK_TEXT. */
 uint64_t feed_file_size(const struct feed *f, const struct feed_key *k,
     enum batch_kind kind);
+/*
+ * Size of batch k's .text.jsonl: from the plan (strict order, on_error =
+ * fail), else from the batch's content, which this makes and waits for
+ * as a read would (0 when it fails).  Opens a mixture's epoch, as an
+ * open does.  May block; not with any lock of the caller's held.
+ */
+uint64_t feed_text_size(struct feed *f, const struct feed_key *k);
 
 /* Open a batch file; starts its preparation and the readahead. */
 int feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,

@@ -1,9 +1,10 @@
 /*
  * files.c - the batch files: open, read and release (see feed.h).  An
  * open makes the batch exist (batch.c) and queues its readahead
- * (sched.c), or, for labels and ids that the plan alone fixes, makes the
- * file from the plan; a read pins the batch until its bytes are there
- * (pin.c); .cuda files go to stage.c.  Layer: the engine (engine/), its
+ * (sched.c), or, for labels, ids and captions that the plan alone fixes,
+ * makes the file from the plan; a read pins the batch until its bytes are
+ * there (pin.c); .cuda files go to stage.c, .text.jsonl ones not planned
+ * to batch_text.c.  Layer: the engine (engine/), its
  * top beside feed.c: fs/ calls it.
  */
 #include <errno.h>
@@ -16,8 +17,8 @@
 /*
  * Labels and ids straight from the plan: with on_error = fail and strict
  * order the batch holds exactly its planned samples, so no decoding is
- * needed.  A batch op's soft labels too: its draw depends on the batch's
- * key and the output size alone.
+ * needed.  Multi-hot rows and a batch op's soft labels too: its draw
+ * depends on the batch's key and the output size alone.
  */
 static int
 planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
@@ -25,7 +26,7 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 {
 	struct job *j = &f->jobs[k->job];
 	struct batch_geom g;
-	bool soft = kind == BK_LABELS && j->soft;
+	bool soft = kind == BK_LABELS && job_float_labels(j);
 	uint64_t *pos;
 	struct order *o;
 	int64_t *v, *ids = NULL;
@@ -58,9 +59,11 @@ planned_file(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	if (o && soft) {
 		struct xf_mix m;
 
-		job_mix_draw(j, k->epoch, k->rank, k->world, k->batch, &m);
-		r = job_soft_labels(
-		    j, &m, ids, g.len, (float *)(h->data + g.hdr[kind]));
+		if (j->soft)
+			job_mix_draw(
+			    j, k->epoch, k->rank, k->world, k->batch, &m);
+		r = job_label_rows(j, j->soft ? &m : NULL, ids, g.len,
+		    (float *)(h->data + g.hdr[kind]));
 	}
 	free(ids);
 	return o ? r : -ENOMEM;
@@ -101,19 +104,16 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		return -ENOENT;
 	cj = f->jobs[k->job].cfg;
 	/* A mixture's epoch is opened: its weights are fixed from now on. */
-	if (job_is_mixture(&f->jobs[k->job])) {
-		pthread_mutex_lock(&f->lock);
-		if (k->epoch >= f->jobs[k->job].opened)
-			f->jobs[k->job].opened = k->epoch + 1;
-		pthread_mutex_unlock(&f->lock);
-	}
-	if (kind == BK_CUDA && (!f->gpu || !cj->gpu))
+	feed_epoch_opened(f, k);
+	if ((kind == BK_CUDA && (!f->gpu || !cj->gpu)) ||
+	    (kind == BK_TEXT && !f->jobs[k->job].text))
 		return -ENOENT;
-	planned = (kind == BK_LABELS || kind == BK_IDS) &&
-		  cj->on_error == CFG_ON_ERROR_FAIL &&
-		  cj->order == CFG_ORDER_STRICT;
-	/* The handle and its planned file are metadata: counted, capped. */
-	meta = sizeof(*h) + (planned ? feed_file_size(f, k, kind) : 0);
+	planned = (kind == BK_LABELS || kind == BK_IDS || kind == BK_TEXT) &&
+		  feed_batch_planned(f, k);
+	/* The handle and its planned file are metadata: counted, capped (a
+	 * text's once made). */
+	meta = sizeof(*h) +
+	       (planned && kind != BK_TEXT ? feed_file_size(f, k, kind) : 0);
 	pthread_mutex_lock(&f->lock);
 	if (cj->order == CFG_ORDER_RELAXED) {
 		if (stale(f, cj, k)) {
@@ -134,7 +134,15 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	h->kind = kind;
 	h->meta = meta;
 	if (planned) {
-		if ((r = planned_file(f, k, kind, h)) != 0) {
+		r = kind == BK_TEXT ? feed_text_plan_file(f, k, h)
+				    : planned_file(f, k, kind, h);
+		if (r == 0 && kind == BK_TEXT) {
+			pthread_mutex_lock(&f->lock);
+			if ((r = budget_meta_take(&f->budget, h->len)) == 0)
+				h->meta = meta += h->len;
+			pthread_mutex_unlock(&f->lock);
+		}
+		if (r != 0) {
 			free(h->data);
 			free(h);
 			goto fail;
@@ -142,7 +150,7 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 		*out = h;
 		return 0;
 	}
-	if (kind == BK_CUDA)
+	if (kind == BK_CUDA || kind == BK_TEXT)
 		pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_lock(&f->lock);
 	h->b = batch_get(f, k, BN_OPEN);
@@ -160,7 +168,7 @@ feed_open(struct feed *f, const struct feed_key *k, enum batch_kind kind,
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!h->b) {
-		if (kind == BK_CUDA)
+		if (kind == BK_CUDA || kind == BK_TEXT)
 			pthread_mutex_destroy(&h->lock);
 		free(h);
 		goto fail;
@@ -186,6 +194,12 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 	*pin = NULL;
 	if (h->kind == BK_CUDA)
 		return stage_read(f, h, off, size, ptr, len);
+	if (h->kind == BK_TEXT && b != NULL) {
+		/* Made from the batch by the first read, then as planned. */
+		if ((r = feed_text_read(f, h)) != 0)
+			return r;
+		b = NULL;
+	}
 	if (!b) {
 		data = h->data;
 		total = h->len;
@@ -231,6 +245,8 @@ feed_release(struct feed *f, struct feed_handle *h)
 {
 	if (h->kind == BK_CUDA)
 		stage_release(f, h);
+	if (h->kind == BK_TEXT && h->b)
+		pthread_mutex_destroy(&h->lock);
 	pthread_mutex_lock(&f->lock);
 	if (h->b) {
 		h->b->refs--;

@@ -54,6 +54,12 @@ feed_job_cuda(const struct feed *f, size_t job)
 	return f->jobs[job].cfg->gpu;
 }
 
+bool
+feed_job_text(const struct feed *f, size_t job)
+{
+	return f->jobs[job].text;
+}
+
 uint64_t
 feed_job_nbatches(const struct feed *f, size_t job, uint32_t world)
 {

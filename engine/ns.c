@@ -12,7 +12,7 @@
 
 /* The names of a batch's files, by kind. */
 static const char *const suffix[BK_COUNT] = {
-    ".npy", ".labels.npy", ".ids.npy", ".cuda"};
+    ".npy", ".labels.npy", ".ids.npy", ".cuda", ".text.jsonl"};
 
 /* The fixed entries of the root, of .feedfs and of a job, in listing
  * order; a job's epochs (and a rank view's) follow its fixed entries. */
@@ -47,11 +47,34 @@ find_fixed(
 	return false;
 }
 
-/* The files per batch of job: .cuda too with gpu = on. */
+/* The files of a batch of job in listing order, *v (BK_COUNT slots):
+ * .text.jsonl too with text, .cuda with gpu = on.  Their count. */
 static unsigned
-files_per_batch(const struct feed *f, uint32_t job)
+batch_kinds(const struct feed *f, uint32_t job, enum batch_kind *v)
 {
-	return feed_job_cuda(f, job) ? BK_COUNT : BK_CUDA;
+	unsigned n = 0;
+
+	v[n++] = BK_IMAGES;
+	v[n++] = BK_LABELS;
+	v[n++] = BK_IDS;
+	if (feed_job_text(f, job))
+		v[n++] = BK_TEXT;
+	if (feed_job_cuda(f, job))
+		v[n++] = BK_CUDA;
+	return n;
+}
+
+/* Whether job's batches have a file of kind. */
+static bool
+has_kind(const struct feed *f, uint32_t job, enum batch_kind kind)
+{
+	enum batch_kind v[BK_COUNT];
+	unsigned n = batch_kinds(f, job, v);
+
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == kind)
+			return true;
+	return false;
 }
 
 int
@@ -108,7 +131,7 @@ ns_child(const struct feed *f, const struct ns_key *p, const char *name,
 			c->kind = BK_IMAGES;
 			c->job = (uint32_t)feed_job_view(f, c->job, c->view);
 		} else if (!ns_parse_batch(name, &c->batch, &c->kind) ||
-			   (unsigned)c->kind >= files_per_batch(f, c->job))
+			   !has_kind(f, c->job, c->kind))
 			return -ENOENT;
 		fk = ns_feed_key(c);
 		if (!feed_key_valid(f, &fk))
@@ -135,7 +158,8 @@ bool
 ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
     size_t len, struct ns_key *c)
 {
-	unsigned per;
+	enum batch_kind kinds[BK_COUNT];
+	unsigned per, nk;
 
 	*c = *k;
 	switch (k->type) {
@@ -174,8 +198,8 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 		return true;
 	case NS_EPOCH:
 		/* Per batch: its files, then its views 1..N-1. */
-		per =
-		    files_per_batch(f, k->job) + feed_job_views(f, k->job) - 1;
+		nk = batch_kinds(f, k->job, kinds);
+		per = nk + feed_job_views(f, k->job) - 1;
 		if (i == per * feed_job_nbatches(f, k->job, k->world) &&
 		    feed_job_mixture(f, k->job)) {
 			snprintf(name, len, "mixture");
@@ -186,15 +210,14 @@ ns_entry(const struct feed *f, const struct ns_key *k, uint64_t i, char *name,
 			return false;
 		c->type = NS_BATCH;
 		c->batch = i / per;
-		if (i % per >= files_per_batch(f, k->job)) {
-			c->view = (uint32_t)(i % per -
-					     files_per_batch(f, k->job) + 1);
+		if (i % per >= nk) {
+			c->view = (uint32_t)(i % per - nk + 1);
 			c->kind = BK_IMAGES;
 			c->job = (uint32_t)feed_job_view(f, k->job, c->view);
 			ns_view_batch_name(name, len, c->batch, c->view);
 			return true;
 		}
-		c->kind = (enum batch_kind)(i % per);
+		c->kind = kinds[i % per];
 		ns_batch_name(name, len, c->batch, c->kind);
 		return true;
 	default:
@@ -223,8 +246,15 @@ ns_text(const struct ns_key *k)
 	}
 }
 
+bool
+ns_is_dir(const struct ns_key *k)
+{
+	return k->type == NS_ROOT || k->type == NS_DOTDIR ||
+	       k->type == NS_JOB || k->type == NS_RANK || k->type == NS_EPOCH;
+}
+
 void
-ns_attr(const struct feed *f, const struct ns_key *k, struct ns_attr *a)
+ns_attr(struct feed *f, const struct ns_key *k, struct ns_attr *a)
 {
 	struct feed_key fk;
 	int t = ns_text(k);
@@ -251,7 +281,8 @@ ns_attr(const struct feed *f, const struct ns_key *k, struct ns_attr *a)
 		break;
 	case NS_BATCH:
 		fk = ns_feed_key(k);
-		a->size = feed_file_size(f, &fk, k->kind);
+		a->size = k->kind == BK_TEXT ? feed_text_size(f, &fk)
+					     : feed_file_size(f, &fk, k->kind);
 		break;
 	default:
 		a->size = feed_text_len(f, (enum feed_text)t, k->job);

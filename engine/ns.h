@@ -7,7 +7,8 @@
  *	README, .feedfs/stats, .feedfs/log, JOB/info.json, JOB/samples.tsv,
  *	JOB/errors.tsv,
  *	JOB[/rank-R-of-W]/epoch-NNNN/batch-NNNNNN{.npy,.labels.npy,.ids.npy,
- *	.cuda}, and with views = N, batch-NNNNNN.viewV.npy for 1 <= V < N
+ *	.text.jsonl,.cuda} (.text.jsonl with text, .cuda with gpu = on),
+ *	and with views = N, batch-NNNNNN.viewV.npy for 1 <= V < N
  *	(listed after the batch's other files)
  *	and for a mixture job JOB/mixture (the one writable file) and
  *	JOB[/rank-R-of-W]/epoch-NNNN/mixture (listed after the batches)
@@ -16,7 +17,8 @@
  * (4 digits for epochs, 6 for batches, none for ranks), no sign, no extra
  * leading zeros, no trailing text.  Rank views resolve for 1 <= W <=
  * FEED_MAX_WORLD but are not listed.  Every function is pure given the
- * feed (which is immutable in what they read) and reentrant.
+ * feed (which is immutable in what they read) and reentrant, save
+ * ns_attr of a .text.jsonl (feed_text_size).
  */
 #ifndef FEEDFS_NS_H
 #define FEEDFS_NS_H
@@ -42,7 +44,8 @@ enum ns_type {
 	NS_ERRORS,  /* JOB/errors.tsv */
 	NS_RANK,    /* JOB/rank-R-of-W */
 	NS_EPOCH,   /* JOB[/rank-R-of-W]/epoch-NNNN */
-	NS_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda} */
+	NS_BATCH,   /* .../batch-NNNNNN{.npy,.labels.npy,.ids.npy,.cuda,
+		       .text.jsonl} */
 	NS_MIXTURE, /* JOB/mixture: the next epochs' weights, writable */
 	NS_EMIX,    /* .../epoch-NNNN/mixture: the epoch's weights */
 };
@@ -78,7 +81,14 @@ int ns_child(const struct feed *f, const struct ns_key *dir,
  */
 bool ns_entry(const struct feed *f, const struct ns_key *dir, uint64_t i,
     char *name, size_t len, struct ns_key *out);
-void ns_attr(const struct feed *f, const struct ns_key *k, struct ns_attr *a);
+/*
+ * A node's attributes.  The size of a batch's .text.jsonl may make the
+ * batch (feed_text_size: order = relaxed, on_error = substitute), so a
+ * listing asks ns_is_dir, never this.
+ */
+void ns_attr(struct feed *f, const struct ns_key *k, struct ns_attr *a);
+/* Whether k is a directory (what a listing's entries need). */
+bool ns_is_dir(const struct ns_key *k);
 /* The batch of a NS_BATCH (or NS_EPOCH) node. */
 struct feed_key ns_feed_key(const struct ns_key *k);
 /* The text file a node is, or -1 when it is not one. */

@@ -271,7 +271,7 @@ rslot_fill(struct feed *f, struct batch *b, struct rsample *x)
 	} else
 		memcpy(sched_slot(b, s), x->buf,
 		    job_geo(j, b->key.epoch)->slot_bytes);
-	if (!j->soft) /* else made from the ids once complete */
+	if (!job_float_labels(j)) /* else from the ids once complete */
 		((int64_t *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]))[s] =
 		    j->ds->samples[x->id].label;
 	((int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]))[s] = x->id;

@@ -64,7 +64,8 @@ slot_done(struct feed *f, struct batch *b, uint32_t s, int r, uint32_t id,
 			sched_dequeue(f, b);
 		}
 	} else {
-		if (!j->soft) /* else made from the ids once complete */
+		if (!job_float_labels(j)) /* else made from the ids once
+					     complete */
 			((int64_t *)(b->file[BK_LABELS] +
 				     b->g.hdr[BK_LABELS]))[s] =
 			    j->ds->samples[id].label;
@@ -259,10 +260,11 @@ scratch_outside(void *arg, size_t n, bool held)
 }
 
 /*
- * The head of the mix queue: a complete batch of a job with a batch op,
- * mixed here unlocked (its slots are done and it is not ready: nothing
- * else touches its data), with one sample of scratch from the worker's
- * arena, then made ready.  Locked; returns locked.
+ * The head of the mix queue: a complete batch of a job with a batch op
+ * (or multi-hot labels: its rows made here), mixed here unlocked (its
+ * slots are done and it is not ready: nothing else touches its data),
+ * with one sample of scratch from the worker's arena, then made ready.
+ * Locked; returns locked.
  */
 static void
 mix_one(struct feed *f)

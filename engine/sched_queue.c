@@ -102,7 +102,7 @@ sched_ready(struct feed *f, struct batch *b)
 void
 sched_complete(struct feed *f, struct batch *b)
 {
-	if (b->err || !b->job->soft) {
+	if (b->err || !job_float_labels(b->job)) {
 		sched_ready(f, b);
 		return;
 	}

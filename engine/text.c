@@ -80,8 +80,18 @@ make_readme(struct feed *f, size_t *len)
 		if (j->soft) /* a batch op ends its pipeline */
 			sb_printf(&sb,
 			    "      labels: float32 soft labels, shape (B, "
+			    "%" PRIu32 ")%s\n",
+			    j->nclasses,
+			    j->multi ? ", from multi-hot rows" : "");
+		else if (j->multi)
+			sb_printf(&sb,
+			    "      labels: float32 multi-hot rows, shape (B, "
 			    "%" PRIu32 ")\n",
 			    j->nclasses);
+		if (j->text)
+			sb_printf(&sb,
+			    "      captions: batch-NNNNNN.text.jsonl, one JSON "
+			    "string a line, in batch order\n");
 	}
 	sb_printf(&sb,
 	    "\nFiles of a job:\n\n"
@@ -93,9 +103,14 @@ make_readme(struct feed *f, size_t *len)
 	    "  JOB/epoch-NNNN/batch-NNNNNN.npy        images\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.labels.npy int64 labels (B,), or "
 	    "with a batch op\n"
-	    "                                         (mixup, cutmix) float32 "
-	    "soft labels (B, classes)\n"
+	    "                                         (mixup, cutmix) or "
+	    "lists of labels float32\n"
+	    "                                         soft or multi-hot "
+	    "labels (B, classes)\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.ids.npy    int64 sample ids\n"
+	    "  JOB/epoch-NNNN/batch-NNNNNN.text.jsonl captions, one JSON "
+	    "string a line (a job\n"
+	    "                                         with text)\n"
 	    "  JOB/epoch-NNNN/batch-NNNNNN.viewV.npy  view V's images (a "
 	    "job with views)\n"
 	    "  JOB/rank-R-of-W/epoch-NNNN/...         rank R's shard of W "
@@ -237,6 +252,27 @@ views_json(struct feed *f, size_t ji, struct sbuf *sb)
 	sb_printf(sb, "\n  ]");
 }
 
+/*
+ * What the samples carry besides one label: captions ("text": each batch
+ * has a .text.jsonl), and lists of labels ("multi_label": labels.npy is
+ * multi-hot float32 (B, num_classes), num_classes from classes = FILE,
+ * the largest index + 1, or for a mixture the union of its sources').
+ */
+static void
+meta_json(const struct job *j, struct sbuf *sb)
+{
+	sb_printf(sb, ",\n  \"text\": %s", j->text ? "true" : "false");
+	if (j->text)
+		sb_printf(
+		    sb, ",\n  \"text_file\": \"batch-NNNNNN.text.jsonl\"");
+	sb_printf(sb, ",\n  \"multi_label\": %s", j->multi ? "true" : "false");
+	if (j->multi)
+		sb_printf(sb, ",\n  \"num_classes_from\": \"%s\"",
+		    job_is_mixture(j)      ? "sources"
+		    : j->ds->classes_file ? "classes_file"
+					  : "largest_index");
+}
+
 static char *
 make_info_json(struct feed *f, size_t ji, size_t *len)
 {
@@ -282,8 +318,10 @@ make_info_json(struct feed *f, size_t ji, size_t *len)
 	/* Every label (samples.tsv, labels.npy, a soft label's column) is
 	 * the index of its class in classes: a shard's 7 may be class 3. */
 	sb_printf(&sb, "],\n  \"label_is\": \"class_index\"");
-	/* The labels' files: int64 (B,), or a batch op's soft labels. */
-	if (j->soft)
+	meta_json(j, &sb);
+	/* The labels' files: int64 (B,), or float32 (B, classes) rows: a
+	 * batch op's soft labels, multi-hot. */
+	if (job_float_labels(j))
 		sb_printf(&sb,
 		    ",\n  \"labels_dtype\": \"float32\",\n"
 		    "  \"labels_shape\": [%" PRIu64 ", %" PRIu32 "]",
@@ -313,9 +351,21 @@ make_samples_tsv(struct feed *f, size_t ji, size_t *len)
 
 	/* A mixture's lines end with a fourth field: the sample's source. */
 	for (size_t i = 0; i < ds->n; i++) {
+		const uint32_t *l = ds->samples[i].labels;
+
 		sb_printf(&sb, "%zu\t", i);
 		sb_tsv_field(&sb, ds->samples[i].path);
-		sb_printf(&sb, "\t%" PRId64, ds->samples[i].label);
+		if (!ds->multi)
+			sb_printf(&sb, "\t%" PRId64, ds->samples[i].label);
+		else if (l == NULL) /* a bad sample */
+			sb_printf(&sb, "\t-1");
+		else {
+			/* Multi-label: its classes, by commas ("" for none). */
+			sb_printf(&sb, "\t");
+			for (uint32_t k = 1; k <= l[0]; k++)
+				sb_printf(
+				    &sb, "%s%" PRIu32, k > 1 ? "," : "", l[k]);
+		}
 		if (job_is_mixture(j)) {
 			while (src + 1 < j->nsrc && j->src[src + 1].start <= i)
 				src++;

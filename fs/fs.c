@@ -455,8 +455,9 @@ fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_mode = S_IFDIR;
 		} else if (ns_entry(
 			       fs->feed, &k, i - 2, name, sizeof(name), &c)) {
-			fill_stat(fs, &c, 0, &st);
-			st.st_mode &= S_IFMT;
+			/* The type alone: a .text.jsonl's size may make its
+			 * batch (ns_attr). */
+			st.st_mode = ns_is_dir(&c) ? S_IFDIR : S_IFREG;
 		} else
 			break;
 		/* An inode number for d_ino only; lookup gives the real one. */

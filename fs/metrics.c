@@ -23,6 +23,7 @@
 #include "engine/feed.h"
 #include "fs/metrics.h"
 #include "util/http_req.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 struct mconn {
@@ -46,15 +47,6 @@ struct fs_metrics {
 	char where[INET6_ADDRSTRLEN + 300];
 	struct mconn c[FS_METRICS_CONNS]; /* the thread's alone */
 };
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* spec's host and port: "H:P", "[H]:P", "P" (127.0.0.1). */
 static int
@@ -332,7 +324,7 @@ serve(void *arg)
 	struct pollfd pfd[2 + FS_METRICS_CONNS];
 
 	for (;;) {
-		uint64_t now = now_ms();
+		uint64_t now = ff_mono_ms();
 		int timeout = -1, n = 2;
 		struct mconn *at[FS_METRICS_CONNS];
 
@@ -370,7 +362,7 @@ serve(void *arg)
 				on_read(m, at[i - 2]);
 		}
 		if (pfd[1].revents & POLLIN)
-			on_accept(m, now_ms());
+			on_accept(m, ff_mono_ms());
 	}
 	return NULL;
 }

@@ -41,7 +41,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	if (ns_parse_batch(name, &b, &k)) {
-		if ((unsigned)k > BK_CUDA)
+		if ((unsigned)k >= BK_COUNT)
 			abort();
 		ns_batch_name(back, sizeof(back), b, k);
 		if (strcmp(back, name) != 0)

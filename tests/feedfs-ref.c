@@ -9,12 +9,15 @@
  *       OUTDIR
  *
  * Writes OUTDIR/batch-NNNNNN.npy, .labels.npy and .ids.npy for every batch
- * of the epoch (of rank R of W); with --view V (>= 1) of a job with views,
- * batch-NNNNNN.viewV.npy instead.  A job with a batch op: its batches
- * mixed (job_mix_batch) and soft labels.  Exit 1 with a message on error.
+ * of the epoch (of rank R of W), and .text.jsonl for a job with captions
+ * (job_batch_text, the mount's own function); with --view V (>= 1) of a
+ * job with views, batch-NNNNNN.viewV.npy instead.  A job with a batch op:
+ * its batches mixed (job_mix_batch) and soft labels; multi-hot labels
+ * (job_mix_batch makes their rows).  Exit 1 with a message on error.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +176,8 @@ main(int argc, char **argv)
 	char vsuffix[32];
 	int64_t *labels = malloc(cj->batch_size * sizeof(int64_t));
 	int64_t *ids = malloc(cj->batch_size * sizeof(int64_t));
-	float *soft = j.soft ? malloc(cj->batch_size * j.nclasses * 4) : NULL;
+	bool fl = job_float_labels(&j);
+	float *soft = fl ? malloc(cj->batch_size * j.nclasses * 4 + 4) : NULL;
 	void *tmp = malloc(sample_bytes ? sample_bytes : 1);
 	char hdr[256];
 	int ret = 0;
@@ -190,7 +194,7 @@ main(int argc, char **argv)
 			ret = 1;
 			break;
 		}
-		if (j.soft && (soft == NULL || tmp == NULL ||
+		if (fl && (soft == NULL || tmp == NULL ||
 				  job_mix_batch(&j, epoch, (uint32_t)rank,
 				      (uint32_t)world, b, (uint32_t)r, images,
 				      ids, soft, tmp) != 0)) {
@@ -207,14 +211,28 @@ main(int argc, char **argv)
 			continue;
 		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_LABELS, hdr);
 		if (write_file(out, b, ".labels.npy", hdr, hl,
-			j.soft ? (void *)soft : (void *)labels,
-			j.soft ? (size_t)r * j.nclasses * 4 : (size_t)r * 8) !=
-		    0)
+			fl ? (void *)soft : (void *)labels,
+			fl ? (size_t)r * j.nclasses * 4 : (size_t)r * 8) != 0)
 			ret = 1;
 		hl = job_npy_header(&j, epoch, (uint32_t)r, BK_IDS, hdr);
 		if (write_file(
 			out, b, ".ids.npy", hdr, hl, ids, (size_t)r * 8) != 0)
 			ret = 1;
+		if (j.text) {
+			uint64_t tl = job_batch_text_len(&j, ids, (uint32_t)r);
+			char *t = malloc(tl ? (size_t)tl : 1);
+
+			if (t == NULL) {
+				fprintf(stderr, "feedfs-ref: out of memory\n");
+				ret = 1;
+				break;
+			}
+			job_batch_text(&j, ids, (uint32_t)r, t);
+			if (write_file(out, b, ".text.jsonl", t, (size_t)tl,
+				NULL, 0) != 0)
+				ret = 1;
+			free(t);
+		}
 	}
 	free(soft);
 	free(tmp);

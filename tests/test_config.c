@@ -821,6 +821,11 @@ test_layouts(void)
 	if (c != NULL) {
 		CHECK_EQ_INT(c->njobs, 1);
 		CHECK(c->layout_warn && strstr(c->layout, "no val/ beside it"));
+		/* -o text=txt: a class tree's captions are its sidecars */
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "text", "txt", err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(c->datasets[0].text, "txt");
 		cfg_free(c);
 	}
 	/* A folder of shards, one shard; ROOT of shard folders. */
@@ -841,6 +846,15 @@ test_layouts(void)
 		CHECK_EQ_INT(cfg_set_dataset_opt(
 				 c, "label", "bogus", err, sizeof(err)),
 		    -EINVAL);
+		/* -o text= (issue 39): captions on a dataset path's shards */
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "text", "json:caption", err, sizeof(err)),
+		    0);
+		CHECK_EQ_STR(c->datasets[0].text, "json:caption");
+		CHECK_EQ_INT(cfg_set_dataset_opt(
+				 c, "text", "json:", err, sizeof(err)),
+		    -EINVAL);
+		CHECK(strstr(err, "expected txt, json:KEY or none") != NULL);
 		CHECK_EQ_INT(cfg_set_dataset_opt(
 				 c, "remote_retries", "3", err, sizeof(err)),
 		    -EINVAL);

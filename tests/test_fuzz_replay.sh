@@ -5,6 +5,8 @@
 # fuzz/fuzz_cluster.c: the cluster tier's items; fuzz/fuzz_cacheval.c: the
 # value envelope and the index; fuzz/fuzz_tar.c: the tar shard reader;
 # fuzz/fuzz_label.c: a shard sample's .json and .cls label;
+# fuzz/fuzz_text.c: captions (a .json's field, a .txt, a sidecar's name,
+# a manifest line's third column) and lists of labels, issue 39;
 # fuzz/fuzz_remote.c: remote shards' URLs, brace ranges and responses;
 # fuzz/fuzz_cred.c: the credentials' profile files, STS's XML, IMDS's JSON
 # and times;
@@ -32,6 +34,7 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_tier_index" "$half" \
     "$FF_SRCDIR/fuzz/corpus/tier_index"
 "$FF_BUILDDIR/fuzz/replay_label" "$half" "$FF_SRCDIR/fuzz/corpus/label"
+"$FF_BUILDDIR/fuzz/replay_text" "$half" "$FF_SRCDIR/fuzz/corpus/text"
 "$FF_BUILDDIR/fuzz/replay_remote" "$half" "$FF_SRCDIR/fuzz/corpus/remote"
 "$FF_BUILDDIR/fuzz/replay_cred" "$half" "$FF_SRCDIR/fuzz/corpus/cred"
 "$FF_BUILDDIR/fuzz/replay_http" "$half" "$FF_SRCDIR/fuzz/corpus/http"

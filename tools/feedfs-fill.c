@@ -42,6 +42,7 @@
 #include "dataset/dataset.h"
 #include "engine/feed.h"
 #include "core/job.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "core/plan.h"
 #include "core/sample.h"
@@ -72,15 +73,6 @@ usage(void)
 	    "usage: " PROG " [-o KEY=VALUE[,KEY=VALUE...]] CONFIG JOB "
 	    "[--part K/N] [--epochs A-B]\n");
 	exit(2);
-}
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* "K/N" or "A-B": two unsigned decimals around sep; 0 or -EINVAL. */
@@ -226,7 +218,7 @@ done(struct fill *fl)
 static void
 progress(struct fill *fl, uint64_t t0, bool tty, bool last)
 {
-	double s = (double)(now_ns() - t0) / 1e9;
+	double s = (double)(ff_mono_ns() - t0) / 1e9;
 	uint64_t d = done(fl), c = atomic_load(&fl->computed);
 
 	fprintf(stderr,
@@ -469,9 +461,9 @@ fill_all(struct fill *fl, pthread_t *th, unsigned nth, uint64_t t0, bool tty)
 		struct timespec ts = {0, 50000000};
 
 		nanosleep(&ts, NULL);
-		if (now_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
+		if (ff_mono_ns() - last >= (tty ? TTY_NS : PLAIN_NS)) {
 			progress(fl, t0, tty, false);
-			last = now_ns();
+			last = ff_mono_ns();
 		}
 	}
 	for (unsigned i = 0; i < nth; i++)
@@ -485,7 +477,7 @@ static int
 summary(const struct args *a, const struct cfg_job *cj, struct fill *fl,
     uint64_t t0)
 {
-	double secs = (double)(now_ns() - t0) / 1e9;
+	double secs = (double)(ff_mono_ns() - t0) / 1e9;
 
 	printf(PROG ": part %" PRIu64 "/%" PRIu64 " of job %s: %zu samples, "
 		    "%" PRIu64 " computed, %" PRIu64 " already there, %" PRIu64
@@ -566,7 +558,7 @@ main(int argc, char **argv)
 		 ", %u threads\n",
 	    rn.cj->name, rn.job.prefix, a.part, a.parts, rn.ds->n, fl.n, a.ea,
 	    a.have_epochs ? a.eb : a.ea, nth);
-	t0 = now_ns();
+	t0 = ff_mono_ns();
 	fill_all(&fl, th, nth, t0, tty);
 	ret = summary(&a, rn.cj, &fl, t0);
 out:

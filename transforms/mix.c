@@ -132,6 +132,27 @@ xf_mix_labels(const struct xf_mix *m, const int64_t *labels, uint32_t n,
 	}
 }
 
+void
+xf_mix_rows(
+    const struct xf_mix *m, float *rows, uint32_t n, uint32_t k, float *tmp)
+{
+	float a = (float)(1.0 - m->lam), c = (float)m->lam;
+
+	if (n == 0)
+		return;
+	memcpy(tmp, rows + (size_t)(n - 1) * k, (size_t)k * sizeof(float));
+	for (uint32_t i = n; i-- > 0;) {
+		float *row = rows + (size_t)i * k;
+		const float *prev = i ? row - k : tmp;
+
+		for (uint32_t x = 0; x < k; x++) {
+			float p = prev[x] * a, s = row[x] * c;
+
+			row[x] = p + s;
+		}
+	}
+}
+
 float
 xf_half_to_float(uint16_t h)
 {

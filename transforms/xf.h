@@ -409,6 +409,15 @@ int xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
  */
 void xf_mix_labels(const struct xf_mix *m, const int64_t *labels,
     uint32_t n, uint32_t nclasses, float *out);
+/*
+ * The same over rows: n rows of k float32 (one-hot or multi-hot) mixed
+ * in place, row i = row[i - 1] * f32(1 - lam) + row[i] * f32(lam),
+ * row[-1] being the last row as it was (timm's and v2's mixing of
+ * multi-hot targets); one-hot rows give xf_mix_labels's bytes.  tmp
+ * holds k floats.
+ */
+void xf_mix_rows(
+    const struct xf_mix *m, float *rows, uint32_t n, uint32_t k, float *tmp);
 float xf_half_to_float(uint16_t h);
 
 /*

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "dataset/remote/cred.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 struct cred *
@@ -160,15 +161,6 @@ struct cred_src {
 	char why[512];	     /* why the last read failed, "" if it did not */
 };
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* When credentials read at now that expire at exp are read again. */
 static time_t
 refresh_time(time_t now, time_t exp)
@@ -190,7 +182,7 @@ due_locked(struct cred_src *s, bool must_only)
 	bool must = s->cur == NULL || s->stale ||
 		    (s->cur->expires != 0 && now >= s->cur->expires);
 
-	if (mono_ms() < s->retry_ms)
+	if (ff_mono_ms() < s->retry_ms)
 		return false;
 	if (must)
 		return true;
@@ -212,7 +204,7 @@ read_source(struct cred_src *s, char *err, size_t errlen)
 		bool first = s->why[0] == '\0';
 
 		snprintf(s->why, sizeof(s->why), "%s", why);
-		s->retry_ms = mono_ms() + CRED_RETRY_MS;
+		s->retry_ms = ff_mono_ms() + CRED_RETRY_MS;
 		s->stale = false; /* said; the next refusal asks again */
 		pthread_mutex_unlock(&s->lock);
 		if (err != NULL)
@@ -338,12 +330,12 @@ cred_src_denied(struct cred_src *s, uint64_t gen)
 	if (gen != s->gen || s->stale)
 		retry = true; /* read again since, or about to be */
 	else if ((s->denied_ms != 0 &&
-		     mono_ms() - s->denied_ms < CRED_REREAD_MIN_MS) ||
-		 mono_ms() < s->retry_ms)
+		     ff_mono_ms() - s->denied_ms < CRED_REREAD_MIN_MS) ||
+		 ff_mono_ms() < s->retry_ms)
 		retry = false; /* a refusal just had its read: not again */
 	else {
 		retry = s->stale = true;
-		s->denied_ms = mono_ms();
+		s->denied_ms = ff_mono_ms();
 	}
 	pthread_mutex_unlock(&s->lock);
 	return retry;

@@ -18,14 +18,12 @@
 #include <unistd.h>
 
 #include "dataset/remote/remote_int.h"
+#include "util/clock.h"
 
 uint64_t
 remote_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return ff_mono_ms();
 }
 
 uint64_t

@@ -14,7 +14,8 @@ import re
 from .npy import _read_small
 
 
-_BATCH_RE = re.compile(r"^batch-(\d{6})(\.labels|\.ids)?\.npy$")
+_BATCH_RE = re.compile(
+    r"^batch-(\d{6})((\.labels|\.ids)?\.npy|\.text\.jsonl)$")
 
 
 class BatchError(OSError):

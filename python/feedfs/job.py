@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from .ranks import _say_view, rank_world
-from .reader import _load_small, read_into
+from .reader import _load_small, read_into, read_text
 
 
 class Job:
@@ -25,7 +25,11 @@ class Job:
     for a job whose pipeline ends in a batch op: mixup, cutmix,
     mixup_cutmix) and .soft_labels (True then: labels are (B, num_classes)
     probabilities, which torch's cross_entropy takes as they are; their
-    shape does not change with the epoch).  A job with a resolution
+    shape does not change with the epoch), .multi_label (True when the
+    dataset's labels are lists: labels are multi-hot float32 (B,
+    num_classes) rows, for binary_cross_entropy_with_logits; soft_labels
+    is True too).  .text is True for a job with captions (a dataset's
+    text =): epoch() then yields them.  A job with a resolution
     schedule changes its shape by epoch (.epoch_sizes, shape_of(e)); a job
     with views has .views > 1 image files per batch (batch-NNNNNN.npy is
     view 0, .viewV.npy view V), each with its own shape (shape_of(e, v))."""
@@ -62,6 +66,10 @@ class Job:
         self.num_classes = int(i.get("num_classes", len(self.classes)))
         self.labels_dtype = np.dtype(i.get("labels_dtype", "int64"))
         self.soft_labels = self.labels_dtype.kind == "f"
+        # Lists of labels: multi-hot float32 (B, num_classes) rows.
+        self.multi_label = bool(i.get("multi_label", False))
+        # Captions: each batch has a .text.jsonl, and epoch() yields them.
+        self.text = bool(i.get("text", False))
 
     def __repr__(self):
         return "feedfs.Job(%r)" % self.path
@@ -128,8 +136,10 @@ class Job:
     def epoch(self, e, rank=None, world=None, start=0, ids=False,
               copy=False, views=False):
         """The batches of epoch e: an iterable of (images, labels) numpy
-        arrays, (images, labels, ids) with ids=True; len() is its number
-        of batches.  images has the epoch's shape (shape_of(e)).  With
+        arrays, (images, labels, ids) with ids=True; for a job with
+        captions (.text) the batch's list of str comes after the labels:
+        (images, labels, text), (images, labels, text, ids); len() is its
+        number of batches.  images has the epoch's shape (shape_of(e)).  With
         views=True, images is the list of the batch's views (view 0
         first), each of its own shape.
 
@@ -171,8 +181,8 @@ class Epoch:
         return self.nbatches - self.start
 
     def path(self, b, suffix=".npy"):
-        """The file of batch b: suffix ".npy", ".labels.npy", ".ids.npy"
-        or a view's ".viewV.npy"."""
+        """The file of batch b: suffix ".npy", ".labels.npy", ".ids.npy",
+        ".text.jsonl" or a view's ".viewV.npy"."""
         return os.path.join(self.dir, "batch-%06d%s" % (b, suffix))
 
     def __iter__(self):
@@ -189,7 +199,9 @@ class Epoch:
                 xs = [x.copy() for x in xs]
             x = xs if self.as_list else xs[0]
             y = _load_small(self.path(b, ".labels.npy"))
+            out = (x, y)
+            if job.text:
+                out += (read_text(self.path(b, ".text.jsonl")),)
             if self.ids:
-                yield x, y, _load_small(self.path(b, ".ids.npy"))
-            else:
-                yield x, y
+                out += (_load_small(self.path(b, ".ids.npy")),)
+            yield out

@@ -1,12 +1,13 @@
 """feedfs.reader - reading a batch file: read_into, one preadv into memory
 the caller keeps, a large batch in parts by a thread each; a small file
-(labels, ids) whole; a read the mount fails with EIO raised as a
-BatchError that says why.
+(labels, ids) whole; a batch's captions (read_text, its .text.jsonl); a
+read the mount fails with EIO raised as a BatchError that says why.
 
 Part of the Python package (python/feedfs/): it imports npy.py (the
 format) and errors.py; job.py and feedfs.torch read through it.
 """
 
+import json
 import os
 import threading
 
@@ -143,3 +144,37 @@ def _load_small(path):
         return _read_small(path)
     except OSError as e:
         raise _batch_error(path, e) from None
+
+
+def read_text(path):
+    """The captions of a batch (its .text.jsonl at path): a list of str,
+    one per sample, in the batch's order.  The file is JSON lines: one
+    JSON string a line, each ending with a newline (the only one in it:
+    tabs, newlines and any Unicode are escaped or kept in the string).
+    A batch the mount cannot make raises BatchError."""
+    try:
+        return _read_text(path)
+    except OSError as e:
+        raise _batch_error(path, e) from None
+
+
+def _read_text(path):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        parts = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            parts.append(b)
+    finally:
+        os.close(fd)
+    data = b"".join(parts)
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        raise ValueError("%s: not JSON lines (no newline at its end)"
+                         % path)
+    # Split on b"\n" alone: str.splitlines would also split at U+2028,
+    # which a JSON string may hold as it is.
+    return [json.loads(line) for line in data[:-1].split(b"\n")]

@@ -73,7 +73,8 @@ class Loader:
                CUDA device)
     device     where the tensors go (None: they stay on the host)
     non_blocking  the copy to device is asynchronous (from pinned memory)
-    ids        yield (images, labels, ids)
+    ids        yield (images, labels, ids); with captions (job.text),
+               (images, labels, text, ids)
     views      for a job with views: images is the list of the batch's
                views, view 0 first (each its own shape); else view 0 only
     prefetch   batches read ahead of the one yielded last (default 2).
@@ -94,7 +95,14 @@ class Loader:
     labels are int64 (B,) class indices, or for a job whose pipeline ends
     in a batch op (mixup, cutmix, mixup_cutmix: job.soft_labels) float32
     (B, num_classes) soft labels, which F.cross_entropy(logits, labels)
-    takes as class probabilities.
+    takes as class probabilities; for a dataset whose labels are lists
+    (job.multi_label) float32 (B, num_classes) multi-hot rows (mixed as
+    soft labels by a batch op), for binary_cross_entropy_with_logits.
+
+    A job with captions (job.text: a dataset's text =) yields (images,
+    labels, text), text the batch's captions as a list of str in its
+    order (read from its .text.jsonl); they follow their samples
+    through resume, elastic resume and rank views as labels do.
 
     images has the shape of its epoch (Job.shape_of): a job with a
     resolution schedule changes it by epoch, and the host buffers are
@@ -431,7 +439,9 @@ class Loader:
             y = feedfs._load_small(path + ".labels.npy")
             z = feedfs._load_small(path + ".ids.npy") if self.ids \
                 else None
-            return out, y, z
+            t = feedfs.read_text(path + ".text.jsonl") if self.job.text \
+                else None
+            return out, y, z, t
         if len(xs) > 1:
             raise ValueError("job %s: an elastic resume (a state of another "
                              "world size) reads the views of a batch from "
@@ -446,15 +456,19 @@ class Loader:
         for s, q in enumerate(places):
             rows.setdefault(self._locate(q), []).append((s, q))
         ys, zs = [None] * len(places), [None] * len(places)
+        ts = [None] * len(places)
         for (r, w, vb), got in rows.items():
-            vx, vy, vz, _ = self._view_batch(e, r, w, vb, cache)
+            vx, vy, vz, _, vt = self._view_batch(e, r, w, vb, cache)
             B = self.job.batch_size
             for s, q in got:
                 row = (q // w) % B
                 x[s] = vx[row]
                 ys[s], zs[s] = vy[row], vz[row]
+                if vt is not None:
+                    ts[s] = vt[row]
         y = np.stack(ys)
-        return [x[:len(places)]], y, (np.stack(zs) if self.ids else None)
+        return [x[:len(places)]], y, (np.stack(zs) if self.ids else None), \
+            (ts if self.job.text else None)
 
     def _locate(self, q):
         """(rank, world, batch) of the view batch that holds place q of the
@@ -469,8 +483,9 @@ class Loader:
                          % (q, self.job.name))
 
     def _view_batch(self, e, r, w, vb, cache):
-        """Batch vb of rank r of w, epoch e: (images, labels, ids), the
-        last two batch files read kept in cache."""
+        """Batch vb of rank r of w, epoch e: (images, labels, ids, its
+        buffer, captions or None), the last two batches read kept in
+        cache."""
         key = (e, r, w, vb)
         if key in cache:
             return cache[key]
@@ -483,7 +498,9 @@ class Loader:
         vx = feedfs.read_into(path + ".npy", spare)
         vy = feedfs._load_small(path + ".labels.npy")
         vz = feedfs._load_small(path + ".ids.npy")
-        cache[key] = (vx, vy, vz, spare)
+        vt = feedfs.read_text(path + ".text.jsonl") if self.job.text \
+            else None
+        cache[key] = (vx, vy, vz, spare, vt)
         return cache[key]
 
     def _reader(self, todo, base, out, gate, stop):
@@ -515,10 +532,10 @@ class Loader:
                 else:
                     t, a = ring[g % self._nbuf]
                 ts, xs = self._shaped(e, t, a)
-                xs, y, z = self._read(e, p, b, xs, cache)
+                xs, y, z, tx = self._read(e, p, b, xs, cache)
                 ts = None if t is None else [
                     tv[:len(x)] for tv, x in zip(ts, xs)]
-                out.put((i, e, p, b, ts, xs, y, z))
+                out.put((i, e, p, b, ts, xs, y, z, tx))
                 xs = ts = a = None  # a pool buffer is free once the
             out.put(_DONE)
         except BaseException as ex:  # handed to the trainer's thread
@@ -544,7 +561,7 @@ class Loader:
                 item = out.get()
                 if isinstance(item, BaseException):
                     raise item
-                k, e, p, b, xs, a, y, z = item
+                k, e, p, b, xs, a, y, z, tx = item
                 item = None
                 if xs is None:  # a pool buffer: its tensors keep it
                     xs = [torch.from_numpy(v) for v in a]
@@ -574,8 +591,9 @@ class Loader:
                     if event is not None:
                         self._events[base + n] = event
                     gate.notify()
-                yield (x, y, z) if self.ids else (x, y)
-                x = y = z = None
+                got = (x, y) if tx is None else (x, y, tx)
+                yield got + (z,) if self.ids else got
+                got = x = y = z = tx = None
         finally:
             self._from = None
             stop.set()
