@@ -33,7 +33,7 @@
 #include "core/dsopen.h"
 
 /* What keys hash first, so that no prefix's key is an index's. */
-#define DS_TIER_LABEL "feedfs shard index 3\n"
+#define DS_TIER_LABEL "feedfs shard index 4\n"
 
 void
 ds_tier_key(const char *name, const char *version, uint8_t key[32])

@@ -423,7 +423,7 @@ for why in ("no .txt member (text = txt)", "the .txt member is not valid "
 check("not .txt" not in out, "--check lists the folder's sidecars as "
       "skipped files:\n%s" % out[-3000:])
 
-# A remount reads the kept index (FFTARIX2): captions as before.
+# A remount reads the kept index (FFTARIX4): captions as before.
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check_epoch(m, "subst", 0, wants["subst"])
 log("ok")
