@@ -68,7 +68,7 @@ fwd_member(void *arg, struct tar_index *ix, size_t i)
 	return 0;
 }
 
-/* ix encoded and parsed back: the same members, digests too. */
+/* ix encoded and parsed back: the same members, digests and text too. */
 static void
 round_trip(const struct tar_index *ix, const struct stat *st)
 {
@@ -90,7 +90,12 @@ round_trip(const struct tar_index *ix, const struct stat *st)
 			(memcmp(back.m[i].digest, ix->m[i].digest, 32) != 0 ||
 			    back.m[i].hlen != ix->m[i].hlen ||
 			    memcmp(back.m[i].head, ix->m[i].head,
-				ix->m[i].hlen) != 0)))
+				ix->m[i].hlen) != 0)) ||
+		    back.m[i].has_data != ix->m[i].has_data ||
+		    (ix->m[i].has_data &&
+			(back.m[i].dlen != ix->m[i].dlen ||
+			    memcmp(back.m[i].data, ix->m[i].data,
+				ix->m[i].dlen) != 0)))
 			abort();
 	ds_tar_index_free(&back);
 	if (ds_tar_index_parse(enc, len, "other.tar", st, &back) != -ESTALE)

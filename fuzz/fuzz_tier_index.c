@@ -13,8 +13,8 @@
  * index is parsed as it comes (its SHA-256 seldom holds), then with its
  * SHA-256 made right, so that the fuzzer reaches every field's check
  * (one that fails must fail too when a name and a stat are asked for).
- * An index that parses must encode and parse back to the same members
- * and digests.
+ * An index that parses must encode and parse back to the same members,
+ * digests and text (labels' and captions').
  */
 #include <sys/stat.h>
 
@@ -61,7 +61,10 @@ round_trip(const struct tar_index *ix)
 		    (a->has_digest &&
 			(memcmp(a->digest, b->digest, 32) != 0 ||
 			    a->hlen != b->hlen ||
-			    memcmp(a->head, b->head, a->hlen) != 0)))
+			    memcmp(a->head, b->head, a->hlen) != 0)) ||
+		    a->has_data != b->has_data ||
+		    (a->has_data && (a->dlen != b->dlen ||
+					memcmp(a->data, b->data, a->dlen) != 0)))
 			abort();
 	}
 	ds_tar_index_free(&back);
