@@ -31,13 +31,23 @@ its own; bytes are counted, never time.
    store; tier-plant --forge) overwrites the real one.  Node E (the same
    secret) refuses it: it streams shard 2 and only shard 2, and serves
    the epoch as feedfs-ref does.
+6. Captions and lists of labels (issue 39) through the one pass and the
+   tier: two other shards whose samples have a .txt caption and a .json
+   list of labels (text = txt, label = json:labels).  Node F streams them
+   and serves its epoch (images, multi-hot labels, .text.jsonl) as
+   feedfs-ref does over the same shards on disk; node G (a fresh
+   cache_dir) streams nothing, takes both indexes from the tier, and
+   serves the same epoch, every caption in it.
 """
 
 import hashlib
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 
@@ -83,7 +93,8 @@ check(fflib.accepts(port), "memcached does not listen")
 SERVERS = "127.0.0.1:%d" % port
 
 
-def conf(name, shards, cluster=True, with_secret=False):
+def conf(name, shards, cluster=True, with_secret=False,
+         meta=("label = cls",)):
     path = t.path(name + ".conf")
     lines = ["[mount]", "cache_dir = %s" % t.path("cache-" + name),
              "cache_size = 1G", "threads = 2", "memory = 256M",
@@ -92,7 +103,7 @@ def conf(name, shards, cluster=True, with_secret=False):
         lines.append("cluster = %s" % SERVERS)
     if with_secret:
         lines.append("cluster_secret = %s" % secret)
-    lines += ["", "[dataset d]", "shards = %s" % shards, "label = cls", "",
+    lines += ["", "[dataset d]", "shards = %s" % shards] + list(meta) + ["",
               "[job train]", "dataset = d", "batch_size = 8", "epochs = 1",
               "seed = 5", "shuffle = yes",
               "pipeline = decode resize(72) cache center_crop(64) flip(0.5)",
@@ -134,6 +145,32 @@ def kept_index(node, name):
     """The file a node's cache_dir keeps the index of shard name in."""
     h = hashlib.sha256(name.encode()).hexdigest()
     return t.path("cache-" + node, "shard-index", h + ".idx")
+
+
+def caption_shards(data, out, nshards):
+    """Shards out/shard-NNNNNN.tar of data's images, each sample with a
+    caption (KEY.txt: quotes, a tab, a newline, non-ASCII) and a .json
+    list of labels; returns the captions."""
+    os.makedirs(out)
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(data)
+                   for f in fs)
+    caps = []
+    for s in range(nshards):
+        with tarfile.open(os.path.join(out, "shard-%06d.tar" % s), "w",
+                          format=tarfile.USTAR_FORMAT) as tf:
+            for i, p in enumerate(files[s::nshards]):
+                key = "c%d_%03d" % (s, i)
+                cap = '"%d"\tcaf\u00e9\nline %d' % (i, s)
+                caps.append(cap)
+                tf.add(p, arcname=key + ".jpg")
+                for ext, b in (("txt", cap.encode()),
+                               ("json", json.dumps(
+                                   {"labels": sorted({i % 5, s + 5})}
+                               ).encode())):
+                    ti = tarfile.TarInfo("%s.%s" % (key, ext))
+                    ti.size = len(b)
+                    tf.addfile(ti, io.BytesIO(b))
+    return caps
 
 
 def plant(name, ver, path, *opts):
@@ -240,6 +277,41 @@ try:
               "indexes from the tier" % (got, tier))
         log("a forged index of shard 2 (no MAC): refused, the shard "
             "streamed, the three others from the tier")
+
+        # 6. captions and lists of labels: the one pass, then the tier
+        capdir = os.path.join(www, "cap")
+        caps = caption_shards(data, capdir, 2)
+        caplocal = t.path("cap-local")
+        shutil.copytree(capdir, caplocal)
+        meta = ("text = txt", "label = json:labels")
+        capurl = "%s/cap/shard-{000000..000001}.tar" % ng.url
+        refc = t.ref(conf("refc", os.path.join(caplocal, "shard-*.tar"),
+                          cluster=False, meta=meta), "train", 0,
+                     t.path("refc"))
+        lines = b"".join(fflib.read_file(os.path.join(refc, n))
+                         for n in sorted(os.listdir(refc))
+                         if n.endswith(".text.jsonl"))
+        got = sorted(json.loads(x) for x in lines.splitlines())
+        check(got == sorted(caps), "feedfs-ref's captions: %d of %d"
+              % (len(got), len(caps)))
+        r0 = len(ng.requests())
+        with fflib.Mount(t, conf("f", capurl, meta=meta),
+                         t.path("mnt")) as m:
+            m.read_epoch("train", 0, refc)
+        check(streams(ng.requests()[r0:]) == ["shard-000000.tar",
+                                              "shard-000001.tar"],
+              "node F streamed %s" % streams(ng.requests()[r0:]))
+        r0 = len(ng.requests())
+        with fflib.Mount(t, conf("g", capurl, meta=meta),
+                         t.path("mnt")) as m:
+            m.read_epoch("train", 0, refc)
+            tier = stat(m, "feedfs_index_shards", dataset="d", how="tier")
+        check(not streams(ng.requests()[r0:]) and tier == 2,
+              "node G: streamed %s, %d indexes from the tier"
+              % (streams(ng.requests()[r0:]), tier))
+        log("captions and lists of labels: node F's one pass and node G's "
+            "indexes from the tier serve feedfs-ref's epoch, %d captions"
+            % len(caps))
 finally:
     mc.terminate()
     mc.wait()
