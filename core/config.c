@@ -130,6 +130,7 @@ add_named(struct parser *p, enum section sec, const char *name)
 		d->line = p->line;
 		d->remote_timeout = 30;
 		d->remote_retries = 4;
+		d->remote_fill = true;
 		return (d->name = strdup(name)) ? 0 : -ENOMEM;
 	}
 	struct cfg_job *j;

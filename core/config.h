@@ -75,6 +75,8 @@ struct cfg_dataset {
 	char *ca_file;	      /* absolute, or NULL */
 	uint64_t remote_timeout; /* seconds, of one request */
 	uint64_t remote_retries; /* after the first try */
+	bool remote_fill;	 /* the one pass: prefixes cached as shards are
+				    indexed (engine/prefill.c) */
 	int line;       /* of the [dataset NAME] header */
 	/* classes = FILE (absolute; NULL: none) and its names, read and
 	 * checked by cfg_load: class i is line i + 1 (cfg_classes_parse) */

@@ -88,6 +88,8 @@ static const struct key keys[] = {
 	NULL, "a count of seconds from 1 to 3600"},
     {SEC_DATASET, "remote_retries", K_COUNT, D(remote_retries), -1, 0, 20,
 	NULL, "a count from 0 to 20"},
+    {SEC_DATASET, "remote_fill", K_BOOL, D(remote_fill), -1, 0, 0, NULL,
+	"yes or no"},
     {SEC_DATASET, "classes", K_PATH, D(classes), D(classes_line), 0, 0, NULL,
 	"a file of class names, one a line"},
     {SEC_JOB, "dataset", K_STR, J(dataset), J(dataset_line), 0, 0, NULL,

@@ -131,6 +131,15 @@ int
 ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
     void *arg, struct dataset **out, char *err, size_t errlen)
 {
+	return ds_open_cfg_with(
+	    d, index_fd, NULL, progress, arg, out, err, errlen);
+}
+
+int
+ds_open_cfg_with(const struct cfg_dataset *d, int index_fd,
+    const struct ds_remote_hooks *hooks, ds_progress_fn progress, void *arg,
+    struct dataset **out, char *err, size_t errlen)
+{
 	struct dataset *ds;
 	int r;
 
@@ -146,8 +155,8 @@ ds_open_cfg(const struct cfg_dataset *d, int index_fd, ds_progress_fn progress,
 		    d->ca_file, d->remote_timeout * 1000,
 		    (uint32_t)d->remote_retries};
 
-		r = ds_open_shards_meta(d->name, d->shards, &meta, &ro,
-		    index_fd, progress, arg, &ds, err, errlen);
+		r = ds_open_shards_remote(d->name, d->shards, &meta, &ro,
+		    hooks, index_fd, progress, arg, &ds, err, errlen);
 	}
 	if (r != 0)
 		return r;

@@ -282,6 +282,23 @@ fail:
 	return r;
 }
 
+int
+job_init_prefix(struct job *j, const struct cfg_job *cj)
+{
+	size_t plen = xf_prefix_text(cj->pl, NULL, 0);
+	int r;
+
+	memset(j, 0, sizeof(*j));
+	j->cfg = cj;
+	j->pl = cj->pl;
+	if ((j->prefix = malloc(plen + 1)) == NULL)
+		return -ENOMEM;
+	xf_prefix_text(j->pl, j->prefix, plen + 1);
+	if ((r = key_texts(j, cj)) != 0)
+		job_fini(j);
+	return r;
+}
+
 void
 job_fini(struct job *j)
 {

@@ -230,6 +230,13 @@ void job_fini(struct job *j);
 /* job_init of view `view` of cj (0: the job itself; < cj->views). */
 int job_init_view(struct job *j, const struct cfg *c, const struct cfg_job *cj,
     const struct dataset *ds, uint32_t view, char *err, size_t errlen);
+/*
+ * A job's prefix alone, before its dataset is open (the one pass of
+ * engine/prefill.c): cfg, pl, prefix, cache_text and key_text, what
+ * sample_fill_bytes needs, and nothing else (no dataset, plan, or
+ * counters to show).  0 or -ENOMEM; job_fini frees it.
+ */
+int job_init_prefix(struct job *j, const struct cfg_job *cj);
 /* The geometry of epoch's image files (its resolution, with a schedule). */
 const struct job_geo *job_geo(const struct job *j, uint32_t epoch);
 /* The key of the random stream of sample id in epoch (of j's view). */

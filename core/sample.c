@@ -115,6 +115,16 @@ sample_ahead_worth(struct job *j)
 }
 
 bool
+sample_fill_ahead_worth(struct job *j, uint32_t id)
+{
+	uint8_t digest[32];
+	enum xf_src kind;
+
+	return atomic_load_explicit(&j->reads_source, memory_order_relaxed) ||
+	       !sample_index_digest(j, id, digest, &kind);
+}
+
+bool
 sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 {
 	char path[PATH_MAX], err[8];
@@ -128,12 +138,24 @@ sample_prefetch_remote(struct job *j, struct cache *c, uint32_t gid)
 	 * A sample whose digest is remembered and whose value the cache
 	 * holds is a hit: its bytes are not fetched ahead (a miss after
 	 * all reads them on demand).  Where the cache cannot tell (its
-	 * store is another mount's), the memo alone says it was made.
+	 * store is another mount's), the memo alone says it was made.  A
+	 * digest its shard's index names says nothing of that: there the
+	 * last sample made tells (did it read its source?).
 	 */
 	if (c != NULL && j->prefix[0] != '\0' &&
-	    sample_path(j, gid, path, sizeof(path), err, sizeof(err)) == 0 &&
-	    sample_stat(j, gid, &st) == 0 &&
-	    sample_memo_get(c, path, &st, digest, &kind)) {
+	    sample_index_digest(j, gid, digest, &kind)) {
+		int h;
+
+		sample_cache_key(digest, j->key_text, kind, key);
+		h = cache_holds(c, key);
+		if (h > 0 || (h < 0 && !atomic_load_explicit(&j->reads_source,
+					   memory_order_relaxed)))
+			return false;
+	} else if (c != NULL && j->prefix[0] != '\0' &&
+		   sample_path(j, gid, path, sizeof(path), err, sizeof(err)) ==
+		       0 &&
+		   sample_stat(j, gid, &st) == 0 &&
+		   sample_memo_get(c, path, &st, digest, &kind)) {
 		sample_cache_key(digest, j->key_text, kind, key);
 		if (cache_holds(c, key) != 0)
 			return false;

@@ -74,6 +74,14 @@ sample_unavailable(int r)
 bool sample_memo_get(struct cache *c, const char *name, const struct stat *st,
     uint8_t digest[32], enum xf_src *kind);
 /*
+ * What the index of sample id's shard says of its bytes (a remote shard's
+ * stream saw them: dataset.h's ds_sample_digest): its digest and the kind
+ * of source it is, so that its key is known without reading it.  Whether
+ * there is such a digest.
+ */
+bool sample_index_digest(
+    const struct job *j, uint32_t id, uint8_t digest[32], enum xf_src *kind);
+/*
  * The cache key of a source of kind kind with digest under the key text
  * text (a job's key_text): a PNG's or WebP's text names its decoder too
  * (xf_src_decoder_id).
@@ -93,6 +101,22 @@ void sample_cache_key(const uint8_t digest[32], const char *text,
  * -EINVAL the job caches nothing, -ENOMEM.  Thread safe.
  */
 int sample_fill(struct job *j, uint32_t id, char *err, size_t errlen);
+
+/*
+ * The one pass's step (engine/prefill.c, issue 38): the prefix of a
+ * source's bytes src (len bytes whose SHA-256 is sha256, as its shard's
+ * index stream passed them) for job j (job_init_prefix's is enough), made
+ * and stored in the local cache c (may be NULL) and the cluster tier
+ * (j->cluster, may be NULL) under the key a mount looks up, in the job's
+ * cache_format, unless it is there (the tier's copied into c, as a cold
+ * epoch's lookup does): 1 there already (nothing decoded), 0
+ * made and stored (a cache may still refuse it: its counters say), -EIO
+ * the bytes do not decode (the epoch that reads the sample says why),
+ * -EAGAIN out of memory.  *stored_bytes (may be NULL): the value's bytes,
+ * where one was stored.  Thread safe.
+ */
+int sample_fill_bytes(struct job *j, struct cache *c, const uint8_t *src,
+    size_t len, const uint8_t sha256[32], size_t *stored_bytes);
 
 /*
  * Sources are read ahead this many samples per worker before the one a
@@ -138,5 +162,14 @@ bool sample_prefetch_remote(struct job *j, struct cache *c, uint32_t id);
  * while this held, so that none is passed over (sched.c, relaxed.c).
  */
 bool sample_ahead_worth(struct job *j);
+
+/*
+ * feedfs-fill's look ahead: whether sample id's source is worth reading
+ * ahead of sample_fill.  One whose shard's index names its digest is
+ * looked up in the tier first (sample_fill reads it only on a miss): it
+ * is, only while the last sample filled read its source (the tier lacks
+ * a stretch of them); any other is.
+ */
+bool sample_fill_ahead_worth(struct job *j, uint32_t id);
 
 #endif

@@ -318,6 +318,43 @@ memo_put(struct cache *c, const char *name, const struct stat *st,
 		cache_put_digest(c, alt, st, digest);
 }
 
+bool
+sample_index_digest(
+    const struct job *j, uint32_t id, uint8_t digest[32], enum xf_src *kind)
+{
+	uint32_t local;
+	const struct dataset *ds = job_source_of(j, id, &local)->ds;
+	const struct ds_digest *dg = ds_sample_digest(ds, local);
+
+	if (dg == NULL)
+		return false;
+	memcpy(digest, dg->sha256, 32);
+	*kind = xf_src_kind(dg->head, dg->hlen);
+	return true;
+}
+
+/*
+ * Whether the bytes read of a source whose index gave its digest are the
+ * bytes it names: a member of a shard is served under its index's key
+ * only then (a stale or forged index, a tier's, would else put another
+ * member's pixels under it).  Else err says so.
+ */
+static bool
+digest_holds(const uint8_t *src, size_t len, const uint8_t digest[32],
+    const char *path, char *err, size_t errlen)
+{
+	uint8_t got[32];
+
+	cache_sha256(src, len, got);
+	if (memcmp(got, digest, 32) == 0)
+		return true;
+	snprintf(err, errlen,
+	    "%s: its bytes are not those its shard's index names (an index "
+	    "of another version of the shard, or a forged one): not served",
+	    path);
+	return false;
+}
+
 /*
  * Look key up in the local cache c (may be NULL), then in the cluster
  * tier; a value from the cluster is kept locally too, as the tier holds
@@ -373,13 +410,20 @@ sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	char msg[384];
 	bool cached = (c != NULL || j->cluster != NULL) && j->prefix[0] != '\0';
 	bool have_digest = false, steady = false, stored = false;
+	bool indexed = false;
 	enum xf_src kind = XF_SRC_JPEG;
 	int r;
 
-	/* A remembered digest: a hit in either tier reads no source. */
-	if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
-	    sample_memo_get(c, path, &st, digest, &kind)) {
+	/*
+	 * A digest its shard's index carries, or a remembered one: a hit in
+	 * either tier reads no source.
+	 */
+	if (cached && (indexed = sample_index_digest(j, id, digest, &kind)))
 		have_digest = true;
+	else if (cached && c != NULL && sample_stat(j, id, &st) == 0 &&
+		 sample_memo_get(c, path, &st, digest, &kind))
+		have_digest = true;
+	if (have_digest) {
 		sample_cache_key(digest, j->key_text, kind, key);
 		if (lookup(j, c, epoch, key, img, held) == 0) {
 			uint32_t local;
@@ -397,6 +441,10 @@ sample_prefix(struct job *j, struct cache *c, uint32_t epoch, uint32_t id,
 	if ((r = sample_read(j, id, &src, &len, &st, &steady, err, errlen)) !=
 	    0)
 		return r;
+	if (indexed && !digest_holds(src, len, digest, path, err, errlen)) {
+		xf_free(src);
+		return -EIO;
+	}
 	if (cached && !have_digest) {
 		kind = xf_src_kind(src, len);
 		cache_sha256(src, len, digest);
@@ -445,7 +493,8 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	uint8_t *src = NULL;
 	size_t len = 0;
 	struct stat st;
-	bool stored = false;
+	bool stored = false, indexed;
+	enum xf_src kind;
 	int r;
 
 	if (j->cluster == NULL || j->prefix[0] == '\0') {
@@ -454,13 +503,30 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 	}
 	if ((r = sample_path(j, id, path, sizeof(path), err, errlen)) != 0)
 		return r;
+	/* Its shard's index names its digest: the tier is asked first, and
+	 * what it holds needs no read of the source. */
+	if ((indexed = sample_index_digest(j, id, digest, &kind))) {
+		sample_cache_key(digest, j->key_text, kind, key);
+		if (tier_get(j, key, &v, &img) == 0) {
+			val_done(&v, &img);
+			xf_free(img.px);
+			atomic_store_explicit(
+			    &j->reads_source, false, memory_order_relaxed);
+			return 1;
+		}
+	}
+	atomic_store_explicit(&j->reads_source, true, memory_order_relaxed);
 	if ((r = sample_read(j, id, &src, &len, &st, NULL, err, errlen)) != 0)
 		return r == -EHOSTDOWN ? r : -EIO;
+	if (indexed && !digest_holds(src, len, digest, path, err, errlen)) {
+		xf_free(src);
+		return -EIO;
+	}
 	cache_sha256(src, len, digest);
 	/* The mount's key and format: the tier holds what a mount's does. */
 	sample_cache_key(digest, j->key_text, xf_src_kind(src, len), key);
 	/* Already there (and whole): skipped.  A damaged value is redone. */
-	if (tier_get(j, key, &v, &img) == 0) {
+	if (!indexed && tier_get(j, key, &v, &img) == 0) {
 		val_done(&v, &img);
 		xf_free(img.px);
 		xf_free(src);
@@ -489,4 +555,48 @@ sample_fill(struct job *j, uint32_t id, char *err, size_t errlen)
 		r = r == -EIO ? -ECOMM : r;
 	}
 	return r;
+}
+
+int
+sample_fill_bytes(struct job *j, struct cache *c, const uint8_t *src,
+    size_t len, const uint8_t sha256[32], size_t *stored_bytes)
+{
+	uint8_t key[CACHE_KEY_LEN];
+	struct xf_image img = {0};
+	struct cache_val v;
+	char msg[384];
+	bool stored = false;
+	int r;
+
+	sample_cache_key(sha256, j->key_text, xf_src_kind(src, len), key);
+	/* There already (a remount, another job of the same prefix). */
+	if (c != NULL && (r = cache_holds(c, key)) != 0) {
+		if (r > 0)
+			return 1;
+		if (cache_get(c, key, &v) == 0) {
+			free(v.data);
+			return 1;
+		}
+	}
+	/* In the tier: kept locally too, as a cold epoch's lookup does. */
+	if (j->cluster != NULL && tier_get(j, key, &v, &img) == 0) {
+		if (c != NULL)
+			local_put(j, c, key, &v);
+		val_done(&v, &img);
+		xf_free(img.px);
+		return 1;
+	}
+	if (xf_run_prefix(j->pl, src, len, &img, msg, sizeof(msg)) != 0)
+		return -EIO; /* the epoch's read says why, and on_error acts */
+	if ((r = to_format(j, &img, true, &v, &stored)) == 0 && stored) {
+		if (c != NULL)
+			local_put(j, c, key, &v);
+		if (j->cluster != NULL)
+			tier_put(j->cluster, key, &v);
+		if (stored_bytes != NULL)
+			*stored_bytes = v.len;
+	}
+	ev_done(&v);
+	xf_free(img.px);
+	return r != 0 ? -EAGAIN : 0;
 }

@@ -15,7 +15,7 @@
  * (ds->left).
  * Manifest: lines "relative/path<TAB>label", labels >= 0; nclasses
  * = max label + 1; a path that is absolute or has a ".." component is an
- * error.  With text (ds_open_meta, ds_open_shards_meta) each sample has
+ * error.  With text (ds_open_meta, ds_open_shards_remote) each sample has
  * a caption; a shard dataset's labels may be lists (multi).  Immutable
  * after ds_open; safe to read from any thread.
  */
@@ -41,6 +41,9 @@ struct ds_sample {
 	 * it fails when made (on_error decides), in any kind of dataset. */
 	uint32_t shard;
 	uint32_t tlen; /* text's bytes */
+	/* A remote shard's member whose bytes its index saw: 1 + its
+	 * record in dataset.digests (ds_sample_digest); 0: none. */
+	uint32_t digest;
 	/* Scan only: 0, or 1 + the index in ds->guards of the user whose
 	 * link led out of root to this file: it is served only while that
 	 * user may read it (ds_sample_open checks it again). */
@@ -68,6 +71,26 @@ struct ds_meta {
 	const char *text;
 	char *const *class_names;
 	size_t nclass_names;
+};
+
+/* What an index knows of a member's bytes (see ds_sample_digest). */
+struct ds_digest {
+	uint8_t sha256[32];
+	uint8_t head[16];
+	uint8_t hlen;
+};
+
+/*
+ * The index pass over a dataset's remote shards (ds_open_shards_remote):
+ * its shards, how each one's index was had (kept in cache_dir, from the
+ * cluster tier, streamed, or failed), the bytes of the shards to stream
+ * and those streamed so far, and the milliseconds since it began.
+ */
+struct ds_pass {
+	size_t shards, done;
+	size_t kept, tier, streamed, failed;
+	uint64_t stream_bytes, streamed_bytes;
+	uint64_t ms;
 };
 
 /* A tar shard as it was indexed: reads check that it did not change. */
@@ -142,6 +165,11 @@ struct dataset {
 	 * object per shard; NULL for local shards. */
 	struct remote_ctx *remote;
 	struct remote_obj *robjs;
+	/* What the index of remote shards saw of their members' bytes
+	 * (ds_sample.digest), and how the index pass went. */
+	struct ds_digest *digests;
+	size_t ndigests;
+	struct ds_pass pass;
 	/*
 	 * ImageFolder: the files the scan left out, counted by why
 	 * (nleft_by), the first DS_LEFT_KEPT of them kept (left, nleft);
@@ -230,33 +258,90 @@ int ds_open_shards(const char *name, const char *shards, const char *label,
     char *err, size_t errlen);
 
 /*
- * The same with the settings of remote shards (ropts: NULL for the
- * defaults).  shards may then be a URL (s3://, https://, http://) with
- * WebDataset brace ranges ("shard-{000000..000999}.tar"), or a list file
- * whose lines are such URLs; a dataset's shards are all local or all
- * remote.  A remote shard is indexed from one streaming GET (the index
- * kept keyed by its URL, size and ETag) and its members read by range
- * requests carrying If-Match (dataset/remote/remote.h).
- */
-struct remote_opts;
-int ds_open_shards_remote(const char *name, const char *shards,
-    const char *label, const struct remote_opts *ropts, int index_fd,
-    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
-    size_t errlen);
-/*
  * The same with what the samples carry (meta; NULL: label = cls, no
- * text).  text = txt: a sample's caption is its member KEY.txt, as it is
- * (UTF-8, at most 64 KiB); text = json:KEY: the string field KEY of its
- * .json member.  A caption missing, twice, not UTF-8 or too long makes a
+ * text), the settings of remote shards (ropts: NULL for the defaults) and
+ * the hooks of their index pass (hooks: NULL for none).  shards may then
+ * be a URL (s3://, https://, http://) with WebDataset brace ranges
+ * ("shard-{000000..000999}.tar"), or a list file whose lines are such
+ * URLs; a dataset's shards are all local or all remote.  A remote shard
+ * is indexed from one streaming GET (the index kept keyed by its URL,
+ * size and ETag) and its members read by range requests carrying If-Match
+ * (dataset/remote/remote.h).
+ *
+ * text = txt: a sample's caption is its member KEY.txt, as it is (UTF-8,
+ * at most 64 KiB); text = json:KEY: the string field KEY of its .json
+ * member.  A caption missing, twice, not UTF-8 or too long makes a
  * sample with bad set.  label = json:KEY whose value is a list of class
  * indexes (or of names of meta's classes) makes the dataset multi-label
  * (ds->multi); an index above DS_MAX_LABEL or a name not in the classes
- * makes a bad sample.
+ * makes a bad sample.  The index (kept, streamed or from the cluster
+ * tier) holds the captions and the label members' text, so none of them
+ * is read again from a remote shard.
  */
-int ds_open_shards_meta(const char *name, const char *shards,
+struct remote_opts;
+struct ds_remote_hooks;
+int ds_open_shards_remote(const char *name, const char *shards,
     const struct ds_meta *meta, const struct remote_opts *ropts,
-    int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
-    char *err, size_t errlen);
+    const struct ds_remote_hooks *hooks, int index_fd, ds_progress_fn progress,
+    void *arg, struct dataset **out, char *err, size_t errlen);
+
+/*
+ * What a caller adds to the index pass of remote shards (issue 38): all
+ * of it may be NULL or 0 (a zeroed struct: the pass as it was, one shard
+ * at a time).
+ *
+ * Every remote shard's index is had, in this order, from the kept index
+ * in index_fd, from index_get (the cluster tier: core/ds_tier.c), else
+ * from one stream of its bytes, which also gives each image member's
+ * digest (the SHA-256 the cache keys are made of) and hands its bytes to
+ * member; a streamed index goes to the kept index and to index_put.
+ * Streams run `streams` shards at once, each holding its largest member
+ * and about 1 MiB.  A shard whose index cannot be had (its stream or its
+ * probe failed after their retries, from the server's availability, a
+ * bad response or a change of the object during the pass) becomes one
+ * sample that fails when read (on_error applies), named SHARD:, and
+ * nothing of it is kept, so the next mount indexes it again; the mount
+ * goes on unless every shard failed.
+ *
+ *   index_get  the encoded index (ds_tar_index_encode's bytes) of the
+ *              shard called name at version (remote_version_text):
+ *              0 and *d (malloc'd) and *len, or nonzero (a miss); what
+ *              it gives is parsed and checked as a kept index is (name,
+ *              version, checksum), and refused when it fails a check
+ *              (counted in *refused, said in the log);
+ *   index_put  keep one there (the callee copies); both are called with
+ *              tier, from the streaming threads;
+ *   member     an image member's bytes d (malloc'd; transferred) and
+ *              their SHA-256, whole, as the stream passes them, from the
+ *              streaming threads; it may block (the stream waits);
+ *   progress   the pass's counters, every quarter of a second while
+ *              streams run and once at the end, from the opening thread;
+ *   defer      a shard that needs a stream is not streamed: the open
+ *              fails with -EAGAIN (the caller runs the pass elsewhere,
+ *              then opens again: engine/prefill.c).
+ */
+struct ds_remote_hooks {
+	int (*index_get)(void *tier, const char *name, const char *version,
+	    uint8_t **d, size_t *len);
+	void (*index_put)(void *tier, const char *name, const char *version,
+	    const uint8_t *d, size_t len);
+	void *tier; /* index_get's and index_put's */
+	void (*member)(
+	    void *arg, uint8_t *d, size_t len, const uint8_t sha256[32]);
+	void (*progress)(void *arg, const struct ds_pass *p);
+	void *arg;		   /* member's and progress's */
+	_Atomic uint64_t *refused; /* counts index_get's refused (or NULL) */
+	unsigned streams;
+	bool defer;
+};
+
+/*
+ * What the index of sample id's shard says of its bytes: their SHA-256
+ * and their first bytes (hlen of them, at most 16: what tells JPEG, PNG
+ * and WebP apart), where a remote shard's stream saw them; NULL where it
+ * did not (a local shard, a member past the digest's bound).
+ */
+const struct ds_digest *ds_sample_digest(const struct dataset *ds, size_t id);
 
 /*
  * The remote reads of ds (NULL: its shards are local): the counters, and

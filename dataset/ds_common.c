@@ -49,6 +49,7 @@ ds_free(struct dataset *ds)
 	for (size_t i = 0; i < ds->nshards; i++)
 		free(ds->shards[i].path);
 	free(ds->shards);
+	free(ds->digests);
 	for (size_t i = 0; ds->classes != NULL && i < ds->nclasses; i++)
 		free(ds->classes[i]);
 	free(ds->classes);

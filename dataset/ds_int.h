@@ -104,6 +104,11 @@ enum tar_kind {
 /* How the scan of a shard ended. */
 enum tar_status { TS_COMPLETE, TS_TRUNCATED, TS_BADHEADER, TS_READ };
 
+/* A member's first bytes an index keeps beside its digest: what tells
+ * JPEG, PNG and WebP apart (transforms/: xf_src_kind), so that a cache
+ * key can be made without reading the member. */
+#define TAR_HEAD_MAX 16
+
 struct tar_member {
 	char *name;
 	uint8_t kind;	    /* enum tar_kind */
@@ -113,6 +118,13 @@ struct tar_member {
 	bool has_data;
 	char *data;
 	uint32_t dlen;
+	/* An image member whose bytes the index saw (a remote shard's
+	 * stream): the SHA-256 of its bytes, the cache key's input, and
+	 * its first hlen bytes (min(size, TAR_HEAD_MAX)). */
+	bool has_digest;
+	uint8_t hlen;
+	uint8_t digest[32];
+	uint8_t head[TAR_HEAD_MAX];
 };
 
 /* A shard's members in file order, and where and why the scan stopped. */
@@ -134,25 +146,32 @@ int ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix);
  * The same over any reader: pread(arg, buf, n, off) gives all of n bytes
  * at off, 0, or -errno (the scan then stops with TS_READ).  The walk reads
  * forward, save the one block it last read, read again: a stream can feed
- * it (ds_remote.c).
+ * it (ds_remote.c).  member (NULL: none) is called with each plain file
+ * member as soon as it is recorded (ix->m[i]), before the walk reads on:
+ * it may read the member's data through pread (forward still) and set
+ * its digest; a nonzero return stops the walk with TS_READ.
  */
 struct tar_rd {
 	int (*pread)(void *arg, void *buf, size_t n, uint64_t off);
 	void *arg;
+	int (*member)(void *arg, struct tar_index *ix, size_t i);
 };
 int ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix);
 void ds_tar_index_free(struct tar_index *ix);
 const char *ds_tm_why(unsigned kind);
 
 /*
- * The kept index (ds_tar_index.c): encode (the shard's stat first, a SHA-256
- * last) and parse through a checking cursor.  parse: -ESTALE when st (may be
- * NULL: not checked) is not the stat encoded, -EINVAL for anything malformed,
- * -ENOMEM.  Members' offsets are checked to lie inside the shard.
+ * The kept index (ds_tar_index.c): encode (the shard's name and stat
+ * first, a SHA-256 last) and parse through a checking cursor.  The same
+ * bytes are kept in a cache_dir's shard-index and, for a remote shard,
+ * in the cluster tier (core/ds_tier.c).  parse: -ESTALE when name or st
+ * (either may be NULL: not checked) is not the one encoded, -EINVAL for
+ * anything malformed (an index of an older format too), -ENOMEM.
+ * Members' offsets are checked to lie inside the shard.
  */
-int ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
-    uint8_t **out, size_t *len);
-int ds_tar_index_parse(
-    const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix);
+int ds_tar_index_encode(const struct tar_index *ix, const char *name,
+    const struct stat *st, uint8_t **out, size_t *len);
+int ds_tar_index_parse(const uint8_t *d, size_t len, const char *name,
+    const struct stat *st, struct tar_index *ix);
 
 #endif

@@ -1,11 +1,13 @@
 /*
  * ds_tar.c - layer: dataset/ (the datasets), tar shard backend, its top
- * (called by dataset.c's ds_open_cfg; calls the others: ds_shard_list.c,
- * ds_tar_index.c, ds_tar_walk.c, ds_label.c, and ds_common.c).  WebDataset
+ * (called by dataset.c's ds_open_cfg and core/dsopen.c; calls the others:
+ * ds_shard_list.c, ds_tar_index.c, ds_tar_walk.c, ds_remote.c (the index
+ * pass over remote shards), ds_label.c, ds_label_list.c, ds_text.c and
+ * ds_common.c).  WebDataset
  * tar shards read in place (see dataset.h): ds_open_shards finds the shards,
  * indexes each (the kept index, else a walk of its headers), groups its
- * members into samples by key and labels them; ds_member_read reads a
- * member's bytes with pread, after checking that the shard did not change.
+ * members into samples by key, labels them and reads their captions
+ * (ds_tar_read.c reads their bytes).
  *
  * Nothing here creates a file named by a member: names only ever label
  * samples.  Members that are not plain files (links, devices, FIFOs,
@@ -55,11 +57,30 @@ by_key(const void *a, const void *b)
 	return x->m->off < y->m->off ? -1 : x->m->off > y->m->off;
 }
 
-static bool
-is_image_ext(const char *ext)
+/*
+ * The digest of img (its index saw its bytes) appended to ds->digests
+ * (*dcap their room): its record's number + 1 in *at.  0 or -ENOMEM.
+ */
+static int
+add_digest(struct dataset *ds, const struct tar_member *img, size_t *dcap,
+    uint32_t *at)
 {
-	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
-	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
+	struct ds_digest *d;
+
+	if (ds->ndigests == *dcap) {
+		size_t c = *dcap ? *dcap * 2 : 1024;
+
+		if ((d = realloc(ds->digests, c * sizeof(*d))) == NULL)
+			return -ENOMEM;
+		ds->digests = d;
+		*dcap = c;
+	}
+	d = &ds->digests[ds->ndigests++];
+	memcpy(d->sha256, img->digest, 32);
+	memcpy(d->head, img->head, img->hlen);
+	d->hlen = img->hlen;
+	*at = (uint32_t)ds->ndigests;
+	return 0;
 }
 
 /* What a shard's samples carry: label, text, class names (ds_meta). */
@@ -120,11 +141,40 @@ sample_meta(struct carry *ca, struct ds_sample *s,
 	return 0;
 }
 
-/* Samples of one shard's index appended to *v. */
+/* Room for one more sample in *v (*cap of it): 0 or -ENOMEM. */
+static int
+grow(struct ds_sample **v, size_t n, size_t *cap)
+{
+	if (n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		struct ds_sample *nv = realloc(*v, c * sizeof(*nv));
+
+		if (nv == NULL)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	return 0;
+}
+
+/* What the samples of a dataset's shards are added with. */
+struct adder {
+	struct dataset *ds;
+	struct carry *ca;
+	size_t rootlen;
+	size_t cap, dcap; /* ds->samples', ds->digests' room */
+	ds_progress_fn progress;
+	void *arg;
+};
+
+/* Samples of one shard's index appended to ad->ds's. */
 static int
 shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
-    struct carry *ca, struct ds_sample **v, size_t *n, size_t *cap)
+    struct adder *ad)
 {
+	struct carry *ca = ad->ca;
+	struct ds_sample **v = &ad->ds->samples;
+	size_t *n = &ad->ds->n;
 	const char *want = ds_label_ext(&ca->lb), *twant = ds_text_ext(&ca->tx);
 	struct mref *g;
 	size_t k = 0;
@@ -158,7 +208,7 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 		     b++)
 			;
 		for (size_t i = a; i < b; i++) {
-			if (is_image_ext(g[i].ext)) {
+			if (ds_tar_is_image_ext(g[i].ext)) {
 				if (img == NULL)
 					img = g[i].m;
 				nimg++;
@@ -179,17 +229,8 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 			bad = ds_tm_why(img->kind);
 		else if (nimg > 1)
 			bad = "duplicate key: more than one image member";
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 1024;
-			struct ds_sample *nv = realloc(*v, c * sizeof(*nv));
-
-			if (nv == NULL) {
-				r = -ENOMEM;
-				break;
-			}
-			*v = nv;
-			*cap = c;
-		}
+		if ((r = grow(v, *n, &ad->cap)) != 0)
+			break;
 		s = &(*v)[*n];
 		memset(s, 0, sizeof(*s));
 		if (asprintf(&s->path, "%s:%s", rel, img->name) < 0) {
@@ -202,6 +243,11 @@ shard_samples(const struct tar_index *ix, uint32_t shard, const char *rel,
 		s->off = img->off;
 		s->size = img->size;
 		if ((r = sample_meta(ca, s, lm, nlm, tm, ntm, bad)) != 0)
+			break;
+		/* The image's digest, whatever its label or caption say: a
+		 * sample label = auto fails for now may be served after all. */
+		if (bad == NULL && img->has_digest &&
+		    (r = add_digest(ad->ds, img, &ad->dcap, &s->digest)) != 0)
 			break;
 	}
 	free(g);
@@ -252,8 +298,54 @@ ds_open_shards(const char *name, const char *shards, const char *label,
     int index_fd, ds_progress_fn progress, void *arg, struct dataset **out,
     char *err, size_t errlen)
 {
-	return ds_open_shards_remote(name, shards, label, NULL, index_fd,
-	    progress, arg, out, err, errlen);
+	struct ds_meta meta = {label, NULL, NULL, 0};
+
+	return ds_open_shards_remote(name, shards, &meta, NULL, NULL,
+	    index_fd, progress, arg, out, err, errlen);
+}
+
+/* Why a shard that could not be indexed fails its sample (the log has
+ * the failure itself). */
+static const char not_indexed[] =
+    "its shard could not be indexed (the log says why); the next mount "
+    "indexes it again";
+
+/*
+ * A shard's samples (ds_shard_add_fn): of its index ix, or for a shard
+ * that failed, one sample named "SHARD:" that fails when read.  That one
+ * has no label member, so it has no vote in label = auto (nlabelled),
+ * and it stays bad whatever label = auto decides.
+ */
+static int
+add_shard(void *arg, size_t i, const struct tar_index *ix, const char *why)
+{
+	struct adder *ad = arg;
+	struct dataset *ds = ad->ds;
+	const char *path = ds->shards[i].path;
+	struct ds_sample *s;
+	int r;
+
+	if (ix != NULL) {
+		log_shard(path, ix);
+		r = shard_samples(ix, (uint32_t)i, path + ad->rootlen, ad);
+	} else {
+		log_warn("%s; its samples fail (on_error) until a mount "
+			 "indexes it",
+		    why);
+		if ((r = grow(&ds->samples, ds->n, &ad->cap)) != 0)
+			return r;
+		s = &ds->samples[ds->n];
+		memset(s, 0, sizeof(*s));
+		if (asprintf(&s->path, "%s:", path + ad->rootlen) < 0)
+			return -ENOMEM;
+		ds->n++;
+		s->label = -1;
+		s->shard = (uint32_t)i;
+		s->bad = not_indexed;
+	}
+	if (r == 0 && ad->progress != NULL)
+		ad->progress(ds->n, ad->arg);
+	return r;
 }
 
 /*
@@ -286,29 +378,91 @@ remote_open(struct dataset *ds, const struct remote_opts *ropts,
 	return ds_remote_prepare(ds->remote, *specs, np, ds->robjs, err, errlen);
 }
 
-int
-ds_open_shards_remote(const char *name, const char *shards, const char *label,
-    const struct remote_opts *ropts, int index_fd, ds_progress_fn progress,
-    void *arg, struct dataset **out, char *err, size_t errlen)
+/*
+ * The classes of a dataset of one label a sample: the distinct labels, in
+ * increasing order, named by their number; a sample's label becomes its
+ * class's index (labels 0, 1, 3, 7 are classes 0..3, as every dataset's
+ * label is).  0 or -ENOMEM.
+ */
+static int
+number_classes(struct dataset *ds)
 {
-	struct ds_meta meta = {label, NULL, NULL, 0};
+	int64_t *lv;
+	size_t k = 0;
 
-	return ds_open_shards_meta(name, shards, &meta, ropts, index_fd,
-	    progress, arg, out, err, errlen);
+	if ((lv = malloc(ds->n * sizeof(*lv))) == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->samples[i].bad == NULL)
+			lv[k++] = ds->samples[i].label;
+	qsort(lv, k, sizeof(*lv), by_i64);
+	if ((ds->classes = calloc(k ? k : 1, sizeof(char *))) == NULL) {
+		free(lv);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < k; i++) {
+		if (i > 0 && lv[i] == lv[i - 1])
+			continue;
+		if (asprintf(&ds->classes[ds->nclasses], "%" PRId64, lv[i]) <
+		    0) {
+			ds->classes[ds->nclasses] = NULL;
+			free(lv);
+			return -ENOMEM;
+		}
+		lv[ds->nclasses++] = lv[i];
+	}
+	for (size_t i = 0; i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
+		const int64_t *c;
+
+		if (x->bad == NULL && (c = bsearch(&x->label, lv, ds->nclasses,
+					   sizeof(*lv), by_i64)) != NULL)
+			x->label = c - lv;
+	}
+	free(lv);
+	return 0;
+}
+
+/* The shards' samples once all are added: label = auto decided, then
+ * the classes (multi-label, numbered, or none).  0 or -ENOMEM. */
+static int
+finish_labels(struct dataset *ds, struct carry *ca)
+{
+	/* label = auto: cls, or none when no sample has a .cls member (a
+	 * shard that could not be indexed has none: no vote). */
+	if (ca->autolabel && ca->nlabelled == 0)
+		ca->lb.mode = LBL_NONE;
+	for (size_t i = 0; ca->autolabel && i < ds->n; i++) {
+		struct ds_sample *x = &ds->samples[i];
+
+		if (x->bad == NULL || strcmp(x->bad, DS_NO_CLS) != 0)
+			continue;
+		if (ca->lb.mode == LBL_NONE)
+			x->bad = NULL; /* its caption was kept */
+		else {
+			free(x->text);
+			x->text = NULL;
+		}
+	}
+	for (size_t i = 0; i < ds->n && !ds->multi; i++)
+		ds->multi = ds->samples[i].labels != NULL;
+	if (ds->multi)
+		return ds_multi_classes(ds);
+	return ca->lb.mode != LBL_NONE ? number_classes(ds) : 0;
 }
 
 int
-ds_open_shards_meta(const char *name, const char *shards,
-    const struct ds_meta *meta, const struct remote_opts *ropts, int index_fd,
-    ds_progress_fn progress, void *arg, struct dataset **out, char *err,
-    size_t errlen)
+ds_open_shards_remote(const char *name, const char *shards,
+    const struct ds_meta *meta, const struct remote_opts *ropts,
+    const struct ds_remote_hooks *hooks, int index_fd, ds_progress_fn progress,
+    void *arg, struct dataset **out, char *err, size_t errlen)
 {
 	struct dataset *ds;
 	struct carry ca = {.names = NULL};
 	struct ds_names names = {NULL, 0, NULL};
+	struct adder ad = {0};
 	char **paths = NULL, **specs = NULL;
-	size_t np = 0, cap = 0, rootlen;
-	int64_t *lv = NULL;
+	size_t np = 0;
 	int r;
 
 	if ((r = ds_label_parse(
@@ -341,8 +495,22 @@ ds_open_shards_meta(const char *name, const char *shards,
 		r = -ENOMEM;
 		goto fail;
 	}
-	rootlen = strcmp(ds->root, "/") == 0 ? 1 : strlen(ds->root) + 1;
-	for (size_t i = 0; i < np; i++) {
+	ad.ds = ds;
+	ad.ca = &ca;
+	ad.rootlen = strcmp(ds->root, "/") == 0 ? 1 : strlen(ds->root) + 1;
+	ad.progress = progress;
+	ad.arg = arg;
+	if (specs != NULL) {
+		for (size_t i = 0; i < np; i++) {
+			ds->shards[i].path = paths[i]; /* transferred */
+			paths[i] = NULL;
+		}
+		ds->nshards = np;
+		if ((r = ds_remote_pass(ds, hooks, index_fd, add_shard, &ad,
+			 err, errlen)) != 0)
+			goto fail;
+	}
+	for (size_t i = 0; specs == NULL && i < np; i++) {
 		struct ds_shard *sh = &ds->shards[ds->nshards];
 		struct tar_index ix;
 		bool scanned;
@@ -350,12 +518,7 @@ ds_open_shards_meta(const char *name, const char *shards,
 		sh->path = paths[i]; /* transferred */
 		paths[i] = NULL;
 		ds->nshards++;
-		if (specs != NULL) {
-			if ((r = ds_remote_shard(ds->remote, &ds->robjs[i],
-				 index_fd, &sh->st, &ix, err, errlen)) != 0)
-				goto fail;
-		} else if (stat(sh->path, &sh->st) != 0 ||
-			   !S_ISREG(sh->st.st_mode)) {
+		if (stat(sh->path, &sh->st) != 0 || !S_ISREG(sh->st.st_mode)) {
 			r = errno ? -errno : -EINVAL;
 			snprintf(err, errlen, "shard %s: %s", sh->path,
 			    S_ISREG(sh->st.st_mode) ? strerror(-r)
@@ -363,18 +526,13 @@ ds_open_shards_meta(const char *name, const char *shards,
 			r = -EINVAL;
 			goto fail;
 		}
-		if (specs == NULL &&
-		    (r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
+		if ((r = ds_tar_index_shard(sh->path, &sh->st, index_fd, &ix,
 			 &scanned, err, errlen)) != 0)
 			goto fail;
-		log_shard(sh->path, &ix);
-		r = shard_samples(&ix, (uint32_t)i, sh->path + rootlen, &ca,
-		    &ds->samples, &ds->n, &cap);
+		r = add_shard(&ad, i, &ix, NULL);
 		ds_tar_index_free(&ix);
 		if (r != 0)
 			goto fail;
-		if (progress != NULL)
-			progress(ds->n, arg);
 	}
 	if (ds->n == 0) {
 		snprintf(err, errlen,
@@ -385,68 +543,8 @@ ds_open_shards_meta(const char *name, const char *shards,
 		goto fail;
 	}
 	qsort(ds->samples, ds->n, sizeof(*ds->samples), by_spath);
-	/* label = auto: cls, or none when no sample has a .cls member. */
-	if (ca.autolabel && ca.nlabelled == 0)
-		ca.lb.mode = LBL_NONE;
-	for (size_t i = 0; ca.autolabel && i < ds->n; i++) {
-		struct ds_sample *x = &ds->samples[i];
-
-		if (x->bad == NULL || strcmp(x->bad, DS_NO_CLS) != 0)
-			continue;
-		if (ca.lb.mode == LBL_NONE)
-			x->bad = NULL; /* its caption was kept */
-		else {
-			free(x->text);
-			x->text = NULL;
-		}
-	}
-	for (size_t i = 0; i < ds->n && !ds->multi; i++)
-		ds->multi = ds->samples[i].labels != NULL;
-	if (ds->multi) {
-		if ((r = ds_multi_classes(ds)) != 0)
-			goto fail;
-	} else if (ca.lb.mode != LBL_NONE) {
-		/*
-		 * The classes: the distinct labels, in increasing order, named
-		 * by their number; a sample's label becomes its class's index
-		 * (labels 0, 1, 3, 7 are classes 0..3, as every dataset's
-		 * label is).
-		 */
-		size_t k = 0;
-
-		if ((lv = malloc(ds->n * sizeof(*lv))) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		for (size_t i = 0; i < ds->n; i++)
-			if (ds->samples[i].bad == NULL)
-				lv[k++] = ds->samples[i].label;
-		qsort(lv, k, sizeof(*lv), by_i64);
-		if ((ds->classes = calloc(k ? k : 1, sizeof(char *))) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		for (size_t i = 0; i < k; i++) {
-			if (i > 0 && lv[i] == lv[i - 1])
-				continue;
-			if (asprintf(&ds->classes[ds->nclasses], "%" PRId64,
-				lv[i]) < 0) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			lv[ds->nclasses++] = lv[i];
-		}
-		for (size_t i = 0; i < ds->n; i++) {
-			struct ds_sample *x = &ds->samples[i];
-			const int64_t *c;
-
-			if (x->bad == NULL &&
-			    (c = bsearch(&x->label, lv, ds->nclasses,
-				 sizeof(*lv), by_i64)) != NULL)
-				x->label = c - lv;
-		}
-	}
-	free(lv);
+	if ((r = finish_labels(ds, &ca)) != 0)
+		goto fail;
 	free(paths);
 	for (size_t i = 0; specs != NULL && i < np; i++)
 		free(specs[i]);
@@ -467,137 +565,7 @@ fail:
 	for (size_t i = 0; i < np; i++)
 		free(paths[i]);
 	free(paths);
-	free(lv);
 	ds_names_fini(&names);
 	ds_free(ds);
 	return r;
-}
-
-int
-ds_member_read(const struct dataset *ds, size_t id, size_t max, uint8_t **out,
-    size_t *len, struct stat *st, char *err, size_t errlen)
-{
-	const struct ds_sample *sm;
-	const struct ds_shard *sh;
-	struct stat sb;
-	uint8_t *buf;
-	int fd, r;
-
-	if (id >= ds->n || ds->nshards == 0) {
-		snprintf(err, errlen, "%s: no sample %zu", ds->root, id);
-		return -EINVAL;
-	}
-	sm = &ds->samples[id];
-	sh = &ds->shards[sm->shard];
-	if (sm->bad != NULL) {
-		snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, sm->bad);
-		return -EIO;
-	}
-	if (ds->robjs != NULL) {
-		char why[512];
-
-		if (sm->size > max) {
-			snprintf(err, errlen,
-			    "%s/%s: member too large (%" PRIu64 " bytes)",
-			    ds->root, sm->path, sm->size);
-			return -EFBIG;
-		}
-		if (sm->size == 0) {
-			/* Nothing to ask for (a range cannot be empty). */
-			if ((*out = malloc(1)) == NULL)
-				return -ENOMEM;
-		} else if ((r = remote_read(ds->remote, &ds->robjs[sm->shard],
-				sm->off, sm->size, out, why, sizeof(why))) != 0) {
-			snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path,
-			    why);
-			return r == -ENOMEM || r == -EHOSTDOWN ? r : -EIO;
-		}
-		*len = (size_t)sm->size;
-		*st = sh->st;
-		return 0;
-	}
-	if ((fd = open(
-		 sh->path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) < 0) {
-		r = -errno;
-		snprintf(
-		    err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
-		return r;
-	}
-	if (fstat(fd, &sb) != 0) {
-		r = -errno;
-		goto out_err;
-	}
-	if (!S_ISREG(sb.st_mode) || !ds_shard_same(&sb, &sh->st)) {
-		close(fd);
-		snprintf(err, errlen,
-		    "%s/%s: the shard changed since it was indexed "
-		    "(remount to index it again)",
-		    ds->root, sm->path);
-		return -EIO;
-	}
-	if (sm->size > max) {
-		close(fd);
-		snprintf(err, errlen,
-		    "%s/%s: member too large (%" PRIu64 " bytes)", ds->root,
-		    sm->path, sm->size);
-		return -EFBIG;
-	}
-	if ((buf = malloc(sm->size ? (size_t)sm->size : 1)) == NULL) {
-		r = -ENOMEM;
-		goto out_err;
-	}
-	if ((r = ds_pread_all(fd, buf, (size_t)sm->size, sm->off)) != 0) {
-		free(buf);
-		goto out_err;
-	}
-	close(fd);
-	*out = buf; /* transferred */
-	*len = (size_t)sm->size;
-	*st = sb;
-	return 0;
-out_err:
-	close(fd);
-	snprintf(err, errlen, "%s/%s: %s", ds->root, sm->path, strerror(-r));
-	return r;
-}
-
-const struct remote_stats *
-ds_remote_stats(const struct dataset *ds)
-{
-	return ds->remote ? &ds->remote->st : NULL;
-}
-
-void
-ds_remote_window(struct dataset *ds, uint64_t bytes)
-{
-	if (ds->remote != NULL)
-		remote_set_window(ds->remote, bytes);
-}
-
-uint64_t
-ds_remote_room(const struct dataset *ds)
-{
-	return ds->remote ? remote_room(ds->remote) : 0;
-}
-
-void
-ds_remote_prefetch(const struct dataset *ds, size_t id)
-{
-	const struct ds_sample *sm = &ds->samples[id];
-
-	if (ds->robjs != NULL && sm->bad == NULL && sm->shard < ds->nshards &&
-	    sm->size > 0)
-		remote_prefetch(ds->remote, &ds->robjs[sm->shard], sm->off,
-		    sm->size);
-}
-
-void
-ds_remote_forget(const struct dataset *ds, size_t id)
-{
-	const struct ds_sample *sm;
-
-	if (ds->robjs == NULL || id >= ds->n)
-		return;
-	sm = &ds->samples[id];
-	remote_forget(ds->remote, &ds->robjs[sm->shard], sm->off, sm->size);
 }

@@ -1,11 +1,39 @@
 /*
  * ds_tar_index.c - layer: dataset/ (the datasets), tar shard backend (calls
  * ds_tar_walk.c and ds_common.c).  The kept index of a tar shard: its
- * encoding (the shard's stat first, a SHA-256 last), its parse through one
- * checking cursor, and its file in the index directory, a descriptor the
- * caller checked (cache_index_open), named by the SHA-256 of the shard's
- * path.  An index that met a read error (which may be gone at the next
- * scan) is used but not kept (idx_keepable).
+ * encoding (the shard's name and stat first, a SHA-256 last), its parse
+ * through one checking cursor, and its file in the index directory, a
+ * descriptor the caller checked (cache_index_open), named by the SHA-256
+ * of the shard's path.  An index that met a read error (which may be gone
+ * at the next scan) is used but not kept (idx_keepable).
+ *
+ * The format is versioned (the magic) and extensible: a word of features
+ * says what kinds of content the whole index carries, and each member
+ * ends with records (a tag, a length, its bytes) that a parser skips when
+ * it does not know their tag, so that a new kind of content per member is
+ * a new tag, not a new format; what changes which members a walk keeps
+ * is a new version.  Version 4:
+ *
+ *	"FFTARIX4"
+ *	u32 features		IDX_F_*
+ *	u32 name length, name	the shard's path, or a remote shard's
+ *				display URL
+ *	7 x u64			size, inode, device, mtime s ns, ctime s ns
+ *				(a remote shard's: ds_remote.c's, made of its
+ *				size and version)
+ *	u32 status, u64 status_off, u64 member count
+ *	each member:		u32 name length, name, u8 kind, u64 off,
+ *				u64 size, u32 text length (UINT32_MAX: none),
+ *				text, u32 records' length, records:
+ *				u8 tag, u32 length, bytes
+ *	32 bytes		SHA-256 of everything before
+ *
+ * (all numbers little endian).  Tags: IDX_T_DIGEST, 32..48 bytes: the
+ * SHA-256 of the member's bytes, then its first bytes (TAR_HEAD_MAX at
+ * most).  A member's text is kept for .cls, .json and .txt members (labels
+ * and captions) up to TAR_LABEL_MAX bytes.  Any other version is read as
+ * malformed, and the shard indexed again: 1 and 2 have no name and no
+ * records (2 keeps .txt text, 1 does not), 3 does not keep .txt text.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -23,9 +51,13 @@
 
 #include "dataset/ds_tar_int.h"
 
-/* 2: .txt members' text is kept too (captions); an index of 1 lacks it,
- * and is made again. */
-#define IDX_MAGIC "FFTARIX2"
+#define IDX_MAGIC "FFTARIX4"
+/* Features: the image members of a whole stream carry their digests. */
+#define IDX_F_DIGESTS 1u
+/* Member records' tags. */
+#define IDX_T_DIGEST 1u
+/* A member's records: at most this many bytes (a parser's bound). */
+#define IDX_REC_MAX 4096u
 
 /* A growing buffer for the index file. */
 struct wbuf {
@@ -114,22 +146,42 @@ wput_stat(struct wbuf *b, const struct stat *st)
 	wput64(b, (uint64_t)st->st_ctim.tv_nsec);
 }
 
+/* Whether every image member of ix carries its digest. */
+static bool
+all_digests(const struct tar_index *ix)
+{
+	for (size_t i = 0; i < ix->n; i++) {
+		size_t kl;
+		const char *ext;
+
+		if (ix->m[i].kind == TM_FILE && !ix->m[i].has_digest &&
+		    (ext = ds_tar_member_ext(ix->m[i].name, &kl)) != NULL &&
+		    ds_tar_is_image_ext(ext))
+			return false;
+	}
+	return true;
+}
+
 int
-ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
-    uint8_t **out, size_t *len)
+ds_tar_index_encode(const struct tar_index *ix, const char *name,
+    const struct stat *st, uint8_t **out, size_t *len)
 {
 	struct wbuf b = {0};
 	uint8_t sum[32];
+	size_t nl = strlen(name);
 
 	wput(&b, IDX_MAGIC, 8);
+	wput32(&b, all_digests(ix) ? IDX_F_DIGESTS : 0);
+	wput32(&b, (uint32_t)nl);
+	wput(&b, name, nl);
 	wput_stat(&b, st);
 	wput32(&b, ix->status);
 	wput64(&b, ix->status_off);
 	wput64(&b, ix->n);
 	for (size_t i = 0; i < ix->n; i++) {
 		const struct tar_member *m = &ix->m[i];
-		size_t nl = strlen(m->name);
 
+		nl = strlen(m->name);
 		wput32(&b, (uint32_t)nl);
 		wput(&b, m->name, nl);
 		wput(&b, &m->kind, 1);
@@ -138,6 +190,15 @@ ds_tar_index_encode(const struct tar_index *ix, const struct stat *st,
 		wput32(&b, m->has_data ? m->dlen : UINT32_MAX);
 		if (m->has_data)
 			wput(&b, m->data, m->dlen);
+		if (!m->has_digest) {
+			wput32(&b, 0);
+			continue;
+		}
+		wput32(&b, 1 + 4 + 32 + m->hlen);
+		wput(&b, &(uint8_t){IDX_T_DIGEST}, 1);
+		wput32(&b, 32u + m->hlen);
+		wput(&b, m->digest, 32);
+		wput(&b, m->head, m->hlen);
 	}
 	if (b.oom) {
 		free(b.p);
@@ -196,14 +257,53 @@ get32(struct cur *c, uint32_t *v)
 	return true;
 }
 
+/*
+ * A member's records (n bytes at c): the digest's taken into m, unknown
+ * tags skipped.  Whether they parse.
+ */
+static bool
+get_records(struct cur *c, uint32_t n, struct tar_member *m)
+{
+	struct cur r;
+
+	if (n > IDX_REC_MAX || n > c->left)
+		return false;
+	r.p = c->p;
+	r.left = n;
+	c->p += n;
+	c->left -= n;
+	while (r.left > 0) {
+		uint8_t tag;
+		uint32_t len;
+
+		if (!get(&r, &tag, 1) || !get32(&r, &len) || len > r.left)
+			return false;
+		if (tag == IDX_T_DIGEST) {
+			if (m->has_digest || m->kind != TM_FILE ||
+			    len != 32 + (m->size < TAR_HEAD_MAX
+						? (uint32_t)m->size
+						: TAR_HEAD_MAX))
+				return false;
+			get(&r, m->digest, 32);
+			m->hlen = (uint8_t)(len - 32);
+			get(&r, m->head, m->hlen);
+			m->has_digest = true;
+			continue;
+		}
+		r.p += len; /* a later version's: not ours to read */
+		r.left -= len;
+	}
+	return true;
+}
+
 int
-ds_tar_index_parse(
-    const uint8_t *d, size_t len, const struct stat *st, struct tar_index *ix)
+ds_tar_index_parse(const uint8_t *d, size_t len, const char *name,
+    const struct stat *st, struct tar_index *ix)
 {
 	struct cur c;
 	uint8_t sum[32], magic[8];
 	uint64_t v[7], n, cap;
-	uint32_t status;
+	uint32_t status, features, nl;
 	size_t have = 0;
 	int r = -EINVAL;
 
@@ -215,8 +315,14 @@ ds_tar_index_parse(
 		return -EINVAL;
 	c.p = d;
 	c.left = len - 32;
-	if (!get(&c, magic, 8) || memcmp(magic, IDX_MAGIC, 8) != 0)
+	if (!get(&c, magic, 8) || memcmp(magic, IDX_MAGIC, 8) != 0 ||
+	    !get32(&c, &features) || !get32(&c, &nl) || nl > c.left)
 		return -EINVAL;
+	/* Another shard's index (a tier's value under the wrong key). */
+	if (name != NULL && (strlen(name) != nl || memcmp(c.p, name, nl) != 0))
+		return -ESTALE;
+	c.p += nl;
+	c.left -= nl;
 	for (int i = 0; i < 7; i++)
 		if (!get64(&c, &v[i]))
 			return -EINVAL;
@@ -239,15 +345,15 @@ ds_tar_index_parse(
 	    !get64(&c, &ix->status_off) || !get64(&c, &n))
 		return -EINVAL;
 	ix->status = status;
-	/* Each member takes at least 25 bytes: n is bounded by the file. */
-	if (n > c.left / 25)
+	/* Each member takes at least 29 bytes: n is bounded by the file. */
+	if (n > c.left / 29)
 		return -EINVAL;
 	cap = n;
 	if (cap > 0 && (ix->m = calloc((size_t)cap, sizeof(*ix->m))) == NULL)
 		return -ENOMEM;
 	for (; have < n; have++) {
 		struct tar_member *m = &ix->m[have];
-		uint32_t nl, dl;
+		uint32_t dl, rl;
 
 		if (!get32(&c, &nl) || nl > c.left)
 			goto bad;
@@ -275,9 +381,14 @@ ds_tar_index_parse(
 			m->dlen = dl;
 			m->has_data = true;
 		}
+		if (!get32(&c, &rl) || !get_records(&c, rl, m))
+			goto bad;
 	}
 	ix->n = have;
 	if (c.left != 0)
+		goto bad;
+	/* The feature said is the members' (a check of the encoder). */
+	if ((features & IDX_F_DIGESTS) && !all_digests(ix))
 		goto bad;
 	return 0;
 bad:
@@ -331,7 +442,7 @@ idx_load(
 	r = ds_pread_all(fd, d, (size_t)is.st_size, 0);
 	close(fd);
 	if (r == 0)
-		r = ds_tar_index_parse(d, (size_t)is.st_size, st, ix);
+		r = ds_tar_index_parse(d, (size_t)is.st_size, path, st, ix);
 	free(d);
 	return r;
 }
@@ -352,7 +463,7 @@ idx_store(int index_fd, const char *path, const struct stat *st,
 	if (index_fd < 0)
 		return;
 	idx_name(path, name);
-	if (ds_tar_index_encode(ix, st, &d, &len) != 0)
+	if (ds_tar_index_encode(ix, path, st, &d, &len) != 0)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
 	(void)unlinkat(index_fd, tmp, 0); /* a killed run's */
@@ -389,7 +500,6 @@ idx_keepable(const struct tar_index *ix)
 	return ix->status != TS_READ;
 }
 
-/* See ds_tar_int.h. */
 /*
  * The index of the shard named path (whose stat is st): kept in index_fd,
  * else scan(arg, ix), then kept unless it met a read error.
@@ -402,18 +512,36 @@ index_with(const char *path, const struct stat *st, int index_fd,
 	int r;
 
 	*scanned = false;
-	if (idx_load(index_fd, path, st, ix) == 0) {
-		if (idx_keepable(ix))
-			return 0;
-		/* Kept by an older feedfs: scanned again. */
-		ds_tar_index_free(ix);
-	}
+	if (ds_tar_index_load(index_fd, path, st, ix) == 0)
+		return 0;
 	if ((r = scan(arg, ix, err, errlen)) != 0)
 		return r;
 	*scanned = true;
+	ds_tar_index_keep(index_fd, path, st, ix);
+	return 0;
+}
+
+int
+ds_tar_index_load(
+    int index_fd, const char *path, const struct stat *st, struct tar_index *ix)
+{
+	int r;
+
+	if ((r = idx_load(index_fd, path, st, ix)) != 0)
+		return r;
+	if (idx_keepable(ix))
+		return 0;
+	/* Kept by an older feedfs: scanned again. */
+	ds_tar_index_free(ix);
+	return -EINVAL;
+}
+
+void
+ds_tar_index_keep(int index_fd, const char *path, const struct stat *st,
+    const struct tar_index *ix)
+{
 	if (idx_keepable(ix))
 		idx_store(index_fd, path, st, ix);
-	return 0;
 }
 
 struct local_scan {
@@ -448,13 +576,4 @@ ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
 
 	return index_with(
 	    path, st, index_fd, local_scan, &ls, ix, scanned, err, errlen);
-}
-
-int
-ds_tar_index_remote(const char *name, const struct stat *st, int index_fd,
-    int (*scan)(void *arg, struct tar_index *ix, char *err, size_t errlen),
-    void *arg, struct tar_index *ix, bool *scanned, char *err, size_t errlen)
-{
-	return index_with(
-	    name, st, index_fd, scan, arg, ix, scanned, err, errlen);
 }

@@ -43,6 +43,10 @@ const char *ds_ts_why(unsigned status);
  * dot (NULL: no key, not part of a sample). */
 const char *ds_tar_member_ext(const char *name, size_t *keylen);
 
+/* Whether a member of that extension is a sample's image (jpg, jpeg,
+ * png, webp, in any case). */
+bool ds_tar_is_image_ext(const char *ext);
+
 /* ---- the kept index (ds_tar_index.c) ---- */
 
 /*
@@ -62,13 +66,16 @@ int ds_tar_index_shard(const char *path, const struct stat *st, int index_fd,
     struct tar_index *ix, bool *scanned, char *err, size_t errlen);
 
 /*
- * The same for a remote shard named name (its display URL), whose st is
- * made of its size and ETag (ds_remote.c): where the kept index does not
- * match, scan(arg, ix, err, errlen) walks it (one streaming GET).
+ * The kept index of the shard named path (a remote shard's display URL)
+ * in index_fd (-1: none), if it is there, whole and of st: 0, else
+ * -errno.  ds_tar_index_keep keeps ix there, unless it met a read error
+ * (failures only cost a scan later).  A remote shard's st is made of its
+ * size and version (ds_remote.c).
  */
-int ds_tar_index_remote(const char *name, const struct stat *st, int index_fd,
-    int (*scan)(void *arg, struct tar_index *ix, char *err, size_t errlen),
-    void *arg, struct tar_index *ix, bool *scanned, char *err, size_t errlen);
+int ds_tar_index_load(int index_fd, const char *path, const struct stat *st,
+    struct tar_index *ix);
+void ds_tar_index_keep(int index_fd, const char *path, const struct stat *st,
+    const struct tar_index *ix);
 
 /* ---- the shard list (ds_shard_list.c) ---- */
 

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dataset/ds_tar_int.h"
 
@@ -242,6 +243,14 @@ ds_tar_member_ext(const char *name, size_t *keylen)
 		return NULL;
 	*keylen = (size_t)(dot - name);
 	return dot + 1;
+}
+
+/* See ds_tar_int.h. */
+bool
+ds_tar_is_image_ext(const char *ext)
+{
+	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
+	       strcasecmp(ext, "png") == 0 || strcasecmp(ext, "webp") == 0;
 }
 
 /* Members whose text the walk keeps: labels (.cls, .json), captions
@@ -488,6 +497,12 @@ ds_tar_scan_rd(const struct tar_rd *rd, uint64_t fsize, struct tar_index *ix)
 				m->has_data = true;
 			}
 		}
+		/* Whoever reads the data too (a stream: its digests). */
+		if (kind == TM_FILE && rd->member != NULL &&
+		    rd->member(rd->arg, ix, ix->n - 1) != 0) {
+			ix->status = TS_READ;
+			break;
+		}
 	reset:
 		free(px.path);
 		px.path = NULL;
@@ -515,7 +530,7 @@ fd_pread(void *arg, void *buf, size_t n, uint64_t off)
 int
 ds_tar_scan(int fd, uint64_t fsize, struct tar_index *ix)
 {
-	struct tar_rd rd = {fd_pread, &fd};
+	struct tar_rd rd = {fd_pread, &fd, NULL};
 
 	return ds_tar_scan_rd(&rd, fsize, ix);
 }

@@ -5,6 +5,8 @@
  * and ns.h; the engine's tests do):
  *
  *	feed.c     setup and teardown, the nodes' metadata
+ *	prefill.c  the datasets opened, with the one pass over remote
+ *	           shards (prefill.h; a budget of its own, in a child)
  *	files.c    open/read/release of batch files
  *	jobs.c     the jobs as fs/ sees them, batch files' keys and sizes
  *	mixture.c  a mixture's weights files, read and written
@@ -45,9 +47,9 @@
  * the engine.  Calls run one way down: feed.c, files.c and mixture.c,
  * then tier_look.c, sched.c (readahead, workers), batch.c, tier.c,
  * relaxed.c, relaxed_reclaim.c, sched_queue.c, order.c, bufpool.c, and
- * budget.c at the bottom; text.c and stats.c below feed.c, batch_text.c
- * below files.c and ns.c (over pin.c), tier_pos.c below files.c and
- * tier_look.c, jobs.c below them all.
+ * budget.c at the bottom; prefill.c (over budget.c), text.c and stats.c
+ * below feed.c, batch_text.c below files.c and ns.c (over pin.c),
+ * tier_pos.c below files.c and tier_look.c, jobs.c below them all.
  */
 #ifndef FEEDFS_ENGINE_H
 #define FEEDFS_ENGINE_H
@@ -60,6 +62,7 @@
 
 #include "engine/budget.h"
 #include "engine/feed.h"
+#include "engine/prefill.h"
 #include "core/node.h"
 #include "core/job.h"
 #include "gpu/feedfs_cuda.h"
@@ -216,6 +219,7 @@ struct text {
 struct feed {
 	struct cfg *cfg;
 	struct dataset **ds; /* one per cfg dataset */
+	struct prefill_report *pass; /* each one's index pass (prefill.h) */
 	struct job *jobs;
 	size_t njobs;  /* the config's jobs, then their views 1..N-1 */
 	size_t nshown; /* the config's jobs: jobs[0..nshown) (feed_njobs) */

@@ -20,6 +20,7 @@
 #include "cache/format.h"
 #include "core/cachefit.h"
 #include "engine/engine.h"
+#include "engine/prefill.h"
 #include "util/log.h"
 #include "core/dsopen.h"
 #include "gpu/gpu.h"
@@ -102,8 +103,8 @@ load_jobs(struct feed *f, ds_progress_fn progress, void *arg, char *err,
 		const struct cfg_dataset *d = &c->datasets[i];
 		char msg[768];
 
-		if ((r = ds_open_cfg(d, idx, progress, arg, &f->ds[i], msg,
-			 sizeof(msg))) != 0) {
+		if ((r = prefill_open(c, i, idx, progress, arg, &f->ds[i],
+			 &f->pass[i], msg, sizeof(msg))) != 0) {
 			if (d->line > 0)
 				snprintf(err, errlen, "%s:%d: dataset %s: %s",
 				    c->path, d->line, d->name, msg);
@@ -235,6 +236,7 @@ feed_new(struct cfg *c, ds_progress_fn progress, void *arg, struct feed **out,
 	order_budget(f);
 	relaxed_budget(f);
 	if ((f->ds = calloc(c->ndatasets, sizeof(*f->ds))) == NULL ||
+	    (f->pass = calloc(c->ndatasets, sizeof(*f->pass))) == NULL ||
 	    (f->jobs = calloc(njobs, sizeof(*f->jobs))) == NULL ||
 	    (f->rfree = calloc(njobs, sizeof(*f->rfree))) == NULL ||
 	    (f->nrfree = calloc(njobs, sizeof(*f->nrfree))) == NULL) {
@@ -519,6 +521,7 @@ feed_free(struct feed *f)
 	for (size_t i = 0; f->ds && i < f->cfg->ndatasets; i++)
 		ds_free(f->ds[i]);
 	free(f->ds);
+	free(f->pass);
 	budget_fini(&f->budget);
 	pthread_cond_destroy(&f->work);
 	pthread_mutex_destroy(&f->lock);

@@ -64,6 +64,15 @@ int feed_start(struct feed *f);
  * main, before any thread.  See feed.c.
  */
 void feed_keep_freed_memory(void);
+/*
+ * Dataset i of c for a program over the engine (feedfs-fill): opened as a
+ * mount opens it, its remote shards' indexes from and into the cluster
+ * tier cl (may be NULL) and many streamed at once (engine/prefill.c),
+ * without the one pass's fill.  0, or -errno with err.
+ */
+struct cluster;
+int feed_open_dataset(const struct cfg *c, size_t i, int index_fd,
+    struct cluster *cl, struct dataset **out, char *err, size_t errlen);
 void feed_free(struct feed *f);
 
 /* The config's jobs: 0 .. feed_njobs - 1 (their views come after). */

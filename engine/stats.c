@@ -588,6 +588,73 @@ stats_remote(struct feed *f, struct sbuf *sb)
 	}
 }
 
+/* The index pass of each remote dataset at mount (prefill.h, issue 38). */
+static void
+stats_pass(struct feed *f, struct sbuf *sb)
+{
+	static const char *const how[] = {"kept", "tier", "streamed", "failed"};
+	bool any = false;
+
+	for (size_t i = 0; i < f->cfg->ndatasets; i++)
+		any |= f->ds[i] != NULL && ds_remote_stats(f->ds[i]) != NULL;
+	if (!any)
+		return;
+	sb_printf(sb,
+	    "# HELP feedfs_index_shards A remote dataset's shards at mount, "
+	    "by how their index was had: kept in cache_dir, from the cluster "
+	    "tier, streamed, or failed (their samples fail until a remount).\n"
+	    "# TYPE feedfs_index_shards gauge\n");
+	for (size_t i = 0; i < f->cfg->ndatasets; i++) {
+		const struct ds_pass *p = &f->pass[i].pass;
+		const size_t n[] = {p->kept, p->tier, p->streamed, p->failed};
+
+		if (f->ds[i] == NULL || ds_remote_stats(f->ds[i]) == NULL)
+			continue;
+		for (size_t k = 0; k < 4; k++)
+			sb_printf(sb,
+			    "feedfs_index_shards{dataset=\"%s\",how=\"%s\"} "
+			    "%zu\n",
+			    f->cfg->datasets[i].name, how[k], n[k]);
+	}
+	sb_printf(sb,
+	    "# HELP feedfs_index_pass_seconds How long the index pass took "
+	    "(bytes: how much it streamed; cpu: the one pass's CPU, its fill "
+	    "included).\n# TYPE feedfs_index_pass_seconds gauge\n"
+	    "# HELP feedfs_index_refused_total Shard indexes of the cluster "
+	    "tier refused at mount (damaged, or of another shard or version: "
+	    "the shard was streamed instead).\n"
+	    "# TYPE feedfs_index_refused_total counter\n"
+	    "# HELP feedfs_index_fill_total The image members the one pass "
+	    "saw, by what became of them: a prefix made and cached, there "
+	    "already, not filled (no room, nothing cached), not decoded.\n"
+	    "# TYPE feedfs_index_fill_total counter\n");
+	for (size_t i = 0; i < f->cfg->ndatasets; i++) {
+		const struct prefill_report *r = &f->pass[i];
+		const char *name = f->cfg->datasets[i].name;
+
+		if (f->ds[i] == NULL || ds_remote_stats(f->ds[i]) == NULL)
+			continue;
+		sb_printf(sb,
+		    "feedfs_index_pass_seconds{dataset=\"%s\"} %.3f\n"
+		    "feedfs_index_pass_bytes{dataset=\"%s\"} %" PRIu64 "\n"
+		    "feedfs_index_pass_cpu_seconds{dataset=\"%s\"} %.3f\n"
+		    "feedfs_index_refused_total{dataset=\"%s\"} %" PRIu64 "\n"
+		    "feedfs_index_fill_total{dataset=\"%s\",outcome=\"made\"} "
+		    "%" PRIu64 "\n"
+		    "feedfs_index_fill_total{dataset=\"%s\",outcome="
+		    "\"present\"}"
+		    " %" PRIu64 "\n"
+		    "feedfs_index_fill_total{dataset=\"%s\",outcome="
+		    "\"unfilled\"} %" PRIu64 "\n"
+		    "feedfs_index_fill_total{dataset=\"%s\",outcome=\"bad\"} "
+		    "%" PRIu64 "\n",
+		    name, (double)(r->ran ? r->wall_ms : r->pass.ms) / 1e3,
+		    name, r->pass.streamed_bytes, name, (double)r->cpu_ns / 1e9,
+		    name, r->refused, name, r->made, name, r->present, name,
+		    r->unfilled, name, r->bad);
+	}
+}
+
 /* What was built: the version and the commit (git describe, make time). */
 static void
 stats_build(struct sbuf *sb)
@@ -613,6 +680,7 @@ feed_stats(struct feed *f, size_t *len)
 	stats_cluster(f, &sb);
 	tier_stats(f, &sb);
 	stats_remote(f, &sb);
+	stats_pass(f, &sb);
 	stats_build(&sb);
 	return sb_done(&sb, len);
 }

@@ -675,16 +675,20 @@ test_shards(void)
 		CHECK_EQ_INT(ds_tar_scan(fd, (uint64_t)sh.st_size, &ix), 0);
 		close(fd);
 		CHECK_EQ_INT((int)ix.n, 5);
-		CHECK_EQ_INT(ds_tar_index_encode(&ix, &sh, &enc, &elen), 0);
+		CHECK_EQ_INT(
+		    ds_tar_index_encode(&ix, cmd, &sh, &enc, &elen), 0);
 		ds_tar_index_free(&ix);
-		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, &sh, &ix), 0);
+		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, cmd, &sh, &ix), 0);
 		CHECK_EQ_INT((int)ix.n, 5);
 		ds_tar_index_free(&ix);
 		sh.st_mtim.tv_nsec ^= 1;
-		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, &sh, &ix), -ESTALE);
+		CHECK_EQ_INT(
+		    ds_tar_index_parse(enc, elen, cmd, &sh, &ix), -ESTALE);
 		enc[elen / 2] ^= 1;
-		CHECK_EQ_INT(ds_tar_index_parse(enc, elen, NULL, &ix), -EINVAL);
-		CHECK_EQ_INT(ds_tar_index_parse(enc, 7, NULL, &ix), -EINVAL);
+		CHECK_EQ_INT(
+		    ds_tar_index_parse(enc, elen, NULL, NULL, &ix), -EINVAL);
+		CHECK_EQ_INT(
+		    ds_tar_index_parse(enc, 7, NULL, NULL, &ix), -EINVAL);
 		free(enc);
 	}
 	ds_free(ds);

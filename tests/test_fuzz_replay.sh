@@ -33,6 +33,8 @@ half=$(( (secs + 1) / 2 ))
 "$FF_BUILDDIR/fuzz/replay_blob" "$half" "$FF_SRCDIR/fuzz/corpus/blob"
 "$FF_BUILDDIR/fuzz/replay_cacheval" "$half" "$FF_SRCDIR/fuzz/corpus/cacheval"
 "$FF_BUILDDIR/fuzz/replay_tar" "$half" "$FF_SRCDIR/fuzz/corpus/tar"
+"$FF_BUILDDIR/fuzz/replay_tier_index" "$half" \
+    "$FF_SRCDIR/fuzz/corpus/tier_index"
 "$FF_BUILDDIR/fuzz/replay_label" "$half" "$FF_SRCDIR/fuzz/corpus/label"
 "$FF_BUILDDIR/fuzz/replay_text" "$half" "$FF_SRCDIR/fuzz/corpus/text"
 "$FF_BUILDDIR/fuzz/replay_remote" "$half" "$FF_SRCDIR/fuzz/corpus/remote"

@@ -9,9 +9,11 @@ query string.
 - the decisive test: the remote job's batches (cold epoch, then a warm
   one) are byte-identical to feedfs-ref's over the local shards, and so
   are a rank view and a mixture of a remote and a local dataset;
-- the cold epoch fetches each image member once, by range requests
-  carrying If-Match (bytes fetched within 1.05x of the members' bytes);
-  the warm epoch fetches nothing;
+- the first epoch of a job that caches a prefix fetches nothing by range
+  (the index pass filled the cache: issue 38); a job without a cache op
+  fetches each image member once per epoch, by range requests carrying
+  If-Match (bytes fetched within 1.05x of the members' bytes); the warm
+  epoch fetches nothing;
 - the index is kept in cache_dir/shard-index: a remount makes one probe
   of each shard (a GET of its first byte: its size and ETag) and GETs no
   whole shard;
@@ -112,7 +114,9 @@ def conf(path, remote, extra_ds=""):
     jobs = {"r": dict(dataset="rem"), "q": dict(dataset="lst", epochs=1),
             "mix": dict(mixture="rem:0.5 loc:0.5", epochs=1),
             "nc": dict(dataset="rem", pipeline="decode resize(40) "
-                       "center_crop(32)", epochs=10, shuffle="no")}
+                       "center_crop(32)", epochs=10, shuffle="no"),
+            "nc1": dict(dataset="rem", pipeline="decode resize(40) "
+                        "center_crop(32)", epochs=1)}
     for name, keys in jobs.items():
         k = dict(batch_size=8, epochs=2, shuffle="yes", pipeline=PIPE,
                  dtype="uint8", layout="HWC", seed=5, on_error="fail")
@@ -149,8 +153,15 @@ def same_as_ref(m, job, e, rank=0, world=1):
 
 
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
-    # cold epoch over HTTPS: identical to the local shards
+    # the first epoch over HTTPS: identical to the local shards, and read
+    # from the cache the index pass filled
     same_as_ref(m, "r", 0)
+    check(rstat(m, "bytes_total") == 0,
+          "the first epoch of job r fetched %d bytes by range (the index "
+          "pass should have cached its prefixes)" % rstat(m, "bytes_total"))
+    # a job without a cache op: every member by range, once an epoch (of
+    # one epoch: no readahead into the next)
+    same_as_ref(m, "nc1", 0)
     cold = rstat(m, "bytes_total")
     # (bytes=0-0: the first byte of each shard, its size and ETag)
     reqs = [r for r in ngs.requests()
@@ -164,8 +175,9 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
           % (cold, member_bytes, "".join(
               line for line in open(m.p(".feedfs", "stats"))
               if line.startswith("feedfs_remote"))))
-    log("cold epoch over HTTPS == local: %d range requests, %d bytes for "
-        "%d member bytes" % (len(reqs), cold, member_bytes))
+    log("first epochs over HTTPS == local: job r nothing by range, job nc1 "
+        "(no cache op) %d range requests, %d bytes for %d member bytes"
+        % (len(reqs), cold, member_bytes))
     # warm epoch: nothing fetched
     same_as_ref(m, "r", 1)
     check(rstat(m, "bytes_total") == cold,
@@ -304,6 +316,15 @@ if os.access(MEMCACHED, os.X_OK):
             f.write(text.replace("cache_dir = %s" % cache, "cache_dir = %s\n"
                                  "cluster = 127.0.0.1:%d"
                                  % (t.path("cache2"), port)))
+        # the mount below without a local cache: every prefix of job q is
+        # the tier's (the index pass of dataset rem, the same images,
+        # would else have put them in the local cache first)
+        c3 = t.path("tier.conf")
+        with open(c3, "w") as f:
+            f.write(text.replace("cache_dir = %s" % cache, "cache_dir = %s\n"
+                                 "cluster = 127.0.0.1:%d"
+                                 % (t.path("cache3"), port)).replace(
+                                     "cache_size = 1G", "cache_size = 0"))
         fill = os.path.join(fflib.BUILDDIR, "feedfs-fill")
         outs = []
         for _ in range(2):
@@ -316,7 +337,7 @@ if os.access(MEMCACHED, os.X_OK):
               "feedfs-fill over remote shards:\n%s" % "".join(outs))
         check(SECRET not in "".join(outs), "the signed query in fill's "
               "output")
-        with fflib.Mount(t, c2, t.path("mnt")) as m:
+        with fflib.Mount(t, c3, t.path("mnt")) as m:
             same_as_ref(m, "q", 0)
             hits = m.job_stat("feedfs_cluster_hits_total", "q")
             check(hits == N, "cluster hits %d of %d" % (hits, N))

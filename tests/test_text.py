@@ -31,7 +31,9 @@ its size at stat time equals the bytes read:
   the captioned job stored (the caption is in no key), and its image
   bytes equal the captioned job's;
 - a listing of a relaxed epoch makes no batch (its text's size would);
-- a remount reads the kept shard index, captions included;
+- a remount reads the kept shard index, captions included; one kept in
+  format 3 (no .txt text: the remote shards' digests before captions)
+  is indexed again, the captions served as before, format 4 kept;
 - feedfs --check names each sample without a caption and why, and does
   not list the sidecars as skipped files;
 - Python: Job.epoch yields (x, y, text) (and ids after them), a job
@@ -39,9 +41,12 @@ its size at stat time equals the bytes read:
   mid-epoch and an elastic resume from 2 ranks to 1.
 """
 
+import glob
+import hashlib
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -423,7 +428,54 @@ for why in ("no .txt member (text = txt)", "the .txt member is not valid "
 check("not .txt" not in out, "--check lists the folder's sidecars as "
       "skipped files:\n%s" % out[-3000:])
 
-# A remount reads the kept index (FFTARIX2): captions as before.
+# A remount reads the kept index (FFTARIX4): captions as before.
 with fflib.Mount(t, cfg, t.path("mnt")) as m:
     check_epoch(m, "subst", 0, wants["subst"])
+
+
+def index_v3(path):
+    """The kept index at path rewritten as format 3 would have kept it
+    (ds_tar_index.c): magic FFTARIX3, no .txt member's text, its SHA-256
+    made right."""
+    d = open(path, "rb").read()
+    out, p = bytearray(b"FFTARIX3" + d[8:16]), 16
+    nl = struct.unpack_from("<I", d, 12)[0]
+    p += nl + 56 + 12
+    n = struct.unpack_from("<Q", d, p)[0]
+    out += d[16:p + 8]
+    p += 8
+    for _ in range(n):
+        nl = struct.unpack_from("<I", d, p)[0]
+        name = d[p + 4:p + 4 + nl]
+        out += d[p:p + 4 + nl + 17]
+        p += 4 + nl + 17
+        dl = struct.unpack_from("<I", d, p)[0]
+        p += 4
+        if dl != 0xFFFFFFFF:
+            text, p = d[p:p + dl], p + dl
+        if dl == 0xFFFFFFFF or name.endswith(b".txt"):
+            out += struct.pack("<I", 0xFFFFFFFF)
+        else:
+            out += struct.pack("<I", dl) + text
+        rl = struct.unpack_from("<I", d, p)[0]
+        out += d[p:p + 4 + rl]
+        p += 4 + rl
+    check(p == len(d) - 32, "%s: not a kept index of format 4" % path)
+    with open(path, "wb") as f:
+        f.write(bytes(out) + hashlib.sha256(bytes(out)).digest())
+
+
+# An index kept by a feedfs of format 3 (the remote shards' digests,
+# before captions: no .txt member's text) is indexed again, never read
+# as shards without captions: a remount serves them as before and keeps
+# format 4.
+kept = glob.glob(t.path("cache", "shard-index", "*.idx"))
+check(len(kept) >= 2, "kept indexes: %s" % kept)
+for k in kept:
+    index_v3(k)
+with fflib.Mount(t, cfg, t.path("mnt")) as m:
+    check_epoch(m, "subst", 0, wants["subst"])
+for k in kept:
+    with open(k, "rb") as f:
+        check(f.read(8) == b"FFTARIX4", "%s is not kept again" % k)
 log("ok")

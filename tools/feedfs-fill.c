@@ -185,7 +185,9 @@ worker(void *arg)
 
 			while ((k = atomic_load(&fl->asked)) < end)
 				if (atomic_compare_exchange_weak(
-					&fl->asked, &k, k + 1))
+					&fl->asked, &k, k + 1) &&
+				    sample_fill_ahead_worth(
+					fl->job, fl->ids[k]))
 					sample_prefetch_source(
 					    fl->job, fl->ids[k]);
 		} else if (fl->ahead < fl->n - i)
@@ -399,10 +401,24 @@ open_job(struct run *rn)
 	int idx, r;
 
 	d = &c->datasets[cj->dataset_index];
-	/* The mount's shard index, through the same checks (dataset.h). */
+	/* A handle per worker (thread_count's at most): none waits. */
+	o.auth_file = c->mount.cluster_auth;
+	o.secret_file = c->mount.cluster_secret;
+	o.pool = cfg_threads(&c->mount);
+	if (o.pool > CLUSTER_POOL_MAX)
+		o.pool = CLUSTER_POOL_MAX;
+	if (cluster_open(c->mount.cluster, &o, &rn->cl, err, sizeof(err)) !=
+	    0) {
+		fprintf(stderr, PROG ": cluster: %s\n", err);
+		return 2;
+	}
+	/* The mount's shard index, through the same checks (dataset.h);
+	 * remote shards' indexes from the tier too, where a mount or
+	 * another fill put them (issue 38). */
 	if ((idx = ds_index_open(c, why, sizeof(why))) < 0 && why[0] != '\0')
 		fprintf(stderr, PROG ": %s\n", why);
-	r = ds_open_cfg(d, idx, NULL, NULL, &rn->ds, err, sizeof(err));
+	r = feed_open_dataset(
+	    c, cj->dataset_index, idx, rn->cl, &rn->ds, err, sizeof(err));
 	if (idx >= 0)
 		close(idx);
 	if (r != 0) {
@@ -423,17 +439,6 @@ open_job(struct run *rn)
 		    PROG ": %s:%d: job %s: its pipeline has no cache op: "
 			 "nothing to fill\n",
 		    c->path, cj->pipeline_line, cj->name);
-		return 2;
-	}
-	/* A handle per worker (thread_count's at most): none waits. */
-	o.auth_file = c->mount.cluster_auth;
-	o.secret_file = c->mount.cluster_secret;
-	o.pool = cfg_threads(&c->mount);
-	if (o.pool > CLUSTER_POOL_MAX)
-		o.pool = CLUSTER_POOL_MAX;
-	if (cluster_open(c->mount.cluster, &o, &rn->cl, err, sizeof(err)) !=
-	    0) {
-		fprintf(stderr, PROG ": cluster: %s\n", err);
 		return 2;
 	}
 	rn->job.cluster = rn->cl;

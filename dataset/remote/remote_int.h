@@ -149,8 +149,9 @@ void remote_probe_all(struct remote_ctx *c, struct remote_obj *objs, size_t n);
 /*
  * The probe of o, retried as a range read is.  0 (o->probed), -ENOENT
  * (404), -EACCES (401, 403), -EPROTO (no version: remote_version_of),
- * -EIO with err naming o (a server that does not answer ranges, one
- * that does not answer).
+ * -EIO with err naming o (a server that does not answer ranges, a bad
+ * answer), -EHOSTDOWN (its retries spent on a server that does not
+ * answer: timeouts, resets, 5xx, 429, bad responses).
  */
 int remote_probe(
     struct remote_ctx *c, struct remote_obj *o, char *err, size_t errlen);

@@ -138,7 +138,7 @@ remote_probe(
 		if (r != 1)
 			break;
 		if (k >= c->retries) {
-			r = -EIO;
+			r = -EHOSTDOWN; /* every try was worth another */
 			break;
 		}
 		atomic_fetch_add(&c->st.retries, 1);
