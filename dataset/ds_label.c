@@ -58,13 +58,14 @@ ds_label_int(const char *s, size_t n, int64_t *v)
  * atomically).
  */
 int
-ds_label_json(const char *s, size_t n, const char *key, int64_t *v)
+ds_json_key(const char *s, size_t n, size_t flags, const char *key,
+    json_t **doc, json_t **val)
 {
 	json_error_t je;
-	json_t *doc, *val;
-	int r;
 
-	if ((doc = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+	*val = NULL;
+	if ((*doc = json_loadb(s, n, JSON_REJECT_DUPLICATES | flags, &je)) ==
+	    NULL) {
 		switch (json_error_code(&je)) {
 		case json_error_out_of_memory:
 			return -ENOMEM;
@@ -78,24 +79,34 @@ ds_label_json(const char *s, size_t n, const char *key, int64_t *v)
 			return -EBADMSG;
 		}
 	}
-	if (!json_is_object(doc))
-		r = -EBADMSG;
-	else if ((val = json_object_get(doc, key)) == NULL)
-		r = -ENOENT;
-	else if (json_is_integer(val)) {
+	if (!json_is_object(*doc))
+		return -EBADMSG;
+	if ((*val = json_object_get(*doc, key)) == NULL)
+		return -ENOENT;
+	return 0;
+}
+
+int
+ds_label_json(const char *s, size_t n, const char *key, int64_t *v)
+{
+	json_t *doc, *val;
+	int r;
+
+	if ((r = ds_json_key(s, n, 0, key, &doc, &val)) != 0)
+		goto out;
+	if (json_is_integer(val)) {
 		json_int_t x = json_integer_value(val);
 
 		if (x < 0 || x > DS_MAX_LABEL)
 			r = -ERANGE;
-		else {
+		else
 			*v = (int64_t)x;
-			r = 0;
-		}
 	} else if (json_is_string(val))
 		r = ds_label_int(
 		    json_string_value(val), json_string_length(val), v);
 	else
 		r = -EINVAL;
+out:
 	json_decref(doc);
 	return r;
 }

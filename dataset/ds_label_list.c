@@ -119,33 +119,16 @@ int
 ds_labels_json(const char *s, size_t n, const char *key,
     const struct ds_names *names, struct ds_labels *out)
 {
-	json_error_t je;
 	json_t *doc, *val;
 	int64_t x;
-	int r = 0;
+	int r;
 
 	out->list = false;
 	out->n = 0;
 	out->v = NULL;
-	if ((doc = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je)) == NULL) {
-		switch (json_error_code(&je)) {
-		case json_error_out_of_memory:
-			return -ENOMEM;
-		case json_error_stack_overflow:
-			return -ELOOP;
-		case json_error_duplicate_key:
-			return -ENOTUNIQ;
-		case json_error_numeric_overflow:
-			return -EOVERFLOW;
-		default:
-			return -EBADMSG;
-		}
-	}
-	if (!json_is_object(doc))
-		r = -EBADMSG;
-	else if ((val = json_object_get(doc, key)) == NULL)
-		r = -ENOENT;
-	else if (!json_is_array(val)) {
+	if ((r = ds_json_key(s, n, 0, key, &doc, &val)) != 0)
+		goto out;
+	if (!json_is_array(val)) {
 		if ((r = one_label(val, names, DS_MAX_LABEL, &x)) == 0) {
 			if ((out->v = malloc(sizeof(uint32_t))) == NULL)
 				r = -ENOMEM;
@@ -175,6 +158,7 @@ ds_labels_json(const char *s, size_t n, const char *key,
 					out->v[out->n++] = out->v[i];
 		}
 	}
+out:
 	if (r != 0) {
 		free(out->v);
 		out->v = NULL;

@@ -141,6 +141,18 @@ int ds_label_int(const char *s, size_t n, int64_t *v);
  */
 int ds_label_json(const char *s, size_t n, const char *key, int64_t *v);
 
+/*
+ * The JSON object s (n bytes; a key twice refused; jansson's flags added)
+ * parsed, and its member key: 0 with *val, or -ENOMEM, -ELOOP (too deep),
+ * -ENOTUNIQ, -EOVERFLOW (an integer beyond 64 bits), -EBADMSG (not JSON,
+ * or not an object), -ENOENT (no such key).  *doc is the caller's to
+ * json_decref whatever the return (NULL when nothing parsed).  For
+ * ds_label_json, ds_labels_json and ds_text_json.
+ */
+struct json_t;
+int ds_json_key(const char *s, size_t n, size_t flags, const char *key,
+    struct json_t **doc, struct json_t **val);
+
 /* ---- multi-label and class names (ds_label_list.c) ---- */
 
 /* The largest class index in a list (multi-hot): bounds a row's length. */

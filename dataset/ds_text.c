@@ -54,30 +54,12 @@ ds_text_ext(const struct ds_text *tx)
 int
 ds_text_json(const char *s, size_t n, const char *key, char **out, size_t *len)
 {
-	json_error_t je;
 	json_t *doc, *val;
-	int r = 0;
+	int r;
 
-	doc = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-	if (doc == NULL) {
-		switch (json_error_code(&je)) {
-		case json_error_out_of_memory:
-			return -ENOMEM;
-		case json_error_stack_overflow:
-			return -ELOOP;
-		case json_error_duplicate_key:
-			return -ENOTUNIQ;
-		case json_error_numeric_overflow:
-			return -EOVERFLOW;
-		default:
-			return -EBADMSG;
-		}
-	}
-	if (!json_is_object(doc))
-		r = -EBADMSG;
-	else if ((val = json_object_get(doc, key)) == NULL)
-		r = -ENOENT;
-	else if (!json_is_string(val))
+	if ((r = ds_json_key(s, n, JSON_ALLOW_NUL, key, &doc, &val)) != 0)
+		goto out;
+	if (!json_is_string(val))
 		r = -EINVAL;
 	else if (json_string_length(val) > DS_TEXT_MAX)
 		r = -EFBIG;
@@ -92,6 +74,7 @@ ds_text_json(const char *s, size_t n, const char *key, char **out, size_t *len)
 			*len = k;
 		}
 	}
+out:
 	json_decref(doc);
 	return r;
 }
