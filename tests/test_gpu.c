@@ -189,6 +189,13 @@ consumers_start(struct consumer *c)
 			exit(1);
 		}
 		if (c[i].pid == 0) {
+			/* Only its own ends: a sibling's request pipe held
+			 * open here would never read EOF, and consumers_stop
+			 * would wait for that sibling for ever. */
+			for (int j = 0; j < i; j++) {
+				close(c[j].to);
+				close(c[j].from);
+			}
 			close(a[1]);
 			close(b[0]);
 			consumer_main(a[0], b[1]);
