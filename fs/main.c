@@ -222,7 +222,8 @@ daemon_begin(int *termp)
 	close(p[0]);
 	if (setsid() == -1)
 		return -errno;
-	(void)chdir("/");
+	if (chdir("/") != 0) /* "/" is there; said, never fatal */
+		fprintf(stderr, "feedfs: chdir /: %s\n", strerror(errno));
 	term = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 	*termp = term; /* for log_set_term */
 	if ((fd = open("/dev/null", O_RDWR)) >= 0) {
@@ -451,9 +452,11 @@ main(int argc, char **argv)
 	if (fs_io_attach(se, &fs.io) != 0)
 		goto out_unmount;
 	raise_readahead(mnt);
-	if (o.foreground)
-		(void)chdir("/");
-	else if ((said = daemon_begin(&term)) < 0) {
+	if (o.foreground) {
+		if (chdir("/") != 0)
+			fprintf(stderr, "feedfs: chdir /: %s\n",
+			    strerror(errno));
+	} else if ((said = daemon_begin(&term)) < 0) {
 		fprintf(stderr, "feedfs: cannot detach: %s\n", strerror(-said));
 		goto out_unmount;
 	} else {
