@@ -234,7 +234,9 @@ static void
 test_uint8(void)
 {
 	uint8_t px[2 * 4 * 2 * 3], tmp[4 * 2 * 3];
-	struct xf_mix cut = {true, 0.5, 1, 0, 3, 1}, mix = {false, 0.5};
+	struct xf_mix cut = {.cut = true, .lam = 0.5, .x0 = 1, .y0 = 0, .x1 = 3,
+			  .y1 = 1},
+		      mix = {.cut = false, .lam = 0.5};
 
 	for (size_t i = 0; i < sizeof(px); i++)
 		px[i] = (uint8_t)(i < 24 ? 10 : 200);
@@ -262,7 +264,7 @@ test_labels(void)
 {
 	int64_t lab[4] = {2, 2, 0, 7};
 	float out[4 * 3];
-	struct xf_mix m = {false, 0.8};
+	struct xf_mix m = {.cut = false, .lam = 0.8};
 	float a = (float)(1.0 - 0.8), c = (float)0.8;
 
 	xf_mix_labels(&m, lab, 4, 3, out);

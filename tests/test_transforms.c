@@ -1553,7 +1553,7 @@ test_apply_p(void)
 					"gaussian_blur(3, 0.1, 2.0) "
 					"solarize(100)";
 	char t1[256], t2[256], t3[256];
-	struct xf_image in = {20, 14, malloc(20 * 14 * 3)};
+	struct xf_image in = {.w = 20, .h = 14, .px = malloc(20 * 14 * 3)};
 	uint8_t o1[12 * 12 * 3], o2[sizeof(o1)], o3[sizeof(o1)];
 	struct xf_pipeline *pl;
 	unsigned applied = 0, differ = 0, n = 2000;
@@ -1618,7 +1618,8 @@ test_apply_p(void)
 	if (in.px == NULL)
 		return;
 	{
-		struct xf_image sq = {16, 16, malloc(16 * 16 * 3)};
+		struct xf_image sq = {
+		    .w = 16, .h = 16, .px = malloc(16 * 16 * 3)};
 		uint8_t out[16 * 16 * 3];
 
 		for (size_t i = 0; sq.px && i < sizeof(out); i++)
