@@ -75,19 +75,6 @@ cluster_blob_note_mkey(
 	return n + 2 + len;
 }
 
-static void
-put_le16(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static uint32_t
-get_le16(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
 void
 cluster_blob_head_encode(uint8_t head[CLUSTER_BLOB_HEAD],
     const uint8_t key[CLUSTER_KEY_LEN], uint32_t flags, uint32_t csize,
@@ -95,8 +82,8 @@ cluster_blob_head_encode(uint8_t head[CLUSTER_BLOB_HEAD],
 {
 	memset(head, 0, CLUSTER_BLOB_HEAD);
 	memcpy(head, CLUSTER_BLOB_MAGIC, 4);
-	put_le16(head + 4, CLUSTER_BLOB_VERSION);
-	put_le16(head + 6, flags);
+	codec_put_le16(head + 4, CLUSTER_BLOB_VERSION);
+	codec_put_le16(head + 6, flags);
 	codec_put_le32(head + 8, (uint32_t)((len + csize - 1) / csize));
 	codec_put_le32(head + 12, csize);
 	codec_put_le64(head + 16, len);
@@ -117,9 +104,9 @@ cluster_blob_head_parse(const uint8_t *v, size_t vlen,
 		FAIL("a head of another length");
 	if (memcmp(v, CLUSTER_BLOB_MAGIC, 4) != 0)
 		FAIL("bad magic");
-	if (get_le16(v + 4) != CLUSTER_BLOB_VERSION)
+	if (codec_get_le16(v + 4) != CLUSTER_BLOB_VERSION)
 		FAIL("another blob version");
-	flags = get_le16(v + 6);
+	flags = codec_get_le16(v + 6);
 	if ((flags & ~CLUSTER_BLOB_MAC) != 0)
 		FAIL("unknown flags");
 	n = codec_get_le32(v + 8);

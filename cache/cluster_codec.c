@@ -22,19 +22,6 @@
 		return -EBADMSG;                                               \
 	} while (0)
 
-static void
-put_le16(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static uint32_t
-get_le16(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
 size_t
 cluster_mkey(char buf[CLUSTER_MKEY_MAX], const char *ns,
     const uint8_t key[CLUSTER_KEY_LEN], uint32_t chunk)
@@ -87,8 +74,8 @@ cluster_item_encode(uint8_t item[CLUSTER_ITEM_HDR], uint32_t flags,
     uint32_t nchunks, uint32_t csize)
 {
 	memcpy(item, CLUSTER_ITEM_MAGIC, 4);
-	put_le16(item + 4, CLUSTER_ITEM_VERSION);
-	put_le16(item + 6, flags);
+	codec_put_le16(item + 4, CLUSTER_ITEM_VERSION);
+	codec_put_le16(item + 6, flags);
 	codec_put_le32(item + 8, nchunks);
 	codec_put_le32(item + 12, csize);
 }
@@ -104,9 +91,9 @@ cluster_head_parse(const uint8_t *v, size_t vlen, size_t chunk,
 		FAIL("head shorter than its header");
 	if (memcmp(v, CLUSTER_ITEM_MAGIC, 4) != 0)
 		FAIL("bad magic");
-	if (get_le16(v + 4) != CLUSTER_ITEM_VERSION)
+	if (codec_get_le16(v + 4) != CLUSTER_ITEM_VERSION)
 		FAIL("another item version");
-	flags = get_le16(v + 6);
+	flags = codec_get_le16(v + 6);
 	if ((flags & ~CLUSTER_FLAG_MAC) != 0)
 		FAIL("unknown flags");
 	n = codec_get_le32(v + 8);

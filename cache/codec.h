@@ -76,6 +76,19 @@ codec_get_le64(const uint8_t *p)
 }
 
 static inline void
+codec_put_le16(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline uint32_t
+codec_get_le16(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static inline void
 codec_put_le32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
