@@ -1205,12 +1205,18 @@ test_resize_vtail(void)
 	CHECK_EQ_INT(bad, 0);
 }
 
-/* The vector conversion against the tables, every byte value, odd sizes. */
+/*
+ * The vector conversion against the plain loops, every byte value, odd
+ * sizes; two means and stds taken in turn, so that a table kept from
+ * the last call is never used for another one.
+ */
 static void
 test_convert_paths(void)
 {
-	static const float mean[3] = {0.485f, 0.456f, 0.406f};
-	static const float std[3] = {0.229f, 0.224f, 0.225f};
+	static const float means[2][3] = {
+	    {0.485f, 0.456f, 0.406f}, {0.5f, 0.25f, 0.125f}};
+	static const float stds[2][3] = {
+	    {0.229f, 0.224f, 0.225f}, {0.5f, 0.3f, 0.7f}};
 	static const uint32_t widths[] = {1, 7, 8, 13, 64, 341};
 	int bad = 0;
 
@@ -1225,10 +1231,12 @@ test_convert_paths(void)
 		for (size_t i = 0; i < n * 3; i++)
 			im.px[i] = (uint8_t)(i * 5 + i / 256);
 		bytes = n * 3 * 4;
-		for (int k = 0; k < 8; k++) {
+		for (int k = 0; k < 32; k++) {
 			enum xf_dtype dt = k & 1 ? XF_FLOAT16 : XF_FLOAT32;
 			enum xf_layout ly = k & 2 ? XF_CHW : XF_HWC;
 			bool norm = k & 4;
+			const float *mean = means[k >> 3 & 1],
+				    *std = stds[(k >> 4) & 1];
 			uint8_t *a = calloc(1, bytes), *b = calloc(1, bytes);
 
 			setenv("FEEDFS_XF_SCALAR", "1", 1);
@@ -1242,6 +1250,38 @@ test_convert_paths(void)
 			free(b);
 		}
 		free(im.px);
+	}
+	/*
+	 * Images whose output is streamed past the caches (128 KiB and
+	 * more, into an aligned buffer), and the same into one that is not.
+	 */
+	for (int big = 0; big < 2; big++) {
+		struct xf_image im = {.w = big ? 224 : 161, .h = big ? 224 : 203};
+		size_t n = (size_t)im.w * im.h, bytes = n * 3 * 4 + 64;
+		uint8_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+
+		im.px = malloc(n * 3);
+		for (size_t i = 0; i < n * 3; i++)
+			im.px[i] = (uint8_t)(i * 7 + i / 511);
+		for (int k = 0; k < 16; k++) {
+			enum xf_dtype dt = k & 1 ? XF_FLOAT16 : XF_FLOAT32;
+			enum xf_layout ly = k & 2 ? XF_CHW : XF_HWC;
+			bool norm = k & 4;
+			size_t off = k & 8 ? 4 : 0; /* not aligned */
+
+			memset(a, 0, bytes);
+			memset(b, 0, bytes);
+			setenv("FEEDFS_XF_SCALAR", "1", 1);
+			xf_convert(&im, norm, means[0], stds[0], dt, ly, a + off);
+			unsetenv("FEEDFS_XF_SCALAR");
+			xf_convert(&im, norm, means[0], stds[0], dt, ly, b + off);
+			if (memcmp(a, b, bytes) != 0 && bad++ < 5)
+				fprintf(stderr, "convert %ux%u case %d differs\n",
+				    im.w, im.h, k);
+		}
+		free(im.px);
+		free(a);
+		free(b);
 	}
 	CHECK_EQ_INT(bad, 0);
 }

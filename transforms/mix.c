@@ -24,8 +24,9 @@
 #include "transforms/xf.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
+
+#include "transforms/cpu.h"
 #define HAVE_AVX2_KERNELS 1
 #endif
 
@@ -212,13 +213,10 @@ static bool
 use_avx2(void)
 {
 	const char *e = getenv("FEEDFS_XF_SCALAR");
-	unsigned ea, eb, ec, ed;
 
 	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
 		return false;
-	/* F16C from CPUID leaf 1, as convert.c asks it. */
-	return __builtin_cpu_supports("avx2") &&
-	       __get_cpuid(1, &ea, &eb, &ec, &ed) && (ec & bit_F16C) != 0;
+	return xf_cpu_avx2_f16c();
 }
 
 /* blend_scalar, eight elements at a time, then the rest by it. */

@@ -1,0 +1,37 @@
+/*
+ * cpu.h - whether this CPU runs the AVX2 + F16C kernels, asked of CPUID
+ * once per program.  Layer: transforms (transforms/).
+ *
+ * CPUID traps to the hypervisor in a virtual machine: asked per call, as
+ * convert.c and mix.c did, it took 4.5% of a trainer's CPU for batches
+ * from the cluster tier (perf, Firecracker).  __builtin_cpu_supports
+ * reads what libgcc asked at start-up; F16C is asked here because clang
+ * (14) knows no "f16c" for it, and `make fuzz` builds with clang.  The
+ * caller checks FEEDFS_XF_SCALAR (the tests set it between calls).
+ */
+#ifndef FEEDFS_XF_CPU_H
+#define FEEDFS_XF_CPU_H
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+static inline bool
+xf_cpu_avx2_f16c(void)
+{
+	static atomic_int have = -1; /* one per file that asks: that is fine */
+	int h = atomic_load_explicit(&have, memory_order_relaxed);
+
+	if (h < 0) {
+		unsigned a, b, c, d;
+
+		h = __builtin_cpu_supports("avx2") &&
+		    __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+		atomic_store_explicit(&have, h, memory_order_relaxed);
+	}
+	return h != 0;
+}
+#endif
+
+#endif
