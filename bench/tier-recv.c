@@ -90,7 +90,9 @@ main(int argc, char **argv)
 	}
 	size_t px = (size_t)size * size * 3, nu = px * batch, nf = nu * 4;
 	uint8_t *u8 = malloc(nu), *uin = malloc(nu);
-	float *f32 = malloc(nf), *fin = malloc(nf), *tmp = malloc(px * 4);
+	float *f32 = malloc(nf), *tmp = malloc(px * 4);
+	/* Page-aligned, as a batch buffer (mapped) is: */
+	float *fin = aligned_alloc(4096, (nf + 4095) & ~(size_t)4095);
 	struct iovec vf = {fin, nf}, vu = {uin, nu};
 	struct xf_mix mix = {false, 0.7, 0, 0, 0, 0};
 
