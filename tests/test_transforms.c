@@ -1256,9 +1256,13 @@ test_convert_paths(void)
 	 * more, into an aligned buffer), and the same into one that is not.
 	 */
 	for (int big = 0; big < 2; big++) {
-		struct xf_image im = {.w = big ? 224 : 161, .h = big ? 224 : 203};
-		size_t n = (size_t)im.w * im.h, bytes = n * 3 * 4 + 64;
-		uint8_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+		struct xf_image im = {
+		    .w = big ? 224 : 161, .h = big ? 224 : 203};
+		size_t n = (size_t)im.w * im.h;
+		/* aligned_alloc: a multiple of the alignment */
+		size_t bytes = (n * 3 * 4 + 64 + 63) & ~(size_t)63;
+		uint8_t *a = aligned_alloc(64, bytes),
+			*b = aligned_alloc(64, bytes);
 
 		im.px = malloc(n * 3);
 		for (size_t i = 0; i < n * 3; i++)
@@ -1272,12 +1276,15 @@ test_convert_paths(void)
 			memset(a, 0, bytes);
 			memset(b, 0, bytes);
 			setenv("FEEDFS_XF_SCALAR", "1", 1);
-			xf_convert(&im, norm, means[0], stds[0], dt, ly, a + off);
+			xf_convert(
+			    &im, norm, means[0], stds[0], dt, ly, a + off);
 			unsetenv("FEEDFS_XF_SCALAR");
-			xf_convert(&im, norm, means[0], stds[0], dt, ly, b + off);
+			xf_convert(
+			    &im, norm, means[0], stds[0], dt, ly, b + off);
 			if (memcmp(a, b, bytes) != 0 && bad++ < 5)
-				fprintf(stderr, "convert %ux%u case %d differs\n",
-				    im.w, im.h, k);
+				fprintf(stderr,
+				    "convert %ux%u case %d differs\n", im.w,
+				    im.h, k);
 		}
 		free(im.px);
 		free(a);

@@ -68,21 +68,24 @@ xf_float_to_half(float f)
 	return (uint16_t)(sgn + (uint16_t)(hsig + hexp));
 }
 
-/* The float value of every byte of each channel: this thread's table,
- * made again when normalize, mean or std change. */
-static const float (*make_table(
-    bool normalize, const float mean[3], const float std[3]))[256]
+/* One channel's float value of every byte. */
+typedef float table_row[256];
+
+/* The float value of every byte of each channel (three rows): this
+ * thread's table, made again when normalize, mean or std change. */
+static const table_row *
+make_table(bool normalize, const float mean[3], const float std[3])
 {
 	static _Thread_local struct {
 		bool made, normalize;
 		float mean[3], std[3];
 		float t[3][256];
 	} k;
-	float(*t)[256] = k.t;
+	table_row *t = k.t;
 
 	if (k.made && k.normalize == normalize &&
 	    (!normalize || (memcmp(k.mean, mean, sizeof(k.mean)) == 0 &&
-				memcmp(k.std, std, sizeof(k.std)) == 0)))
+			       memcmp(k.std, std, sizeof(k.std)) == 0)))
 		return k.t;
 	k.made = true;
 	k.normalize = normalize;
@@ -155,7 +158,7 @@ store8(void *dst, size_t i, bool half, bool stream, __m256 x)
 #define STREAM_MIN (128u << 10)
 
 __attribute__((target("avx2,f16c"))) static void
-convert_avx2(const uint8_t *px, size_t n, size_t n8, const float t[3][256],
+convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
     bool half, enum xf_layout layout, void *dst)
 {
 	const float *t0 = &t[0][0];
@@ -226,7 +229,7 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 {
 	const uint8_t *px = img->px;
 	size_t n = (size_t)img->w * img->h;
-	const float(*t)[256];
+	const table_row *t;
 	uint16_t t16[3][256];
 	size_t skip = 0; /* pixels already done */
 
@@ -248,8 +251,7 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 #ifdef HAVE_AVX2_KERNELS
 	if (n >= 8 && use_avx2()) {
 		skip = n & ~(size_t)7;
-		convert_avx2(
-		    px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
+		convert_avx2(px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
 		if (skip == n)
 			return;
 		/* The last pixels from the tables, as below. */
