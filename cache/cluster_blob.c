@@ -3,8 +3,9 @@
  * and notes on memcached (see cluster_blob.h for the contract,
  * cluster_blob_int.h for the items' layout).  Beside cluster_io.c, on the
  * same client (cluster_int.h: its pool, its secret's HMAC context, its
- * error text); above cluster_blob_codec.c, whose functions check every
- * byte a server returns.  This file moves the bytes.
+ * error text, the chunks' multi-get); above cluster_blob_codec.c, whose
+ * functions check every byte a server returns.  This file moves the
+ * bytes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -83,14 +84,6 @@ failed(struct cluster *c, memcached_st *m)
 	return -EIO;
 }
 
-/* NOTFOUND and END are answers; anything else failed is a server's. */
-static bool
-server_failed(memcached_return_t rc)
-{
-	return memcached_failed(rc) && rc != MEMCACHED_NOTFOUND &&
-	       rc != MEMCACHED_END;
-}
-
 /* The GMAC key of c's secret (mackey), or NULL without one: 0, -ENOMEM. */
 static int
 mac_key(struct cluster *c, uint8_t key[32], const uint8_t **mackey)
@@ -106,6 +99,40 @@ mac_key(struct cluster *c, uint8_t key[32], const uint8_t **mackey)
 
 /* ---- blobs ----------------------------------------------------------- */
 
+/* A batch's chunks scattered into dst, each through the tag while they
+ * come in order, while its bytes are in the cache. */
+struct into_iov {
+	struct cluster *c;
+	const char *ns;
+	const uint8_t *key;
+	const struct iovec *dst;
+	int n;
+	struct cluster_blob_tagger *tag;
+	uint32_t next; /* the chunk the tag wants next; 0: out of order */
+};
+
+static size_t
+blob_mkey(void *arg, uint32_t i, char *buf)
+{
+	struct into_iov *x = arg;
+
+	return cluster_blob_mkey(buf, x->ns, x->key, i, false);
+}
+
+static int
+blob_take(void *arg, uint32_t idx, uint64_t off, const uint8_t *v, size_t len)
+{
+	struct into_iov *x = arg;
+
+	cluster_blob_scatter(x->dst, x->n, off, v, len);
+	if (x->next != 0 && idx == x->next &&
+	    cluster_blob_tag_update(x->tag, v, len) == 0)
+		x->next++;
+	else
+		x->next = 0; /* out of order: tagged over dst after */
+	return 0;
+}
+
 /*
  * Fetch the h->nchunks chunks of the head hkey (hlen bytes) into dst at
  * their offsets: 0, -ENOENT (one missing), -EBADMSG (a chunk of the wrong
@@ -119,82 +146,18 @@ get_chunks(struct cluster *c, memcached_st *m, const char *ns,
     const struct cluster_blob_head *h, const struct iovec *dst, int n,
     struct cluster_blob_tagger *tag, bool *tagged)
 {
-	char(*keys)[CLUSTER_BLOB_MKEY_MAX] = NULL;
-	const char **kp = NULL;
-	size_t *kl = NULL;
-	uint8_t *seen = NULL;
-	memcached_result_st resbuf, *res = NULL;
+	struct into_iov x = {c, ns, key, dst, n, tag, 1};
+	struct cluster_chunks cc = {
+	    CLUSTER_BLOB_MKEY_MAX, blob_mkey, blob_take, &x};
 	memcached_return_t rc;
-	uint32_t idx, got = 0, nc = h->nchunks, next = 1;
-	int r;
+	int r = cluster_chunks_get(
+	    m, hkey, hlen, h->nchunks, h->csize, h->len, &cc, &rc);
 
-	keys = calloc(nc, sizeof(*keys));
-	kp = calloc(nc, sizeof(*kp));
-	kl = calloc(nc, sizeof(*kl));
-	seen = calloc(nc, 1);
-	if (keys == NULL || kp == NULL || kl == NULL || seen == NULL) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (uint32_t i = 0; i < nc; i++) {
-		kl[i] = cluster_blob_mkey(keys[i], ns, key, i + 1, false);
-		kp[i] = keys[i];
-	}
-	rc = memcached_mget_by_key(m, hkey, hlen, kp, kl, nc);
-	if (memcached_failed(rc)) {
-		r = server_failed(rc) ? failed(c, m) : -ENOENT;
-		goto out;
-	}
-	/* On our stack: a malloc'd result is freed when the fetch ends. */
-	if ((res = memcached_result_create(m, &resbuf)) == NULL) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = 0;
-	while (memcached_fetch_result(m, res, &rc) != NULL) {
-		uint64_t off;
-		size_t want, vlen;
-
-		if (r != 0)
-			continue; /* drain the rest */
-		if (cluster_chunk_index(memcached_result_key_value(res),
-			memcached_result_key_length(res), hkey, hlen, nc,
-			&idx) != 0 ||
-		    seen[idx - 1]) {
-			r = -EBADMSG;
-			continue;
-		}
-		off = (uint64_t)(idx - 1) * h->csize;
-		want = idx < nc ? h->csize : (size_t)(h->len - off);
-		vlen = memcached_result_length(res);
-		if (vlen != want) {
-			r = -EBADMSG;
-			continue;
-		}
-		cluster_blob_scatter(
-		    dst, n, off, memcached_result_value(res), vlen);
-		if (idx == next &&
-		    cluster_blob_tag_update(
-			tag, memcached_result_value(res), vlen) == 0)
-			next++;
-		else
-			next = 0; /* out of order: tagged over dst after */
-		seen[idx - 1] = 1;
-		got++;
-	}
-	if (server_failed(rc) && rc != MEMCACHED_SUCCESS) {
-		if (r == 0)
-			r = failed(c, m);
-	} else if (r == 0 && got != nc)
+	if (r == -EIO)
+		r = failed(c, m);
+	else if (r == -ENODATA)
 		r = -ENOENT;
-	*tagged = r == 0 && next == nc + 1;
-out:
-	if (res != NULL)
-		memcached_result_free(res);
-	free(seen);
-	free(kl);
-	free(kp);
-	free(keys);
+	*tagged = r == 0 && x.next == h->nchunks + 1;
 	return r;
 }
 
@@ -222,7 +185,7 @@ cluster_blob_get(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 	hlen = cluster_blob_mkey(hkey, ns, key, 0, false);
 	val = (uint8_t *)memcached_get(m, hkey, hlen, &vlen, &flags, &rc);
 	if (val == NULL) {
-		r = server_failed(rc) ? failed(c, m) : -ENOENT;
+		r = cluster_server_failed(rc) ? failed(c, m) : -ENOENT;
 		goto out;
 	}
 	if (cluster_blob_head_parse(val, vlen, key, c->chunk, &h, NULL) != 0 ||
@@ -358,7 +321,7 @@ cluster_blob_has(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 	if (val != NULL)
 		r = 1;
 	else
-		r = server_failed(rc) ? failed(c, m) : 0;
+		r = cluster_server_failed(rc) ? failed(c, m) : 0;
 	give(c, m);
 	free(val);
 	return r;
@@ -367,15 +330,36 @@ cluster_blob_has(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 /* ---- claims ---------------------------------------------------------- */
 
 /* A claim's set (add: only if free): 0, -EEXIST, -EIO, -EBUSY. */
+/*
+ * A small item v (len bytes) under the memcached key mk (ml bytes):
+ * added (-EEXIST when there) or set.  0, -EEXIST, -EIO.
+ */
+static int
+put_small(struct cluster *c, const char *mk, size_t ml, const void *v,
+    size_t len, unsigned ttl, bool add)
+{
+	memcached_return_t rc;
+	memcached_st *m;
+	int r = 0;
+
+	if ((m = take(c, &r)) == NULL)
+		return r;
+	rc = add ? memcached_add(m, mk, ml, v, len, (time_t)ttl, 0)
+		 : memcached_set(m, mk, ml, v, len, (time_t)ttl, 0);
+	if (rc == MEMCACHED_NOTSTORED || rc == MEMCACHED_DATA_EXISTS)
+		r = -EEXIST;
+	else if (memcached_failed(rc))
+		r = failed(c, m);
+	give(c, m);
+	return r;
+}
+
 static int
 claim_store(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
     const char *who, unsigned ttl, bool add)
 {
 	char ck[CLUSTER_BLOB_MKEY_MAX], ns[CLUSTER_BLOB_NS_MAX];
 	size_t cl, wl = strlen(who);
-	memcached_return_t rc;
-	memcached_st *m;
-	int r = 0;
 
 	blob_ns(c, ns);
 	cl = cluster_blob_mkey(ck, ns, key, 0, true);
@@ -383,16 +367,7 @@ claim_store(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
 		wl = CLUSTER_WHO_MAX;
 	if (ttl < 1 || ttl > 3600)
 		return -EINVAL;
-	if ((m = take(c, &r)) == NULL)
-		return r;
-	rc = add ? memcached_add(m, ck, cl, who, wl, (time_t)ttl, 0)
-		 : memcached_set(m, ck, cl, who, wl, (time_t)ttl, 0);
-	if (rc == MEMCACHED_NOTSTORED || rc == MEMCACHED_DATA_EXISTS)
-		r = -EEXIST;
-	else if (memcached_failed(rc))
-		r = failed(c, m);
-	give(c, m);
-	return r;
+	return put_small(c, ck, cl, who, wl, ttl, add);
 }
 
 int
@@ -424,7 +399,7 @@ cluster_claim_drop(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 	if ((m = take(c, &r)) == NULL)
 		return r;
 	rc = memcached_delete(m, ck, cl, 0);
-	if (server_failed(rc))
+	if (cluster_server_failed(rc))
 		r = failed(c, m);
 	give(c, m);
 	return r;
@@ -453,7 +428,7 @@ cluster_claim_held(
 		if (who != NULL)
 			cluster_claim_who(val != NULL ? val : "", vlen, who);
 	} else
-		r = server_failed(rc) ? failed(c, m) : 0;
+		r = cluster_server_failed(rc) ? failed(c, m) : 0;
 	give(c, m);
 	free(val);
 	return r;
@@ -468,24 +443,12 @@ note_store(struct cluster *c, const char *name, const void *v, size_t len,
 	char ns[CLUSTER_BLOB_NS_MAX];
 	char nk[CLUSTER_BLOB_MKEY_MAX];
 	size_t kl;
-	memcached_return_t rc;
-	memcached_st *m;
-	int r = 0;
 
 	blob_ns(c, ns);
 	kl = cluster_blob_note_mkey(nk, ns, name);
 	if (kl == 0 || len > CLUSTER_NOTE_MAX)
 		return -EINVAL;
-	if ((m = take(c, &r)) == NULL)
-		return r;
-	rc = add ? memcached_add(m, nk, kl, v, len, (time_t)ttl, 0)
-		 : memcached_set(m, nk, kl, v, len, (time_t)ttl, 0);
-	if (rc == MEMCACHED_NOTSTORED || rc == MEMCACHED_DATA_EXISTS)
-		r = -EEXIST;
-	else if (memcached_failed(rc))
-		r = failed(c, m);
-	give(c, m);
-	return r;
+	return put_small(c, nk, kl, v, len, ttl, add);
 }
 
 int
@@ -536,7 +499,7 @@ cluster_note_get(struct cluster *c, const char *const *names, size_t n,
 		goto out;
 	rc = memcached_mget(m, kp, kl, n);
 	if (memcached_failed(rc)) {
-		r = server_failed(rc) ? failed(c, m) : 0;
+		r = cluster_server_failed(rc) ? failed(c, m) : 0;
 		goto out;
 	}
 	if ((res = memcached_result_create(m, &resbuf)) == NULL) {
@@ -560,7 +523,7 @@ cluster_note_get(struct cluster *c, const char *const *names, size_t n,
 				break;
 			}
 	}
-	if (server_failed(rc) && rc != MEMCACHED_SUCCESS)
+	if (cluster_server_failed(rc) && rc != MEMCACHED_SUCCESS)
 		r = failed(c, m);
 	else
 		r = got;

@@ -153,6 +153,43 @@ struct server {
 	unsigned port;
 };
 
+/* NOTFOUND and END are answers; any other failure is a server's. */
+static inline bool
+cluster_server_failed(memcached_return_t rc)
+{
+	return memcached_failed(rc) && rc != MEMCACHED_NOTFOUND &&
+	       rc != MEMCACHED_END;
+}
+
+/*
+ * What cluster_chunks_get asks of its caller (a prefix's chunks,
+ * cluster_io.c; a batch's, cluster_blob.c): mkey writes chunk i's
+ * memcached key (1..n) into buf (kmax bytes) and returns its length;
+ * take gets chunk idx, checked (named once, of its length), at payload
+ * offset off: len bytes at v, valid until it returns; nonzero stops the
+ * taking (the rest is drained) and is returned.
+ */
+struct cluster_chunks {
+	size_t kmax;
+	size_t (*mkey)(void *arg, uint32_t i, char *buf);
+	int (*take)(void *arg, uint32_t idx, uint64_t off, const uint8_t *v,
+	    size_t len);
+	void *arg;
+};
+
+/*
+ * Multi-get the n chunks (of csize bytes, the last the rest of total) of
+ * the head hkey (hlen bytes: the server key, so they all come from its
+ * server), each checked (cluster_chunk_index names one of the n, not
+ * seen before; its length) before cc->take has it.  0 (all n taken),
+ * -ENOENT (one missing), -ENODATA (the multi-get itself found nothing),
+ * -EBADMSG (a chunk of the wrong name or length), -EIO with *rcp (a
+ * server failed), -ENOMEM, or what take returned.
+ */
+int cluster_chunks_get(memcached_st *m, const char *hkey, size_t hlen,
+    uint32_t n, uint64_t csize, uint64_t total, const struct cluster_chunks *cc,
+    memcached_return_t *rcp);
+
 /* printf into err[errlen] (nothing when err is NULL or errlen 0). */
 void cluster_set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

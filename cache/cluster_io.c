@@ -2,7 +2,8 @@
  * cluster_io.c - cache/ (the store), the cluster tier's get and put
  * against memcached (see cluster.h for the contract, cluster_int.h for the
  * items' layout).  Above cluster_codec.c, whose functions check every byte
- * a server returns; this file moves the bytes and counts.
+ * a server returns; this file moves the bytes and counts.  Its multi-get
+ * of a value's chunks (cluster_chunks_get) serves cluster_blob.c too.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -68,36 +69,22 @@ no_handle(struct cluster *c, memcached_return_t rc)
 	return -EIO;
 }
 
-/* A failed call on a server: NOTFOUND is a plain miss, the rest errors. */
-static int
-is_server_failure(memcached_return_t rc)
+int
+cluster_chunks_get(memcached_st *m, const char *hkey, size_t hlen, uint32_t n,
+    uint64_t csize, uint64_t total, const struct cluster_chunks *cc,
+    memcached_return_t *rcp)
 {
-	return rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND &&
-	       rc != MEMCACHED_END;
-}
-
-/*
- * Fetch the h->nchunks chunks of the head hkey (hlen bytes) into a buffer
- * of the envelope's header and payload, allocated when the first sound
- * chunk arrives (a forged head alone costs nothing): 0 and *bufp, or
- * -EBADMSG (a chunk of the wrong name or length), -ENOENT (a chunk
- * missing), -EIO with *rcp (a server failed), -ENOMEM.
- */
-static int
-get_chunks(struct cluster *c, memcached_st *m,
-    const uint8_t key[CLUSTER_KEY_LEN], const char *hkey, size_t hlen,
-    const struct cluster_head *h, uint8_t **bufp, memcached_return_t *rcp)
-{
-	char(*keys)[CLUSTER_MKEY_MAX] = NULL;
+	char *keys = NULL;
 	const char **kp = NULL;
-	size_t *kl = NULL, want, off, vlen;
-	uint8_t *seen = NULL, *buf = NULL;
+	size_t *kl = NULL;
+	uint8_t *seen = NULL;
 	memcached_result_st resbuf, *res = NULL;
 	memcached_return_t rc;
-	uint32_t i, idx, n = h->nchunks, got = 0;
+	uint32_t idx, got = 0;
 	int r;
 
-	keys = calloc(n, sizeof(*keys));
+	*rcp = MEMCACHED_SUCCESS;
+	keys = calloc(n, cc->kmax);
 	kp = calloc(n, sizeof(*kp));
 	kl = calloc(n, sizeof(*kl));
 	seen = calloc(n, 1);
@@ -105,14 +92,14 @@ get_chunks(struct cluster *c, memcached_st *m,
 		r = -ENOMEM;
 		goto out;
 	}
-	for (i = 0; i < n; i++) {
-		kl[i] = cluster_mkey(keys[i], c->ns, key, i + 1);
-		kp[i] = keys[i];
+	for (uint32_t i = 0; i < n; i++) {
+		kp[i] = keys + (size_t)i * cc->kmax;
+		kl[i] = cc->mkey(cc->arg, i + 1, keys + (size_t)i * cc->kmax);
 	}
 	rc = memcached_mget_by_key(m, hkey, hlen, kp, kl, n);
 	if (memcached_failed(rc)) {
 		*rcp = rc;
-		r = is_server_failure(rc) ? -EIO : -ENOENT;
+		r = cluster_server_failed(rc) ? -EIO : -ENODATA;
 		goto out;
 	}
 	/*
@@ -125,6 +112,9 @@ get_chunks(struct cluster *c, memcached_st *m,
 	}
 	r = 0;
 	while (memcached_fetch_result(m, res, &rc) != NULL) {
+		uint64_t off;
+		size_t vlen;
+
 		if (r != 0)
 			continue; /* drain the rest */
 		/* The key is not NUL-terminated: its length bounds it. */
@@ -135,46 +125,93 @@ get_chunks(struct cluster *c, memcached_st *m,
 			r = -EBADMSG;
 			continue;
 		}
-		off = (size_t)(idx - 1) * h->csize;
-		want = idx < n ? h->csize : h->plen - off;
+		off = (uint64_t)(idx - 1) * csize;
 		vlen = memcached_result_length(res);
-		if (vlen != want) {
+		if (vlen != (idx < n ? csize : total - off)) {
 			r = -EBADMSG;
 			continue;
 		}
-		if (buf == NULL) {
-			if ((buf = malloc(CODEC_ENV_HDR + h->plen)) == NULL) {
-				r = -ENOMEM;
-				continue;
-			}
-			memcpy(buf, h->env, CODEC_ENV_HDR);
-		}
-		memcpy(buf + CODEC_ENV_HDR + off, memcached_result_value(res),
-		    vlen);
+		if ((r = cc->take(cc->arg, idx, off,
+			 (const uint8_t *)memcached_result_value(res), vlen)) !=
+		    0)
+			continue;
 		seen[idx - 1] = 1;
 		got++;
 	}
-	if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND &&
-	    rc != MEMCACHED_SUCCESS) {
+	if (cluster_server_failed(rc)) {
 		*rcp = rc;
 		if (r == 0)
 			r = -EIO;
-	} else if (r == 0 && got != n) {
+	} else if (r == 0 && got != n)
 		r = -ENOENT;
-		atomic_fetch_add(&c->missing_chunks, 1);
-	}
-	if (r == 0) {
-		*bufp = buf; /* transferred */
-		buf = NULL;
-	}
 out:
 	if (res != NULL)
 		memcached_result_free(res);
-	free(buf);
 	free(seen);
 	free(kl);
 	free(kp);
 	free(keys);
+	return r;
+}
+
+/* A prefix's chunks into one buffer of the envelope's header and payload,
+ * allocated when the first sound chunk arrives (a forged head alone
+ * costs nothing). */
+struct into_buf {
+	struct cluster *c;
+	const uint8_t *key;
+	const struct cluster_head *h;
+	uint8_t *buf;
+};
+
+static size_t
+prefix_mkey(void *arg, uint32_t i, char *buf)
+{
+	struct into_buf *x = arg;
+
+	return cluster_mkey(buf, x->c->ns, x->key, i);
+}
+
+static int
+prefix_take(void *arg, uint32_t idx, uint64_t off, const uint8_t *v, size_t len)
+{
+	struct into_buf *x = arg;
+
+	(void)idx;
+	if (x->buf == NULL) {
+		if ((x->buf = malloc(CODEC_ENV_HDR + x->h->plen)) == NULL)
+			return -ENOMEM;
+		memcpy(x->buf, x->h->env, CODEC_ENV_HDR);
+	}
+	memcpy(x->buf + CODEC_ENV_HDR + off, v, len);
+	return 0;
+}
+
+/*
+ * Fetch the h->nchunks chunks of the head hkey (hlen bytes) into a buffer
+ * of the envelope's header and payload: 0 and *bufp, or -EBADMSG (a chunk
+ * of the wrong name or length), -ENOENT (a chunk missing: counted),
+ * -EIO with *rcp (a server failed), -ENOMEM.
+ */
+static int
+get_chunks(struct cluster *c, memcached_st *m,
+    const uint8_t key[CLUSTER_KEY_LEN], const char *hkey, size_t hlen,
+    const struct cluster_head *h, uint8_t **bufp, memcached_return_t *rcp)
+{
+	struct into_buf x = {c, key, h, NULL};
+	struct cluster_chunks cc = {
+	    CLUSTER_MKEY_MAX, prefix_mkey, prefix_take, &x};
+	int r = cluster_chunks_get(
+	    m, hkey, hlen, h->nchunks, h->csize, h->plen, &cc, rcp);
+
+	if (r == -ENOENT)
+		atomic_fetch_add(&c->missing_chunks, 1);
+	else if (r == -ENODATA)
+		r = -ENOENT;
+	if (r == 0)
+		*bufp = x.buf; /* transferred */
+	else
+		free(x.buf);
 	return r;
 }
 
@@ -206,7 +243,7 @@ cluster_get(
 	hlen = cluster_mkey(hkey, c->ns, key, 0);
 	val = (uint8_t *)memcached_get(m, hkey, hlen, &vlen, &flags, &rc);
 	if (val == NULL) {
-		r = is_server_failure(rc) ? -EIO : -ENOENT;
+		r = cluster_server_failed(rc) ? -EIO : -ENOENT;
 		goto out;
 	}
 	if (cluster_head_parse(val, vlen, c->chunk, &h, NULL) != 0) {
