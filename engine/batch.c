@@ -342,19 +342,10 @@ fill(struct feed *f, struct batch *b)
 	struct job *j = b->job;
 	bool gpu = j->cfg->gpu;
 
-	/*
-	 * A strict batch's images: at its first slot (batch_images_buf), a
-	 * kept buffer or else a fresh one.  The readahead queues batches
-	 * long before the workers reach them; taken here, the buffer a read
-	 * batch gave back went to the farthest one queued, and the one
-	 * started next mapped a fresh one, whose pages cost their first
-	 * touch (clear_page: 14% of a cold epoch's CPU here).  The budget
-	 * counts the images from here either way.
-	 */
-	if (gpu)
-		b->raw = bufpool_get(f, b->g.raw_size);
-	else if (j->cfg->order != CFG_ORDER_STRICT)
+	if (!gpu)
 		b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES]);
+	else
+		b->raw = bufpool_get(f, b->g.raw_size);
 	b->file[BK_LABELS] = malloc(b->g.size[BK_LABELS]);
 	b->file[BK_IDS] = malloc(b->g.size[BK_IDS]);
 	b->pos = malloc((b->g.len ? b->g.len : 1) * sizeof(*b->pos));
@@ -364,14 +355,12 @@ fill(struct feed *f, struct batch *b)
 	b->next = b->ahead = b->inflight = 0;
 	b->mem = data_bytes(b);
 	budget_add(&f->budget, b->mem);
-	if ((!gpu && !b->file[BK_IMAGES] &&
-		j->cfg->order != CFG_ORDER_STRICT) ||
-	    (gpu && !b->raw) || !b->file[BK_LABELS] || !b->file[BK_IDS] ||
-	    !b->pos || !b->order) {
+	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
+	    !b->file[BK_LABELS] || !b->file[BK_IDS] || !b->pos || !b->order) {
 		drop_data(f, b);
 		return -ENOMEM;
 	}
-	if (!gpu && b->file[BK_IMAGES])
+	if (!gpu)
 		job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES,
 		    (char *)b->file[BK_IMAGES]);
 	job_npy_header(
@@ -574,21 +563,5 @@ batch_images(struct feed *f, struct batch *b)
 	b->file[BK_IMAGES] = img;
 	b->converting = false;
 	pthread_cond_broadcast(&b->cv);
-	return 0;
-}
-
-int
-batch_images_buf(struct feed *f, struct batch *b)
-{
-	uint8_t *img;
-
-	if (b->empty || b->job->cfg->gpu || b->file[BK_IMAGES] != NULL)
-		return 0;
-	recycle(f, b); /* a batch read meanwhile: its buffer */
-	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)
-		return -ENOMEM;
-	job_npy_header(
-	    b->job, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
-	b->file[BK_IMAGES] = img;
 	return 0;
 }
