@@ -104,6 +104,48 @@ main_buf(const struct batch *b)
 	return b->job->cfg->gpu ? b->g.raw_size : b->g.size[BK_IMAGES];
 }
 
+/*
+ * Whether x waits for its images buffer (fill, batch_images_buf): filled,
+ * strict, not gpu, no slot made, none mapped.
+ */
+static bool
+deferred(const struct batch *x, size_t size)
+{
+	return !x->empty && !x->ready && !x->job->cfg->gpu &&
+	       x->job->cfg->order == CFG_ORDER_STRICT &&
+	       x->file[BK_IMAGES] == NULL && x->g.size[BK_IMAGES] == size;
+}
+
+/*
+ * Give img (size bytes of images, from a batch given back) to the
+ * deferred batch the workers reach first: f->images_for if it waits (the
+ * one that asked, batch_images_buf), else one a reader waits for, else
+ * the least recently asked for (the readahead asks for the nearest
+ * first).  False: none waits; the caller keeps it.  Locked.
+ */
+static bool
+hand_over(struct feed *f, uint8_t *img, size_t size)
+{
+	struct batch *to = NULL;
+
+	if (f->images_for != NULL && deferred(f->images_for, size))
+		to = f->images_for;
+	for (size_t i = 0; i < FEED_HASH && to == NULL; i++)
+		for (struct batch *x = f->table[i]; x; x = x->hnext)
+			if (deferred(x, size) &&
+			    (to == NULL || (x->demanded && !to->demanded) ||
+				(x->demanded == to->demanded &&
+				    x->used < to->used)))
+				to = x;
+	if (to == NULL)
+		return false;
+	job_npy_header(
+	    to->job, to->key.epoch, to->g.len, BK_IMAGES, (char *)img);
+	to->file[BK_IMAGES] = img;
+	f->pool_reused++; /* feedfs_batch_buffers_reused_total */
+	return true;
+}
+
 /* Free b's data (it is idle: ready, or never queued). */
 static void
 drop_data(struct feed *f, struct batch *b)
@@ -117,7 +159,9 @@ drop_data(struct feed *f, struct batch *b)
 	order_put(b->order);
 	b->order = NULL;
 	budget_sub(&f->budget, b->mem);
-	bufpool_put(f, b->file[BK_IMAGES], b->g.size[BK_IMAGES]);
+	if (b->file[BK_IMAGES] == NULL ||
+	    !hand_over(f, b->file[BK_IMAGES], b->g.size[BK_IMAGES]))
+		bufpool_put(f, b->file[BK_IMAGES], b->g.size[BK_IMAGES]);
 	bufpool_put(f, b->raw, b->g.raw_size);
 	for (int i = BK_LABELS; i <= BK_IDS; i++)
 		free(b->file[i]);
@@ -150,12 +194,14 @@ batch_destroy(struct feed *f, struct batch *b)
 	free(b);
 }
 
+static bool hand_on(struct feed *f, struct batch *b);
+
 void
 batch_unref(struct feed *f, struct batch *b)
 {
 	if (b->refs > 0)
 		return;
-	if (b->empty)
+	if (b->empty || hand_on(f, b))
 		batch_destroy(f, b);
 	else if (budget_over(&f->budget))
 		budget_make_room(&f->budget, 0, 0, 0);
@@ -199,6 +245,28 @@ static bool
 evictable(const struct batch *b, uint64_t now)
 {
 	return idle(b) && !reading(b, now);
+}
+
+/*
+ * Whether b, no longer held by any file, should go now so that its
+ * images buffer goes on to a batch that waits for one (hand_over): read
+ * to its end and evictable, as recycle() would take it a little later,
+ * when the next batch is queued, while the batch waiting started
+ * meanwhile on a fresh buffer.  Locked.
+ */
+static bool
+hand_on(struct feed *f, struct batch *b)
+{
+	size_t size = b->g.size[BK_IMAGES];
+
+	if (!b->consumed || b->file[BK_IMAGES] == NULL ||
+	    !evictable(b, feed_mono_ns()))
+		return false;
+	for (size_t i = 0; i < FEED_HASH; i++)
+		for (struct batch *x = f->table[i]; x; x = x->hnext)
+			if (x != b && deferred(x, size))
+				return true;
+	return false;
 }
 
 bool
@@ -342,10 +410,23 @@ fill(struct feed *f, struct batch *b)
 	struct job *j = b->job;
 	bool gpu = j->cfg->gpu;
 
-	if (!gpu)
-		b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES]);
-	else
+	/*
+	 * A strict batch's images: a kept buffer now, else one at its first
+	 * slot (batch_images_buf): a buffer a read batch gives back
+	 * meanwhile (drop_data hands it to the unstarted batch nearest to
+	 * the workers), a kept one, or a fresh one.  Mapped here, the fresh
+	 * buffers of a cold epoch's queued batches were mapped long before
+	 * the workers reached them, and their pages cost their first touch
+	 * (clear_page: 14% of a cold epoch's CPU on this VM).  The budget
+	 * counts the images from here either way; a deferred batch and a
+	 * kept buffer are never both counted for long, since a buffer given
+	 * back goes to a deferred batch before it is kept.
+	 */
+	if (gpu)
 		b->raw = bufpool_get(f, b->g.raw_size);
+	else if (j->cfg->order != CFG_ORDER_STRICT ||
+		 bufpool_has(f, b->g.size[BK_IMAGES]))
+		b->file[BK_IMAGES] = bufpool_get(f, b->g.size[BK_IMAGES]);
 	b->file[BK_LABELS] = malloc(b->g.size[BK_LABELS]);
 	b->file[BK_IDS] = malloc(b->g.size[BK_IDS]);
 	b->pos = malloc((b->g.len ? b->g.len : 1) * sizeof(*b->pos));
@@ -355,12 +436,14 @@ fill(struct feed *f, struct batch *b)
 	b->next = b->ahead = b->inflight = 0;
 	b->mem = data_bytes(b);
 	budget_add(&f->budget, b->mem);
-	if ((!gpu && !b->file[BK_IMAGES]) || (gpu && !b->raw) ||
-	    !b->file[BK_LABELS] || !b->file[BK_IDS] || !b->pos || !b->order) {
+	if ((!gpu && !b->file[BK_IMAGES] &&
+		j->cfg->order != CFG_ORDER_STRICT) ||
+	    (gpu && !b->raw) || !b->file[BK_LABELS] || !b->file[BK_IDS] ||
+	    !b->pos || !b->order) {
 		drop_data(f, b);
 		return -ENOMEM;
 	}
-	if (!gpu)
+	if (!gpu && b->file[BK_IMAGES])
 		job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES,
 		    (char *)b->file[BK_IMAGES]);
 	job_npy_header(
@@ -563,5 +646,25 @@ batch_images(struct feed *f, struct batch *b)
 	b->file[BK_IMAGES] = img;
 	b->converting = false;
 	pthread_cond_broadcast(&b->cv);
+	return 0;
+}
+
+int
+batch_images_buf(struct feed *f, struct batch *b)
+{
+	uint8_t *img;
+
+	if (b->empty || b->job->cfg->gpu || b->file[BK_IMAGES] != NULL)
+		return 0;
+	/* A batch read meanwhile: its buffer, handed to b (hand_over). */
+	f->images_for = b;
+	recycle(f, b);
+	f->images_for = NULL;
+	if (b->file[BK_IMAGES] != NULL)
+		return 0;
+	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)
+		return -ENOMEM;
+	job_npy_header(b->job, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
+	b->file[BK_IMAGES] = img;
 	return 0;
 }

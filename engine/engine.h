@@ -268,6 +268,7 @@ struct feed {
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */
 	struct pooled *pool; /* bufpool.c: buffers kept for reuse */
+	struct batch *images_for; /* batch.c: the batch a recycle is for */
 	unsigned npool;
 	uint64_t pool_bytes; /* theirs, counted in mem_used */
 	uint64_t pool_reused, pool_allocated; /* bufpool_get's, for stats */
@@ -346,6 +347,13 @@ uint64_t batch_need_max(const struct feed *f, size_t job, uint32_t *epoch);
 /* Make the images of a ready gpu = on batch from its raw samples (an
  * active reader holds b).  Locked; may unlock while converting. */
 int batch_images(struct feed *f, struct batch *b);
+/*
+ * The buffer of b's images, if fill() left it to the first slot or read
+ * that needs it (a strict batch, no kept buffer of its size then): from
+ * the kept ones, else mapped, its npy header written.  0, or -ENOMEM.
+ * The budget counted it with b's data.  Locked.
+ */
+int batch_images_buf(struct feed *f, struct batch *b);
 void batch_destroy(struct feed *f, struct batch *b);
 /* No reader holds b any more (refs dropped to 0).  Locked. */
 void batch_unref(struct feed *f, struct batch *b);

@@ -75,6 +75,9 @@ feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 		else if (h->kind == BK_IMAGES && b->job->cfg->gpu)
 			r = batch_images(f, b);
 	}
+	/* A header read before any slot was made: the buffer, mapped. */
+	if (r == 0 && h->kind == BK_IMAGES)
+		r = batch_images_buf(f, b);
 	if (r != 0)
 		feed_unpin(f, b);
 	return r;

@@ -6,6 +6,7 @@
  * (sched_queue.c); their scratch memory is counted in the budget.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,6 +352,18 @@ worker(void *arg)
 		if (b->next == b->g.len)
 			sched_dequeue(f, b);
 		b->inflight++;
+		/*
+		 * Its first slot maps the images (batch.c: fill).  Failed:
+		 * as a source out of memory, made again at its next read.
+		 */
+		if (batch_images_buf(f, b) != 0) {
+			snprintf(msg, sizeof(msg),
+			    "%s: no memory for a batch's images (%" PRIu64
+			    " bytes)",
+			    b->job->name, (uint64_t)b->g.size[BK_IMAGES]);
+			slot_done(f, b, s, -EAGAIN, 0, msg);
+			continue;
+		}
 		pj = prefetch_target(f, b, s, &pid);
 		if (pj != NULL && f->remote) {
 			uint32_t local;

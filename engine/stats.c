@@ -387,7 +387,8 @@ stats_mount(struct feed *f, struct sbuf *sb)
 	    f->rstale);
 	sb_printf(sb,
 	    "# HELP feedfs_batch_buffers_reused_total Batch buffers taken "
-	    "from those kept (no page faults).\n"
+	    "from those kept or handed on from a batch given back (no page "
+	    "faults).\n"
 	    "# TYPE feedfs_batch_buffers_reused_total counter\n"
 	    "feedfs_batch_buffers_reused_total %" PRIu64 "\n"
 	    "# HELP feedfs_batch_buffers_allocated_total Batch buffers "
