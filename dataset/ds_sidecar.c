@@ -7,11 +7,16 @@
  * A sidecar is looked for in the directory its image is listed in: that
  * directory resolved (realpath) as the scan follows links, and used only
  * if it stays inside the root; the sidecar itself is opened relative to
- * it with O_NOFOLLOW (a link is refused, never followed), O_NONBLOCK (a
- * FIFO does not block the mount) and checked to be a regular file of at
- * most DS_TEXT_MAX bytes.  The samples are sorted by path, so a
- * directory is opened once for the images listed in it, one after the
- * other.
+ * it with O_NOFOLLOW, O_NONBLOCK (a FIFO does not block the mount) and
+ * checked to be a regular file of at most DS_TEXT_MAX bytes.  A sidecar
+ * that is a symbolic link (a Hugging Face snapshot's NAME.txt ->
+ * ../../blobs/HASH) is followed as the scan follows an image's
+ * (ds_scan_entry.c): resolved once, opened through no link (from the
+ * root, or from "/" out of it), and out of the root, when feedfs reads
+ * as root, only if the link's owner may read what it leads to
+ * (ds_guard.c; links made by root are followed).  The samples are sorted
+ * by path, so a directory is opened once for the images listed in it,
+ * one after the other.
  */
 #include <sys/stat.h>
 
@@ -25,6 +30,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "dataset/ds_int.h"
 #include "dataset/ds_text.h"
 
 /* Errors of the process, not of a sidecar: they stop the mount. */
@@ -74,10 +80,15 @@ open_why(int e, bool json)
 		return json ? "no caption: its .json sidecar is missing"
 			    : "no caption: its .txt sidecar is missing";
 	if (e == ELOOP)
-		return json ? "its .json sidecar is a symbolic link (not "
+		return json ? "its .json sidecar is a symbolic link loop (not "
 			      "followed)"
-			    : "its .txt sidecar is a symbolic link (not "
+			    : "its .txt sidecar is a symbolic link loop (not "
 			      "followed)";
+	if (e == EXDEV)
+		return json ? "its .json sidecar is a symbolic link to a file "
+			      "the link's owner may not read (not followed)"
+			    : "its .txt sidecar is a symbolic link to a file "
+			      "the link's owner may not read (not followed)";
 	if (e == EACCES || e == EPERM)
 		return json ? "its .json sidecar cannot be read (permission "
 			      "denied)"
@@ -88,19 +99,89 @@ open_why(int e, bool json)
 }
 
 /*
- * Read the sidecar base in directory dfd into buf (DS_TEXT_MAX + 1
+ * The sidecar base of directory cur (relative to the root; dfd, opened)
+ * that is a symbolic link: followed (see the head of this file).  The
+ * descriptor, or -1 with errno: ELOOP (not a link after all, a loop),
+ * ENOENT (dangling), EXDEV (out of the root, and the link's owner may
+ * not read it), ENOMEM.
+ */
+static int
+open_link(
+    struct dataset *ds, int dfd, const char *cur, const char *base, int flags)
+{
+	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
+	char path[PATH_MAX], *res;
+	struct stat lst, st;
+	uint32_t g = 0;
+	bool inside;
+	int top, fd = -1, e;
+
+	if (fstatat(dfd, base, &lst, AT_SYMLINK_NOFOLLOW) != 0)
+		return -1;
+	if (!S_ISLNK(lst.st_mode)) {
+		errno = ELOOP;
+		return -1;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s%s%s",
+		rootlen ? ds->root : "", cur, cur[0] ? "/" : "",
+		base) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((res = realpath(path, NULL)) == NULL)
+		return -1;
+	inside = rootlen == 0 ||
+		 (strncmp(res, ds->root, rootlen) == 0 && res[rootlen] == '/');
+	/* Out of the root: a user's link speaks for that user alone. */
+	if (!inside && ds_guard_active() && lst.st_uid != 0) {
+		if (ds_guard_of(ds, (uint32_t)lst.st_uid, &g) != 0) {
+			free(res);
+			errno = ENOMEM;
+			return -1;
+		}
+		if (g != 0 && !ds_guard_path(ds, g, res)) {
+			free(res);
+			errno = EXDEV;
+			return -1;
+		}
+	}
+	if ((top = open(inside && rootlen ? ds->root : "/",
+		 O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		fd = ds_open_beneath(
+		    top, res + (inside ? rootlen : 0) + 1, flags);
+		e = errno;
+		close(top);
+		errno = e;
+	}
+	free(res);
+	if (fd >= 0 && g != 0 &&
+	    (fstat(fd, &st) != 0 ||
+		!ds_guard_allows(ds, g, &st, ds_has_acl(fd, NULL), 4))) {
+		close(fd);
+		errno = EXDEV;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Read the sidecar base in directory cur (dfd) into buf (DS_TEXT_MAX + 1
  * bytes): its length, or -1 with *bad (the sample's), or -2 with errno
  * for an error of the process.
  */
 static ssize_t
-read_sidecar(int dfd, const char *base, bool json, char *buf, const char **bad)
+read_sidecar(struct dataset *ds, int dfd, const char *cur, const char *base,
+    bool json, char *buf, const char **bad)
 {
+	const int flags =
+	    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 	struct stat st;
 	size_t got = 0;
 	int fd;
 
-	fd = openat(dfd, base,
-	    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	fd = openat(dfd, base, flags);
+	if (fd < 0 && errno == ELOOP)
+		fd = open_link(ds, dfd, cur, base, flags);
 	if (fd < 0) {
 		if (process_error(errno))
 			return -2;
@@ -240,7 +321,8 @@ ds_sidecars(
 			s->bad = open_why(derr, json);
 			continue;
 		}
-		if ((n = read_sidecar(dfd, base, json, buf, &bad)) == -2) {
+		if ((n = read_sidecar(ds, dfd, cur, base, json, buf, &bad)) ==
+		    -2) {
 			r = -errno;
 			snprintf(err, errlen, "%s/%s/%s: %s", ds->root, cur,
 			    base, strerror(-r));

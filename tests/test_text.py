@@ -8,8 +8,10 @@ sequence), U+2028 and U+2029 (which str.splitlines would split at), and
 the empty string.  They come from a tar shard's KEY.txt, an ImageFolder's
 sidecar (img.txt beside img.jpg) and a manifest's third column.  One
 sample of the shards has no .txt, one a .txt that is not UTF-8; of the
-folder, one image has no sidecar, one a sidecar that is a symbolic link,
-one a sidecar that is not UTF-8: each is a sample error (on_error).
+folder, one image has no sidecar, one a sidecar that is not UTF-8, and
+(as root) one a sidecar that is another user's symbolic link to a file
+that user may not read: each is a sample error (on_error); a sidecar
+that is root's link out of the root is followed, its caption served.
 
 For every job below, every batch's .text.jsonl is one JSON string a line
 whose lines equal the captions of the batch's .ids.npy, in its order, and
@@ -132,8 +134,12 @@ data2 = t.gen(t.path("data2"), n=12, classes=2, seed=40)
 capb = shards(images(data2), t.path("b"), "b", 1,
               lambda k: "second set \u00fc #%d" % k)
 
-# The folder's sidecars: the same captions; one missing, one a link, one
-# not UTF-8.
+# The folder's sidecars: the same captions; one missing, one not UTF-8;
+# one a link out of the root (made by root: followed, as a Hugging Face
+# snapshot's NAME.txt -> ../../blobs/HASH is), and, as root, one a link
+# by another user (nobody) to a file that user may not read: refused
+# (ds_guard.c), never read for them.
+GUARDED = os.geteuid() == 0
 capf = {}
 for k, (lab, p) in enumerate(files):
     rel = os.path.relpath(p, data)
@@ -142,8 +148,16 @@ for k, (lab, p) in enumerate(files):
         continue
     if k == 5:
         with open(t.path("elsewhere.txt"), "w") as f:
-            f.write("not followed")
+            f.write("followed: a link out of the root #5")
         os.symlink(t.path("elsewhere.txt"), side)
+        capf[rel] = "followed: a link out of the root #5"
+        continue
+    if k == 7 and GUARDED:
+        with open(t.path("secret.txt"), "w") as f:
+            f.write("root's only")
+        os.chmod(t.path("secret.txt"), 0o600)
+        os.symlink(t.path("secret.txt"), side)
+        os.lchown(side, 65534, 65534)
         continue
     if k == 11:
         with open(side, "wb") as f:
@@ -352,9 +366,12 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
     with open(m.p("folder", "errors.tsv")) as f:
         errs = f.read()
     for why in ("no caption: its .txt sidecar is missing",
-                "its .txt sidecar is a symbolic link (not followed)",
-                "its .txt sidecar is not valid UTF-8"):
+                "its .txt sidecar is not valid UTF-8") + \
+            (("its .txt sidecar is a symbolic link to a file the link's "
+              "owner may not read (not followed)",) if GUARDED else ()):
         check(why in errs, "folder errors.tsv lacks %r:\n%s" % (why, errs))
+    check("root's only" not in errs and "#5" not in errs,
+          "folder errors.tsv:\n%s" % errs)
     with open(m.p("man", "errors.tsv")) as f:
         errs = f.read()
     check("its manifest line has no third column" in errs,
@@ -422,8 +439,9 @@ r = subprocess.run([fflib.FEEDFS, "--check", cfg], stdout=subprocess.PIPE,
 out = r.stdout.decode(errors="replace")
 for why in ("no .txt member (text = txt)", "the .txt member is not valid "
             "UTF-8", "no caption: its .txt sidecar is missing",
-            "its .txt sidecar is a symbolic link (not followed)",
-            "no caption: its manifest line has no third column"):
+            "no caption: its manifest line has no third column") + \
+        (("its .txt sidecar is a symbolic link to a file the link's owner "
+          "may not read (not followed)",) if GUARDED else ()):
     check(why in out, "--check does not say %r:\n%s" % (why, out[-3000:]))
 check("not .txt" not in out, "--check lists the folder's sidecars as "
       "skipped files:\n%s" % out[-3000:])
