@@ -194,14 +194,12 @@ batch_destroy(struct feed *f, struct batch *b)
 	free(b);
 }
 
-static bool hand_on(struct feed *f, struct batch *b);
-
 void
 batch_unref(struct feed *f, struct batch *b)
 {
 	if (b->refs > 0)
 		return;
-	if (b->empty || hand_on(f, b))
+	if (b->empty)
 		batch_destroy(f, b);
 	else if (budget_over(&f->budget))
 		budget_make_room(&f->budget, 0, 0, 0);
@@ -245,28 +243,6 @@ static bool
 evictable(const struct batch *b, uint64_t now)
 {
 	return idle(b) && !reading(b, now);
-}
-
-/*
- * Whether b, no longer held by any file, should go now so that its
- * images buffer goes on to a batch that waits for one (hand_over): read
- * to its end and evictable, as recycle() would take it a little later,
- * when the next batch is queued, while the batch waiting started
- * meanwhile on a fresh buffer.  Locked.
- */
-static bool
-hand_on(struct feed *f, struct batch *b)
-{
-	size_t size = b->g.size[BK_IMAGES];
-
-	if (!b->consumed || b->file[BK_IMAGES] == NULL ||
-	    !evictable(b, feed_mono_ns()))
-		return false;
-	for (size_t i = 0; i < FEED_HASH; i++)
-		for (struct batch *x = f->table[i]; x; x = x->hnext)
-			if (x != b && deferred(x, size))
-				return true;
-	return false;
 }
 
 bool

@@ -142,10 +142,21 @@ test_bytes_and_budget(void)
 	free(want);
 	free(imgs);
 	free(ids);
-	/* The opened batch and readahead 3: four batches in memory. */
+	/*
+	 * Readahead 3: those batches in memory, and the opened one, unless a
+	 * worker starting one of them took its buffer (read to its end, no
+	 * file holds it: batch.c, batch_images_buf), which the kept buffers'
+	 * count says.
+	 */
 	pthread_mutex_lock(&f->lock);
-	CHECK_EQ_INT(f->nbatches, 4);
-	for (uint64_t b = 2; b < 6; b++) {
+	{
+		struct feed_key opened = {0, 0, 1, 1, 2};
+		bool kept = batch_find(f, &opened) != NULL;
+
+		CHECK_EQ_INT(f->nbatches, kept ? 4 : 3);
+		CHECK(kept || f->pool_reused > 0);
+	}
+	for (uint64_t b = 3; b < 6; b++) {
 		struct feed_key n = {0, 0, 1, 1, b};
 
 		CHECK(batch_find(f, &n) != NULL);
