@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "transforms/augment_int.h"
+#include "transforms/cpu.h"
 
 #ifdef HAVE_AUG_AVX2
 #include <immintrin.h>
@@ -391,9 +392,7 @@ aug_minmax_avx2(const uint8_t *px, size_t n, uint8_t lo[3], uint8_t hi[3])
 bool
 aug_use_avx2(void)
 {
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
+	if (xf_scalar_forced())
 		return false;
 	return __builtin_cpu_supports("avx2");
 }

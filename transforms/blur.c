@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transforms/cpu.h"
 #include "transforms/rng.h"
 #include "transforms/xf.h"
 
@@ -96,9 +97,7 @@ static bool
 use_avx2(void)
 {
 #ifdef HAVE_AVX2_KERNELS
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
+	if (xf_scalar_forced())
 		return false;
 	return __builtin_cpu_supports("avx2");
 #else

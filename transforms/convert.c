@@ -108,16 +108,6 @@ make_table(bool normalize, const float mean[3], const float std[3])
 }
 
 #ifdef HAVE_AVX2_KERNELS
-static bool
-use_avx2(void)
-{
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
-		return false;
-	return xf_cpu_avx2_f16c();
-}
-
 /*
  * Eight values to dst[i..]: streamed past the caches (stream: dst aligned
  * for it) or stored.
@@ -249,7 +239,7 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 	}
 	t = make_table(normalize, mean, std);
 #ifdef HAVE_AVX2_KERNELS
-	if (n >= 8 && use_avx2()) {
+	if (n >= 8 && xf_use_avx2_f16c()) {
 		skip = n & ~(size_t)7;
 		convert_avx2(px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
 		if (skip == n)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transforms/cpu.h"
 #include "transforms/xf.h"
 
 /* Pixels o.. of row (w pixels) mirrored into out, one at a time. */
@@ -25,9 +26,7 @@ flip_row_scalar(const uint8_t *row, uint32_t w, uint32_t o, uint8_t *out)
 static bool
 flip_use_ssse3(void)
 {
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
+	if (xf_scalar_forced())
 		return false;
 	return __builtin_cpu_supports("ssse3");
 }

@@ -209,16 +209,6 @@ blend_scalar(void *dst, const void *prev, size_t k, enum xf_dtype dtype,
 }
 
 #ifdef HAVE_AVX2_KERNELS
-static bool
-use_avx2(void)
-{
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
-		return false;
-	return xf_cpu_avx2_f16c();
-}
-
 /* blend_scalar, eight elements at a time, then the rest by it. */
 __attribute__((target("avx2,f16c"))) static void
 blend_avx2(void *dst, const void *prev, size_t k, enum xf_dtype dtype, float a,
@@ -323,7 +313,7 @@ xf_mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
 	bool simd = false;
 
 #ifdef HAVE_AVX2_KERNELS
-	simd = use_avx2();
+	simd = xf_use_avx2_f16c();
 #endif
 	return mix_images(m, px, n, w, h, dtype, layout, tmp, simd);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transforms/cpu.h"
 #include "transforms/xf.h"
 #include "transforms/resize_int.h"
 
@@ -364,9 +365,7 @@ resize_v_avx2(const uint8_t *src, size_t stride, uint32_t w, uint8_t *dst,
 bool
 resize_use_avx2(void)
 {
-	const char *e = getenv("FEEDFS_XF_SCALAR");
-
-	if (e != NULL && *e != '\0' && strcmp(e, "0") != 0)
+	if (xf_scalar_forced())
 		return false;
 	return __builtin_cpu_supports("avx2");
 }
