@@ -116,20 +116,10 @@ deferred(const struct batch *x, size_t size)
 	       x->file[BK_IMAGES] == NULL && x->g.size[BK_IMAGES] == size;
 }
 
-/* Deferred batch to takes img, a buffer of its images' size: its npy
- * header written.  Locked. */
-static void
-images_to(struct feed *f, struct batch *to, uint8_t *img)
-{
-	job_npy_header(
-	    to->job, to->key.epoch, to->g.len, BK_IMAGES, (char *)img);
-	to->file[BK_IMAGES] = img;
-	f->pool_reused++; /* feedfs_batch_buffers_reused_total */
-}
-
 /*
  * Give img (size bytes of images, from a batch given back) to the
- * deferred batch the workers reach first: one a reader waits for, else
+ * deferred batch the workers reach first: f->images_for if it waits (the
+ * one that asked, batch_images_buf), else one a reader waits for, else
  * the least recently asked for (the readahead asks for the nearest
  * first).  False: none waits; the caller keeps it.  Locked.
  */
@@ -138,7 +128,9 @@ hand_over(struct feed *f, uint8_t *img, size_t size)
 {
 	struct batch *to = NULL;
 
-	for (size_t i = 0; i < FEED_HASH; i++)
+	if (f->images_for != NULL && deferred(f->images_for, size))
+		to = f->images_for;
+	for (size_t i = 0; i < FEED_HASH && to == NULL; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (deferred(x, size) &&
 			    (to == NULL || (x->demanded && !to->demanded) ||
@@ -147,7 +139,10 @@ hand_over(struct feed *f, uint8_t *img, size_t size)
 				to = x;
 	if (to == NULL)
 		return false;
-	images_to(f, to, img);
+	job_npy_header(
+	    to->job, to->key.epoch, to->g.len, BK_IMAGES, (char *)img);
+	to->file[BK_IMAGES] = img;
+	f->pool_reused++; /* feedfs_batch_buffers_reused_total */
 	return true;
 }
 
@@ -522,12 +517,10 @@ wait_room(
  * Fresh pages cost a fault and a clear per 4 KB (a fifth of a cold
  * epoch's CPU): when no kept buffer fits b, take one from a batch that
  * was read to its end and that no file holds, even with room to spare.
- * Such a batch is rarely read again, and is made again if it is.  A b
- * that waits for its images (batch_images_buf) takes the buffer itself;
- * else it is kept, or handed on (drop_data).
+ * Such a batch is rarely read again, and is made again if it is.
  */
 static void
-recycle(struct feed *f, struct batch *b)
+recycle(struct feed *f, const struct batch *b)
 {
 	size_t size = main_buf(b);
 	struct batch *victim = NULL;
@@ -541,18 +534,8 @@ recycle(struct feed *f, struct batch *b)
 			    evictable(x, now) && main_buf(x) == size &&
 			    (!victim || x->used < victim->used))
 				victim = x;
-	if (victim == NULL)
-		return;
-	if (deferred(b, size) && !victim->job->cfg->gpu &&
-	    victim->file[BK_IMAGES] != NULL) {
-		uint8_t *img = victim->file[BK_IMAGES];
-
-		victim->file[BK_IMAGES] = NULL; /* not kept: b's */
+	if (victim)
 		batch_destroy(f, victim);
-		images_to(f, b, img);
-		return;
-	}
-	batch_destroy(f, victim);
 }
 
 struct batch *
@@ -649,7 +632,10 @@ batch_images_buf(struct feed *f, struct batch *b)
 
 	if (b->empty || b->job->cfg->gpu || b->file[BK_IMAGES] != NULL)
 		return 0;
-	recycle(f, b); /* a batch read meanwhile: its buffer */
+	/* A batch read meanwhile: its buffer, handed to b (hand_over). */
+	f->images_for = b;
+	recycle(f, b);
+	f->images_for = NULL;
 	if (b->file[BK_IMAGES] != NULL)
 		return 0;
 	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)
