@@ -329,10 +329,9 @@ cluster_blob_has(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN])
 
 /* ---- claims ---------------------------------------------------------- */
 
-/* A claim's set (add: only if free): 0, -EEXIST, -EIO, -EBUSY. */
 /*
  * A small item v (len bytes) under the memcached key mk (ml bytes):
- * added (-EEXIST when there) or set.  0, -EEXIST, -EIO.
+ * added (-EEXIST when there) or set.  0, -EEXIST, -EIO, -EBUSY.
  */
 static int
 put_small(struct cluster *c, const char *mk, size_t ml, const void *v,
@@ -354,6 +353,7 @@ put_small(struct cluster *c, const char *mk, size_t ml, const void *v,
 	return r;
 }
 
+/* A claim's set (add: only if free): 0, -EEXIST, -EIO, -EBUSY. */
 static int
 claim_store(struct cluster *c, const uint8_t key[CLUSTER_KEY_LEN],
     const char *who, unsigned ttl, bool add)
@@ -523,7 +523,7 @@ cluster_note_get(struct cluster *c, const char *const *names, size_t n,
 				break;
 			}
 	}
-	if (cluster_server_failed(rc) && rc != MEMCACHED_SUCCESS)
+	if (cluster_server_failed(rc))
 		r = failed(c, m);
 	else
 		r = got;
