@@ -12,11 +12,14 @@ fetched ahead).
 1. cache_size = 0, one mount a job: a cold epoch of job s (strict order)
    and one of job r (order = relaxed) each fetch ahead all but the
    samples the workers take before their first look ahead (the first
-   slot per worker, at most 8 of 64): relaxed order planned no lookahead
-   (0 prefetched, against 62 in strict order), and strict order lost the
-   lookahead of the mount's first take (its marks moved past samples
-   that sample_prefetch_remote declined because no sample had read its
-   source yet).
+   slot per worker, at most 8 of 64), and drop none of them unread:
+   relaxed order planned no lookahead (0 prefetched, against 62 in
+   strict order), and strict order lost the lookahead of the mount's
+   first take (its marks moved past samples that sample_prefetch_remote
+   declined because no sample had read its source yet).  Whether a range
+   had arrived when its read came is timing (a read that joins its range
+   in flight is no hit; CI's loaded machine saw fewer than 56 of 64), so
+   of the hits only most are asked for.
 2. a cache (cache_size = 1G), job s without shuffle: the first half of
    epoch 0 read with readahead = 0 and remote_fill = no (its samples'
    prefixes cached, and only theirs), then,
@@ -92,13 +95,22 @@ with rs.Nginx(local, t.path("ng")) as ng:
         with fflib.Mount(t, cfg, t.path("mnt-" + job)) as m:
             read_epoch(m, job, 0, range(N // B))
             pf, hits = remote(m, "prefetched"), remote(m, "prefetch_hits")
+            dropped = remote(m, "dropped")
             got[order] = pf
             log("%s order, a cold epoch of %d: %d members fetched ahead, "
-                "%d reads found theirs there" % (order, N, pf, hits))
-            check(pf >= N - SLACK and hits >= N - SLACK,
+                "%d reads found theirs there, %d dropped"
+                % (order, N, pf, hits, dropped))
+            # what was asked ahead is exact; whether a range had arrived
+            # when its read came is timing (a read that joins its range
+            # in flight is no hit), so only most must have
+            check(pf >= N - SLACK,
                   "%s order: a cold epoch of %d remote samples fetched %d "
-                  "ahead (%d reads found them), not at least %d"
-                  % (order, N, pf, hits, N - SLACK))
+                  "ahead, not at least %d" % (order, N, pf, N - SLACK))
+            check(dropped == 0, "%s order: a cold epoch of %d samples "
+                  "dropped %d ranges fetched ahead" % (order, N, dropped))
+            check(hits >= N // 2,
+                  "%s order: only %d of %d reads found their range fetched "
+                  "ahead" % (order, hits, N))
             check(m.alive(), "feedfs died")
 
     # 2. a partly warm epoch: its misses fetched ahead, its hits not

@@ -71,7 +71,8 @@ rate_add(struct remote_ctx *c, uint64_t n)
 		atomic_store(&c->rate_t0, now);
 		return;
 	}
-	if (now - t0 < 200 ||
+	/* (t0 may be a later now than ours, stored since we read the clock) */
+	if (now < t0 + 200 ||
 	    !atomic_compare_exchange_strong(&c->rate_t0, &t0, now))
 		return;
 	atomic_fetch_sub(&c->rate_bytes, b);
@@ -79,11 +80,16 @@ rate_add(struct remote_ctx *c, uint64_t n)
 	atomic_store(&c->rate_bps, old ? (old * 3 + r) / 4 : r);
 }
 
-/* Drop prefetched ranges nobody read for STALE_MS.  Locked. */
+/*
+ * Drop prefetched ranges nobody read for STALE_MS.  Locked, and now read
+ * under the lock: a range finished after an earlier now would be done in
+ * the future, and now - done_ms would wrap to "stale" (it dropped fresh
+ * ranges, fetched again by their reads, on a loaded machine).
+ */
 static void
 drop_stale(struct remote_fetch *f, uint64_t now)
 {
-	while (f->q[2].head && now - f->q[2].head->done_ms > STALE_MS) {
+	while (f->q[2].head && f->q[2].head->done_ms + STALE_MS < now) {
 		atomic_fetch_add(&f->c->st.dropped, 1);
 		rf_req_free(f, f->q[2].head);
 	}
@@ -107,7 +113,7 @@ recent(struct remote_fetch *f, const struct remote_obj *o, uint64_t off,
 		if (f->recent[k].o == o && f->recent[k].off == off) {
 			if (note)
 				f->recent[k].ms = now;
-			return now - f->recent[k].ms < RECENT_MS;
+			return now < f->recent[k].ms + RECENT_MS;
 		}
 		if (f->recent[k].ms < f->recent[old].ms)
 			old = k;
@@ -126,12 +132,13 @@ remote_prefetch(
 {
 	struct remote_fetch *f = rf_fetcher(c);
 	struct req *r;
-	uint64_t now = remote_now_ms();
+	uint64_t now;
 	bool probe;
 
 	if (f == NULL)
 		return;
 	pthread_mutex_lock(&f->lock);
+	now = remote_now_ms(); /* after any req_finish's done_ms */
 	drop_stale(f, now);
 	if (recent(f, o, off, now, false) || rf_find(f, o, off, len) != NULL ||
 	    f->held + len > atomic_load(&c->window) ||
