@@ -222,7 +222,7 @@ static bool
 reading(const struct batch *b, uint64_t now)
 {
 	return b->refs > 0 && !b->consumed && b->ready && b->read_ns != 0 &&
-	       now - b->read_ns < READ_PAUSE_NS;
+	       now < b->read_ns + READ_PAUSE_NS; /* read_ns may be > now */
 }
 
 /*
