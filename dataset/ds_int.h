@@ -81,6 +81,19 @@ bool ds_has_acl(int fd, const char *path);
  */
 int ds_open_beneath(int dirfd, const char *rel, int flags);
 
+/*
+ * The realpath of ROOT/dir, or of ROOT/dir/base with base (dir may be
+ * ""): malloc'd, or NULL with errno set.  ds_safeopen.c
+ */
+char *ds_resolve(const struct dataset *ds, const char *dir, const char *base);
+
+/*
+ * Where path (absolute, resolved) lies below the dataset's root: the
+ * offset of its part relative to the root, or 0 where it is not below it
+ * (the root itself is not).  ds_safeopen.c
+ */
+size_t ds_below_root(const struct dataset *ds, const char *path);
+
 /* A remote member's range asked for ahead of its read.  ds_tar.c */
 void ds_remote_prefetch(const struct dataset *ds, size_t id);
 

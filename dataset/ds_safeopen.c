@@ -101,6 +101,34 @@ open_error(const struct dataset *ds, const struct ds_sample *sm, int r,
 	return r;
 }
 
+/* See ds_int.h. */
+char *
+ds_resolve(const struct dataset *ds, const char *dir, const char *base)
+{
+	bool top = strcmp(ds->root, "/") == 0;
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s%s%s",
+		top ? "" : ds->root, dir, base && dir[0] ? "/" : "",
+		base ? base : "") >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return realpath(path, NULL);
+}
+
+/* See ds_int.h. */
+size_t
+ds_below_root(const struct dataset *ds, const char *path)
+{
+	size_t n = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
+
+	if (strncmp(path, ds->root, n) != 0 || path[n] != '/' ||
+	    path[n + 1] == '\0')
+		return 0;
+	return n + 1;
+}
+
 /*
  * A manifest's path through links: resolved, and opened (through no link)
  * only if it stays inside the root.  -1 with errno set, ELOOP when it
@@ -109,24 +137,18 @@ open_error(const struct dataset *ds, const struct ds_sample *sm, int r,
 static int
 open_resolved(const struct dataset *ds, int rootfd, const char *rel, int flags)
 {
-	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
-	char path[PATH_MAX], *res;
+	char *res = ds_resolve(ds, rel, NULL);
+	size_t below;
 	int fd, e;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s",
-		rootlen ? ds->root : "", rel) >= sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (res == NULL)
 		return -1;
-	}
-	if ((res = realpath(path, NULL)) == NULL)
-		return -1;
-	if (strncmp(res, ds->root, rootlen) != 0 || res[rootlen] != '/' ||
-	    res[rootlen + 1] == '\0') {
+	if ((below = ds_below_root(ds, res)) == 0) {
 		free(res);
 		errno = ELOOP;
 		return -1;
 	}
-	fd = ds_open_beneath(rootfd, res + rootlen + 1, flags);
+	fd = ds_open_beneath(rootfd, res + below, flags);
 	e = errno;
 	free(res);
 	errno = e;

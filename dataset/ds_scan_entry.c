@@ -167,6 +167,7 @@ resolve_link(struct scan *s, int fd, const char *name, const struct stat *lst,
 	char path[PATH_MAX], text[PATH_MAX], why[PATH_MAX + 64], *res;
 	struct stat st;
 	uint32_t g = 0;
+	size_t below;
 	ssize_t tn;
 	int e, r, t;
 
@@ -202,11 +203,9 @@ resolve_link(struct scan *s, int fd, const char *name, const struct stat *lst,
 		r = left(s, name, DS_LEFT_LOOP, text, 0);
 		goto out;
 	}
-	if (s->rootlen == 0 || (strncmp(res, s->realroot, s->rootlen) == 0 &&
-				   res[s->rootlen] == '/')) {
+	if ((below = ds_below_root(s->ds, res)) != 0) {
 		/* Inside the root: relative to it. */
-		memmove(res, res + s->rootlen + 1,
-		    strlen(res + s->rootlen + 1) + 1);
+		memmove(res, res + below, strlen(res + below) + 1);
 	} else {
 		/* Out of it: a user's link speaks for that user alone. */
 		if (s->guard != 0)

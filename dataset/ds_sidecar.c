@@ -48,19 +48,12 @@ process_error(int e)
 static int
 open_dir(const struct dataset *ds, const char *dir)
 {
-	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
-	char path[PATH_MAX], *res;
+	char *res = ds_resolve(ds, dir, NULL);
 	int fd, e;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s",
-		rootlen ? ds->root : "", dir) >= sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (res == NULL)
 		return -1;
-	}
-	if ((res = realpath(path, NULL)) == NULL)
-		return -1;
-	if (strncmp(res, ds->root, rootlen) != 0 ||
-	    (res[rootlen] != '/' && res[rootlen] != '\0')) {
+	if (strcmp(res, ds->root) != 0 && ds_below_root(ds, res) == 0) {
 		free(res);
 		errno = ELOOP;
 		return -1;
@@ -109,11 +102,10 @@ static int
 open_link(
     struct dataset *ds, int dfd, const char *cur, const char *base, int flags)
 {
-	size_t rootlen = strcmp(ds->root, "/") == 0 ? 0 : strlen(ds->root);
-	char path[PATH_MAX], *res;
+	char *res;
 	struct stat lst, st;
 	uint32_t g = 0;
-	bool inside;
+	size_t below;
 	int top, fd = -1, e;
 
 	if (fstatat(dfd, base, &lst, AT_SYMLINK_NOFOLLOW) != 0)
@@ -122,18 +114,11 @@ open_link(
 		errno = ELOOP;
 		return -1;
 	}
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s%s%s",
-		rootlen ? ds->root : "", cur, cur[0] ? "/" : "",
-		base) >= sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if ((res = ds_resolve(ds, cur, base)) == NULL)
 		return -1;
-	}
-	if ((res = realpath(path, NULL)) == NULL)
-		return -1;
-	inside = rootlen == 0 ||
-		 (strncmp(res, ds->root, rootlen) == 0 && res[rootlen] == '/');
+	below = ds_below_root(ds, res);
 	/* Out of the root: a user's link speaks for that user alone. */
-	if (!inside && ds_guard_active() && lst.st_uid != 0) {
+	if (below == 0 && ds_guard_active() && lst.st_uid != 0) {
 		if (ds_guard_of(ds, (uint32_t)lst.st_uid, &g) != 0) {
 			free(res);
 			errno = ENOMEM;
@@ -145,10 +130,9 @@ open_link(
 			return -1;
 		}
 	}
-	if ((top = open(inside && rootlen ? ds->root : "/",
+	if ((top = open(below ? ds->root : "/",
 		 O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		fd = ds_open_beneath(
-		    top, res + (inside ? rootlen : 0) + 1, flags);
+		fd = ds_open_beneath(top, res + (below ? below : 1), flags);
 		e = errno;
 		close(top);
 		errno = e;
