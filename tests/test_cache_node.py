@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
-from fflib import check, fail, log  # noqa: E402
+from fflib import check, log  # noqa: E402
 
 if os.geteuid() != 0:
     fflib.skip("needs root (a tmpfs, a mount for uid 65534)")

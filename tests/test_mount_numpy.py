@@ -12,7 +12,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fflib  # noqa: E402
-from fflib import check, fail, log  # noqa: E402
+from fflib import check, log  # noqa: E402
 
 try:
     import numpy as np

@@ -294,7 +294,6 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 # empty local cache then finds every prefix there
 MEMCACHED = "/usr/bin/memcached"
 if os.access(MEMCACHED, os.X_OK):
-    import socket
     import subprocess
     port = fflib.free_port()
     argv = [MEMCACHED, "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m",
