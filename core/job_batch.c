@@ -141,7 +141,7 @@ job_mix_batch(const struct job *j, uint32_t epoch, uint32_t rank,
 	if (!j->soft) /* multi-hot rows, no batch op */
 		return job_label_rows(j, NULL, ids, len, labels);
 	job_mix_draw(j, epoch, rank, world, b, &m);
-	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0)
+	if ((r = job_soft_labels(j, &m, ids, len, labels)) != 0 || px == NULL)
 		return r;
 	return xf_mix_images(&m, px, len, job_geo(j, epoch)->pl->out_w,
 	    job_geo(j, epoch)->pl->out_h, j->cfg->dtype, j->cfg->layout, tmp);

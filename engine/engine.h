@@ -113,6 +113,9 @@ struct batch_tier {
 	bool queued, busy;   /* in the tier queue; the tier thread has it */
 	bool key_ok;         /* key computed */
 	bool looked;         /* looked up once (not again when made here) */
+	bool mixed;          /* mixup done as its slots are converted
+				(tier_slot), with this draw: */
+	struct xf_mix mix;
 	uint8_t key[32];     /* core/batch_tier.h's */
 	struct batch *next;  /* the tier queue */
 };

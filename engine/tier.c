@@ -18,7 +18,8 @@
  * the workers' queues, and tier_look.c's thread decides: fetched from
  * the tier, its slots are then converted here from the worker's samples
  * (tier_slot: the output conversion and random_erasing's box, then the
- * batch op as for any batch), at a fraction of the cost of making them;
+ * batch op as for any batch; a mixup batch's blend is done with the
+ * conversion, tier_fetched), at a fraction of the cost of making them;
  * else its slots are queued to be made here.  Batches made here are not
  * stored in the tier: the workers make what the tier holds.
  */
@@ -143,11 +144,35 @@ raw_free(struct feed *f, struct batch *b)
 }
 
 void
+tier_fetched(struct feed *f, struct batch *b, uint8_t *raw, uint64_t len)
+{
+	const struct job *j = b->job;
+
+	(void)f;
+	b->t.raw = raw;
+	b->t.raw_len = len;
+	/*
+	 * A mixup batch whose samples have no part at the conversion
+	 * (random_erasing's): mixed as its slots are converted, from the
+	 * samples at hand (xf_convert_mixup: the same bits, and a pass over
+	 * the batch less; mix_one then makes its labels only).
+	 */
+	b->t.mixed = false;
+	if (j->soft && j->cfg->dtype != XF_UINT8 &&
+	    !xf_has_output_ops(job_geo(j, b->key.epoch)->pl)) {
+		job_mix_draw(j, b->key.epoch, b->key.rank, b->key.world,
+		    b->key.batch, &b->t.mix);
+		b->t.mixed = !b->t.mix.cut;
+	}
+}
+
+void
 tier_drop(struct feed *f, struct batch *b)
 {
 	if (f->tier != NULL && b->t.queued)
 		tier_q_remove(f->tier, b);
 	raw_free(f, b);
+	b->t.mixed = false;
 	b->t.since = b->t.dsince = 0;
 }
 
@@ -175,6 +200,15 @@ tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id)
 
 	(void)f;
 	*id = (uint32_t)ids[s]; /* checked: < plan.n */
+	if (b->t.mixed) {	/* tier_fetched; no output ops */
+		struct xf_image prev = {.w = pl->out_w,
+		    .h = pl->out_h,
+		    .px = b->t.raw +
+			  (size_t)(s ? s - 1 : b->g.len - 1) * geo->raw_bytes};
+
+		return xf_convert_mixup(&im, &prev, &b->t.mix, pl->normalize,
+		    pl->mean, pl->std, j->cfg->dtype, j->cfg->layout, dst);
+	}
 	key = job_sample_key(j, b->key.epoch, *id);
 	/* What xf_run_suffix does after the ops (transforms/ops.c). */
 	xf_convert(&im, pl->normalize, pl->mean, pl->std, j->cfg->dtype,

@@ -67,6 +67,10 @@ struct tier {
 	atomic_uint_fast64_t errors; /* calls a server failed */
 };
 
+/* tier.c: b's samples fetched (raw, len bytes, counted in the budget):
+ * its slots are converted from them (tier_slot).  Locked. */
+void tier_fetched(struct feed *f, struct batch *b, uint8_t *raw,
+    uint64_t len);
 /* tier.c: the tier queue (locked): in, out. */
 void tier_q_push(struct tier *t, struct batch *b);
 void tier_q_remove(struct tier *t, struct batch *b);

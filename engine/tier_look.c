@@ -250,8 +250,7 @@ look(struct tier *t, struct batch *b)
 		b->t.since = b->t.dsince = 0;
 	}
 	if (l == L_HIT) {
-		b->t.raw = raw; /* transferred, still counted */
-		b->t.raw_len = rawlen;
+		tier_fetched(f, b, raw, rawlen); /* still counted */
 		raw = NULL;
 		atomic_fetch_add(&tj->batches, 1);
 		atomic_fetch_add(&tj->bytes, rawlen + idlen);

@@ -5,9 +5,10 @@ through real mounts, against memcached servers started here on free
 is a mount of the same config with cluster_batches = no.
 
   - same bytes: workers with --epochs (one with --world 2) fill the tier
-    under cluster_secret; a mount reads every file of every epoch of four
+    under cluster_secret; a mount reads every file of every epoch of five
     jobs (float32 with random_erasing; soft labels of mixup_cutmix with
-    on_error = substitute; uint8 HWC; two views) and the rank views of 2:
+    on_error = substitute; float16 HWC mixup; uint8 HWC; two views) and
+    the rank views of 2:
     each equals the reference, every batch served whole from the tier
     (feedfs_cluster_batches_total, none made here); a remount too; a
     second worker run finds them all there;
@@ -162,6 +163,10 @@ JOBS = {
               " random_erasing(0.5)"),
     "s": dict(epochs=2, seed=5, batch_size=6, on_error="substitute",
               pipeline=fflib.TRAIN_PIPELINE + " mixup_cutmix(0.8,1.0,0.5)"),
+    # every batch mixup: mixed as the tier's samples are converted
+    # (xf_convert_mixup), float16 HWC, a last batch of 5
+    "h": dict(epochs=1, seed=13, batch_size=7, dtype="float16",
+              layout="HWC", pipeline=fflib.TRAIN_PIPELINE + " mixup(0.8)"),
     "u": dict(epochs=2, seed=7, dtype="uint8", layout="HWC",
               pipeline="decode resize(72) cache random_resized_crop(64) "
                        "flip(0.5)"),

@@ -12,6 +12,7 @@
  *   (float32, float16, CHW, HWC, sizes not a multiple of 8, batches of 1
  *   and 5), and both equal the roll-by-one definition computed here out
  *   of place; cutmix on uint8; mixup on uint8 refused;
+ * - xf_convert_mixup: the same bits as xf_convert and xf_mix_images;
  * - xf_mix_labels: v2's soft labels, same-class pairs and labels out of
  *   range; xf_half_to_float inverts xf_float_to_half on every half;
  * - the parser: the batch ops' arguments and places (FILE:LINE is the
@@ -230,11 +231,101 @@ test_images(void)
 				}
 }
 
+/*
+ * xf_convert_mixup (a sample of a batch whose uint8 samples are all at
+ * hand: the cluster tier's) against the two steps it fuses, xf_convert of
+ * every sample and xf_mix_images, with the kernels of this CPU and the
+ * portable ones: every dtype and layout, normalized or not, sizes below
+ * eight pixels, not a multiple of eight, and large enough to be streamed
+ * (224 x 224 float32, into an aligned and a misaligned buffer), lambdas
+ * at and between the ends.
+ */
+static void
+test_convert_mixup(void)
+{
+	static const uint32_t sizes[][2] = {
+	    {1, 5}, {7, 1}, {13, 7}, {64, 3}, {161, 203}, {224, 224}};
+	static const double lams[] = {0.0, 1.0, 0.3137, 0.777};
+	static const float mean[3] = {0.485f, 0.456f, 0.406f},
+			   std[3] = {0.229f, 0.224f, 0.225f};
+	const uint32_t n = 3;
+	int bad = 0;
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		uint32_t w = sizes[si][0], h = sizes[si][1];
+		size_t k = (size_t)w * h * 3;
+		/* aligned_alloc: a multiple of the alignment */
+		size_t bytes = (n * k * 4 + 64 + 63) & ~(size_t)63;
+		uint8_t *raw = malloc(n * k), *want = aligned_alloc(64, bytes),
+			*got = aligned_alloc(64, bytes), *tmp = malloc(k * 4);
+		struct xf_image im[3];
+
+		for (size_t e = 0; e < n * k; e++)
+			raw[e] = (uint8_t)(rng_uniform(9, e) * 256);
+		for (uint32_t i = 0; i < n; i++)
+			im[i] = (struct xf_image){
+			    .w = w, .h = h, .px = raw + i * k};
+		for (int c = 0; c < 64; c++) {
+			enum xf_dtype d = c & 1 ? XF_FLOAT16 : XF_FLOAT32;
+			enum xf_layout l = c & 2 ? XF_CHW : XF_HWC;
+			bool norm = c & 4, scalar = c & 8;
+			size_t es = d == XF_FLOAT16 ? 2 : 4, sb = k * es;
+			size_t off = c & 16 ? 4 : 0; /* misaligned */
+			struct xf_mix m = {
+			    .cut = false, .lam = lams[c >> 4 & 3]};
+
+			memset(want, 0, bytes);
+			memset(got, 0xa5, bytes);
+			if (scalar)
+				setenv("FEEDFS_XF_SCALAR", "1", 1);
+			for (uint32_t i = 0; i < n; i++)
+				xf_convert(&im[i], norm, mean, std, d, l,
+				    want + off + i * sb);
+			CHECK(xf_mix_images_scalar(
+				  &m, want + off, n, w, h, d, l, tmp) == 0);
+			for (uint32_t i = 0; i < n; i++)
+				CHECK(
+				    xf_convert_mixup(&im[i],
+					&im[i ? i - 1 : n - 1], &m, norm, mean,
+					std, d, l, got + off + i * sb) == 0);
+			unsetenv("FEEDFS_XF_SCALAR");
+			if (memcmp(want + off, got + off, n * sb) != 0 &&
+			    bad++ < 5)
+				fprintf(stderr,
+				    "convert_mixup %ux%u case %d differs\n", w,
+				    h, c);
+		}
+		free(raw);
+		free(want);
+		free(got);
+		free(tmp);
+	}
+	CHECK_EQ_INT(bad, 0);
+	{
+		uint8_t px[2 * 3] = {0}, out[4 * 2 * 3];
+		struct xf_image a = {.w = 2, .h = 1, .px = px},
+				b = {.w = 1, .h = 2, .px = px};
+		struct xf_mix mix = {.cut = false, .lam = 0.5},
+			      cut = {.cut = true, .lam = 0.5, .x1 = 1, .y1 = 1};
+
+		CHECK(xf_convert_mixup(&a, &a, &mix, false, mean, std, XF_UINT8,
+			  XF_HWC, out) == -EINVAL);
+		CHECK(xf_convert_mixup(&a, &a, &cut, false, mean, std,
+			  XF_FLOAT32, XF_HWC, out) == -EINVAL);
+		CHECK(xf_convert_mixup(&a, &b, &mix, false, mean, std,
+			  XF_FLOAT32, XF_HWC, out) == -EINVAL);
+	}
+}
+
 static void
 test_uint8(void)
 {
 	uint8_t px[2 * 4 * 2 * 3], tmp[4 * 2 * 3];
-	struct xf_mix cut = {.cut = true, .lam = 0.5, .x0 = 1, .y0 = 0, .x1 = 3,
+	struct xf_mix cut = {.cut = true,
+			  .lam = 0.5,
+			  .x0 = 1,
+			  .y0 = 0,
+			  .x1 = 3,
 			  .y1 = 1},
 		      mix = {.cut = false, .lam = 0.5};
 
@@ -375,6 +466,7 @@ main(void)
 	test_beta();
 	test_params();
 	test_images();
+	test_convert_mixup();
 	test_uint8();
 	test_labels();
 	test_parse();

@@ -12,6 +12,7 @@
  * one gather and rounded to float16 by vcvtps2ph, round to nearest even
  * as numpy.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,14 +148,43 @@ store8(void *dst, size_t i, bool half, bool stream, __m256 x)
  */
 #define STREAM_MIN (128u << 10)
 
-__attribute__((target("avx2,f16c"))) static void
-convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
-    bool half, enum xf_layout layout, void *dst)
+/*
+ * Eight values of channel table t at the byte offsets v (of px), with
+ * pv: blended with those of pv (the same offsets) as xf_mix_images's
+ * mixup blends, prev * a + own * c, each product rounded apart.
+ */
+__attribute__((target("avx2,f16c"))) static inline __m256
+lookup8(
+    const float *t, __m256i v, __m256i pvv, bool blend, __m256 va, __m256 vc)
+{
+	__m256 x = _mm256_i32gather_ps(t, v, 4);
+
+	if (!blend)
+		return x;
+	return _mm256_add_ps(_mm256_mul_ps(_mm256_i32gather_ps(t, pvv, 4), va),
+	    _mm256_mul_ps(x, vc));
+}
+
+/* Eight bytes at p as offsets into the tables: plus off (their rows). */
+__attribute__((target("avx2,f16c"))) static inline __m256i
+hwc8(const uint8_t *p, __m256i off)
+{
+	return _mm256_add_epi32(
+	    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), off);
+}
+
+/* The loops of convert_avx2 and blend_avx2, blend a constant in each. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
+    size_t n8, const table_row *t, bool half, enum xf_layout layout, void *dst,
+    const bool blend)
 {
 	const float *t0 = &t[0][0];
 	bool stream = n * 3 * (half ? 2 : 4) >= STREAM_MIN &&
 		      ((uintptr_t)dst & 31) == 0 &&
 		      (layout == XF_HWC || n % 8 == 0);
+	__m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
+	__m256i zero = _mm256_setzero_si256();
 
 	if (layout == XF_HWC) {
 		__m256i off[3];
@@ -168,13 +198,12 @@ convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
 		}
 		for (size_t i = 0; i < n8 * 3; i += 24)
 			for (int g = 0; g < 3; g++) {
-				__m256i v = _mm256_add_epi32(
-				    _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-					(const __m128i *)(px + i + 8 * g))),
-				    off[g]);
+				__m256i v = hwc8(px + i + 8 * g, off[g]);
+				__m256i w =
+				    blend ? hwc8(pv + i + 8 * g, off[g]) : zero;
 
 				store8(dst, i + 8 * g, half, stream,
-				    _mm256_i32gather_ps(t0, v, 4));
+				    lookup8(t0, v, w, blend, va, vc));
 			}
 		if (stream)
 			_mm_sfence();
@@ -182,44 +211,69 @@ convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
 	}
 	__m128i ma[3], mb[3];
 
-	for (int c = 0; c < 3; c++) {
-		int8_t a[16], b[16];
+	for (int ch = 0; ch < 3; ch++) {
+		int8_t sa[16], sb[16];
 
 		for (int k = 0; k < 16; k++) {
-			int q = 3 * k + c;
+			int q = 3 * k + ch;
 
-			a[k] = k < 8 && q < 16 ? (int8_t)q : -1;
-			b[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
+			sa[k] = k < 8 && q < 16 ? (int8_t)q : -1;
+			sb[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
 		}
-		ma[c] = _mm_loadu_si128((const __m128i *)a);
-		mb[c] = _mm_loadu_si128((const __m128i *)b);
+		ma[ch] = _mm_loadu_si128((const __m128i *)sa);
+		mb[ch] = _mm_loadu_si128((const __m128i *)sb);
 	}
 	for (size_t i = 0; i < n8; i += 8) {
-		const uint8_t *p = px + i * 3;
-		__m128i a = _mm_loadu_si128((const __m128i *)p);
-		__m128i b = _mm_loadu_si128((const __m128i *)(p + 8));
+		const uint8_t *p = px + i * 3, *q = pv + i * 3;
+		__m128i lo = _mm_loadu_si128((const __m128i *)p);
+		__m128i hi = _mm_loadu_si128((const __m128i *)(p + 8));
+		__m128i plo = _mm_loadu_si128((const __m128i *)q);
+		__m128i phi = _mm_loadu_si128((const __m128i *)(q + 8));
 
-		for (int c = 0; c < 3; c++) {
-			__m128i v = _mm_or_si128(_mm_shuffle_epi8(a, ma[c]),
-			    _mm_shuffle_epi8(b, mb[c]));
+		for (int ch = 0; ch < 3; ch++) {
+			__m128i v = _mm_or_si128(_mm_shuffle_epi8(lo, ma[ch]),
+			    _mm_shuffle_epi8(hi, mb[ch]));
+			__m128i w = _mm_or_si128(_mm_shuffle_epi8(plo, ma[ch]),
+			    _mm_shuffle_epi8(phi, mb[ch]));
 
-			store8(dst, c * n + i, half, stream,
-			    _mm256_i32gather_ps(
-				t[c], _mm256_cvtepu8_epi32(v), 4));
+			store8(dst, ch * n + i, half, stream,
+			    lookup8(t[ch], _mm256_cvtepu8_epi32(v),
+				_mm256_cvtepu8_epi32(w), blend, va, vc));
 		}
 	}
 	if (stream)
 		_mm_sfence();
 }
+
+__attribute__((target("avx2,f16c"))) static void
+convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
+    bool half, enum xf_layout layout, void *dst)
+{
+	convert8(px, px, 0, 0, n, n8, t, half, layout, dst, false);
+}
+
+/* convert_avx2 with pv blended in: prev * a + own * c. */
+__attribute__((target("avx2,f16c"))) static void
+blend_avx2(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
+    size_t n8, const table_row *t, bool half, enum xf_layout layout, void *dst)
+{
+	convert8(px, pv, a, c, n, n8, t, half, layout, dst, true);
+}
 #endif
 
-void
-xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
-    const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst)
+/*
+ * img converted to dst, with pv (another image's pixels, the same size):
+ * prev * a + own * c per value (xf_convert_mixup; float dtypes only).
+ */
+static void
+convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
+    bool normalize, const float mean[3], const float std[3],
+    enum xf_dtype dtype, enum xf_layout layout, void *dst)
 {
 	const uint8_t *px = img->px;
 	size_t n = (size_t)img->w * img->h;
 	const table_row *t;
+	table_row th[3]; /* float16's values, each rounded to half */
 	uint16_t t16[3][256];
 	size_t skip = 0; /* pixels already done */
 
@@ -238,15 +292,46 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 		return;
 	}
 	t = make_table(normalize, mean, std);
+	if (pv != NULL && dtype == XF_FLOAT16) {
+		/* A blend of halves: each value as the plain conversion
+		 * stores it, then the blend in float32, rounded once. */
+		for (int ch = 0; ch < 3; ch++)
+			for (int v = 0; v < 256; v++)
+				th[ch][v] = xf_half_to_float(
+				    xf_float_to_half(t[ch][v]));
+		t = th;
+	}
 #ifdef HAVE_AVX2_KERNELS
 	if (n >= 8 && xf_use_avx2_f16c()) {
 		skip = n & ~(size_t)7;
-		convert_avx2(px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
+		if (pv != NULL)
+			blend_avx2(px, pv, a, c, n, skip, t,
+			    dtype == XF_FLOAT16, layout, dst);
+		else
+			convert_avx2(
+			    px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
 		if (skip == n)
 			return;
 		/* The last pixels from the tables, as below. */
 	}
 #endif
+	if (pv != NULL) {
+		/* xf_mix_images's blend_scalar, of the tables' values */
+		for (size_t i = skip; i < n; i++)
+			for (int ch = 0; ch < 3; ch++) {
+				size_t at =
+				    layout == XF_HWC ? i * 3 + ch : ch * n + i;
+				float x = t[ch][pv[i * 3 + ch]] * a,
+				      y = t[ch][px[i * 3 + ch]] * c;
+
+				if (dtype == XF_FLOAT32)
+					((float *)dst)[at] = x + y;
+				else
+					((uint16_t *)dst)[at] =
+					    xf_float_to_half(x + y);
+			}
+		return;
+	}
 	if (dtype == XF_FLOAT32) {
 		float *d = dst;
 
@@ -266,9 +351,9 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 		return;
 	}
 	/* float16: the float32 value rounded, as numpy's astype does. */
-	for (int c = 0; c < 3; c++)
+	for (int ch = 0; ch < 3; ch++)
 		for (int v = 0; v < 256; v++)
-			t16[c][v] = xf_float_to_half(t[c][v]);
+			t16[ch][v] = xf_float_to_half(t[ch][v]);
 	{
 		uint16_t *d = dst;
 
@@ -286,4 +371,25 @@ xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
 			d[2 * n + i] = t16[2][px[i * 3 + 2]];
 		}
 	}
+}
+
+void
+xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
+    const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst)
+{
+	convert(img, NULL, 0, 0, normalize, mean, std, dtype, layout, dst);
+}
+
+int
+xf_convert_mixup(const struct xf_image *img, const struct xf_image *prev,
+    const struct xf_mix *m, bool normalize, const float mean[3],
+    const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst)
+{
+	if (m->cut || dtype == XF_UINT8 || prev->w != img->w ||
+	    prev->h != img->h)
+		return -EINVAL;
+	/* xf_mix_images's weights */
+	convert(img, prev->px, (float)(1.0 - m->lam), (float)m->lam, normalize,
+	    mean, std, dtype, layout, dst);
+	return 0;
 }

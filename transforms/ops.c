@@ -415,6 +415,15 @@ xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
 	return apply_op(pl, i, img, rngkey, 0, 0, err, errlen);
 }
 
+bool
+xf_has_output_ops(const struct xf_pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nops; i++)
+		if (pl->ops[i].kind == XF_OP_RANDOM_ERASING)
+			return true;
+	return false;
+}
+
 void
 xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
     enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,

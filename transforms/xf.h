@@ -284,10 +284,13 @@ int xf_run_suffix(const struct xf_pipeline *pl, struct xf_image *img,
  * on img (replaced in place) as xf_run_suffix does, drawing from rngkey
  * (0, or an error with the message in err); xf_run_op_output does op i's
  * part at the output conversion on dst, a converted w x h sample
- * (random_erasing's box; nothing for the other ops).
+ * (random_erasing's box; nothing for the other ops), which only
+ * pipelines with xf_has_output_ops have.
  */
 int xf_run_op(const struct xf_pipeline *pl, size_t i, struct xf_image *img,
     uint64_t rngkey, char *err, size_t errlen);
+/* Whether an op of pl has a part at the output conversion. */
+bool xf_has_output_ops(const struct xf_pipeline *pl);
 void xf_run_op_output(const struct xf_pipeline *pl, size_t i, uint64_t rngkey,
     enum xf_dtype dtype, enum xf_layout layout, uint32_t w, uint32_t h,
     void *dst);
@@ -433,6 +436,18 @@ int xf_mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w,
 int xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
     uint32_t w, uint32_t h, enum xf_dtype dtype, enum xf_layout layout,
     void *tmp);
+/*
+ * Mixup fused into the conversion: sample img of a batch converted as
+ * xf_convert does and blended with prev (the sample before it in the
+ * batch, the last for the first) as xf_mix_images's mixup (m, not cut)
+ * then makes it, in one pass and to the same bits: for a batch whose
+ * samples are all at hand as uint8 (the cluster tier's).  Float dtypes
+ * only; -EINVAL for uint8, cutmix or images of two sizes.
+ */
+int xf_convert_mixup(const struct xf_image *img, const struct xf_image *prev,
+    const struct xf_mix *m, bool normalize, const float mean[3],
+    const float std[3], enum xf_dtype dtype, enum xf_layout layout,
+    void *dst);
 /*
  * Soft labels of n samples: out (n x nclasses float32) row i =
  * one_hot(label[i - 1]) * f32(1 - lam) + one_hot(label[i]) * f32(lam),
