@@ -173,7 +173,7 @@ hwc8(const uint8_t *p, __m256i off)
 	    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), off);
 }
 
-/* The loops of convert_avx2 and blend_avx2, blend a constant in each. */
+/* The loops of convert_avx2 and convert_mixup_avx2 (blend a constant). */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
     size_t n8, const table_row *t, bool half, enum xf_layout layout, void *dst,
@@ -254,8 +254,9 @@ convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
 
 /* convert_avx2 with pv blended in: prev * a + own * c. */
 __attribute__((target("avx2,f16c"))) static void
-blend_avx2(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
-    size_t n8, const table_row *t, bool half, enum xf_layout layout, void *dst)
+convert_mixup_avx2(const uint8_t *px, const uint8_t *pv, float a, float c,
+    size_t n, size_t n8, const table_row *t, bool half, enum xf_layout layout,
+    void *dst)
 {
 	convert8(px, pv, a, c, n, n8, t, half, layout, dst, true);
 }
@@ -305,7 +306,7 @@ convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
 	if (n >= 8 && xf_use_avx2_f16c()) {
 		skip = n & ~(size_t)7;
 		if (pv != NULL)
-			blend_avx2(px, pv, a, c, n, skip, t,
+			convert_mixup_avx2(px, pv, a, c, n, skip, t,
 			    dtype == XF_FLOAT16, layout, dst);
 		else
 			convert_avx2(
