@@ -69,6 +69,28 @@ xf_float_to_half(float f)
 	return (uint16_t)(sgn + (uint16_t)(hsig + hexp));
 }
 
+/* Its inverse, exact (mix.c blends halves in float32). */
+float
+xf_half_to_float(uint16_t h)
+{
+	uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f,
+		 s = h & 0x3ffu, b;
+	float f;
+
+	if (e == 0x1f)
+		b = sgn | 0x7f800000u | (s << 13);
+	else if (e != 0)
+		b = sgn | ((e + 112) << 23) | (s << 13);
+	else if (s == 0)
+		b = sgn;
+	else { /* subnormal: s * 2^-24, exact in float32 */
+		f = (float)s * 0x1.0p-24f;
+		return sgn ? -f : f;
+	}
+	memcpy(&f, &b, sizeof(f));
+	return f;
+}
+
 /* One channel's float value of every byte. */
 typedef float table_row[256];
 

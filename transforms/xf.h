@@ -393,6 +393,7 @@ void xf_rrc_fbox(const struct xf_image *img, int32_t x, int32_t y, uint32_t cw,
 void xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst);
 uint16_t xf_float_to_half(float f);
+float xf_half_to_float(uint16_t h); /* exact */
 
 /*
  * Batch ops (transforms/mix.c): torchvision v2's MixUp and CutMix.  The
@@ -465,7 +466,6 @@ void xf_mix_labels(const struct xf_mix *m, const int64_t *labels,
  */
 void xf_mix_rows(
     const struct xf_mix *m, float *rows, uint32_t n, uint32_t k, float *tmp);
-float xf_half_to_float(uint16_t h);
 
 /*
  * gaussian_blur and random_erasing (transforms/blur.c), as torchvision
