@@ -94,22 +94,30 @@ xf_half_to_float(uint16_t h)
 /* One channel's float value of every byte. */
 typedef float table_row[256];
 
-/* The float value of every byte of each channel (three rows): this
- * thread's table, made again when normalize, mean or std change. */
-static const table_row *
+/* The value of every byte of each channel (three rows of each): float32,
+ * float16 (the float32 value rounded, as numpy's astype does), and that
+ * half as a float32 again (what a blend of halves computes from). */
+struct tables {
+	table_row t[3];
+	uint16_t half[3][256];
+	table_row halff[3];
+};
+
+/* This thread's tables, made again when normalize, mean or std change. */
+static const struct tables *
 make_table(bool normalize, const float mean[3], const float std[3])
 {
 	static _Thread_local struct {
 		bool made, normalize;
 		float mean[3], std[3];
-		float t[3][256];
+		struct tables tb;
 	} k;
-	table_row *t = k.t;
+	table_row *t = k.tb.t;
 
 	if (k.made && k.normalize == normalize &&
 	    (!normalize || (memcmp(k.mean, mean, sizeof(k.mean)) == 0 &&
 			       memcmp(k.std, std, sizeof(k.std)) == 0)))
-		return k.t;
+		return &k.tb;
 	k.made = true;
 	k.normalize = normalize;
 	if (normalize) {
@@ -126,8 +134,10 @@ make_table(bool normalize, const float mean[3], const float std[3])
 				x = x / std[c];
 			}
 			t[c][v] = x;
+			k.tb.half[c][v] = xf_float_to_half(x);
+			k.tb.halff[c][v] = xf_half_to_float(k.tb.half[c][v]);
 		}
-	return k.t;
+	return &k.tb;
 }
 
 #ifdef HAVE_AVX2_KERNELS
@@ -295,9 +305,8 @@ convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
 {
 	const uint8_t *px = img->px;
 	size_t n = (size_t)img->w * img->h;
+	const struct tables *tb;
 	const table_row *t;
-	table_row th[3]; /* float16's values, each rounded to half */
-	uint16_t t16[3][256];
 	size_t skip = 0; /* pixels already done */
 
 	if (dtype == XF_UINT8) {
@@ -314,16 +323,10 @@ convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
 		}
 		return;
 	}
-	t = make_table(normalize, mean, std);
-	if (pv != NULL && dtype == XF_FLOAT16) {
-		/* A blend of halves: each value as the plain conversion
-		 * stores it, then the blend in float32, rounded once. */
-		for (int ch = 0; ch < 3; ch++)
-			for (int v = 0; v < 256; v++)
-				th[ch][v] = xf_half_to_float(
-				    xf_float_to_half(t[ch][v]));
-		t = th;
-	}
+	tb = make_table(normalize, mean, std);
+	/* A blend of halves: each value as the plain conversion stores it,
+	 * then the blend in float32, rounded once. */
+	t = pv != NULL && dtype == XF_FLOAT16 ? tb->halff : tb->t;
 #ifdef HAVE_AVX2_KERNELS
 	if (n >= 8 && xf_use_avx2_f16c()) {
 		skip = n & ~(size_t)7;
@@ -373,11 +376,9 @@ convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
 		}
 		return;
 	}
-	/* float16: the float32 value rounded, as numpy's astype does. */
-	for (int ch = 0; ch < 3; ch++)
-		for (int v = 0; v < 256; v++)
-			t16[ch][v] = xf_float_to_half(t[ch][v]);
+	/* float16 */
 	{
+		const uint16_t(*t16)[256] = tb->half;
 		uint16_t *d = dst;
 
 		if (layout == XF_HWC) {
