@@ -116,12 +116,23 @@ deferred(const struct batch *x, size_t size)
 	       x->file[BK_IMAGES] == NULL && x->g.size[BK_IMAGES] == size;
 }
 
+/* Deferred batch to takes img, a buffer of its images' size from a
+ * batch given back: its npy header written.  Locked. */
+static void
+images_to(struct feed *f, struct batch *to, uint8_t *img)
+{
+	job_npy_header(
+	    to->job, to->key.epoch, to->g.len, BK_IMAGES, (char *)img);
+	to->file[BK_IMAGES] = img;
+	f->pool_reused++; /* feedfs_batch_buffers_reused_total */
+}
+
 /*
  * Give img (size bytes of images, from a batch given back) to a deferred
- * batch: f->images_for if it waits (the one that asked,
- * batch_images_buf), else, of those in the first hash bucket that holds
- * any, one a reader waits for, else the least recently asked for.  False:
- * none waits; the caller keeps it.  Locked.
+ * batch: of those in the first hash bucket that holds any, one a reader
+ * waits for, else the least recently asked for.  False: none waits; the
+ * caller keeps it.  Locked.  (A batch that asks for its buffer takes its
+ * victim's itself: recycle.)
  *
  * Not the nearest of the whole table, measured: scanning every bucket
  * for it (a921d9f, reverted) or taking the workers' queue order mapped
@@ -134,8 +145,6 @@ hand_over(struct feed *f, uint8_t *img, size_t size)
 {
 	struct batch *to = NULL;
 
-	if (f->images_for != NULL && deferred(f->images_for, size))
-		to = f->images_for;
 	for (size_t i = 0; i < FEED_HASH && to == NULL; i++)
 		for (struct batch *x = f->table[i]; x; x = x->hnext)
 			if (deferred(x, size) &&
@@ -145,10 +154,7 @@ hand_over(struct feed *f, uint8_t *img, size_t size)
 				to = x;
 	if (to == NULL)
 		return false;
-	job_npy_header(
-	    to->job, to->key.epoch, to->g.len, BK_IMAGES, (char *)img);
-	to->file[BK_IMAGES] = img;
-	f->pool_reused++; /* feedfs_batch_buffers_reused_total */
+	images_to(f, to, img);
 	return true;
 }
 
@@ -523,10 +529,12 @@ wait_room(
  * Fresh pages cost a fault and a clear per 4 KB (a fifth of a cold
  * epoch's CPU): when no kept buffer fits b, take one from a batch that
  * was read to its end and that no file holds, even with room to spare.
- * Such a batch is rarely read again, and is made again if it is.
+ * Such a batch is rarely read again, and is made again if it is.  A b
+ * that waits for its images (batch_images_buf) takes the victim's images
+ * buffer itself; else drop_data keeps it or hands it on.
  */
 static void
-recycle(struct feed *f, const struct batch *b)
+recycle(struct feed *f, struct batch *b)
 {
 	size_t size = main_buf(b);
 	struct batch *victim = NULL;
@@ -540,8 +548,18 @@ recycle(struct feed *f, const struct batch *b)
 			    evictable(x, now) && main_buf(x) == size &&
 			    (!victim || x->used < victim->used))
 				victim = x;
-	if (victim)
+	if (victim == NULL)
+		return;
+	if (victim->file[BK_IMAGES] != NULL &&
+	    deferred(b, victim->g.size[BK_IMAGES])) {
+		uint8_t *img = victim->file[BK_IMAGES];
+
+		victim->file[BK_IMAGES] = NULL; /* b's, not kept */
 		batch_destroy(f, victim);
+		images_to(f, b, img);
+		return;
+	}
+	batch_destroy(f, victim);
 }
 
 struct batch *
@@ -638,10 +656,7 @@ batch_images_buf(struct feed *f, struct batch *b)
 
 	if (b->empty || b->job->cfg->gpu || b->file[BK_IMAGES] != NULL)
 		return 0;
-	/* A batch read meanwhile: its buffer, handed to b (hand_over). */
-	f->images_for = b;
-	recycle(f, b);
-	f->images_for = NULL;
+	recycle(f, b); /* a batch read meanwhile: its buffer */
 	if (b->file[BK_IMAGES] != NULL)
 		return 0;
 	if ((img = bufpool_get(f, b->g.size[BK_IMAGES])) == NULL)

@@ -271,7 +271,6 @@ struct feed {
 
 	struct text readme, *info, *samples; /* text.c; info, samples: per job */
 	struct pooled *pool; /* bufpool.c: buffers kept for reuse */
-	struct batch *images_for; /* batch.c: the batch a recycle is for */
 	unsigned npool;
 	uint64_t pool_bytes; /* theirs, counted in mem_used */
 	uint64_t pool_reused, pool_allocated; /* bufpool_get's, for stats */
