@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/replybuf.h"
 #include "engine/ns.h"
 #include "fs/fs.h"
 #include "fs/nodes.h"
@@ -379,9 +380,22 @@ fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		p = of->text + off;
 	}
 	/*
-	 * The last touch of `of`: once the reply is out, a release may free
-	 * it.  The bytes replied are held by the pin, which outlives it.
+	 * Bytes of the handle's own (a planned file's, a text's) go out from
+	 * the thread's reply buffer: the kernel ends the read inside the
+	 * reply's writev, and the release it then sends may free the handle
+	 * on another thread before that writev returns (ASan checks the
+	 * iovec then).  A batch's bytes are held by the pin.
 	 */
+	if (r == 0 && len > 0 && pin == NULL) {
+		uint8_t *copy = ff_reply_buf(len);
+
+		if (copy == NULL)
+			r = -ENOMEM;
+		else
+			p = memcpy(copy, p, len);
+	}
+	/* The last touch of `of`: once the reply is out, a release may free
+	 * it. */
 	HANDOVER_RELEASE(of);
 	if (r != 0)
 		fuse_reply_err(req, -r);
