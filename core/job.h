@@ -285,8 +285,9 @@ size_t job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
  * epoch (its stream: RNG_DOMAIN_BATCHMIX, the job's seed, epoch, and
  * (world, rank, b)); the soft labels of len samples ids under draw m into
  * out (len x nclasses float32), -ENOMEM; and a complete batch mixed in
- * place: images px (len samples of sample_bytes; NULL: mixed already, by
- * xf_convert_mixup under the same draw), labels from ids into labels,
+ * place: images px (len samples of sample_bytes; NULL: mixed as they are
+ * read, by engine/tier.c's tier_read under the same draw), labels from
+ * ids into labels,
  * tmp one sample.  Only for a job with soft set, save that
  * job_mix_batch of a multi-label job without a batch op makes its
  * multi-hot rows alone (job_float_labels: what a complete batch needs).

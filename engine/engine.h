@@ -105,7 +105,8 @@ struct rpart {
  * samples (raw) instead of made.
  */
 struct batch_tier {
-	uint8_t *raw;        /* fetched samples (uint8 HWC), until converted */
+	uint8_t *raw;        /* fetched samples (uint8 HWC), until converted
+				(lazy: until its data is dropped) */
 	uint64_t raw_len;    /* their bytes, counted in the budget */
 	uint64_t since;      /* ns: its wait on a worker's claim began; 0 */
 	uint64_t dsince;     /* ns: a reader began to wait for it; 0 */
@@ -113,8 +114,8 @@ struct batch_tier {
 	bool queued, busy;   /* in the tier queue; the tier thread has it */
 	bool key_ok;         /* key computed */
 	bool looked;         /* looked up once (not again when made here) */
-	bool mixed;          /* mixup done as its slots are converted
-				(tier_slot), with this draw: */
+	bool lazy;           /* its images converted as they are read
+				(tier_read), mixed with this draw: */
 	struct xf_mix mix;
 	uint8_t key[32];     /* core/batch_tier.h's */
 	struct batch *next;  /* the tier queue */
@@ -537,7 +538,9 @@ feed_mono_ns(void)
  * b over before queueing its slots: false, make it here), tier_opened
  * (a reader opened k: its position), tier_drop (b loses its data),
  * tier_done (every slot of b is made).  Unlocked: tier_slot makes slot s
- * of a fetched batch from its raw samples (*id its sample).
+ * of a fetched batch from its raw samples (*id its sample); tier_read
+ * makes bytes [off, off + size) of a lazy batch's images file (b pinned,
+ * ready) in a buffer of the calling thread's, valid until its next call.
  */
 int tier_start(struct feed *f);
 void tier_stop(struct feed *f);
@@ -547,6 +550,8 @@ void tier_opened(struct feed *f, const struct feed_key *k);
 void tier_drop(struct feed *f, struct batch *b);
 void tier_done(struct feed *f, struct batch *b);
 int tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id);
+int tier_read(struct feed *f, struct batch *b, uint64_t off, size_t size,
+    const void **ptr);
 /* stats.c's part of tier.c: the tier's counters. */
 struct sbuf;
 void tier_stats(struct feed *f, struct sbuf *sb);

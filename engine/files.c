@@ -231,6 +231,13 @@ feed_read(struct feed *f, struct feed_handle *h, uint64_t off, size_t size,
 		size = (size_t)(total - off);
 	*ptr = data + (off < total ? off : 0);
 	*len = size;
+	/* A batch from the tier: its samples converted now (pinned). */
+	if (b != NULL && h->kind == BK_IMAGES && b->t.lazy && size > 0 &&
+	    (r = tier_read(f, b, off, size, ptr)) != 0) {
+		feed_read_end(f, *pin);
+		*pin = NULL;
+		return r;
+	}
 	return 0;
 }
 

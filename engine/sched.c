@@ -285,13 +285,12 @@ mix_one(struct feed *f)
 	if ((tmp = xf_alloc(sb ? sb : 1)) != NULL)
 		r = job_mix_batch(j, b->key.epoch, b->key.rank, b->key.world,
 		    b->key.batch, b->g.len,
-		    b->t.mixed ? NULL /* its slots were: tier_fetched */
-			       : b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES],
+		    b->t.lazy ? NULL /* mixed as read: tier_read */
+			      : b->file[BK_IMAGES] + b->g.hdr[BK_IMAGES],
 		    (const int64_t *)(b->file[BK_IDS] + b->g.hdr[BK_IDS]),
 		    (float *)(b->file[BK_LABELS] + b->g.hdr[BK_LABELS]), tmp);
 	xf_free(tmp);
 	pthread_mutex_lock(&f->lock);
-	b->t.mixed = false;
 	if (r != 0 && !b->err) {
 		b->err = r;
 		snprintf(b->errmsg, sizeof(b->errmsg), "%s: batch op: %s",

@@ -16,20 +16,24 @@
  * With cluster and cluster_batches, a batch of a strict job (not
  * gpu = on) that gets data goes to the tier queue (tier_take) instead of
  * the workers' queues, and tier_look.c's thread decides: fetched from
- * the tier, its slots are then converted here from the worker's samples
- * (tier_slot: the output conversion and random_erasing's box, then the
- * batch op as for any batch; a mixup batch's blend is done with the
- * conversion, tier_fetched), at a fraction of the cost of making them;
- * else its slots are queued to be made here.  Batches made here are not
- * stored in the tier: the workers make what the tier holds.
+ * the tier, its images are made here from the worker's samples, at a
+ * fraction of the cost of making them; else its slots are queued to be
+ * made here.  Float images with no op at the output conversion are made
+ * as they are read (tier_read: each request's bytes converted and mixed
+ * into a buffer of the FUSE thread's, whose caches the kernel then
+ * copies them from; the batch's own buffer is never written past its
+ * header); others slot by slot when fetched (tier_slot: the output
+ * conversion and random_erasing's box, then the batch op as for any
+ * batch).  Batches made here are not stored in the tier: the workers
+ * make what the tier holds.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include "engine/tier_int.h"
+#include "util/replybuf.h"
 #include "util/sbuf.h"
 
 /* The wait bound when nothing was measured yet, and its bounds. */
@@ -152,18 +156,17 @@ tier_fetched(struct feed *f, struct batch *b, uint8_t *raw, uint64_t len)
 	b->t.raw = raw;
 	b->t.raw_len = len;
 	/*
-	 * A mixup batch whose samples have no part at the conversion
-	 * (random_erasing's): mixed as its slots are converted, from the
-	 * samples at hand (xf_convert_mixup: the same bits, and a pass over
-	 * the batch less; mix_one then makes its labels only).
+	 * Float images whose samples have no part at the conversion
+	 * (random_erasing's box is drawn on each sample, before a mix):
+	 * converted and mixed as they are read (tier_read), from the
+	 * samples kept until the batch's data is dropped.  Its slots then
+	 * only take their ids, and mix_one makes only its labels.
 	 */
-	b->t.mixed = false;
-	if (j->soft && j->cfg->dtype != XF_UINT8 &&
-	    !xf_has_output_ops(job_geo(j, b->key.epoch)->pl)) {
+	b->t.lazy = j->cfg->dtype != XF_UINT8 &&
+		    !xf_has_output_ops(job_geo(j, b->key.epoch)->pl);
+	if (b->t.lazy && j->soft)
 		job_mix_draw(j, b->key.epoch, b->key.rank, b->key.world,
 		    b->key.batch, &b->t.mix);
-		b->t.mixed = !b->t.mix.cut;
-	}
 }
 
 void
@@ -172,14 +175,15 @@ tier_drop(struct feed *f, struct batch *b)
 	if (f->tier != NULL && b->t.queued)
 		tier_q_remove(f->tier, b);
 	raw_free(f, b);
-	b->t.mixed = false;
+	b->t.lazy = false;
 	b->t.since = b->t.dsince = 0;
 }
 
 void
 tier_done(struct feed *f, struct batch *b)
 {
-	raw_free(f, b);
+	if (!b->t.lazy) /* else read from until its data is dropped */
+		raw_free(f, b);
 }
 
 /* ---- a fetched batch's slots (unlocked) -------------------------------- */
@@ -195,20 +199,14 @@ tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id)
 	struct xf_image im = {.w = pl->out_w,
 	    .h = pl->out_h,
 	    .px = b->t.raw + (size_t)s * geo->raw_bytes};
-	uint8_t *dst = sched_slot(b, s);
 	uint64_t key;
+	uint8_t *dst;
 
 	(void)f;
 	*id = (uint32_t)ids[s]; /* checked: < plan.n */
-	if (b->t.mixed) {	/* tier_fetched; no output ops */
-		struct xf_image prev = {.w = pl->out_w,
-		    .h = pl->out_h,
-		    .px = b->t.raw +
-			  (size_t)(s ? s - 1 : b->g.len - 1) * geo->raw_bytes};
-
-		return xf_convert_mixup(&im, &prev, &b->t.mix, pl->normalize,
-		    pl->mean, pl->std, j->cfg->dtype, j->cfg->layout, dst);
-	}
+	if (b->t.lazy) /* tier_fetched: converted as read */
+		return 0;
+	dst = sched_slot(b, s);
 	key = job_sample_key(j, b->key.epoch, *id);
 	/* What xf_run_suffix does after the ops (transforms/ops.c). */
 	xf_convert(&im, pl->normalize, pl->mean, pl->std, j->cfg->dtype,
@@ -216,6 +214,71 @@ tier_slot(struct feed *f, struct batch *b, uint32_t s, uint32_t *id)
 	for (size_t i = 0; i < pl->nops; i++)
 		xf_run_op_output(pl, i, key, j->cfg->dtype, j->cfg->layout,
 		    pl->out_w, pl->out_h, dst);
+	return 0;
+}
+
+/* ---- a lazy batch's images, as they are read (unlocked) ----------------- */
+
+/* A value cut by a range's ends is made whole around them, here. */
+#define SLACK 64
+
+int
+tier_read(struct feed *f, struct batch *b, uint64_t off, size_t size,
+    const void **ptr)
+{
+	const struct job *j = b->job;
+	const struct job_geo *geo = job_geo(j, b->key.epoch);
+	const struct xf_pipeline *pl = geo->pl;
+	const uint64_t hdr = b->g.hdr[BK_IMAGES], start = off, end = off + size;
+	const size_t es = j->cfg->dtype == XF_FLOAT16 ? 2 : 4;
+	const uint64_t per = (uint64_t)pl->out_w * pl->out_h * 3; /* values */
+	uint8_t *out;
+	uint64_t v, ve;
+
+	(void)f;
+	/*
+	 * The thread's reply buffer (a request's megabyte): the values just
+	 * converted are still in its caches when the kernel copies them to
+	 * the reader.
+	 */
+	if ((out = ff_reply_buf(size + 2 * SLACK)) == NULL)
+		return -ENOMEM;
+	/* Each value at an address of its alignment (the reply's first
+	 * byte may be any of a value's). */
+	out += SLACK + (start % es + es - hdr % es) % es;
+	*ptr = out;
+	if (off < hdr) {
+		size_t k = end < hdr ? size : (size_t)(hdr - off);
+
+		memcpy(out, b->file[BK_IMAGES] + off, k);
+		off += k;
+	}
+	if (off >= end)
+		return 0;
+	/*
+	 * The whole values with a byte in [off, end): a value cut by the
+	 * range's start or end is made whole in the slack around it.
+	 */
+	for (v = (off - hdr) / es, ve = (end - hdr + es - 1) / es; v < ve;) {
+		uint64_t s = v / per;
+		size_t e0 = (size_t)(v - s * per),
+		       e1 = (size_t)(ve - s * per < per ? ve - s * per : per);
+		struct xf_image im = {.w = pl->out_w, .h = pl->out_h},
+				prev = im;
+		int r;
+
+		if (s >= b->g.len)
+			return -EIO; /* past the samples: feed_read bounds it */
+		im.px = b->t.raw + s * geo->raw_bytes;
+		prev.px = b->t.raw + (s ? s - 1 : b->g.len - 1) * geo->raw_bytes;
+		r = xf_convert_range(&im, &prev, j->soft ? &b->t.mix : NULL,
+		    pl->normalize, pl->mean, pl->std, j->cfg->dtype,
+		    j->cfg->layout, e0, e1,
+		    out + ((int64_t)(hdr + v * es) - (int64_t)start));
+		if (r != 0)
+			return r;
+		v += e1 - e0;
+	}
 	return 0;
 }
 

@@ -10,8 +10,10 @@ is a mount of the same config with cluster_batches = no.
     on_error = substitute; float16 HWC mixup; uint8 HWC; two views) and
     the rank views of 2:
     each equals the reference, every batch served whole from the tier
-    (feedfs_cluster_batches_total, none made here); a remount too; a
-    second worker run finds them all there;
+    (feedfs_cluster_batches_total, none made here); a remount too; reads
+    at odd offsets and sizes, and three readers of a file at once in
+    pieces of different sizes (a batch from the tier is converted as it
+    is read); a second worker run finds them all there;
   - follow: a worker without --epochs stays within --window 3 of a
     reader: once it has stored the batches ahead of batch 0, the reader's
     next ones come from the tier, with the reference's bytes;
@@ -163,8 +165,8 @@ JOBS = {
               " random_erasing(0.5)"),
     "s": dict(epochs=2, seed=5, batch_size=6, on_error="substitute",
               pipeline=fflib.TRAIN_PIPELINE + " mixup_cutmix(0.8,1.0,0.5)"),
-    # every batch mixup: mixed as the tier's samples are converted
-    # (xf_convert_mixup), float16 HWC, a last batch of 5
+    # every batch mixup: mixed as the tier's samples are read
+    # (tier_read), float16 HWC, a last batch of 5
     "h": dict(epochs=1, seed=13, batch_size=7, dtype="float16",
               layout="HWC", pipeline=fflib.TRAIN_PIPELINE + " mixup(0.8)"),
     "u": dict(epochs=2, seed=7, dtype="uint8", layout="HWC",
@@ -282,6 +284,59 @@ for name in ("B", "B2"):  # a mount, then a remount
         log("mount %s: %d batches from the tier, %d bytes" % (
             name, st["feedfs_cluster_batches_total"],
             st["feedfs_cluster_batch_bytes_in_total"]))
+
+
+def odd_reads(m, views, what):
+    """A batch from the tier is converted as it is read (tier_read): reads
+    at odd offsets and of odd sizes (in the header, across it, inside a
+    value, across samples, past the end), and three threads at once in
+    pieces of different sizes, each equal to the reference's bytes."""
+    import random
+    rnd = random.Random(37)
+    for v in views:
+        d, names = files(m, *v)
+        for n in names:
+            if not re.fullmatch(r"batch-\d+(\.view\d+)?\.npy", n):
+                continue
+            want = ref[v][n]
+            fd = os.open(os.path.join(d, n), os.O_RDONLY)
+            try:
+                for _ in range(24):
+                    off = rnd.choice([0, 1, 3, 127, 128, 129, 130,
+                                      rnd.randrange(len(want)),
+                                      len(want) - 3, len(want) + 5])
+                    size = rnd.choice([1, 2, 3, 5, 4093, 65537,
+                                       rnd.randrange(1, 3 << 20)])
+                    got = os.pread(fd, size, off)
+                    check(got == want[off:off + size], "%s: %s %s: %d "
+                          "bytes at %d differ from the reference"
+                          % (what, v, n, size, off))
+            finally:
+                os.close(fd)
+            bad = []
+
+            def piecewise(k, path=os.path.join(d, n)):
+                with open(path, "rb", buffering=0) as f:
+                    out = b"".join(iter(lambda: f.read(k), b""))
+                if out != want:
+                    bad.append(k)
+            th = [threading.Thread(target=piecewise, args=(k,))
+                  for k in (1000, 4096 * 3 + 1, 1 << 20)]
+            for x in th:
+                x.start()
+            for x in th:
+                x.join()
+            check(not bad, "%s: %s %s read in pieces of %s differs"
+                  % (what, v, n, bad))
+
+
+with mount("R", port, "cluster_secret=" + secret) as m:
+    odd_reads(m, [("s", 0, None), ("h", 0, None), ("v", 1, None),
+                  ("a", 2, None), ("a", 1, 1)], "odd reads")
+    st = m.stats()
+    check(st["feedfs_cluster_batch_local_total"] == 0,
+          "odd reads: %d batches made here"
+          % st["feedfs_cluster_batch_local_total"])
 again = done(fill(cfg, "a", "--epochs", "0-2", port=port, opts=sec),
              "worker again")
 check(again[0] == 0 and again[1] == 15, "a second run: %s, expected 0 made, "

@@ -12,7 +12,10 @@
  *   (float32, float16, CHW, HWC, sizes not a multiple of 8, batches of 1
  *   and 5), and both equal the roll-by-one definition computed here out
  *   of place; cutmix on uint8; mixup on uint8 refused;
- * - xf_convert_mixup: the same bits as xf_convert and xf_mix_images;
+ * - xf_convert_range: whole samples and pieces of them, mixup and
+ *   cutmix's boxes included, the same bits as xf_convert and
+ *   xf_mix_images, with every kernel (the portable loops, AVX2, AVX-512
+ *   VBMI);
  * - xf_mix_labels: v2's soft labels, same-class pairs and labels out of
  *   range; xf_half_to_float inverts xf_float_to_half on every half;
  * - the parser: the batch ops' arguments and places (FILE:LINE is the
@@ -232,16 +235,36 @@ test_images(void)
 }
 
 /*
- * xf_convert_mixup (a sample of a batch whose uint8 samples are all at
- * hand: the cluster tier's) against the two steps it fuses, xf_convert of
- * every sample and xf_mix_images, with the kernels of this CPU and the
- * portable ones: every dtype and layout, normalized or not, sizes below
- * eight pixels, not a multiple of eight, and large enough to be streamed
- * (224 x 224 float32, into an aligned and a misaligned buffer), lambdas
- * at and between the ends.
+ * The conversion's kernels, k: 0 the portable loops, 1 the AVX2 ones, 2
+ * the best this CPU has (AVX-512 VBMI where it runs them; else the
+ * same as 1).  kernels_reset after the call.
  */
 static void
-test_convert_mixup(void)
+kernels(int k)
+{
+	if (k == 0)
+		setenv("FEEDFS_XF_SCALAR", "1", 1);
+	if (k == 1)
+		setenv("FEEDFS_XF_AVX512", "0", 1);
+}
+
+static void
+kernels_reset(void)
+{
+	unsetenv("FEEDFS_XF_SCALAR");
+	unsetenv("FEEDFS_XF_AVX512");
+}
+
+/*
+ * xf_convert_range of whole samples with mixup (a batch whose uint8
+ * samples are all at hand: the cluster tier's) against the two steps it
+ * fuses, xf_convert of every sample and xf_mix_images, with each kernel:
+ * every dtype and layout, normalized or not, sizes below eight pixels,
+ * not a multiple of eight, and 224 x 224 float32, into an aligned and a
+ * misaligned buffer, lambdas at and between the ends.
+ */
+static void
+test_convert_whole(void)
 {
 	static const uint32_t sizes[][2] = {
 	    {1, 5}, {7, 1}, {13, 7}, {64, 3}, {161, 203}, {224, 224}};
@@ -265,34 +288,34 @@ test_convert_mixup(void)
 		for (uint32_t i = 0; i < n; i++)
 			im[i] = (struct xf_image){
 			    .w = w, .h = h, .px = raw + i * k};
-		for (int c = 0; c < 64; c++) {
+		for (int c = 0; c < 192; c++) {
 			enum xf_dtype d = c & 1 ? XF_FLOAT16 : XF_FLOAT32;
 			enum xf_layout l = c & 2 ? XF_CHW : XF_HWC;
-			bool norm = c & 4, scalar = c & 8;
+			bool norm = c & 4;
+			int kern = c >> 6; /* kernels() */
 			size_t es = d == XF_FLOAT16 ? 2 : 4, sb = k * es;
-			size_t off = c & 16 ? 4 : 0; /* misaligned */
+			size_t off = c & 32 ? 4 : 0; /* misaligned */
 			struct xf_mix m = {
-			    .cut = false, .lam = lams[c >> 4 & 3]};
+			    .cut = false, .lam = lams[c >> 3 & 3]};
 
 			memset(want, 0, bytes);
 			memset(got, 0xa5, bytes);
-			if (scalar)
-				setenv("FEEDFS_XF_SCALAR", "1", 1);
+			kernels(kern);
 			for (uint32_t i = 0; i < n; i++)
 				xf_convert(&im[i], norm, mean, std, d, l,
 				    want + off + i * sb);
 			CHECK(xf_mix_images_scalar(
 				  &m, want + off, n, w, h, d, l, tmp) == 0);
 			for (uint32_t i = 0; i < n; i++)
-				CHECK(
-				    xf_convert_mixup(&im[i],
-					&im[i ? i - 1 : n - 1], &m, norm, mean,
-					std, d, l, got + off + i * sb) == 0);
-			unsetenv("FEEDFS_XF_SCALAR");
+				CHECK(xf_convert_range(&im[i],
+					  &im[i ? i - 1 : n - 1], &m, norm,
+					  mean, std, d, l, 0, k,
+					  got + off + i * sb) == 0);
+			kernels_reset();
 			if (memcmp(want + off, got + off, n * sb) != 0 &&
 			    bad++ < 5)
 				fprintf(stderr,
-				    "convert_mixup %ux%u case %d differs\n", w,
+				    "convert_range whole %ux%u case %d differs\n", w,
 				    h, c);
 		}
 		free(raw);
@@ -301,19 +324,124 @@ test_convert_mixup(void)
 		free(tmp);
 	}
 	CHECK_EQ_INT(bad, 0);
+}
+
+/*
+ * xf_convert_range (a batch from the cluster tier, converted a reader's
+ * range at a time) against the whole batch made as a mount makes it:
+ * xf_convert of every sample, then xf_mix_images (none, mixup, cutmix
+ * with boxes inside, at the edges, empty and whole).  Each sample is
+ * made in random pieces (ends inside pixels, rows and planes; pieces of
+ * one value; a whole sample), with each kernel, every dtype and layout,
+ * normalized or not, and sizes below 64 pixels, not a multiple of 8, and
+ * 224 x 224.  A piece's neighbours are checked untouched.
+ */
+static void
+test_convert_range(void)
+{
+	static const uint32_t sizes[][2] = {
+	    {1, 1}, {7, 3}, {13, 7}, {64, 3}, {97, 61}, {224, 224}};
+	static const float mean[3] = {0.485f, 0.456f, 0.406f},
+			   std[3] = {0.229f, 0.224f, 0.225f};
+	const uint32_t n = 3;
+	uint64_t rnd = 1;
+	int bad = 0;
+
+#define RND() (rnd = rnd * 6364136223846793005ull + 1442695040888963407ull, \
+	(uint32_t)(rnd >> 33))
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		uint32_t w = sizes[si][0], h = sizes[si][1];
+		size_t k = (size_t)w * h * 3;
+		uint8_t *raw = malloc(n * k), *want = malloc(n * k * 4),
+			*got = malloc(n * k * 4 + 8), *tmp = malloc(k * 4);
+		struct xf_image im[3];
+
+		for (size_t e = 0; e < n * k; e++)
+			raw[e] = (uint8_t)(rng_uniform(11, e) * 256);
+		for (uint32_t i = 0; i < n; i++)
+			im[i] = (struct xf_image){
+			    .w = w, .h = h, .px = raw + i * k};
+		for (int c = 0; c < 3 * 4 * 5; c++) {
+			enum xf_dtype d = c & 1 ? XF_FLOAT16 : XF_FLOAT32;
+			enum xf_layout l = c & 2 ? XF_CHW : XF_HWC;
+			int kind = c / 4 % 5, kern = c / 20;
+			bool norm = (c / 4 + c / 20) & 1;
+			size_t es = d == XF_FLOAT16 ? 2 : 4, sb = k * es;
+			struct xf_mix m = {.cut = kind >= 2, .lam = 0.3137};
+
+			if (kind == 2) { /* a box inside */
+				m.x0 = w / 4;
+				m.x1 = w / 4 + (w + 1) / 2;
+				m.y0 = h / 3;
+				m.y1 = h / 3 + (h + 1) / 2;
+			} else if (kind == 3) { /* at the edges */
+				m.x0 = w / 2;
+				m.x1 = w;
+				m.y1 = h;
+			} else if (kind == 4 && c & 1) { /* whole */
+				m.x1 = w;
+				m.y1 = h;
+			} /* kind 4, else: empty */
+			for (uint32_t i = 0; i < n; i++)
+				xf_convert(&im[i], norm, mean, std, d, l,
+				    want + i * sb);
+			if (kind > 0)
+				CHECK(xf_mix_images_scalar(&m, want, n, w, h,
+					  d, l, tmp) == 0);
+			memset(got, 0xa5, n * sb + 8);
+			kernels(kern);
+			for (uint32_t i = 0; i < n; i++) {
+				size_t e0 = 0;
+
+				while (e0 < k) {
+					size_t len = RND() % 4 == 0 ? 1
+						     : RND() % 3 == 0
+							 ? k - e0
+							 : 1 + RND() % k;
+
+					if (len > k - e0)
+						len = k - e0;
+					CHECK(xf_convert_range(&im[i],
+						  &im[i ? i - 1 : n - 1],
+						  kind ? &m : NULL, norm, mean,
+						  std, d, l, e0, e0 + len,
+						  got + i * sb + e0 * es) == 0);
+					e0 += len;
+				}
+			}
+			kernels_reset();
+			if (memcmp(want, got, n * sb) != 0 && bad++ < 5)
+				fprintf(stderr,
+				    "convert_range %ux%u case %d differs\n", w,
+				    h, c);
+			for (int x = 0; x < 8; x++)
+				CHECK(got[n * sb + x] == 0xa5);
+		}
+		free(raw);
+		free(want);
+		free(got);
+		free(tmp);
+	}
+#undef RND
+	CHECK_EQ_INT(bad, 0);
 	{
 		uint8_t px[2 * 3] = {0}, out[4 * 2 * 3];
 		struct xf_image a = {.w = 2, .h = 1, .px = px},
 				b = {.w = 1, .h = 2, .px = px};
-		struct xf_mix mix = {.cut = false, .lam = 0.5},
-			      cut = {.cut = true, .lam = 0.5, .x1 = 1, .y1 = 1};
+		struct xf_mix mix = {.cut = false, .lam = 0.5};
 
-		CHECK(xf_convert_mixup(&a, &a, &mix, false, mean, std, XF_UINT8,
-			  XF_HWC, out) == -EINVAL);
-		CHECK(xf_convert_mixup(&a, &a, &cut, false, mean, std,
-			  XF_FLOAT32, XF_HWC, out) == -EINVAL);
-		CHECK(xf_convert_mixup(&a, &b, &mix, false, mean, std,
-			  XF_FLOAT32, XF_HWC, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, &a, NULL, false, mean, std,
+			  XF_UINT8, XF_HWC, 0, 6, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, &a, NULL, false, mean, std,
+			  XF_FLOAT32, XF_HWC, 0, 7, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, &a, NULL, false, mean, std,
+			  XF_FLOAT32, XF_HWC, 4, 3, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, &b, &mix, false, mean, std,
+			  XF_FLOAT32, XF_CHW, 0, 6, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, NULL, &mix, false, mean, std,
+			  XF_FLOAT32, XF_CHW, 0, 6, out) == -EINVAL);
+		CHECK(xf_convert_range(&a, NULL, NULL, false, mean, std,
+			  XF_FLOAT32, XF_CHW, 2, 2, out) == 0);
 	}
 }
 
@@ -466,7 +594,8 @@ main(void)
 	test_beta();
 	test_params();
 	test_images();
-	test_convert_mixup();
+	test_convert_whole();
+	test_convert_range();
 	test_uint8();
 	test_labels();
 	test_parse();

@@ -10,20 +10,21 @@
  * AVX2 and F16C (checked at run time; FEEDFS_XF_SCALAR=1 forces the
  * plain loops, for the tests), eight values at a time are looked up by
  * one gather and rounded to float16 by vcvtps2ph, round to nearest even
- * as numpy.
+ * as numpy; float32 CHW with AVX-512 VBMI by byte permutes, 64 at a time
+ * (convert_vbmi.c; FEEDFS_XF_AVX512=0 forces the AVX2 loops).  A part of
+ * a sample's output is convert_range.c's.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "transforms/xf.h"
+#include "transforms/convert_int.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef HAVE_AVX2_KERNELS
 #include <immintrin.h>
 
 #include "transforms/cpu.h"
-#define HAVE_AVX2_KERNELS 1
 #endif
 
 /* numpy's npy_floatbits_to_halfbits: round to nearest even. */
@@ -91,21 +92,17 @@ xf_half_to_float(uint16_t h)
 	return f;
 }
 
-/* One channel's float value of every byte. */
-typedef float table_row[256];
+static inline uint32_t
+float_bits(float x)
+{
+	uint32_t b;
 
-/* The value of every byte of each channel (three rows of each): float32,
- * float16 (the float32 value rounded, as numpy's astype does), and that
- * half as a float32 again (what a blend of halves computes from). */
-struct tables {
-	table_row t[3];
-	uint16_t half[3][256];
-	table_row halff[3];
-};
+	memcpy(&b, &x, sizeof(b));
+	return b;
+}
 
-/* This thread's tables, made again when normalize, mean or std change. */
-static const struct tables *
-make_table(bool normalize, const float mean[3], const float std[3])
+const struct tables *
+xf_conv_tables(bool normalize, const float mean[3], const float std[3])
 {
 	static _Thread_local struct {
 		bool made, normalize;
@@ -124,6 +121,17 @@ make_table(bool normalize, const float mean[3], const float std[3])
 		memcpy(k.mean, mean, sizeof(k.mean));
 		memcpy(k.std, std, sizeof(k.std));
 	}
+	for (int c = 0; c < 3; c++) {
+		k.tb.mb[c] = 0;
+		for (unsigned j = 0; j < 64; j++) {
+			unsigned src = 3 * vbmi_order(j) + (unsigned)c;
+
+			k.tb.ia[c][j] = (uint8_t)(src & 127);
+			k.tb.ib[c][j] = (uint8_t)((src - 64) & 127);
+			if (src >= 128)
+				k.tb.mb[c] |= 1ull << j;
+		}
+	}
 	for (int c = 0; c < 3; c++)
 		for (int v = 0; v < 256; v++) {
 			float x = (float)v / 255.0f;
@@ -134,6 +142,9 @@ make_table(bool normalize, const float mean[3], const float std[3])
 				x = x / std[c];
 			}
 			t[c][v] = x;
+			for (int b = 0; b < 4; b++)
+				k.tb.planes[c][b][v] =
+				    (uint8_t)(float_bits(x) >> (8 * b));
 			k.tb.half[c][v] = xf_float_to_half(x);
 			k.tb.halff[c][v] = xf_half_to_float(k.tb.half[c][v]);
 		}
@@ -208,11 +219,11 @@ hwc8(const uint8_t *p, __m256i off)
 /* The loops of convert_avx2 and convert_mixup_avx2 (blend a constant). */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
-    size_t n8, const table_row *t, bool half, enum xf_layout layout, void *dst,
-    const bool blend)
+    size_t n8, const table_row *t, bool half, enum xf_layout layout,
+    bool may_stream, void *dst, const bool blend)
 {
 	const float *t0 = &t[0][0];
-	bool stream = n * 3 * (half ? 2 : 4) >= STREAM_MIN &&
+	bool stream = may_stream && n * 3 * (half ? 2 : 4) >= STREAM_MIN &&
 		      ((uintptr_t)dst & 31) == 0 &&
 		      (layout == XF_HWC || n % 8 == 0);
 	__m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
@@ -279,29 +290,100 @@ convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
 
 __attribute__((target("avx2,f16c"))) static void
 convert_avx2(const uint8_t *px, size_t n, size_t n8, const table_row *t,
-    bool half, enum xf_layout layout, void *dst)
+    bool half, enum xf_layout layout, bool may_stream, void *dst)
 {
-	convert8(px, px, 0, 0, n, n8, t, half, layout, dst, false);
+	convert8(px, px, 0, 0, n, n8, t, half, layout, may_stream, dst, false);
 }
 
 /* convert_avx2 with pv blended in: prev * a + own * c. */
 __attribute__((target("avx2,f16c"))) static void
 convert_mixup_avx2(const uint8_t *px, const uint8_t *pv, float a, float c,
     size_t n, size_t n8, const table_row *t, bool half, enum xf_layout layout,
+    bool may_stream, void *dst)
+{
+	convert8(px, pv, a, c, n, n8, t, half, layout, may_stream, dst, true);
+}
+/*
+ * Channel ch's values of pixels [0, n8) (n8 a multiple of 8) to dst, as
+ * convert8's CHW loop makes them (one channel's run: convert_range.c).
+ */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void
+run8(const uint8_t *px, const uint8_t *pv, float a, float c, int ch,
+    size_t n8, const float *t, bool half, void *dst, const bool blend)
+{
+	__m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
+	int8_t sa[16], sb[16];
+	__m128i ma, mb;
+
+	for (int k = 0; k < 16; k++) {
+		int q = 3 * k + ch;
+
+		sa[k] = k < 8 && q < 16 ? (int8_t)q : -1;
+		sb[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
+	}
+	ma = _mm_loadu_si128((const __m128i *)sa);
+	mb = _mm_loadu_si128((const __m128i *)sb);
+	for (size_t i = 0; i < n8; i += 8) {
+		const uint8_t *p = px + i * 3, *q = pv + i * 3;
+		__m128i v = _mm_or_si128(
+		    _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), ma),
+		    _mm_shuffle_epi8(
+			_mm_loadu_si128((const __m128i *)(p + 8)), mb));
+		__m128i w = _mm_setzero_si128();
+
+		if (blend)
+			w = _mm_or_si128(_mm_shuffle_epi8(_mm_loadu_si128(
+						 (const __m128i *)q),
+					     ma),
+			    _mm_shuffle_epi8(
+				_mm_loadu_si128((const __m128i *)(q + 8)), mb));
+		store8(dst, i, half, false,
+		    lookup8(t, _mm256_cvtepu8_epi32(v), _mm256_cvtepu8_epi32(w),
+			blend, va, vc));
+	}
+}
+
+__attribute__((target("avx2,f16c"))) static void
+run_plain(const uint8_t *px, int ch, size_t n8, const float *t, bool half,
     void *dst)
 {
-	convert8(px, pv, a, c, n, n8, t, half, layout, dst, true);
+	run8(px, px, 0, 0, ch, n8, t, half, dst, false);
+}
+
+__attribute__((target("avx2,f16c"))) static void
+run_mixup(const uint8_t *px, const uint8_t *pv, float a, float c, int ch,
+    size_t n8, const float *t, bool half, void *dst)
+{
+	run8(px, pv, a, c, ch, n8, t, half, dst, true);
+}
+
+void
+xf_conv_run_avx2(const uint8_t *px, const uint8_t *pv, float a, float c,
+    int ch, size_t n8, const table_row *t, bool half, void *dst)
+{
+	if (pv != NULL)
+		run_mixup(px, pv, a, c, ch, n8, t[ch], half, dst);
+	else
+		run_plain(px, ch, n8, t[ch], half, dst);
 }
 #endif
 
-/*
- * img converted to dst, with pv (another image's pixels, the same size):
- * prev * a + own * c per value (xf_convert_mixup; float dtypes only).
- */
-static void
-convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
-    bool normalize, const float mean[3], const float std[3],
-    enum xf_dtype dtype, enum xf_layout layout, void *dst)
+struct kernels
+xf_conv_kernels(void)
+{
+	struct kernels k = {false, false, true};
+
+#ifdef HAVE_AVX2_KERNELS
+	k.avx2 = xf_use_avx2_f16c();
+	k.vbmi = k.avx2 && xf_use_avx512_vbmi();
+#endif
+	return k;
+}
+
+void
+xf_conv_image(const struct xf_image *img, const uint8_t *pv, float a,
+    float c, bool normalize, const float mean[3], const float std[3],
+    enum xf_dtype dtype, enum xf_layout layout, struct kernels k, void *dst)
 {
 	const uint8_t *px = img->px;
 	size_t n = (size_t)img->w * img->h;
@@ -323,19 +405,35 @@ convert(const struct xf_image *img, const uint8_t *pv, float a, float c,
 		}
 		return;
 	}
-	tb = make_table(normalize, mean, std);
+	tb = xf_conv_tables(normalize, mean, std);
 	/* A blend of halves: each value as the plain conversion stores it,
 	 * then the blend in float32, rounded once. */
 	t = pv != NULL && dtype == XF_FLOAT16 ? tb->halff : tb->t;
 #ifdef HAVE_AVX2_KERNELS
-	if (n >= 8 && xf_use_avx2_f16c()) {
-		skip = n & ~(size_t)7;
+	if (dtype == XF_FLOAT32 && layout == XF_CHW && n >= 64 && k.vbmi) {
+		bool stream = k.stream && n * 12 >= STREAM_MIN &&
+			      ((uintptr_t)dst & 63) == 0 && n % 16 == 0;
+
+		skip = n & ~(size_t)63;
+		xf_conv_chw_vbmi(px, pv, a, c, n, skip, tb, stream, dst);
+		if (skip == n)
+			return;
+		/* The pixels left: the AVX2 loops, then the tables. */
+	}
+	if (n - skip >= 8 && k.avx2) {
+		size_t es = dtype == XF_FLOAT16 ? 2 : 4;
+		size_t at = (layout == XF_HWC ? 3 : 1) * skip;
+		size_t k8 = (n - skip) & ~(size_t)7;
+
 		if (pv != NULL)
-			convert_mixup_avx2(px, pv, a, c, n, skip, t,
-			    dtype == XF_FLOAT16, layout, dst);
+			convert_mixup_avx2(px + 3 * skip, pv + 3 * skip, a,
+			    c, n, k8, t, dtype == XF_FLOAT16, layout, k.stream,
+			    (uint8_t *)dst + at * es);
 		else
-			convert_avx2(
-			    px, n, skip, t, dtype == XF_FLOAT16, layout, dst);
+			convert_avx2(px + 3 * skip, n, k8, t,
+			    dtype == XF_FLOAT16, layout, k.stream,
+			    (uint8_t *)dst + at * es);
+		skip += k8;
 		if (skip == n)
 			return;
 		/* The last pixels from the tables, as below. */
@@ -401,19 +499,6 @@ void
 xf_convert(const struct xf_image *img, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst)
 {
-	convert(img, NULL, 0, 0, normalize, mean, std, dtype, layout, dst);
-}
-
-int
-xf_convert_mixup(const struct xf_image *img, const struct xf_image *prev,
-    const struct xf_mix *m, bool normalize, const float mean[3],
-    const float std[3], enum xf_dtype dtype, enum xf_layout layout, void *dst)
-{
-	if (m->cut || dtype == XF_UINT8 || prev->w != img->w ||
-	    prev->h != img->h)
-		return -EINVAL;
-	/* xf_mix_images's weights */
-	convert(img, prev->px, (float)(1.0 - m->lam), (float)m->lam, normalize,
-	    mean, std, dtype, layout, dst);
-	return 0;
+	xf_conv_image(img, NULL, 0, 0, normalize, mean, std, dtype, layout,
+	    xf_conv_kernels(), dst);
 }

@@ -53,6 +53,36 @@ xf_use_avx2_f16c(void)
 {
 	return !xf_scalar_forced() && xf_cpu_avx2_f16c();
 }
+
+/* Whether the CPU runs the AVX-512 VBMI kernel (convert.c), once. */
+static inline bool
+xf_cpu_avx512_vbmi(void)
+{
+	static atomic_int have = -1;
+	int h = atomic_load_explicit(&have, memory_order_relaxed);
+
+	if (h < 0) {
+		h = __builtin_cpu_supports("avx512f") &&
+		    __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vbmi");
+		atomic_store_explicit(&have, h, memory_order_relaxed);
+	}
+	return h != 0;
+}
+
+/*
+ * The AVX-512 VBMI kernel: here, and neither the portable loops forced
+ * nor FEEDFS_XF_AVX512=0 (the tests' way to run the AVX2 kernels on a
+ * CPU that has both).
+ */
+static inline bool
+xf_use_avx512_vbmi(void)
+{
+	const char *e = getenv("FEEDFS_XF_AVX512");
+
+	return (e == NULL || strcmp(e, "0") != 0) && xf_use_avx2_f16c() &&
+	       xf_cpu_avx512_vbmi();
+}
 #endif
 
 #endif

@@ -117,8 +117,9 @@ void
 xf_mix_labels(const struct xf_mix *m, const int64_t *labels, uint32_t n,
     uint32_t nclasses, float *out)
 {
-	float a = (float)(1.0 - m->lam), c = (float)m->lam;
+	float a, c;
 
+	xf_mix_weights(m, &a, &c);
 	memset(out, 0, (size_t)n * nclasses * sizeof(float));
 	for (uint32_t i = 0; i < n; i++) {
 		float *row = out + (size_t)i * nclasses;
@@ -137,8 +138,9 @@ void
 xf_mix_rows(
     const struct xf_mix *m, float *rows, uint32_t n, uint32_t k, float *tmp)
 {
-	float a = (float)(1.0 - m->lam), c = (float)m->lam;
+	float a, c;
 
+	xf_mix_weights(m, &a, &c);
 	if (n == 0)
 		return;
 	memcpy(tmp, rows + (size_t)(n - 1) * k, (size_t)k * sizeof(float));
@@ -261,8 +263,9 @@ mix_images(const struct xf_mix *m, void *px, uint32_t n, uint32_t w, uint32_t h,
 {
 	size_t es = elem_size(dtype), k = (size_t)w * h * 3, bytes = k * es;
 	uint8_t *x = px;
-	float a = (float)(1.0 - m->lam), c = (float)m->lam;
+	float a, c;
 
+	xf_mix_weights(m, &a, &c);
 	if (!m->cut && dtype == XF_UINT8)
 		return -EINVAL;
 	if (n == 0)

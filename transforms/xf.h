@@ -418,6 +418,13 @@ struct xf_mix {
 	double lam;     /* the weight of a sample's own pixels and label */
 	uint32_t x0, y0, x1, y1; /* cutmix: [x0, x1) x [y0, y1), may be empty */
 };
+/* Its blend weights: prev * a + own * c (a mixup's values and labels). */
+static inline void
+xf_mix_weights(const struct xf_mix *m, float *a, float *c)
+{
+	*a = (float)(1.0 - m->lam);
+	*c = (float)m->lam;
+}
 /* A Beta(alpha, alpha) draw of stream key (counters from stream << 32 on,
  * two streams: stream and stream + 1); alpha > 0.  For tests. */
 double xf_beta(uint64_t key, uint64_t stream, double alpha);
@@ -438,17 +445,19 @@ int xf_mix_images_scalar(const struct xf_mix *m, void *px, uint32_t n,
     uint32_t w, uint32_t h, enum xf_dtype dtype, enum xf_layout layout,
     void *tmp);
 /*
- * Mixup fused into the conversion: sample img of a batch converted as
- * xf_convert does and blended with prev (the sample before it in the
- * batch, the last for the first) as xf_mix_images's mixup (m, not cut)
- * then makes it, in one pass and to the same bits: for a batch whose
- * samples are all at hand as uint8 (the cluster tier's).  Float dtypes
- * only; -EINVAL for uint8, cutmix or images of two sizes.
+ * A part of one sample of a batch whose uint8 samples are all at hand
+ * (the cluster tier's): values [e0, e1) of sample img's output
+ * (xf_convert's layout), mixed with prev (the sample before it in the
+ * batch, the last for the first) as xf_mix_images mixes the batch (m:
+ * mixup or cutmix; NULL: not mixed), to dst (value e0 at dst), to the
+ * same bits.  A batch from the cluster tier is converted so, a reader's
+ * range at a time.  Float dtypes only; -EINVAL for uint8, a range past
+ * the sample or images of two sizes.
  */
-int xf_convert_mixup(const struct xf_image *img, const struct xf_image *prev,
+int xf_convert_range(const struct xf_image *img, const struct xf_image *prev,
     const struct xf_mix *m, bool normalize, const float mean[3],
     const float std[3], enum xf_dtype dtype, enum xf_layout layout,
-    void *dst);
+    size_t e0, size_t e1, void *dst);
 /*
  * Soft labels of n samples: out (n x nclasses float32) row i =
  * one_hot(label[i - 1]) * f32(1 - lam) + one_hot(label[i]) * f32(lam),
