@@ -289,8 +289,10 @@ for name in ("B", "B2"):  # a mount, then a remount
 def odd_reads(m, views, what):
     """A batch from the tier is converted as it is read (tier_read): reads
     at odd offsets and of odd sizes (in the header, across it, inside a
-    value, across samples, past the end), and three threads at once in
-    pieces of different sizes, each equal to the reference's bytes."""
+    value, across samples, past the end), the file mapped, and three
+    threads at once in pieces of different sizes, each equal to the
+    reference's bytes."""
+    import mmap
     import random
     rnd = random.Random(37)
     for v in views:
@@ -311,6 +313,10 @@ def odd_reads(m, views, what):
                     check(got == want[off:off + size], "%s: %s %s: %d "
                           "bytes at %d differ from the reference"
                           % (what, v, n, size, off))
+                # mapped (FUSE_DIRECT_IO_ALLOW_MMAP): page faults as reads
+                with mmap.mmap(fd, len(want), prot=mmap.PROT_READ) as mm:
+                    check(mm[:] == want, "%s: %s %s mapped differs from "
+                          "the reference" % (what, v, n))
             finally:
                 os.close(fd)
             bad = []
