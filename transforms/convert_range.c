@@ -88,6 +88,30 @@ segs(const struct part *pt, int ch, const struct seg *sg, size_t n)
 		run(pt, sg[i].px, sg[i].pv, ch, sg[i].count, sg[i].dst);
 }
 
+/*
+ * Cutmix: how many of the count pixels from pixel p (of a row of w) are
+ * all inside its box (*boxed: taken from the sample before) or all out.
+ */
+static size_t
+cut_run(const struct xf_mix *m, size_t w, size_t p, size_t count, bool *boxed)
+{
+	size_t y = p / w, x = p % w, len;
+
+	*boxed = false;
+	if (y < m->y0)
+		len = (size_t)m->y0 * w - p;
+	else if (y >= m->y1 || m->x1 <= m->x0)
+		len = count;
+	else if (x < m->x0)
+		len = m->x0 - x;
+	else if (x < m->x1) {
+		len = m->x1 - x;
+		*boxed = true;
+	} else
+		len = w - x;
+	return len < count ? len : count;
+}
+
 /* Runs gathered for segs at a time. */
 #define SEGS_MAX 64
 
@@ -112,22 +136,10 @@ chw_span(const struct part *pt, const struct xf_image *img,
 		return;
 	}
 	while (count > 0) {
-		size_t y = p / w, x = p % w, len;
-		const uint8_t *src = img->px;
+		bool boxed;
+		size_t len = cut_run(m, w, p, count, &boxed);
+		const uint8_t *src = boxed ? prev->px : img->px;
 
-		if (y < m->y0)
-			len = (size_t)m->y0 * w - p;
-		else if (y >= m->y1 || m->x1 <= m->x0)
-			len = count;
-		else if (x < m->x0)
-			len = m->x0 - x;
-		else if (x < m->x1) {
-			len = m->x1 - x;
-			src = prev->px;
-		} else
-			len = w - x;
-		if (len > count)
-			len = count;
 		sg[n++] = (struct seg){src + 3 * p, NULL, len, dst};
 		if (n == SEGS_MAX) {
 			segs(pt, ch, sg, n);
@@ -154,23 +166,10 @@ hwc_span(const struct part *pt, const struct xf_image *img,
 		return;
 	}
 	while (count > 0) {
-		size_t y = p / w, x = p % w, len;
-		const uint8_t *src = img->px;
+		bool boxed;
+		size_t len = cut_run(m, w, p, count, &boxed);
 
-		if (y < m->y0)
-			len = (size_t)m->y0 * w - p;
-		else if (y >= m->y1 || m->x1 <= m->x0)
-			len = count;
-		else if (x < m->x0)
-			len = m->x0 - x;
-		else if (x < m->x1) {
-			len = m->x1 - x;
-			src = prev->px;
-		} else
-			len = w - x;
-		if (len > count)
-			len = count;
-		run(pt, src + 3 * p, NULL, -1, len, dst);
+		run(pt, (boxed ? prev->px : img->px) + 3 * p, NULL, -1, len, dst);
 		dst += len * 3 * es;
 		p += len;
 		count -= len;
