@@ -7,11 +7,17 @@
  * The tier's thread, which looks batches up, is tier_look.c's; the
  * readers' positions, tier_pos.c's.
  *
- * A fetched batch's samples are malloc'd, not kept by bufpool.c: its few
- * places are the batches' buffers' (were they taken by these, every
- * batch's buffer would be fresh pages, cleared by the kernel: a fifth of
- * a fetched batch's cost here), and glibc keeps freed blocks below its
- * mmap threshold (feed_keep_freed_memory) for the next one.
+ * A fetched batch's samples (tier_raw) are kept by bufpool.c for the
+ * next batch where batches are made as they are read (lazy: their images
+ * buffers are never written, so those are not fresh pages either).  From
+ * malloc, samples of 32 MB and more (glibc's largest mmap threshold:
+ * feed_keep_freed_memory) were fresh pages at every fetch, cleared by the
+ * kernel: 256 images at 224 are 38.5 MB, and bench/disagg-bench's
+ * from-tier row at batch 256 took 75,000 page faults an epoch and 0.320
+ * ms of CPU an image, against 500 and 0.281 kept here.  Other fetched
+ * batches' samples are malloc'd: bufpool's few places are then their
+ * images buffers' (were they taken by these, every batch's buffer would
+ * be fresh pages: a fifth of a fetched batch's cost here).
  *
  * With cluster and cluster_batches, a batch of a strict job (not
  * gpu = on) that gets data goes to the tier queue (tier_take) instead of
@@ -135,14 +141,45 @@ tier_take(struct feed *f, struct batch *b)
 	return true;
 }
 
+/* Whether batches of j's epoch are made as they are read (tier_fetched):
+ * float images with no op at the output conversion. */
+static bool
+lazy_job(const struct job *j, uint32_t epoch)
+{
+	return j->cfg->dtype != XF_UINT8 &&
+	       !xf_has_output_ops(job_geo(j, epoch)->pl);
+}
+
+uint8_t *
+tier_raw(struct feed *f, const struct batch *b, uint64_t len)
+{
+	uint8_t *raw = lazy_job(b->job, b->key.epoch)
+			   ? bufpool_get(f, len)
+			   : malloc(len ? len : 1);
+
+	if (raw != NULL)
+		budget_add(&f->budget, len);
+	return raw;
+}
+
+void
+tier_raw_free(struct feed *f, const struct batch *b, uint8_t *raw,
+    uint64_t len)
+{
+	if (raw == NULL)
+		return;
+	budget_sub(&f->budget, len);
+	if (lazy_job(b->job, b->key.epoch))
+		bufpool_put(f, raw, len); /* counted there, if kept */
+	else
+		free(raw);
+}
+
 /* Give b's fetched samples back. */
 static void
 raw_free(struct feed *f, struct batch *b)
 {
-	if (b->t.raw == NULL)
-		return;
-	budget_sub(&f->budget, b->t.raw_len);
-	free(b->t.raw);
+	tier_raw_free(f, b, b->t.raw, b->t.raw_len);
 	b->t.raw = NULL;
 	b->t.raw_len = 0;
 }
@@ -162,8 +199,7 @@ tier_fetched(struct feed *f, struct batch *b, uint8_t *raw, uint64_t len)
 	 * samples kept until the batch's data is dropped.  Its slots then
 	 * only take their ids, and mix_one makes only its labels.
 	 */
-	b->t.lazy = j->cfg->dtype != XF_UINT8 &&
-		    !xf_has_output_ops(job_geo(j, b->key.epoch)->pl);
+	b->t.lazy = lazy_job(j, b->key.epoch);
 	if (b->t.lazy && j->soft)
 		job_mix_draw(j, b->key.epoch, b->key.rank, b->key.world,
 		    b->key.batch, &b->t.mix);

@@ -71,6 +71,11 @@ struct tier {
  * its slots are converted from them (tier_slot).  Locked. */
 void tier_fetched(struct feed *f, struct batch *b, uint8_t *raw,
     uint64_t len);
+/* tier.c: a buffer for len bytes of b's fetched samples, counted in the
+ * budget (NULL: no memory), and its return.  Locked. */
+uint8_t *tier_raw(struct feed *f, const struct batch *b, uint64_t len);
+void tier_raw_free(struct feed *f, const struct batch *b, uint8_t *raw,
+    uint64_t len);
 /* tier.c: the tier queue (locked): in, out. */
 void tier_q_push(struct tier *t, struct batch *b);
 void tier_q_remove(struct tier *t, struct batch *b);

@@ -200,8 +200,7 @@ look(struct tier *t, struct batch *b)
 			    w, job_weights(j, b->key.epoch), nw * sizeof(*w));
 		}
 	}
-	if ((raw = malloc(rawlen ? rawlen : 1)) != NULL)
-		budget_add(&f->budget, rawlen);
+	raw = tier_raw(f, b, rawlen);
 	ids = malloc(idlen ? idlen : 1);
 	pthread_mutex_unlock(&f->lock);
 
@@ -258,10 +257,7 @@ look(struct tier *t, struct batch *b)
 		atomic_fetch_add(&tj->local, 1);
 	sched_enqueue(f, b);
 out:
-	if (raw != NULL) {
-		budget_sub(&f->budget, rawlen);
-		free(raw);
-	}
+	tier_raw_free(f, b, raw, rawlen);
 	free(ids);
 	free(plan);
 }

@@ -13,7 +13,8 @@ is a mount of the same config with cluster_batches = no.
     (feedfs_cluster_batches_total, none made here); a remount too; reads
     at odd offsets and sizes, and three readers of a file at once in
     pieces of different sizes (a batch from the tier is converted as it
-    is read); a second worker run finds them all there;
+    is read), their samples' buffers kept and taken again; a second
+    worker run finds them all there;
   - follow: a worker without --epochs stays within --window 3 of a
     reader: once it has stored the batches ahead of batch 0, the reader's
     next ones come from the tier, with the reference's bytes;
@@ -336,6 +337,20 @@ def odd_reads(m, views, what):
                   % (what, v, n, bad))
 
 
+# Batches made as read: their samples' buffers kept and taken again
+# (engine/tier.c's tier_raw), not mapped anew for each batch.
+with mount("P", port, "cluster_secret=" + secret) as m:
+    compare(m, [("s", 0, None), ("s", 1, None)], "kept samples")
+    st = m.stats()
+    mapped = st.get("feedfs_batch_buffers_allocated_total", 0)
+    again = st.get("feedfs_batch_buffers_reused_total", 0)
+    n = st["feedfs_cluster_batches_total"]
+    log("kept samples: %d buffers mapped, %d taken again, %d from the "
+        "tier" % (mapped, again, n))
+    # Each batch takes an images buffer and a samples' one: with the
+    # images' alone taken again (a few mapped first), fewer than n.
+    check(n == 14 and again >= n, "kept samples: %d buffers taken again "
+          "for %d batches from the tier, %d mapped" % (again, n, mapped))
 with mount("R", port, "cluster_secret=" + secret) as m:
     odd_reads(m, [("s", 0, None), ("h", 0, None), ("v", 1, None),
                   ("a", 2, None), ("a", 1, 1)], "odd reads")
