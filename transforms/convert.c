@@ -410,12 +410,13 @@ xf_conv_image(const struct xf_image *img, const uint8_t *pv, float a,
 	 * then the blend in float32, rounded once. */
 	t = pv != NULL && dtype == XF_FLOAT16 ? tb->halff : tb->t;
 #ifdef HAVE_AVX2_KERNELS
-	if (dtype == XF_FLOAT32 && layout == XF_CHW && n >= 64 && k.vbmi) {
+	if (pv == NULL && dtype == XF_FLOAT32 && layout == XF_CHW && n >= 64 &&
+	    k.vbmi) {
 		bool stream = k.stream && n * 12 >= STREAM_MIN &&
 			      ((uintptr_t)dst & 63) == 0 && n % 16 == 0;
 
 		skip = n & ~(size_t)63;
-		xf_conv_chw_vbmi(px, pv, a, c, n, skip, tb, stream, dst);
+		xf_conv_chw_vbmi(px, n, skip, tb, stream, dst);
 		if (skip == n)
 			return;
 		/* The pixels left: the AVX2 loops, then the tables. */

@@ -89,8 +89,8 @@ void xf_conv_run_avx2(const uint8_t *px, const uint8_t *pv, float a, float c,
  * multiple of 64) as float32 CHW planes (stream: non-temporal stores,
  * dst and the planes 64-byte aligned); runs of channel ch, of any length
  * (float32). */
-void xf_conv_chw_vbmi(const uint8_t *px, const uint8_t *pv, float a, float c,
-    size_t n, size_t n64, const struct tables *tb, bool stream, float *dst);
+void xf_conv_chw_vbmi(const uint8_t *px, size_t n, size_t n64,
+    const struct tables *tb, bool stream, float *dst);
 void xf_conv_segs_vbmi(const struct seg *sg, size_t nseg, int ch, float a,
     float c, const struct tables *tb);
 #endif

@@ -156,42 +156,26 @@ chan_run(const struct tables *tb, int ch, const uint8_t *px, const uint8_t *pv,
 	}
 }
 
-__attribute__((target(VBMI_TARGET), always_inline)) static inline void
-chw(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
-    size_t n64, const struct tables *tb, bool stream, float *dst,
-    const bool blend)
+__attribute__((target(VBMI_TARGET))) static void
+chw(const uint8_t *px, size_t n, size_t n64, const struct tables *tb,
+    bool stream, float *dst)
 {
-	__m512 va = _mm512_set1_ps(a), vc = _mm512_set1_ps(c);
+	__m512 z = _mm512_setzero_ps();
 
 	for (int ch = 0; ch < 3; ch++)
-		chan_run(tb, ch, px, pv, n64, va, vc, stream,
-		    dst + (size_t)ch * n, blend);
+		chan_run(tb, ch, px, px, n64, z, z, stream,
+		    dst + (size_t)ch * n, false);
 	if (stream)
 		_mm_sfence();
 }
 
-__attribute__((target(VBMI_TARGET))) static void
-chw_plain(const uint8_t *px, size_t n, size_t n64, const struct tables *tb,
-    bool stream, float *dst)
-{
-	chw(px, px, 0, 0, n, n64, tb, stream, dst, false);
-}
-
-__attribute__((target(VBMI_TARGET))) static void
-chw_mixup(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
-    size_t n64, const struct tables *tb, bool stream, float *dst)
-{
-	chw(px, pv, a, c, n, n64, tb, stream, dst, true);
-}
-
+/* A whole image's planes: what xf_convert makes (no blend: a mixed
+ * batch from the tier is made as read, convert_range.c). */
 void
-xf_conv_chw_vbmi(const uint8_t *px, const uint8_t *pv, float a, float c,
-    size_t n, size_t n64, const struct tables *tb, bool stream, float *dst)
+xf_conv_chw_vbmi(const uint8_t *px, size_t n, size_t n64,
+    const struct tables *tb, bool stream, float *dst)
 {
-	if (pv != NULL)
-		chw_mixup(px, pv, a, c, n, n64, tb, stream, dst);
-	else
-		chw_plain(px, n, n64, tb, stream, dst);
+	chw(px, n, n64, tb, stream, dst);
 }
 
 /* Runs of channel ch (tables loaded once for them all). */
