@@ -216,6 +216,32 @@ hwc8(const uint8_t *p, __m256i off)
 	    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), off);
 }
 
+/* The shuffles that take channel ch's eight bytes (of eight pixels) out
+ * of two overlapping 16-byte loads, at p and p + 8: ma's, then mb's. */
+__attribute__((target("avx2,f16c"))) static inline void
+chw_shuffles(int ch, __m128i *ma, __m128i *mb)
+{
+	int8_t sa[16], sb[16];
+
+	for (int k = 0; k < 16; k++) {
+		int q = 3 * k + ch;
+
+		sa[k] = k < 8 && q < 16 ? (int8_t)q : -1;
+		sb[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
+	}
+	*ma = _mm_loadu_si128((const __m128i *)sa);
+	*mb = _mm_loadu_si128((const __m128i *)sb);
+}
+
+/* A channel's eight bytes of the 24 at p (chw_shuffles'), as offsets. */
+__attribute__((target("avx2,f16c"))) static inline __m256i
+chw8(const uint8_t *p, __m128i ma, __m128i mb)
+{
+	return _mm256_cvtepu8_epi32(_mm_or_si128(
+	    _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), ma),
+	    _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 8)), mb)));
+}
+
 /* The loops of convert_avx2 and convert_mixup_avx2 (blend a constant). */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
@@ -254,36 +280,17 @@ convert8(const uint8_t *px, const uint8_t *pv, float a, float c, size_t n,
 	}
 	__m128i ma[3], mb[3];
 
-	for (int ch = 0; ch < 3; ch++) {
-		int8_t sa[16], sb[16];
-
-		for (int k = 0; k < 16; k++) {
-			int q = 3 * k + ch;
-
-			sa[k] = k < 8 && q < 16 ? (int8_t)q : -1;
-			sb[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
-		}
-		ma[ch] = _mm_loadu_si128((const __m128i *)sa);
-		mb[ch] = _mm_loadu_si128((const __m128i *)sb);
-	}
-	for (size_t i = 0; i < n8; i += 8) {
-		const uint8_t *p = px + i * 3, *q = pv + i * 3;
-		__m128i lo = _mm_loadu_si128((const __m128i *)p);
-		__m128i hi = _mm_loadu_si128((const __m128i *)(p + 8));
-		__m128i plo = _mm_loadu_si128((const __m128i *)q);
-		__m128i phi = _mm_loadu_si128((const __m128i *)(q + 8));
-
+	for (int ch = 0; ch < 3; ch++)
+		chw_shuffles(ch, &ma[ch], &mb[ch]);
+	for (size_t i = 0; i < n8; i += 8)
 		for (int ch = 0; ch < 3; ch++) {
-			__m128i v = _mm_or_si128(_mm_shuffle_epi8(lo, ma[ch]),
-			    _mm_shuffle_epi8(hi, mb[ch]));
-			__m128i w = _mm_or_si128(_mm_shuffle_epi8(plo, ma[ch]),
-			    _mm_shuffle_epi8(phi, mb[ch]));
+			__m256i v = chw8(px + i * 3, ma[ch], mb[ch]);
+			__m256i w =
+			    blend ? chw8(pv + i * 3, ma[ch], mb[ch]) : zero;
 
 			store8(dst, ch * n + i, half, stream,
-			    lookup8(t[ch], _mm256_cvtepu8_epi32(v),
-				_mm256_cvtepu8_epi32(w), blend, va, vc));
+			    lookup8(t[ch], v, w, blend, va, vc));
 		}
-	}
 	if (stream)
 		_mm_sfence();
 }
@@ -312,34 +319,15 @@ run8(const uint8_t *px, const uint8_t *pv, float a, float c, int ch,
     size_t n8, const float *t, bool half, void *dst, const bool blend)
 {
 	__m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
-	int8_t sa[16], sb[16];
+	__m256i zero = _mm256_setzero_si256();
 	__m128i ma, mb;
 
-	for (int k = 0; k < 16; k++) {
-		int q = 3 * k + ch;
-
-		sa[k] = k < 8 && q < 16 ? (int8_t)q : -1;
-		sb[k] = k < 8 && q >= 16 ? (int8_t)(q - 8) : -1;
-	}
-	ma = _mm_loadu_si128((const __m128i *)sa);
-	mb = _mm_loadu_si128((const __m128i *)sb);
+	chw_shuffles(ch, &ma, &mb);
 	for (size_t i = 0; i < n8; i += 8) {
-		const uint8_t *p = px + i * 3, *q = pv + i * 3;
-		__m128i v = _mm_or_si128(
-		    _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), ma),
-		    _mm_shuffle_epi8(
-			_mm_loadu_si128((const __m128i *)(p + 8)), mb));
-		__m128i w = _mm_setzero_si128();
+		__m256i v = chw8(px + i * 3, ma, mb);
+		__m256i w = blend ? chw8(pv + i * 3, ma, mb) : zero;
 
-		if (blend)
-			w = _mm_or_si128(_mm_shuffle_epi8(_mm_loadu_si128(
-						 (const __m128i *)q),
-					     ma),
-			    _mm_shuffle_epi8(
-				_mm_loadu_si128((const __m128i *)(q + 8)), mb));
-		store8(dst, i, half, false,
-		    lookup8(t, _mm256_cvtepu8_epi32(v), _mm256_cvtepu8_epi32(w),
-			blend, va, vc));
+		store8(dst, i, half, false, lookup8(t, v, w, blend, va, vc));
 	}
 }
 
