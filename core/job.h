@@ -287,8 +287,7 @@ size_t job_npy_header(const struct job *j, uint32_t epoch, uint32_t len,
  * out (len x nclasses float32), -ENOMEM; and a complete batch mixed in
  * place: images px (len samples of sample_bytes; NULL: mixed as they are
  * read, by engine/tier.c's tier_read under the same draw), labels from
- * ids into labels,
- * tmp one sample.  Only for a job with soft set, save that
+ * ids into labels, tmp one sample.  Only for a job with soft set, save that
  * job_mix_batch of a multi-label job without a batch op makes its
  * multi-hot rows alone (job_float_labels: what a complete batch needs).
  */

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "engine/tier_int.h"
 #include "util/replybuf.h"
 #include "util/sbuf.h"

@@ -255,6 +255,22 @@ kernels_reset(void)
 	unsetenv("FEEDFS_XF_AVX512");
 }
 
+/* n samples of w x h x 3 random bytes (stream seed) at im[0..n): their
+ * pixels, one block to free. */
+static uint8_t *
+samples(uint32_t w, uint32_t h, uint32_t n, uint64_t seed,
+    struct xf_image *im)
+{
+	size_t k = (size_t)w * h * 3;
+	uint8_t *raw = malloc(n * k);
+
+	for (size_t e = 0; e < n * k; e++)
+		raw[e] = (uint8_t)(rng_uniform(seed, e) * 256);
+	for (uint32_t i = 0; i < n; i++)
+		im[i] = (struct xf_image){.w = w, .h = h, .px = raw + i * k};
+	return raw;
+}
+
 /*
  * xf_convert_range of whole samples with mixup (a batch whose uint8
  * samples are all at hand: the cluster tier's) against the two steps it
@@ -279,15 +295,11 @@ test_convert_whole(void)
 		size_t k = (size_t)w * h * 3;
 		/* aligned_alloc: a multiple of the alignment */
 		size_t bytes = (n * k * 4 + 64 + 63) & ~(size_t)63;
-		uint8_t *raw = malloc(n * k), *want = aligned_alloc(64, bytes),
-			*got = aligned_alloc(64, bytes), *tmp = malloc(k * 4);
 		struct xf_image im[3];
+		uint8_t *raw = samples(w, h, n, 9, im),
+			*want = aligned_alloc(64, bytes),
+			*got = aligned_alloc(64, bytes), *tmp = malloc(k * 4);
 
-		for (size_t e = 0; e < n * k; e++)
-			raw[e] = (uint8_t)(rng_uniform(9, e) * 256);
-		for (uint32_t i = 0; i < n; i++)
-			im[i] = (struct xf_image){
-			    .w = w, .h = h, .px = raw + i * k};
 		for (int c = 0; c < 192; c++) {
 			enum xf_dtype d = c & 1 ? XF_FLOAT16 : XF_FLOAT32;
 			enum xf_layout l = c & 2 ? XF_CHW : XF_HWC;
@@ -352,15 +364,11 @@ test_convert_range(void)
 	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		uint32_t w = sizes[si][0], h = sizes[si][1];
 		size_t k = (size_t)w * h * 3;
-		uint8_t *raw = malloc(n * k), *want = malloc(n * k * 4),
-			*got = malloc(n * k * 4 + 8), *tmp = malloc(k * 4);
 		struct xf_image im[3];
+		uint8_t *raw = samples(w, h, n, 11, im),
+			*want = malloc(n * k * 4), *got = malloc(n * k * 4 + 8),
+			*tmp = malloc(k * 4);
 
-		for (size_t e = 0; e < n * k; e++)
-			raw[e] = (uint8_t)(rng_uniform(11, e) * 256);
-		for (uint32_t i = 0; i < n; i++)
-			im[i] = (struct xf_image){
-			    .w = w, .h = h, .px = raw + i * k};
 		for (int c = 0; c < 3 * 4 * 5; c++) {
 			enum xf_dtype d = c & 1 ? XF_FLOAT16 : XF_FLOAT32;
 			enum xf_layout l = c & 2 ? XF_CHW : XF_HWC;
