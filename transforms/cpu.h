@@ -71,17 +71,16 @@ xf_cpu_avx512_vbmi(void)
 }
 
 /*
- * The AVX-512 VBMI kernel: here, and neither the portable loops forced
- * nor FEEDFS_XF_AVX512=0 (the tests' way to run the AVX2 kernels on a
- * CPU that has both).
+ * The AVX-512 VBMI kernel, where the AVX2 ones run (xf_use_avx2_f16c,
+ * which the caller asked already): here, and not FEEDFS_XF_AVX512=0 (the
+ * tests' way to run the AVX2 kernels on a CPU that has both).
  */
 static inline bool
 xf_use_avx512_vbmi(void)
 {
 	const char *e = getenv("FEEDFS_XF_AVX512");
 
-	return (e == NULL || strcmp(e, "0") != 0) && xf_use_avx2_f16c() &&
-	       xf_cpu_avx512_vbmi();
+	return (e == NULL || strcmp(e, "0") != 0) && xf_cpu_avx512_vbmi();
 }
 #endif
 
