@@ -296,6 +296,7 @@ struct feed {
 	unsigned idle_waiting, idle_pending;
 	bool idle_trimmed;
 	uint64_t idle_gen, idle_trims, idle_bytes, idle_last;
+	uint64_t idle_rss0; /* resident bytes when the last trim began */
 	/* Reads refused for want of room that nothing else would free
 	 * (batch.c's wait_room): the batch and the metadata held, over
 	 * the budget. */

@@ -21,7 +21,9 @@
  * idle_scratch.
  */
 #include <malloc.h>
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "util/log.h"
@@ -38,12 +40,34 @@ idle_touch(struct feed *f)
 	}
 }
 
+/*
+ * The process's resident bytes (/proc/self/statm), for the log: what the
+ * budget counts is not all resident (a batch from the tier never writes
+ * its float32 buffer: engine/tier.c).  0: not known.
+ */
+static uint64_t
+resident(void)
+{
+	unsigned long size, res;
+	FILE *fp = fopen("/proc/self/statm", "re");
+	int n;
+
+	if (fp == NULL)
+		return 0;
+	n = fscanf(fp, "%lu %lu", &size, &res);
+	fclose(fp);
+	return n == 2 ? (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
 /* Give back what only speed needs; the workers trim their arenas when
  * they see the new generation.  Locked. */
 static void
 trim(struct feed *f)
 {
-	uint64_t bytes = budget_shrink(&f->budget);
+	uint64_t bytes;
+
+	f->idle_rss0 = resident();
+	bytes = budget_shrink(&f->budget);
 
 	f->idle_trimmed = true;
 	f->idle_gen++;
@@ -60,11 +84,14 @@ idle_scratched(struct feed *f)
 		return;
 	/* Every worker trimmed its arena, the heap too: counted, said. */
 	f->idle_trims++;
-	log_info("idle for %llu s: gave back %llu MiB of batches and buffers, "
-		 "and the workers' scratch (the next read starts the "
-		 "readahead again)",
+	log_info("idle for %llu s: gave back %llu MiB of batches and buffers "
+		 "as the memory budget counts them, and the workers' "
+		 "scratch; resident %llu -> %llu MiB (the next read starts "
+		 "the readahead again)",
 	    (unsigned long long)f->cfg->mount.idle_trim,
-	    (unsigned long long)(f->idle_last >> 20));
+	    (unsigned long long)(f->idle_last >> 20),
+	    (unsigned long long)(f->idle_rss0 >> 20),
+	    (unsigned long long)(resident() >> 20));
 }
 
 /* The absolute CLOCK_MONOTONIC time of ns (f->work's clock: feed_new). */

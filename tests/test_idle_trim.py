@@ -7,7 +7,8 @@ A mount with idle_trim = 2 is read part of the way through an epoch of a
 strict job (one batch left open, half read) and of a relaxed one, then
 left alone:
 
-- the trim happens (feedfs_idle_trims_total 1, said in the log) while
+- the trim happens (feedfs_idle_trims_total 1, said in the log with
+  the resident bytes before and after, which /proc confirms) while
   nothing reads, and reading .feedfs/stats does not put it off;
 - what it gave back is counted: the budget holds, besides metadata,
   exactly what it held before the first read (the workers' reserved
@@ -28,6 +29,7 @@ mount without it kept every batch and buffer while idle.
 """
 
 import os
+import re
 import sys
 import time
 
@@ -151,7 +153,18 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
               % (rss_before - rss_after, gave))
         check(rss_after <= 256 << 20, "RSS %d MiB > 256 MiB after the trim"
               % (rss_after >> 20))
-    check("gave back" in m.log(), "the log does not say: %s" % m.log())
+    said = re.search(r"gave back (\d+) MiB .* resident (\d+) -> (\d+) MiB",
+                     m.log())
+    check(said is not None, "the log does not say it: %s" % m.log())
+    log("the log: gave back %s MiB, resident %s -> %s MiB" % said.groups())
+    if not sanitized(m):
+        # The log's resident bytes are the process's: they fell, to
+        # within a few MiB of what /proc says after the trim (nothing
+        # runs then; before it, the readahead may still have grown).
+        was, now = int(said.group(2)) << 20, int(said.group(3)) << 20
+        check(now < was and abs(now - rss_after) < 32 << 20,
+              "the log says resident %d -> %d MiB; /proc says %d after"
+              % (was >> 20, now >> 20, rss_after >> 20))
 
     # The next reads: a cold start of the readahead, the same bytes.
     rest = b""
