@@ -137,6 +137,8 @@ struct batch {
 	uint8_t *file[BK_IDS + 1]; /* images, labels, ids; images NULL with
 				      gpu = on until the .npy is read */
 	uint8_t *raw;              /* gpu = on: the uint8 HWC samples */
+	uint64_t img_buf;          /* bytes of its images buffer (batch.c:
+				      a short batch's is a full one's) */
 	uint64_t mem;              /* bytes counted in feed.mem_used */
 	/* The slots: planned positions in the epoch's order. */
 	struct order *order;       /* held until every slot is done */

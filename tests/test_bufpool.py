@@ -16,11 +16,19 @@ batch_images_buf):
     be made) gives feedfs-ref's header;
   - then the epoch whole, and the next one (buffers handed on and taken
     again: feedfs_batch_buffers_reused_total), every byte feedfs-ref's;
+  - a job whose epoch ends in a short batch (96 = 3 x 28 + 12), read a
+    batch at a time with a pause for the kernel's release after each, at
+    readahead 1: two buffers over two epochs (the batch read and the one
+    ahead).  The short batch's buffer is a full one's, so the next full
+    batch takes it again: sized to the short batch it fitted no other,
+    and each epoch mapped two buffers more (in bench/run's default job,
+    a sixth 154 MB buffer in a warm epoch);
   - order = relaxed keeps its buffers from the start (its batches are
     filled as samples finish): its epoch reads whole."""
 
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +50,15 @@ jobs = {"s": fflib.job(pipeline=PIPE, batch_size=B, epochs=2,
                        order="relaxed")}
 cfg = t.config(t.path("a.conf"), data, jobs, threads=1, readahead=4,
                memory="1G")
+# The short batch's job: cheap samples, so that its batches are made long
+# before they are read, and one ahead at a time.
+SB = 28
+short = {"t": fflib.job(pipeline="decode resize(48) center_crop(40) "
+                        "normalize(imagenet)", batch_size=SB, epochs=2,
+                        shuffle="yes")}
+cfg_t = t.config(t.path("t.conf"), data, short, threads=1, readahead=1,
+                 memory="256M")
+ref_t = [t.ref(cfg_t, "t", e, t.path("ref-t%d" % e)) for e in range(2)]
 ref0 = t.ref(cfg, "s", 0, t.path("ref-s0"))
 ref1 = t.ref(cfg, "s", 1, t.path("ref-s1"))
 
@@ -78,4 +95,23 @@ with fflib.Mount(t, cfg, t.path("mnt")) as m:
 
     m.read_epoch("r", 0)
     check(m.alive(), "the daemon died")
+
+with fflib.Mount(t, cfg_t, t.path("mnt")) as m:
+    nb = (N + SB - 1) // SB
+    for e in range(2):
+        for i in range(nb):
+            name = "batch-%06d.npy" % i
+            got = fflib.read_file(m.p("t", "epoch-%04d" % e, name))
+            with open(os.path.join(ref_t[e], name), "rb") as f:
+                check(got == f.read(),
+                      "job t epoch %d %s is not feedfs-ref's" % (e, name))
+            time.sleep(0.2)  # the release reaches the daemon
+    st = m.stats()
+    mapped = st.get("feedfs_batch_buffers_allocated_total", 0)
+    log("short last batch: two epochs of %d batches: %d buffers mapped, "
+        "%d reused" % (nb, mapped,
+                       st.get("feedfs_batch_buffers_reused_total", 0)))
+    check(mapped == 2, "%d batch buffers mapped over two epochs that end in "
+          "a short batch, at readahead 1 (the batch read and one ahead): "
+          "2 would do" % mapped)
 t.cleanup()
