@@ -507,10 +507,8 @@ refuse(struct feed *f, const struct batch *b, uint64_t need)
 	return -ENOMEM;
 }
 
-/* Whether what a read of b waits for room for was made meanwhile, by
- * another reader: its data, or (images) its images from the raw ones. */
-static bool
-made_meanwhile(const struct batch *b, bool images)
+bool
+batch_made_meanwhile(const struct batch *b, bool images)
 {
 	return images ? b->file[BK_IMAGES] != NULL || b->converting || b->err
 		      : !b->empty;
@@ -522,17 +520,17 @@ made_meanwhile(const struct batch *b, bool images)
  * is not enough the read is refused (-ENOMEM), never made past the
  * budget: the budget is what keeps the daemon inside its cgroup.  A
  * batch that could never fit is refused at mount (feed.c).  Done as
- * soon as another reader made what this one waits for (made_meanwhile):
- * the room is then held by b itself.
+ * soon as another reader made what this one waits for
+ * (batch_made_meanwhile): the room is then held by b itself.
  */
-static int
-wait_room(
+int
+batch_wait_room(
     struct feed *f, struct batch *b, uint64_t need, size_t buf, bool images)
 {
 	size_t keep = bufpool_has(f, buf);
 	uint64_t until = 0, now;
 
-	while (!made_meanwhile(b, images) &&
+	while (!batch_made_meanwhile(b, images) &&
 	       !budget_make_room(&f->budget, need, BUDGET_ANY, keep) &&
 	       !f->stopping) {
 		if (others_busy(f, b)) {
@@ -616,7 +614,7 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	    data_bytes(b) + (o ? 0 : f->jobs[k->job].plan.n * sizeof(*o->ids));
 	if (need == BN_READ) {
 		b->active++; /* not destroyed while we wait */
-		r = wait_room(f, b, bytes, main_buf(b), false);
+		r = batch_wait_room(f, b, bytes, main_buf(b), false);
 		b->active--;
 		if (r == 0 && b->empty)
 			r = fill(f, b);
@@ -633,46 +631,6 @@ batch_get(struct feed *f, const struct feed_key *k, enum batch_need need)
 	}
 	order_put(o);
 	return b;
-}
-
-int
-batch_images(struct feed *f, struct batch *b)
-{
-	struct job *j = b->job;
-	const struct job_geo *geo = job_geo(j, b->key.epoch);
-	uint8_t *img;
-
-	for (;;) {
-		while (b->converting)
-			pthread_cond_wait(&b->cv, &f->lock);
-		if (b->file[BK_IMAGES] || b->err)
-			return b->err ? -EIO : 0;
-		if (wait_room(f, b, b->img_buf, b->img_buf, true) != 0)
-			return -ENOMEM;
-		if (!made_meanwhile(b, true))
-			break; /* else another reader makes them: wait for it */
-	}
-	if ((img = bufpool_get(f, b->img_buf)) == NULL)
-		return -ENOMEM;
-	b->converting = true;
-	b->mem += b->img_buf;
-	budget_add(&f->budget, b->img_buf);
-	pthread_mutex_unlock(&f->lock);
-	job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
-	for (uint32_t s = 0; s < b->g.len; s++) {
-		struct xf_image im = {.w = geo->pl->out_w,
-		    .h = geo->pl->out_h,
-		    .px = b->raw + (size_t)s * geo->raw_bytes};
-
-		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
-		    j->cfg->dtype, j->cfg->layout,
-		    img + b->g.hdr[BK_IMAGES] + (size_t)s * geo->sample_bytes);
-	}
-	pthread_mutex_lock(&f->lock);
-	b->file[BK_IMAGES] = img;
-	b->converting = false;
-	pthread_cond_broadcast(&b->cv);
-	return 0;
 }
 
 /* How long batch_images_buf waits at most for a batch release_near

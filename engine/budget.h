@@ -38,7 +38,7 @@
  * being made when more was counted (a batch, a few samples) and names
  * the kernel has not forgotten yet.  A batch larger than what the budget
  * leaves for one is refused at mount (feed.c), and a read whose batch
- * does not fit beside the metadata held fails (batch.c's wait_room).
+ * does not fit beside the metadata held fails (batch_wait_room).
  *
  * Locking: every function is called with the lock given to budget_init
  * held (feed.lock), reclaimers are called with it held and may not drop

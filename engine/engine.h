@@ -300,7 +300,7 @@ struct feed {
 	uint64_t idle_gen, idle_trims, idle_bytes, idle_last;
 	uint64_t idle_rss0; /* resident bytes when the last trim began */
 	/* Reads refused for want of room that nothing else would free
-	 * (batch.c's wait_room): the batch and the metadata held, over
+	 * (batch_wait_room): the batch and the metadata held, over
 	 * the budget. */
 	uint64_t room_refused;
 };
@@ -350,9 +350,16 @@ struct batch *batch_get(struct feed *f, const struct feed_key *k,
  * *epoch: the first epoch that needs them.  Geometry only: unlocked.
  */
 uint64_t batch_need_max(const struct feed *f, size_t job, uint32_t *epoch);
-/* Make the images of a ready gpu = on batch from its raw samples (an
- * active reader holds b).  Locked; may unlock while converting. */
-int batch_images(struct feed *f, struct batch *b);
+/* Whether what a read of b waits for room for was made meanwhile, by
+ * another reader: its data, or (images) its images from the raw ones. */
+bool batch_made_meanwhile(const struct batch *b, bool images);
+/*
+ * Room for need more bytes for b's read (buf: the size of its large
+ * buffer, a kept one of which counts as room): 0, or -ENOMEM when the
+ * budget cannot make it (batch.c).  Locked; waits unlocked.
+ */
+int batch_wait_room(
+    struct feed *f, struct batch *b, uint64_t need, size_t buf, bool images);
 /*
  * The buffer of b's images, if fill() left it to the first slot or read
  * that needs it (a strict batch, no kept buffer of its size then): from

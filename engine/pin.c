@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "transforms/xf.h"
 
 /* A reader begins or ends a wait: the spans with one waiting at least. */
 static void
@@ -53,6 +54,49 @@ wait_ready(struct feed *f, struct batch *b)
 	atomic_fetch_add(&j->st.read_waits, 1);
 }
 
+/* The images of a ready gpu = on batch, from its raw samples (an active
+ * reader holds b): converted here, unlocked, by the first reader of its
+ * .npy; another waits for that one. */
+static int
+images_from_raw(struct feed *f, struct batch *b)
+{
+	struct job *j = b->job;
+	const struct job_geo *geo = job_geo(j, b->key.epoch);
+	uint8_t *img;
+
+	for (;;) {
+		while (b->converting)
+			pthread_cond_wait(&b->cv, &f->lock);
+		if (b->file[BK_IMAGES] || b->err)
+			return b->err ? -EIO : 0;
+		if (batch_wait_room(f, b, b->img_buf, b->img_buf, true) != 0)
+			return -ENOMEM;
+		if (!batch_made_meanwhile(b, true))
+			break; /* else another reader makes them: wait for it */
+	}
+	if ((img = bufpool_get(f, b->img_buf)) == NULL)
+		return -ENOMEM;
+	b->converting = true;
+	b->mem += b->img_buf;
+	budget_add(&f->budget, b->img_buf);
+	pthread_mutex_unlock(&f->lock);
+	job_npy_header(j, b->key.epoch, b->g.len, BK_IMAGES, (char *)img);
+	for (uint32_t s = 0; s < b->g.len; s++) {
+		struct xf_image im = {.w = geo->pl->out_w,
+		    .h = geo->pl->out_h,
+		    .px = b->raw + (size_t)s * geo->raw_bytes};
+
+		xf_convert(&im, geo->pl->normalize, geo->pl->mean, geo->pl->std,
+		    j->cfg->dtype, j->cfg->layout,
+		    img + b->g.hdr[BK_IMAGES] + (size_t)s * geo->sample_bytes);
+	}
+	pthread_mutex_lock(&f->lock);
+	b->file[BK_IMAGES] = img;
+	b->converting = false;
+	pthread_cond_broadcast(&b->cv);
+	return 0;
+}
+
 int
 feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 {
@@ -73,7 +117,7 @@ feed_pin(struct feed *f, struct feed_handle *h, bool whole)
 		if (b->err)
 			r = -EIO;
 		else if (h->kind == BK_IMAGES && b->job->cfg->gpu)
-			r = batch_images(f, b);
+			r = images_from_raw(f, b);
 	}
 	/* A header read before any slot was made: the buffer, mapped. */
 	if (r == 0 && h->kind == BK_IMAGES)
