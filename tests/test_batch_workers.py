@@ -352,12 +352,20 @@ with mount("P", port, "cluster_secret=" + secret) as m:
     check(n == 14 and again >= n, "kept samples: %d buffers taken again "
           "for %d batches from the tier, %d mapped" % (again, n, mapped))
 with mount("R", port, "cluster_secret=" + secret) as m:
+    # Views whose readahead stays within what the workers made: rank 1's
+    # epoch 1 would read ahead into its epoch 2, which no worker made,
+    # and those two batches, made here, were counted whenever the tier's
+    # lookups of them finished before the stats were read (a loaded
+    # machine).
     odd_reads(m, [("s", 0, None), ("h", 0, None), ("v", 1, None),
-                  ("a", 2, None), ("a", 1, 1)], "odd reads")
+                  ("a", 2, None), ("a", 0, 1)], "odd reads")
     st = m.stats()
     check(st["feedfs_cluster_batch_local_total"] == 0,
-          "odd reads: %d batches made here"
-          % st["feedfs_cluster_batch_local_total"])
+          "odd reads: %d batches made here (%s)"
+          % (st["feedfs_cluster_batch_local_total"], ", ".join(
+              "%s %d" % (k[len("feedfs_cluster_"):], v)
+              for k, v in sorted(st.items())
+              if k.startswith("feedfs_cluster_") and "{" not in k)))
 again = done(fill(cfg, "a", "--epochs", "0-2", port=port, opts=sec),
              "worker again")
 check(again[0] == 0 and again[1] == 15, "a second run: %s, expected 0 made, "
