@@ -20,9 +20,9 @@ batch_images_buf):
     batch at a time with a pause for the kernel's release after each, at
     readahead 1: two buffers over two epochs (the batch read and the one
     ahead).  The short batch's buffer is a full one's, so the next full
-    batch takes it again: sized to the short batch it fitted no other,
-    and each epoch mapped two buffers more (in bench/run's default job,
-    a sixth 154 MB buffer in a warm epoch);
+    batch takes it again: sized to the short batch it fitted no other
+    batch, and the two epochs mapped three buffers (in bench/run's
+    default job, an 82 MB one besides the five full ones);
   - order = relaxed keeps its buffers from the start (its batches are
     filled as samples finish): its epoch reads whole."""
 
